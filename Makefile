@@ -1,0 +1,51 @@
+# The commands the README and .ci/run share.
+# A persistent virtual environment (torch is several GB) lives outside the clone
+# and is reused across runs; override with VENV=/path.
+VENV ?= $(HOME)/.cache/kvbudget/venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+export VIRTUAL_ENV := $(VENV)
+export PATH := $(VENV)/bin:$(PATH)
+
+.PHONY: venv deps deps-run develop run test test-rust test-python bench lint fmt
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+venv: $(PY)
+
+# Runtime deps for the main job (no torch: planning needs none).
+deps-run: venv
+	$(PIP) install -q "maturin>=1.16,<2" "numpy>=1.24" "rich>=13"
+
+# Everything the tests need, torch included (installed once, then reused).
+deps: venv
+	$(PIP) install -q "maturin>=1.16,<2" "numpy>=1.24" "rich>=13" "pytest>=8" \
+	    "hypothesis>=6.100" "pytest-benchmark>=4" "mypy>=1.10" "matplotlib>=3.7" torch
+
+develop: venv
+	$(VENV)/bin/maturin develop --release -q
+
+# Quickstart 1: install and plan the embedded default.
+run: deps-run develop
+	$(VENV)/bin/kvbudget
+
+test-rust:
+	cargo test --workspace --release
+
+test-python:
+	$(PY) -m pytest -q
+
+# Quickstart 2: install what the tests need, run every test.
+test: deps develop test-rust test-python
+
+bench: develop
+	$(PY) -m pytest benches -q --benchmark-enable --benchmark-only
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	cargo fmt --all

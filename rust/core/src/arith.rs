@@ -1,0 +1,107 @@
+//! Checked integer helpers and CPython-exact float operations.
+//!
+//! SGLang computes in CPython. Where a ratio enters, the cell size is an
+//! IEEE-754 double and `A // C` is CPython's float floor division, which is
+//! built on `fmod` rather than `floor(A / C)`. These helpers reproduce those
+//! operations bit for bit (REFERENCE 2.6).
+
+use crate::error::{PlanError, Result};
+
+/// `a * b` on u64, or an overflow error naming `what`.
+pub fn mul(a: u64, b: u64, what: &str) -> Result<u64> {
+    a.checked_mul(b).ok_or_else(|| PlanError::overflow(what))
+}
+
+/// `a + b` on u64, or an overflow error naming `what`.
+pub fn add(a: u64, b: u64, what: &str) -> Result<u64> {
+    a.checked_add(b).ok_or_else(|| PlanError::overflow(what))
+}
+
+/// Converts a u64 to i64, or an overflow error naming `what`.
+pub fn to_i64(a: u64, what: &str) -> Result<i64> {
+    i64::try_from(a).map_err(|_| PlanError::overflow(what))
+}
+
+/// Converts an i128 to i64, or an overflow error naming `what`.
+pub fn narrow(a: i128, what: &str) -> Result<i64> {
+    i64::try_from(a).map_err(|_| PlanError::overflow(what))
+}
+
+/// Python's integer floor division `a // b` for `b > 0` (rounds toward minus infinity).
+pub fn floor_div(a: i64, b: i64) -> i64 {
+    debug_assert!(b > 0);
+    a.div_euclid(b)
+}
+
+/// `a // p * p`: the largest multiple of `p` not above `a` (`p > 0`).
+pub fn align_down(a: i64, p: i64) -> i64 {
+    a.div_euclid(p) * p
+}
+
+/// `ceil(a / p) * p` for `a >= 0`, `p > 0` (SGLang's `ceil_align`).
+pub fn align_up(a: u64, p: u64, what: &str) -> Result<u64> {
+    let pages = a.div_ceil(p);
+    mul(pages, p, what)
+}
+
+/// CPython's `float.__floordiv__` (`Objects/floatobject.c`, `_float_div_mod`).
+///
+/// `b` must be nonzero and finite.
+pub fn py_float_floordiv(a: f64, b: f64) -> f64 {
+    let m = a % b; // fmod, exact
+    let mut div = (a - m) / b;
+    if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+        div -= 1.0;
+    }
+    if div != 0.0 {
+        let mut floordiv = div.floor();
+        if div - floordiv > 0.5 {
+            floordiv += 1.0;
+        }
+        floordiv
+    } else {
+        (0.0f64).copysign(a / b)
+    }
+}
+
+/// CPython's `int(x)` for a double, truncating toward zero, into i64;
+/// non-finite or out-of-range values are an overflow error naming `what`.
+pub fn py_int(x: f64, what: &str) -> Result<i64> {
+    // 2^63 is exactly representable; every double below it in magnitude truncates into range.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if !x.is_finite() || x >= LIMIT || x < -LIMIT {
+        return Err(PlanError::overflow(what));
+    }
+    Ok(x.trunc() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floordiv_matches_cpython_examples() {
+        // Values checked against CPython 3.11.
+        assert_eq!(py_float_floordiv(7.0, 2.0), 3.0);
+        assert_eq!(py_float_floordiv(-7.0, 2.0), -4.0);
+        assert_eq!(py_float_floordiv(1.0, 0.1), 9.0); // floor(1/0.1) would be 10
+        assert_eq!(py_float_floordiv(42_949_672_960.0, 430_899.2), 99_674.0);
+    }
+
+    #[test]
+    fn py_int_truncates_and_rejects_out_of_range() {
+        assert_eq!(py_int(-2.7, "x").unwrap(), -2);
+        assert_eq!(py_int(2.7, "x").unwrap(), 2);
+        assert!(py_int(f64::NAN, "x").is_err());
+        assert!(py_int(9.3e18, "x").is_err());
+    }
+
+    #[test]
+    fn alignment() {
+        assert_eq!(align_down(-1, 64), -64);
+        assert_eq!(align_down(127, 64), 64);
+        assert_eq!(align_up(61_952, 64, "x").unwrap(), 61_952);
+        assert_eq!(align_up(47_032, 64, "x").unwrap(), 47_040);
+        assert_eq!(floor_div(-7, 2), -4);
+    }
+}

@@ -1,0 +1,115 @@
+//! Bytes per token: KV heads per rank, bytes per layer, and the Default
+//! configurator's cell size (REFERENCE 2.1 and 2.2).
+
+use crate::arith::{add, mul, py_int};
+use crate::dtype::KvDtype;
+use crate::error::{PlanError, Result};
+use crate::geometry::ModelGeometry;
+use crate::serving::ServingConfig;
+use crate::spec::{SpecAlgorithm, SpeculativeConfig};
+
+/// Elements per mxfp8 scale byte.
+pub const MXFP8_SCALE_BLOCK: u64 = 32;
+/// Elements per fp4 scale byte.
+pub const FP4_SCALE_BLOCK: u64 = 16;
+
+/// KV heads held by one rank in the Default configurator:
+/// `max(1, heads // (tp // dcp))`; with `tp > heads` each rank keeps one replicated head.
+pub fn kv_heads_per_rank(num_kv_heads: u64, tp_size: u64, dcp_size: u64) -> u64 {
+    let shards = (tp_size / dcp_size).max(1);
+    (num_kv_heads / shards).max(1)
+}
+
+/// KV heads held by one rank in the SWA configurators (`dcp = 1`): `max(1, heads // tp)`.
+pub fn swa_kv_heads_per_rank(num_kv_heads: u64, tp_size: u64) -> u64 {
+    (num_kv_heads / tp_size.max(1)).max(1)
+}
+
+/// Bytes per token of one MHA/GQA layer on one rank:
+/// `heads * (dk + dv) * b`, plus `(heads * (dk + dv)) // 32` scale bytes for mxfp8.
+/// This is `F` (full layers) or `S` (SWA layers) of REFERENCE 2.1.
+pub fn layer_bytes_per_token(heads_per_rank: u64, dk: u64, dv: u64, dtype: KvDtype) -> Result<u64> {
+    let elems = mul(heads_per_rank, add(dk, dv, "head dims")?, "elements per token per layer")?;
+    let mut bytes = mul(elems, dtype.element_bytes(), "bytes per token per layer")?;
+    if dtype == KvDtype::Mxfp8 {
+        bytes = add(bytes, elems / MXFP8_SCALE_BLOCK, "mxfp8 scale bytes")?;
+    }
+    Ok(bytes)
+}
+
+/// The Default configurator's cell size `C` in bytes per token, over every
+/// attention layer, with the draft scaling of REFERENCE 2.2.
+pub fn default_cell_size(model: &ModelGeometry, serving: &ServingConfig, spec: &SpeculativeConfig) -> Result<u64> {
+    let dtype = serving.kv_cache_dtype;
+    let b = dtype.element_bytes();
+    let l = model.num_layers();
+    let mut cell = if let Some(mla) = &model.mla {
+        let dim = mla.elements()?;
+        let c = mul(mul(dim, l, "MLA cell size")?, b, "MLA cell size")?;
+        if dtype == KvDtype::Fp4E2m1 {
+            let scale = mul((dim / FP4_SCALE_BLOCK) * l, b, "MLA fp4 scale bytes")?;
+            add(c / 2, scale, "MLA fp4 cell size")?
+        } else {
+            c
+        }
+    } else {
+        let n = kv_heads_per_rank(model.num_kv_heads, serving.tp_size, serving.dcp_size);
+        let dk = model.head_dim;
+        let elems_l = mul(mul(n, add(dk, model.v_head_dim, "head dims")?, "cell size")?, l, "cell size")?;
+        let c = mul(elems_l, b, "cell size")?;
+        match dtype {
+            KvDtype::Fp4E2m1 => {
+                let scale = mul(mul(mul(mul(n, dk, "fp4 scale")?, l, "fp4 scale")?, 2, "fp4 scale")?, b, "fp4 scale")?
+                    / FP4_SCALE_BLOCK;
+                let workspace = mul(mul(mul(n, dk, "fp4 workspace")?, 2, "fp4 workspace")?, b, "fp4 workspace")?;
+                add(add(c / 2, scale, "fp4 cell size")?, workspace, "fp4 cell size")?
+            }
+            KvDtype::Mxfp8 => add(c, elems_l / MXFP8_SCALE_BLOCK, "mxfp8 cell size")?,
+            _ => c,
+        }
+    };
+
+    let target = !serving.is_draft_worker;
+    let d = spec.draft_num_layers;
+    if target && spec.algorithm.counts_draft_layers() && d > 0 && l > 0 {
+        // SGLang: int(cell * (1 + d / L)) in doubles.
+        let scaled = (cell as f64) * (1.0 + (d as f64) / (l as f64));
+        let v = py_int(scaled, "draft-scaled cell size")?;
+        cell = u64::try_from(v).map_err(|_| PlanError::overflow("draft-scaled cell size"))?;
+    }
+    if target && spec.algorithm == SpecAlgorithm::Dflash && d > 0 && l > 0 {
+        let d_c = spec.dflash_cell(false, serving.dcp_size)?;
+        cell = if d_c > 0 {
+            add(cell, d_c, "DFLASH cell size")?
+        } else {
+            // SGLang's layer scaling: ceil(cell * (L + d * dcp) / L).
+            let total = add(l, mul(d, serving.dcp_size, "DFLASH draft layers")?, "DFLASH layers")?;
+            let num = mul(cell, total, "DFLASH cell size")?;
+            num.div_ceil(l)
+        };
+    }
+    Ok(cell)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_replicate_when_tp_exceeds_heads() {
+        assert_eq!(kv_heads_per_rank(8, 4, 1), 2);
+        assert_eq!(kv_heads_per_rank(8, 16, 1), 1);
+        assert_eq!(kv_heads_per_rank(8, 16, 2), 1);
+        assert_eq!(kv_heads_per_rank(8, 8, 2), 2);
+        assert_eq!(swa_kv_heads_per_rank(8, 16), 1);
+    }
+
+    #[test]
+    fn layer_bytes_examples() {
+        // REFERENCE example 1: 16 heads, 128 + 128, bf16 -> 8192.
+        assert_eq!(layer_bytes_per_token(16, 128, 128, KvDtype::Bf16).unwrap(), 8192);
+        // Example 2: 2 heads/rank, 64 + 64, fp8 -> 256; mxfp8 -> 264.
+        assert_eq!(layer_bytes_per_token(2, 64, 64, KvDtype::Fp8E4m3).unwrap(), 256);
+        assert_eq!(layer_bytes_per_token(2, 64, 64, KvDtype::Mxfp8).unwrap(), 264);
+    }
+}

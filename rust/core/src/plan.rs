@@ -1,0 +1,536 @@
+//! kvbudget's exact plan (REFERENCE section 3): every pool and tensor with
+//! its shape, dtype and bytes, and the largest page-aligned token count whose
+//! total bytes fit the budget.
+//!
+//! Layout, as SGLang allocates it: per layer, K `[rows, heads, dk]` and V
+//! `[rows, heads, dv]` with `rows = tokens + page_size` (slot 0 is the dummy
+//! page); MLA keeps one latent tensor `[rows, 1, kv_lora_rank + qk_rope_head_dim]`.
+//! fp8 is stored as uint8; mxfp8 adds a uint8 scale tensor per K and V with
+//! `ceil(dim / 32)` scales per head; fp4 packs two elements per byte
+//! (`ceil(dim / 2)`) with `ceil(dim / 16)` uint8 scales per head.
+
+use crate::arith::{add, align_down, align_up, mul, to_i64};
+use crate::cell::{kv_heads_per_rank, swa_kv_heads_per_rank, FP4_SCALE_BLOCK, MXFP8_SCALE_BLOCK};
+use crate::configurator::{ConfiguratorKind, MemoryPoolConfig, PoolConfigurator};
+use crate::dtype::{KvDtype, StorageDtype};
+use crate::error::{PlanError, Result};
+use crate::geometry::{DraftCapacity, MlaDims};
+use crate::spec::SpecAlgorithm;
+use serde::{Deserialize, Serialize};
+
+/// How the token counts of a plan are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fit {
+    /// The largest page-aligned count whose exact bytes fit the budget.
+    Exact,
+    /// SGLang's token counts (which may over-commit the budget).
+    Sglang,
+}
+
+impl std::str::FromStr for Fit {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "exact" => Ok(Self::Exact),
+            "sglang" => Ok(Self::Sglang),
+            _ => Err(PlanError::invalid(format!("fit: expected \"exact\" or \"sglang\", got {s:?}"))),
+        }
+    }
+}
+
+/// The pools of a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolName {
+    /// The target's full-attention pool (every layer, for Default).
+    Full,
+    /// The target's sliding-window pool.
+    Swa,
+    /// The draft model's pool.
+    Draft,
+}
+
+impl PoolName {
+    /// `"full"`, `"swa"` or `"draft"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Swa => "swa",
+            Self::Draft => "draft",
+        }
+    }
+}
+
+/// What a tensor holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TensorKind {
+    /// Keys.
+    K,
+    /// Values.
+    V,
+    /// Key scales (mxfp8, fp4).
+    KScale,
+    /// Value scales (mxfp8, fp4).
+    VScale,
+    /// MLA latent (keys and values together).
+    Kv,
+    /// MLA latent scales (mxfp8, fp4).
+    KvScale,
+    /// An opaque per-token cache (a DFLASH draft given only its bytes per token).
+    Cache,
+}
+
+impl TensorKind {
+    /// The snake_case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::K => "k",
+            Self::V => "v",
+            Self::KScale => "k_scale",
+            Self::VScale => "v_scale",
+            Self::Kv => "kv",
+            Self::KvScale => "kv_scale",
+            Self::Cache => "cache",
+        }
+    }
+}
+
+/// One planned tensor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TensorSpec {
+    /// The pool it belongs to.
+    pub pool: PoolName,
+    /// Global target layer id, or the draft-local layer index for the draft pool.
+    pub layer_id: u64,
+    /// What it holds.
+    pub kind: TensorKind,
+    /// Shape in elements; the first dimension is rows (`tokens + page_size`).
+    pub shape: Vec<u64>,
+    /// Storage dtype.
+    pub dtype: StorageDtype,
+    /// Size, bytes.
+    pub nbytes: u64,
+    /// Byte offset inside the pool's single allocation (the slab).
+    pub offset: u64,
+}
+
+/// One planned pool.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PoolSpec {
+    /// Which pool.
+    pub name: PoolName,
+    /// Usable token slots.
+    pub tokens: u64,
+    /// Allocated rows per layer: `tokens + page_size`.
+    pub rows: u64,
+    /// Layer ids in allocation order (global target ids; draft-local for the draft).
+    pub layer_ids: Vec<u64>,
+    /// The pool's KV dtype.
+    pub kv_cache_dtype: KvDtype,
+    /// Bytes of every tensor of the pool.
+    pub nbytes: u64,
+    /// Bytes spent on the `page_size` padding rows.
+    pub padding_bytes: u64,
+    /// The tensors, layer by layer.
+    pub tensors: Vec<TensorSpec>,
+}
+
+/// The exact plan.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PoolPlan {
+    /// How the token counts were chosen.
+    pub fit: Fit,
+    /// The configurator that produced it.
+    pub configurator: ConfiguratorKind,
+    /// The budget, bytes.
+    pub available_bytes: i64,
+    /// Page size, tokens.
+    pub page_size: u64,
+    /// The token counts in SGLang's form.
+    pub config: MemoryPoolConfig,
+    /// The pools (a pool without layers is omitted).
+    pub pools: Vec<PoolSpec>,
+    /// Sum of every tensor's bytes: what allocating this plan takes.
+    pub total_bytes: u64,
+}
+
+impl PoolPlan {
+    /// `available_bytes - total_bytes` (negative when the plan over-commits), bytes.
+    pub fn leftover_bytes(&self) -> i128 {
+        i128::from(self.available_bytes) - i128::from(self.total_bytes)
+    }
+    /// `max(0, total_bytes - available_bytes)`, bytes.
+    pub fn over_budget_bytes(&self) -> u64 {
+        u64::try_from((-self.leftover_bytes()).max(0)).unwrap_or(u64::MAX)
+    }
+    /// Bytes spent on padding rows across pools.
+    pub fn padding_bytes(&self) -> u64 {
+        self.pools.iter().map(|p| p.padding_bytes).sum()
+    }
+    /// The pool with this name, if planned.
+    pub fn pool(&self, name: PoolName) -> Option<&PoolSpec> {
+        self.pools.iter().find(|p| p.name == name)
+    }
+}
+
+/// Per-row shape of one tensor (every dimension after rows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TensorLayout {
+    kind: TensorKind,
+    inner: Vec<u64>,
+    dtype: StorageDtype,
+    row_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PoolLayout {
+    name: PoolName,
+    capacity: DraftCapacity,
+    kv_cache_dtype: KvDtype,
+    layers: Vec<(u64, Vec<TensorLayout>)>,
+    /// Bytes per row summed over every layer and tensor.
+    row_bytes: u64,
+}
+
+fn tensor(kind: TensorKind, inner: Vec<u64>, dtype: StorageDtype) -> Result<TensorLayout> {
+    let mut row_bytes = dtype.bytes();
+    for d in &inner {
+        row_bytes = mul(row_bytes, *d, "tensor row bytes")?;
+    }
+    Ok(TensorLayout { kind, inner, dtype, row_bytes })
+}
+
+/// The tensors of one MHA/GQA layer.
+fn mha_layer(heads: u64, dk: u64, dv: u64, dtype: KvDtype) -> Result<Vec<TensorLayout>> {
+    let st = dtype.storage();
+    let u8t = StorageDtype::Uint8;
+    Ok(match dtype {
+        KvDtype::Fp4E2m1 => vec![
+            tensor(TensorKind::K, vec![heads, dk.div_ceil(2)], st)?,
+            tensor(TensorKind::V, vec![heads, dv.div_ceil(2)], st)?,
+            tensor(TensorKind::KScale, vec![heads, dk.div_ceil(FP4_SCALE_BLOCK)], u8t)?,
+            tensor(TensorKind::VScale, vec![heads, dv.div_ceil(FP4_SCALE_BLOCK)], u8t)?,
+        ],
+        KvDtype::Mxfp8 => vec![
+            tensor(TensorKind::K, vec![heads, dk], st)?,
+            tensor(TensorKind::V, vec![heads, dv], st)?,
+            tensor(TensorKind::KScale, vec![heads, dk.div_ceil(MXFP8_SCALE_BLOCK)], u8t)?,
+            tensor(TensorKind::VScale, vec![heads, dv.div_ceil(MXFP8_SCALE_BLOCK)], u8t)?,
+        ],
+        _ => vec![tensor(TensorKind::K, vec![heads, dk], st)?, tensor(TensorKind::V, vec![heads, dv], st)?],
+    })
+}
+
+/// The tensors of one MLA layer.
+fn mla_layer(mla: &MlaDims, dtype: KvDtype) -> Result<Vec<TensorLayout>> {
+    let dim = mla.elements()?;
+    let st = dtype.storage();
+    let u8t = StorageDtype::Uint8;
+    Ok(match dtype {
+        KvDtype::Fp4E2m1 => vec![
+            tensor(TensorKind::Kv, vec![1, dim.div_ceil(2)], st)?,
+            tensor(TensorKind::KvScale, vec![1, dim.div_ceil(FP4_SCALE_BLOCK)], u8t)?,
+        ],
+        KvDtype::Mxfp8 => vec![
+            tensor(TensorKind::Kv, vec![1, dim], st)?,
+            tensor(TensorKind::KvScale, vec![1, dim.div_ceil(MXFP8_SCALE_BLOCK)], u8t)?,
+        ],
+        _ => vec![tensor(TensorKind::Kv, vec![1, dim], st)?],
+    })
+}
+
+fn pool(
+    name: PoolName,
+    capacity: DraftCapacity,
+    kv_cache_dtype: KvDtype,
+    layers: Vec<(u64, Vec<TensorLayout>)>,
+) -> Result<PoolLayout> {
+    let mut row_bytes = 0u64;
+    for (_, ts) in &layers {
+        for t in ts {
+            row_bytes = add(row_bytes, t.row_bytes, "pool row bytes")?;
+        }
+    }
+    Ok(PoolLayout { name, capacity, kv_cache_dtype, layers, row_bytes })
+}
+
+/// The planner's view of a configurator: its pools, and how their token
+/// counts follow from one primary count `x` (full tokens, or SWA tokens for
+/// an all-SWA target).
+#[derive(Debug, Clone)]
+pub struct PlanLayout<'a> {
+    cfg: &'a PoolConfigurator,
+    pools: Vec<PoolLayout>,
+}
+
+impl<'a> PlanLayout<'a> {
+    /// Lays out the pools of `cfg` (shapes per row; token counts come later).
+    pub fn new(cfg: &'a PoolConfigurator) -> Result<Self> {
+        let m = cfg.model();
+        let s = cfg.serving();
+        let spec = cfg.spec();
+        let dtype = s.kv_cache_dtype;
+        let default_kind = cfg.kind() == ConfiguratorKind::Default;
+        let heads_rule = |h: u64| {
+            if default_kind {
+                kv_heads_per_rank(h, s.tp_size, s.dcp_size)
+            } else {
+                swa_kv_heads_per_rank(h, s.tp_size)
+            }
+        };
+        let full_layer = || -> Result<Vec<TensorLayout>> {
+            match &m.mla {
+                Some(mla) => mla_layer(mla, dtype),
+                None => mha_layer(heads_rule(m.num_kv_heads), m.head_dim, m.v_head_dim, dtype),
+            }
+        };
+        let swa_layer = || mha_layer(heads_rule(m.swa_num_kv_heads), m.swa_head_dim, m.swa_v_head_dim, dtype);
+
+        let mut pools = Vec::new();
+        if default_kind {
+            let mut ids: Vec<u64> =
+                m.full_attention_layer_ids.iter().chain(&m.swa_attention_layer_ids).copied().collect();
+            ids.sort_unstable();
+            let proto = full_layer()?;
+            let layers = ids.into_iter().map(|id| (id, proto.clone())).collect();
+            pools.push(pool(PoolName::Full, DraftCapacity::Full, dtype, layers)?);
+        } else {
+            if m.num_full_layers() > 0 {
+                let mut ids = m.full_attention_layer_ids.clone();
+                ids.sort_unstable();
+                let proto = full_layer()?;
+                pools.push(pool(PoolName::Full, DraftCapacity::Full, dtype, ids.into_iter().map(|id| (id, proto.clone())).collect())?);
+            }
+            let mut ids = m.swa_attention_layer_ids.clone();
+            ids.sort_unstable();
+            let proto = swa_layer()?;
+            pools.push(pool(PoolName::Swa, DraftCapacity::Swa, dtype, ids.into_iter().map(|id| (id, proto.clone())).collect())?);
+        }
+
+        // The draft pool (target worker only).
+        let all_swa = cfg.is_all_swa();
+        let rule_capacity = if all_swa { DraftCapacity::Swa } else { DraftCapacity::Full };
+        let target = !s.is_draft_worker;
+        let drafting = spec.algorithm.counts_draft_layers() && spec.draft_num_layers > 0;
+        let dflash = spec.algorithm == SpecAlgorithm::Dflash;
+        if target && (drafting || dflash) {
+            let draft_pool = if let Some(g) = &spec.draft {
+                let dt = g.kv_cache_dtype.unwrap_or(dtype);
+                let proto = mha_layer(heads_rule(g.num_kv_heads), g.head_dim, g.v_head_dim, dt)?;
+                let layers = (0..g.num_layers).map(|i| (i, proto.clone())).collect();
+                Some(pool(PoolName::Draft, g.capacity.unwrap_or(rule_capacity), dt, layers)?)
+            } else if drafting {
+                let (d_f, d_sf, _) = cfg.draft_terms();
+                let fp = full_layer()?;
+                let sp = if d_sf > 0 { swa_layer()? } else { Vec::new() };
+                let layers = (0..d_f)
+                    .map(|i| (i, fp.clone()))
+                    .chain((d_f..d_f + d_sf).map(|i| (i, sp.clone())))
+                    .collect();
+                Some(pool(PoolName::Draft, rule_capacity, dtype, layers)?)
+            } else {
+                let (_, _, d_c) = cfg.draft_terms();
+                if d_c > 0 {
+                    let t = tensor(TensorKind::Cache, vec![d_c], StorageDtype::Uint8)?;
+                    Some(pool(PoolName::Draft, rule_capacity, dtype, vec![(0, vec![t])])?)
+                } else {
+                    None
+                }
+            };
+            if let Some(p) = draft_pool {
+                if p.capacity == DraftCapacity::Swa && default_kind {
+                    return Err(PlanError::invalid(
+                        "draft capacity \"swa\" needs an SWA pool, but DefaultPoolConfigurator plans a single full pool",
+                    ));
+                }
+                if p.capacity == DraftCapacity::Full && all_swa {
+                    return Err(PlanError::invalid(
+                        "draft capacity \"full\" needs a full pool, but this all-SWA target has none",
+                    ));
+                }
+                pools.push(p);
+            }
+        }
+        Ok(Self { cfg, pools })
+    }
+
+    /// `(full_tokens, swa_tokens)` for a primary count `x` (a multiple of `p`).
+    fn tokens_for(&self, x: i64, p: i64) -> Result<(i64, i64)> {
+        let cfg = self.cfg;
+        Ok(match cfg.kind() {
+            ConfiguratorKind::Default => (x, 0),
+            _ if cfg.is_all_swa() => (0, x),
+            ConfiguratorKind::HybridSwa => (x, align_down(cfg.ratio_tokens(x)?, p)),
+            ConfiguratorKind::ChunkCap => {
+                (x, to_i64(align_up(cfg.swa_cap().unwrap_or_default(), p as u64, "SWA tokens")?, "SWA tokens")?)
+            }
+        })
+    }
+
+    /// Total bytes of the plan at primary count `x`, or `None` if it overflows.
+    fn total_bytes_at(&self, x: i64, p: i64) -> Option<u64> {
+        let (full, swa) = self.tokens_for(x, p).ok()?;
+        let mut total = 0u64;
+        for pl in &self.pools {
+            let tokens = match pl.capacity {
+                DraftCapacity::Full => full,
+                DraftCapacity::Swa => swa,
+            };
+            let rows = u64::try_from(tokens.checked_add(p)?).ok()?;
+            total = total.checked_add(rows.checked_mul(pl.row_bytes)?)?;
+        }
+        Some(total)
+    }
+
+    /// Bytes per primary token of the pools whose size is the primary count itself.
+    fn primary_row_bytes(&self) -> u64 {
+        let primary = if self.cfg.is_all_swa() { DraftCapacity::Swa } else { DraftCapacity::Full };
+        self.pools.iter().filter(|p| p.capacity == primary).map(|p| p.row_bytes).sum()
+    }
+
+    /// The largest page-aligned primary count whose plan fits `available_bytes`
+    /// (0 when not even zero tokens fit).
+    pub fn max_fitting_tokens(&self, available_bytes: i64, p: i64) -> i64 {
+        let Ok(budget) = u64::try_from(available_bytes) else { return 0 };
+        let slope = self.primary_row_bytes().max(1);
+        let pu = p as u64;
+        // total(x) >= x * slope, so x <= budget / slope.
+        let mut lo: u64 = 0; // pages known to fit (or 0)
+        let mut hi: u64 = budget / slope / pu + 1; // pages known not to fit
+        let fits = |pages: u64| -> bool {
+            let Some(x) = pages.checked_mul(pu).and_then(|x| i64::try_from(x).ok()) else { return false };
+            self.total_bytes_at(x, p).is_some_and(|t| t <= budget)
+        };
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == 0 {
+            0
+        } else {
+            (lo * pu) as i64
+        }
+    }
+
+    /// The plan at primary count `x` (tokens, a multiple of `p`).
+    pub fn plan_at(&self, x: i64, p: i64, fit: Fit, available_bytes: i64) -> Result<PoolPlan> {
+        let (full, swa) = self.tokens_for(x, p)?;
+        let cfg = self.cfg;
+        let config = match cfg.kind() {
+            ConfiguratorKind::Default => MemoryPoolConfig {
+                max_total_num_tokens: full,
+                full_max_total_num_tokens: None,
+                swa_max_total_num_tokens: None,
+            },
+            _ if cfg.is_all_swa() => MemoryPoolConfig {
+                max_total_num_tokens: swa,
+                full_max_total_num_tokens: Some(0),
+                swa_max_total_num_tokens: Some(swa),
+            },
+            _ => MemoryPoolConfig {
+                max_total_num_tokens: full,
+                full_max_total_num_tokens: Some(full),
+                swa_max_total_num_tokens: Some(swa),
+            },
+        };
+        self.build(config, full, swa, p, fit, available_bytes)
+    }
+
+    fn build(
+        &self,
+        config: MemoryPoolConfig,
+        full: i64,
+        swa: i64,
+        p: i64,
+        fit: Fit,
+        available_bytes: i64,
+    ) -> Result<PoolPlan> {
+        let pu = p as u64;
+        let mut pools = Vec::with_capacity(self.pools.len());
+        let mut total = 0u64;
+        for pl in &self.pools {
+            let tokens = match pl.capacity {
+                DraftCapacity::Full => full,
+                DraftCapacity::Swa => swa,
+            };
+            let tokens = u64::try_from(tokens)
+                .map_err(|_| PlanError::not_enough_memory(format!("{} pool would hold {tokens} tokens", pl.name.as_str())))?;
+            let rows = add(tokens, pu, "pool rows")?;
+            let mut offset = 0u64;
+            let mut tensors = Vec::new();
+            for (layer_id, ts) in &pl.layers {
+                for t in ts {
+                    let nbytes = mul(rows, t.row_bytes, "tensor bytes")?;
+                    let mut shape = Vec::with_capacity(t.inner.len() + 1);
+                    shape.push(rows);
+                    shape.extend_from_slice(&t.inner);
+                    tensors.push(TensorSpec { pool: pl.name, layer_id: *layer_id, kind: t.kind, shape, dtype: t.dtype, nbytes, offset });
+                    offset = add(offset, nbytes, "pool bytes")?;
+                }
+            }
+            let padding = mul(pu, pl.row_bytes, "padding bytes")?;
+            total = add(total, offset, "plan bytes")?;
+            pools.push(PoolSpec {
+                name: pl.name,
+                tokens,
+                rows,
+                layer_ids: pl.layers.iter().map(|(id, _)| *id).collect(),
+                kv_cache_dtype: pl.kv_cache_dtype,
+                nbytes: offset,
+                padding_bytes: padding,
+                tensors,
+            });
+        }
+        Ok(PoolPlan { fit, configurator: self.cfg.kind(), available_bytes, page_size: pu, config, pools, total_bytes: total })
+    }
+}
+
+impl PoolConfigurator {
+    /// The plan for `available_bytes` on this rank. `Fit::Exact` takes the
+    /// largest page-aligned token count whose tensors fit (total_bytes <=
+    /// available_bytes); `Fit::Sglang` takes SGLang's counts and reports the
+    /// over-commit in `over_budget_bytes`.
+    pub fn plan(&self, available_bytes: i64, fit: Fit) -> Result<PoolPlan> {
+        let layout = PlanLayout::new(self)?;
+        let p = self.resolve_page_size(None)?;
+        match fit {
+            Fit::Sglang => {
+                let c = self.calculate_pool_sizes(available_bytes, None)?;
+                let full = c.full_max_total_num_tokens.unwrap_or(c.max_total_num_tokens);
+                let swa = c.swa_max_total_num_tokens.unwrap_or(0);
+                layout.build(c, full, swa, p, fit, available_bytes)
+            }
+            Fit::Exact => {
+                let x = layout.max_fitting_tokens(available_bytes, p);
+                if x <= 0 {
+                    let need = layout.total_bytes_at(p, p).map_or_else(|| "more than 2^64".to_string(), |b| b.to_string());
+                    return Err(PlanError::not_enough_memory(format!(
+                        "Not enough memory: one page ({p} tokens) of every pool, padding included, needs {need} bytes; \
+                         available {available_bytes} bytes"
+                    )));
+                }
+                let plan = layout.plan_at(x, p, fit, available_bytes)?;
+                if self.kind() != ConfiguratorKind::Default && !self.is_all_swa() {
+                    let swa = plan.config.swa_max_total_num_tokens.unwrap_or(0);
+                    self.check_admission_floor(swa)?;
+                }
+                Ok(plan)
+            }
+        }
+    }
+
+    /// Exact bytes the plan with `full_tokens` primary tokens takes (padding
+    /// and draft included); `full_tokens` is rounded down to a page.
+    pub fn bytes_for_tokens(&self, tokens: i64) -> Result<u64> {
+        let layout = PlanLayout::new(self)?;
+        let p = self.resolve_page_size(None)?;
+        let x = align_down(tokens, p).max(0);
+        layout.total_bytes_at(x, p).ok_or_else(|| PlanError::overflow("plan bytes"))
+    }
+}

@@ -1,0 +1,178 @@
+"""SGLang-compatible pool configurators.
+
+Each class composes a native :class:`kvbudget._core.PoolConfigurator` handle;
+all arithmetic is in the Rust core. The numbers are SGLang's
+(``python/sglang/srt/model_executor/pool_configurator.py``) with the draft
+layers counted (SGLang PR #29622), see REFERENCE.md section 2.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, Union
+
+from kvbudget._core import (
+    MemoryPoolConfig,
+    ModelGeometry,
+    PoolConfigurator,
+    PoolPlan,
+    ServingConfig,
+    SpeculativeConfig,
+)
+
+__all__ = [
+    "DefaultPoolConfigurator",
+    "HybridSWAPoolConfigurator",
+    "SWAChunkCapPoolConfigurator",
+    "PoolConfiguratorBase",
+    "create_pool_configurator",
+]
+
+Fit = Literal["exact", "sglang"]
+
+
+class PoolConfiguratorBase:
+    """Common surface of the three configurators.
+
+    Args:
+        model: the target's attention geometry.
+        serving: dtype, page size, parallelism, ratio and chunk-cap inputs.
+        spec: speculative decoding; ``None`` means no speculation.
+
+    Raises:
+        InvalidConfigError: the configurator does not apply to these inputs.
+    """
+
+    kind: ClassVar[str] = ""
+
+    __slots__ = ("_cfg",)
+
+    def __init__(
+        self,
+        model: ModelGeometry,
+        serving: ServingConfig,
+        spec: SpeculativeConfig | None = None,
+    ) -> None:
+        self._cfg = PoolConfigurator(model, serving, spec, self.kind)
+
+    @classmethod
+    def _wrap(cls, handle: PoolConfigurator) -> PoolConfiguratorBase:
+        obj = object.__new__(cls)
+        obj._cfg = handle
+        return obj
+
+    @property
+    def model(self) -> ModelGeometry:
+        """The target geometry."""
+        return self._cfg.model
+
+    @property
+    def serving(self) -> ServingConfig:
+        """The serving config."""
+        return self._cfg.serving
+
+    @property
+    def spec(self) -> SpeculativeConfig:
+        """The speculative config (algorithm ``"none"`` when none was given)."""
+        return self._cfg.spec
+
+    @property
+    def cell_size(self) -> Union[int, float]:
+        """SGLang's coefficient: bytes per token of ``max_total_num_tokens``.
+
+        A float where the SWA ratio enters (hybrid models with full layers),
+        else an int.
+        """
+        return self._cfg.cell_size
+
+    @property
+    def draft_terms(self) -> tuple[int, int, int]:
+        """``(d_f, d_sf, d_c)``: counted draft layers at full and SWA geometry, DFLASH bytes/token."""
+        return self._cfg.draft_terms
+
+    def calculate_pool_sizes(self, available_bytes: int, page_size: int | None = None) -> MemoryPoolConfig:
+        """The profiling path: pool sizes (tokens) from available bytes on this rank.
+
+        ``page_size`` defaults to ``serving.page_size``.
+
+        Raises:
+            NotEnoughMemoryError: no tokens fit.
+            SWAPoolTooSmallError: the SWA pool cannot admit one request.
+        """
+        return self._cfg.calculate_pool_sizes(available_bytes, page_size)
+
+    def calculate_pool_sizes_from_max_tokens(
+        self, max_total_num_tokens: int, page_size: int | None = None
+    ) -> MemoryPoolConfig:
+        """The constraint path: pool sizes from a token count (a cap, or the MIN across ranks)."""
+        return self._cfg.calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_size)
+
+    def plan(self, available_bytes: int, fit: Fit = "exact") -> PoolPlan:
+        """kvbudget's exact plan: every pool and tensor with its shape, dtype and bytes.
+
+        ``fit="exact"`` takes the largest page-aligned token count whose
+        tensors fit (``total_bytes <= available_bytes``); ``fit="sglang"``
+        takes SGLang's token counts and reports ``over_budget_bytes``.
+        """
+        return self._cfg.plan(available_bytes, fit)
+
+    def bytes_for_tokens(self, tokens: int) -> int:
+        """Exact bytes of the plan whose primary pool holds ``tokens`` (rounded down to a page).
+
+        The primary pool is the full pool, or the SWA pool for an all-SWA model;
+        padding rows and the draft pool are included.
+        """
+        return self._cfg.bytes_for_tokens(tokens)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(cell_size={self.cell_size!r}, model={self.model!r})"
+
+
+class DefaultPoolConfigurator(PoolConfiguratorBase):
+    """SGLang's ``DefaultPoolConfigurator``: one pool, every layer at full geometry (MHA, GQA, MLA, fp4)."""
+
+    kind = "default"
+    __slots__ = ()
+
+
+class HybridSWAPoolConfigurator(PoolConfiguratorBase):
+    """SGLang's ``HybridSWAPoolConfigurator``: full and SWA pools split by ``swa_full_tokens_ratio``."""
+
+    kind = "hybrid_swa"
+    __slots__ = ()
+
+
+class SWAChunkCapPoolConfigurator(PoolConfiguratorBase):
+    """SGLang's ``SWAChunkCapPoolConfigurator``: the SWA pool sized from a per-request cap."""
+
+    kind = "chunk_cap"
+    __slots__ = ()
+
+    @property
+    def swa_cap(self) -> int:
+        """The SWA token cap before page alignment (REFERENCE 2.4)."""
+        cap = self._cfg.swa_cap
+        assert cap is not None
+        return cap
+
+
+_BY_KIND: dict[str, type[PoolConfiguratorBase]] = {
+    "default": DefaultPoolConfigurator,
+    "hybrid_swa": HybridSWAPoolConfigurator,
+    "chunk_cap": SWAChunkCapPoolConfigurator,
+}
+
+
+def create_pool_configurator(
+    model: ModelGeometry,
+    serving: ServingConfig,
+    spec: SpeculativeConfig | None = None,
+) -> PoolConfiguratorBase:
+    """SGLang's factory: ChunkCap when it applies, else HybridSWA for SWA models, else Default.
+
+    Hybrid geometry means the model has SWA layers and
+    ``serving.disable_hybrid_swa_memory`` is False. ChunkCap applies when
+    max_running_requests and chunked_prefill_size are set, the radix cache is
+    disabled, the window is set and the model has full layers.
+    """
+    handle = PoolConfigurator(model, serving, spec, None)
+    return _BY_KIND[handle.kind]._wrap(handle)

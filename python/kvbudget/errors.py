@@ -1,0 +1,63 @@
+"""The kvbudget exception hierarchy.
+
+Every error kvbudget raises derives from :class:`KVBudgetError`, itself a
+:class:`ValueError`. Each class has a ``code`` attribute with a stable string:
+
+- ``InvalidConfigError`` (``"invalid_config"``): an input is out of range,
+  inconsistent, or missing for the configurator asked for.
+  ``PlanOverflowError`` (``"overflow"``) is the subclass for values too large
+  for 64-bit arithmetic.
+- ``NotEnoughMemoryError`` (``"not_enough_memory"``): the budget gives no tokens.
+- ``SWAPoolTooSmallError`` (``"swa_pool_too_small"``): the SWA pool cannot
+  admit one request (``window + page_size >= swa tokens``).
+- ``AllocationError`` (``"allocation_failed"``): allocating a plan failed part
+  way; everything allocated so far was released. Also a :class:`MemoryError`.
+"""
+
+from __future__ import annotations
+
+from kvbudget._core import (
+    InvalidConfigError,
+    KVBudgetError,
+    NotEnoughMemoryError,
+    PlanOverflowError,
+    SWAPoolTooSmallError,
+)
+
+__all__ = [
+    "AllocationError",
+    "InvalidConfigError",
+    "KVBudgetError",
+    "NotEnoughMemoryError",
+    "PlanOverflowError",
+    "SWAPoolTooSmallError",
+]
+
+
+class AllocationError(KVBudgetError, MemoryError):
+    """Allocating a plan failed part way; nothing allocated is left alive.
+
+    Attributes name where it failed: ``pool`` and ``layer_id`` (``None`` for a
+    pool-wide slab), ``kind`` (the tensor kind or ``"slab"``), ``requested_bytes``
+    (the allocation that failed) and ``held_bytes`` (bytes already allocated and
+    then released).
+    """
+
+    code = "allocation_failed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pool: str,
+        layer_id: int | None,
+        kind: str,
+        requested_bytes: int,
+        held_bytes: int,
+    ) -> None:
+        super().__init__(message)
+        self.pool = pool
+        self.layer_id = layer_id
+        self.kind = kind
+        self.requested_bytes = requested_bytes
+        self.held_bytes = held_bytes

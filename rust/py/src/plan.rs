@@ -1,0 +1,376 @@
+//! The configurator handle, MemoryPoolConfig, and the exact plan's value types.
+
+use crate::errors::{invalid, IntoPyResult};
+use crate::values::{json_value, ModelGeometry, ServingConfig, SpeculativeConfig};
+use kvbudget_core as core;
+use pyo3::prelude::*;
+use pyo3::types::{PyTuple, PyType};
+use std::sync::Arc;
+
+/// SGLang's resolved pool sizes, tokens. See `kvbudget.MemoryPoolConfig`.
+#[pyclass(module = "kvbudget._core", frozen, eq, hash, from_py_object)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct MemoryPoolConfig(pub core::MemoryPoolConfig);
+
+#[pymethods]
+impl MemoryPoolConfig {
+    #[new]
+    #[pyo3(signature = (max_total_num_tokens, full_max_total_num_tokens=None, swa_max_total_num_tokens=None))]
+    fn new(max_total_num_tokens: i64, full_max_total_num_tokens: Option<i64>, swa_max_total_num_tokens: Option<i64>) -> Self {
+        Self(core::MemoryPoolConfig { max_total_num_tokens, full_max_total_num_tokens, swa_max_total_num_tokens })
+    }
+    #[getter]
+    fn max_total_num_tokens(&self) -> i64 {
+        self.0.max_total_num_tokens
+    }
+    #[getter]
+    fn full_max_total_num_tokens(&self) -> Option<i64> {
+        self.0.full_max_total_num_tokens
+    }
+    #[getter]
+    fn swa_max_total_num_tokens(&self) -> Option<i64> {
+        self.0.swa_max_total_num_tokens
+    }
+    fn __repr__(&self) -> String {
+        let opt = |v: Option<i64>| v.map_or_else(|| "None".to_string(), |x| x.to_string());
+        format!(
+            "MemoryPoolConfig(max_total_num_tokens={}, full_max_total_num_tokens={}, swa_max_total_num_tokens={})",
+            self.0.max_total_num_tokens,
+            opt(self.0.full_max_total_num_tokens),
+            opt(self.0.swa_max_total_num_tokens)
+        )
+    }
+}
+json_value!(MemoryPoolConfig, core::MemoryPoolConfig);
+
+/// The native configurator handle that the Python configurator classes compose.
+#[pyclass(module = "kvbudget._core", frozen)]
+pub struct PoolConfigurator(pub core::PoolConfigurator);
+
+fn cell_to_py(py: Python<'_>, c: core::CellSize) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match c {
+        core::CellSize::Int(v) => v.into_pyobject(py)?.into_any(),
+        core::CellSize::Float(v) => v.into_pyobject(py)?.into_any(),
+    })
+}
+
+/// `None` or a page size >= 1.
+pub fn page_arg(page_size: Option<i64>) -> PyResult<Option<u64>> {
+    match page_size {
+        None => Ok(None),
+        Some(p) if p >= 1 => Ok(Some(p as u64)),
+        Some(p) => Err(invalid(format!("page_size must be >= 1, got {p}"))),
+    }
+}
+
+#[pymethods]
+impl PoolConfigurator {
+    /// `kind`: None picks SGLang's factory choice; else "default", "hybrid_swa" or "chunk_cap".
+    #[new]
+    #[pyo3(signature = (model, serving, spec=None, kind=None))]
+    fn new(
+        model: &ModelGeometry,
+        serving: &ServingConfig,
+        spec: Option<&SpeculativeConfig>,
+        kind: Option<&str>,
+    ) -> PyResult<Self> {
+        let spec = spec.map(|s| s.0).unwrap_or_default();
+        let (m, s) = (model.0.clone(), serving.0);
+        let cfg = match kind {
+            None => core::PoolConfigurator::create(m, s, spec),
+            Some(k) => k.parse::<core::ConfiguratorKind>().and_then(|k| core::PoolConfigurator::new(k, m, s, spec)),
+        };
+        cfg.py().map(Self)
+    }
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.0.kind().as_str()
+    }
+    #[getter]
+    fn cell_size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        cell_to_py(py, self.0.cell_size())
+    }
+    #[getter]
+    fn full_per_token(&self) -> u64 {
+        self.0.full_per_token()
+    }
+    #[getter]
+    fn swa_per_token(&self) -> u64 {
+        self.0.swa_per_token()
+    }
+    #[getter]
+    fn swa_cap(&self) -> Option<u64> {
+        self.0.swa_cap()
+    }
+    #[getter]
+    fn draft_terms(&self) -> (u64, u64, u64) {
+        self.0.draft_terms()
+    }
+    #[getter]
+    fn model(&self) -> ModelGeometry {
+        ModelGeometry(self.0.model().clone())
+    }
+    #[getter]
+    fn serving(&self) -> ServingConfig {
+        ServingConfig(*self.0.serving())
+    }
+    #[getter]
+    fn spec(&self) -> SpeculativeConfig {
+        SpeculativeConfig(*self.0.spec())
+    }
+    #[pyo3(signature = (available_bytes, page_size=None))]
+    fn calculate_pool_sizes(&self, available_bytes: i64, page_size: Option<i64>) -> PyResult<MemoryPoolConfig> {
+        self.0.calculate_pool_sizes(available_bytes, page_arg(page_size)?).py().map(MemoryPoolConfig)
+    }
+    #[pyo3(signature = (max_total_num_tokens, page_size=None))]
+    fn calculate_pool_sizes_from_max_tokens(&self, max_total_num_tokens: i64, page_size: Option<i64>) -> PyResult<MemoryPoolConfig> {
+        self.0
+            .calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_arg(page_size)?)
+            .py()
+            .map(MemoryPoolConfig)
+    }
+    #[pyo3(signature = (available_bytes, fit="exact"))]
+    fn plan(&self, available_bytes: i64, fit: &str) -> PyResult<PoolPlan> {
+        let fit = fit.parse::<core::Fit>().py()?;
+        self.0.plan(available_bytes, fit).py().map(|p| PoolPlan(Arc::new(p)))
+    }
+    /// Exact bytes the plan holding `tokens` primary tokens takes (padding and draft included).
+    fn bytes_for_tokens(&self, tokens: i64) -> PyResult<u64> {
+        self.0.bytes_for_tokens(tokens).py()
+    }
+}
+
+/// One planned tensor. See `kvbudget.TensorSpec`.
+#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
+#[derive(Clone, PartialEq)]
+pub struct TensorSpec(pub core::TensorSpec);
+
+#[pymethods]
+impl TensorSpec {
+    #[getter]
+    fn pool(&self) -> &'static str {
+        self.0.pool.as_str()
+    }
+    #[getter]
+    fn layer_id(&self) -> u64 {
+        self.0.layer_id
+    }
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.0.kind.as_str()
+    }
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.0.shape)
+    }
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.0.dtype.torch_name()
+    }
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.0.nbytes
+    }
+    #[getter]
+    fn offset(&self) -> u64 {
+        self.0.offset
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "TensorSpec(pool={:?}, layer_id={}, kind={:?}, shape={:?}, dtype={:?}, nbytes={}, offset={})",
+            self.0.pool.as_str(),
+            self.0.layer_id,
+            self.0.kind.as_str(),
+            self.0.shape,
+            self.0.dtype.torch_name(),
+            self.0.nbytes,
+            self.0.offset
+        )
+    }
+}
+json_value!(TensorSpec, core::TensorSpec);
+
+/// One planned pool. See `kvbudget.PoolSpec`.
+#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
+#[derive(Clone, PartialEq)]
+pub struct PoolSpec(pub core::PoolSpec);
+
+#[pymethods]
+impl PoolSpec {
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.0.name.as_str()
+    }
+    #[getter]
+    fn tokens(&self) -> u64 {
+        self.0.tokens
+    }
+    #[getter]
+    fn rows(&self) -> u64 {
+        self.0.rows
+    }
+    #[getter]
+    fn layer_ids(&self) -> Vec<u64> {
+        self.0.layer_ids.clone()
+    }
+    #[getter]
+    fn num_layers(&self) -> usize {
+        self.0.layer_ids.len()
+    }
+    #[getter]
+    fn kv_cache_dtype(&self) -> &'static str {
+        self.0.kv_cache_dtype.as_str()
+    }
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.0.nbytes
+    }
+    #[getter]
+    fn padding_bytes(&self) -> u64 {
+        self.0.padding_bytes
+    }
+    #[getter]
+    fn tensors(&self) -> Vec<TensorSpec> {
+        self.0.tensors.iter().cloned().map(TensorSpec).collect()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "PoolSpec(name={:?}, tokens={}, rows={}, num_layers={}, kv_cache_dtype={:?}, nbytes={}, padding_bytes={})",
+            self.0.name.as_str(),
+            self.0.tokens,
+            self.0.rows,
+            self.0.layer_ids.len(),
+            self.0.kv_cache_dtype.as_str(),
+            self.0.nbytes,
+            self.0.padding_bytes
+        )
+    }
+}
+json_value!(PoolSpec, core::PoolSpec);
+
+/// The exact plan. See `kvbudget.PoolPlan`.
+#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
+#[derive(Clone, PartialEq)]
+pub struct PoolPlan(pub Arc<core::PoolPlan>);
+
+#[pymethods]
+impl PoolPlan {
+    #[getter]
+    fn fit(&self) -> &'static str {
+        match self.0.fit {
+            core::Fit::Exact => "exact",
+            core::Fit::Sglang => "sglang",
+        }
+    }
+    #[getter]
+    fn configurator(&self) -> &'static str {
+        self.0.configurator.as_str()
+    }
+    #[getter]
+    fn available_bytes(&self) -> i64 {
+        self.0.available_bytes
+    }
+    #[getter]
+    fn total_bytes(&self) -> u64 {
+        self.0.total_bytes
+    }
+    #[getter]
+    fn leftover_bytes(&self) -> i128 {
+        self.0.leftover_bytes()
+    }
+    #[getter]
+    fn over_budget_bytes(&self) -> u64 {
+        self.0.over_budget_bytes()
+    }
+    #[getter]
+    fn padding_bytes(&self) -> u64 {
+        self.0.padding_bytes()
+    }
+    #[getter]
+    fn draft_bytes(&self) -> u64 {
+        self.0.pool(core::PoolName::Draft).map_or(0, |p| p.nbytes)
+    }
+    #[getter]
+    fn page_size(&self) -> u64 {
+        self.0.page_size
+    }
+    #[getter]
+    fn config(&self) -> MemoryPoolConfig {
+        MemoryPoolConfig(self.0.config)
+    }
+    #[getter]
+    fn pools(&self) -> Vec<PoolSpec> {
+        self.0.pools.iter().cloned().map(PoolSpec).collect()
+    }
+    #[getter]
+    fn tensors(&self) -> Vec<TensorSpec> {
+        self.0.pools.iter().flat_map(|p| p.tensors.iter().cloned().map(TensorSpec)).collect()
+    }
+    /// The pool named "full", "swa" or "draft", or None when the plan has none.
+    fn pool(&self, name: &str) -> PyResult<Option<PoolSpec>> {
+        let n = match name {
+            "full" => core::PoolName::Full,
+            "swa" => core::PoolName::Swa,
+            "draft" => core::PoolName::Draft,
+            _ => return Err(invalid(format!("pool name: expected full, swa or draft, got {name:?}"))),
+        };
+        Ok(self.0.pool(n).cloned().map(PoolSpec))
+    }
+    /// The plan as a JSON string.
+    fn to_json(&self) -> PyResult<String> {
+        serde_json::to_string(&*self.0).map_err(|e| invalid(e.to_string()))
+    }
+    /// Rebuilds (and checks) a plan from `to_json` output.
+    #[classmethod]
+    fn from_json(_cls: &Bound<'_, PyType>, s: &str) -> PyResult<Self> {
+        let p: core::PoolPlan = serde_json::from_str(s).map_err(|e| invalid(format!("malformed plan JSON: {e}")))?;
+        check_plan(&p)?;
+        Ok(Self(Arc::new(p)))
+    }
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let ctor = slf.get_type().getattr("from_json")?;
+        let s = slf.get().to_json()?;
+        PyTuple::new(py, [ctor.into_any(), PyTuple::new(py, [s])?.into_any()])
+    }
+    fn __repr__(&self) -> String {
+        let pools: Vec<String> = self.0.pools.iter().map(|p| format!("{}={}", p.name.as_str(), p.tokens)).collect();
+        format!(
+            "PoolPlan(fit={:?}, configurator={:?}, tokens=({}), total_bytes={}, available_bytes={}, leftover_bytes={})",
+            self.fit(),
+            self.configurator(),
+            pools.join(", "),
+            self.0.total_bytes,
+            self.0.available_bytes,
+            self.0.leftover_bytes()
+        )
+    }
+}
+
+/// Checks that a deserialized plan is self-consistent (bytes add up, shapes match bytes).
+fn check_plan(p: &core::PoolPlan) -> PyResult<()> {
+    let mut total: u128 = 0;
+    for pool in &p.pools {
+        let mut off: u128 = 0;
+        for t in &pool.tensors {
+            let elems: u128 = t.shape.iter().map(|&d| u128::from(d)).product();
+            if elems * u128::from(t.dtype.bytes()) != u128::from(t.nbytes) || u128::from(t.offset) != off {
+                return Err(invalid(format!(
+                    "plan JSON: tensor {} of layer {} in pool {} has inconsistent shape, nbytes or offset",
+                    t.kind.as_str(),
+                    t.layer_id,
+                    pool.name.as_str()
+                )));
+            }
+            off += u128::from(t.nbytes);
+        }
+        if off != u128::from(pool.nbytes) {
+            return Err(invalid(format!("plan JSON: pool {} nbytes does not equal its tensors' sum", pool.name.as_str())));
+        }
+        total += off;
+    }
+    if total != u128::from(p.total_bytes) {
+        return Err(invalid("plan JSON: total_bytes does not equal the sum of its tensors"));
+    }
+    Ok(())
+}

@@ -7,14 +7,19 @@
 
 use crate::error::{PlanError, Result};
 
-/// `a * b` on u64, or an overflow error naming `what`.
+/// The largest byte or token quantity the core holds: every quantity must fit
+/// a signed 64-bit integer (`i64::MAX`), so that it can be compared with a
+/// signed budget and returned to Python unchanged.
+pub const MAX_QUANTITY: u64 = i64::MAX as u64;
+
+/// `a * b`, or an overflow error naming `what` when it exceeds [`MAX_QUANTITY`].
 pub fn mul(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_mul(b).ok_or_else(|| PlanError::overflow(what))
+    a.checked_mul(b).filter(|v| *v <= MAX_QUANTITY).ok_or_else(|| PlanError::overflow(what))
 }
 
-/// `a + b` on u64, or an overflow error naming `what`.
+/// `a + b`, or an overflow error naming `what` when it exceeds [`MAX_QUANTITY`].
 pub fn add(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_add(b).ok_or_else(|| PlanError::overflow(what))
+    a.checked_add(b).filter(|v| *v <= MAX_QUANTITY).ok_or_else(|| PlanError::overflow(what))
 }
 
 /// Converts a u64 to i64, or an overflow error naming `what`.
@@ -33,9 +38,10 @@ pub fn floor_div(a: i64, b: i64) -> i64 {
     a.div_euclid(b)
 }
 
-/// `a // p * p`: the largest multiple of `p` not above `a` (`p > 0`).
-pub fn align_down(a: i64, p: i64) -> i64 {
-    a.div_euclid(p) * p
+/// `a // p * p`: the largest multiple of `p` not above `a` (`p > 0`); an
+/// overflow error when that multiple is below `i64::MIN`.
+pub fn align_down(a: i64, p: i64) -> Result<i64> {
+    a.div_euclid(p).checked_mul(p).ok_or_else(|| PlanError::overflow("page-aligned token count"))
 }
 
 /// `ceil(a / p) * p` for `a >= 0`, `p > 0` (SGLang's `ceil_align`).
@@ -98,8 +104,9 @@ mod tests {
 
     #[test]
     fn alignment() {
-        assert_eq!(align_down(-1, 64), -64);
-        assert_eq!(align_down(127, 64), 64);
+        assert_eq!(align_down(-1, 64).unwrap(), -64);
+        assert_eq!(align_down(127, 64).unwrap(), 64);
+        assert!(align_down(i64::MIN, 3).is_err());
         assert_eq!(align_up(61_952, 64, "x").unwrap(), 61_952);
         assert_eq!(align_up(47_032, 64, "x").unwrap(), 47_040);
         assert_eq!(floor_div(-7, 2), -4);

@@ -47,7 +47,7 @@ pub fn default_cell_size(model: &ModelGeometry, serving: &ServingConfig, spec: &
         let dim = mla.elements()?;
         let c = mul(mul(dim, l, "MLA cell size")?, b, "MLA cell size")?;
         if dtype == KvDtype::Fp4E2m1 {
-            let scale = mul((dim / FP4_SCALE_BLOCK) * l, b, "MLA fp4 scale bytes")?;
+            let scale = mul(mul(dim / FP4_SCALE_BLOCK, l, "MLA fp4 scale bytes")?, b, "MLA fp4 scale bytes")?;
             add(c / 2, scale, "MLA fp4 cell size")?
         } else {
             c

@@ -39,8 +39,11 @@ pub fn decode_alloc_per_request(serving: &ServingConfig, spec: &SpeculativeConfi
         let inner = if pp == 1 || topk == 1 || spec.algorithm == SpecAlgorithm::Ngram {
             mul(steps, topk, what)?.max(k)
         } else {
+            // SGLang's get_alloc_len_per_decode: ((p'-1) + steps + p'-1) // p' pages per topk
+            // branch, i.e. floor((2(p'-1) + steps) / p') = ceil((p'-1 + steps) / p').
+            // REFERENCE 2.4 prints `ceil(...)` here; SGLang's floor wins (INV-1).
             let num = add(mul(2, pp - 1, what)?, steps, what)?;
-            mul(mul(num.div_ceil(pp), pp, what)?, topk, what)?.max(k)
+            mul(mul(num / pp, pp, what)?, topk, what)?.max(k)
         };
         mul(2, inner, what)
     }

@@ -278,7 +278,7 @@ impl PoolConfigurator {
     /// HybridSWA's split of a token count into pools (SGLang's `_solve_pool_sizes`).
     fn solve_hybrid(&self, max_total: i64, p: i64) -> Result<MemoryPoolConfig> {
         if self.model.num_full_layers() == 0 {
-            let swa = align_down(max_total, p);
+            let swa = align_down(max_total, p)?;
             if swa <= 0 {
                 return Err(not_enough(swa));
             }
@@ -288,8 +288,8 @@ impl PoolConfigurator {
                 swa_max_total_num_tokens: Some(swa),
             });
         }
-        let full = align_down(max_total, p);
-        let swa = align_down(self.ratio_tokens(full)?, p);
+        let full = align_down(max_total, p)?;
+        let swa = align_down(self.ratio_tokens(full)?, p)?;
         self.check_admission_floor(swa)?;
         if full <= 0 {
             return Err(not_enough(full));
@@ -345,7 +345,7 @@ impl PoolConfigurator {
                 let full_cell = self.chunk_cap_full_cell()?;
                 let rest = i128::from(available_bytes) - i128::from(fixed);
                 let full = narrow(rest.div_euclid(i128::from(full_cell)), what)?;
-                let full = align_down(full, p);
+                let full = align_down(full, p)?;
                 if full <= 0 {
                     return Err(PlanError::not_enough_memory(format!(
                         "SWA cap leaves no room for the full pool: the SWA pool cap ({swa} tokens, {fixed} bytes) \
@@ -371,7 +371,7 @@ impl PoolConfigurator {
         let p = self.resolve_page_size(page_size)?;
         match self.kind {
             ConfiguratorKind::Default => {
-                let t = align_down(max_total_num_tokens, p);
+                let t = align_down(max_total_num_tokens, p)?;
                 if t <= 0 {
                     return Err(not_enough(t));
                 }
@@ -380,7 +380,7 @@ impl PoolConfigurator {
             ConfiguratorKind::HybridSwa => self.solve_hybrid(max_total_num_tokens, p),
             ConfiguratorKind::ChunkCap => {
                 let swa = align_up(self.swa_cap.unwrap_or_default(), p as u64, "ChunkCap SWA tokens")?;
-                let full = align_down(max_total_num_tokens, p);
+                let full = align_down(max_total_num_tokens, p)?;
                 let swa = i128::from(swa).min(i128::from(max_total_num_tokens)) as i64;
                 if full <= 0 {
                     return Err(not_enough(full));

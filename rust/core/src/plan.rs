@@ -362,7 +362,7 @@ impl<'a> PlanLayout<'a> {
         Ok(match cfg.kind() {
             ConfiguratorKind::Default => (x, 0),
             _ if cfg.is_all_swa() => (0, x),
-            ConfiguratorKind::HybridSwa => (x, align_down(cfg.ratio_tokens(x)?, p)),
+            ConfiguratorKind::HybridSwa => (x, align_down(cfg.ratio_tokens(x)?, p)?),
             ConfiguratorKind::ChunkCap => {
                 (x, to_i64(align_up(cfg.swa_cap().unwrap_or_default(), p as u64, "SWA tokens")?, "SWA tokens")?)
             }
@@ -530,7 +530,7 @@ impl PoolConfigurator {
     pub fn bytes_for_tokens(&self, tokens: i64) -> Result<u64> {
         let layout = PlanLayout::new(self)?;
         let p = self.resolve_page_size(None)?;
-        let x = align_down(tokens, p).max(0);
+        let x = align_down(tokens, p)?.max(0);
         layout.total_bytes_at(x, p).ok_or_else(|| PlanError::overflow("plan bytes"))
     }
 }

@@ -1,0 +1,173 @@
+//! REFERENCE section 6 invariants as property tests (INV-2 to INV-6, INV-8).
+//! INV-1 (SGLang parity) is the golden test plus the Python differential test;
+//! INV-7 (batch equals scalar) lives with the batch API.
+use kvbudget_core::*;
+use proptest::prelude::*;
+
+const CASES: u32 = 10_000;
+
+fn dtype() -> impl Strategy<Value = KvDtype> {
+    prop::sample::select(KvDtype::ALL.to_vec())
+}
+
+fn algorithm() -> impl Strategy<Value = SpecAlgorithm> {
+    prop::sample::select(vec![
+        SpecAlgorithm::None,
+        SpecAlgorithm::Eagle,
+        SpecAlgorithm::Eagle3,
+        SpecAlgorithm::NextN,
+        SpecAlgorithm::Standalone,
+        SpecAlgorithm::Ngram,
+        SpecAlgorithm::Dflash,
+    ])
+}
+
+prop_compose! {
+    fn model()(n_f in 0u64..8, n_s in 0u64..10, heads in 1u64..64, dk in 1u64..300, dv in prop::option::of(1u64..300),
+               swa_heads in prop::option::of(1u64..64), swa_dk in prop::option::of(1u64..300),
+               window in prop::option::of(0u64..5000), mla in prop::option::of((1u64..600, 0u64..128)))
+        -> Option<ModelGeometry> {
+        let n_f = if n_f + n_s == 0 { 1 } else { n_f };
+        let full: Vec<u64> = (0..n_f).map(|i| 2 * i + 1).collect();
+        let swa: Vec<u64> = (0..n_s).map(|i| 2 * i).collect();
+        let (swa, mla) = match mla { Some(m) if n_s % 3 == 0 => (vec![], Some(m)), _ => (swa, None) };
+        let swa = if swa.is_empty() && n_f == 0 { vec![0] } else { swa };
+        ModelGeometry::new(full, swa, heads, dk, dv, swa_heads, swa_dk, None, window,
+                           mla.map(|m| m.0), mla.map(|m| m.1)).ok()
+    }
+}
+
+prop_compose! {
+    fn serving()(dtype in dtype(), page in prop::sample::select(vec![1u64, 1, 16, 64, 3, 256]),
+                 tp in prop::sample::select(vec![1u64, 2, 4, 8, 16]), dcp_div in 0u32..2,
+                 ratio in 0.01f64..2.0, chunk in prop::option::of((1u64..512, 1u64..16384)),
+                 overlap_off in any::<bool>(), decode in any::<bool>(), extra in 0u64..8, e in -2i64..300,
+                 draft_worker in prop::bool::weighted(0.1))
+        -> ServingConfig {
+        let dcp = if dcp_div == 1 && tp % 2 == 0 { 2 } else { 1 };
+        ServingConfig {
+            kv_cache_dtype: dtype, page_size: page, tp_size: tp, dcp_size: dcp, swa_full_tokens_ratio: ratio,
+            max_running_requests: chunk.map(|c| c.0), chunked_prefill_size: chunk.map(|c| c.1),
+            disable_radix_cache: chunk.is_some(), disable_overlap_schedule: overlap_off,
+            disaggregation_mode: if decode { DisaggregationMode::Decode } else { DisaggregationMode::Null },
+            disaggregation_decode_extra_slots: extra, swa_eviction_interval: e, is_draft_worker: draft_worker,
+            ..ServingConfig::default()
+        }
+    }
+}
+
+prop_compose! {
+    fn spec()(alg in algorithm(), d in 0u64..5, banded in 0u64..3, steps in prop::option::of(0u64..6),
+              topk in prop::option::of(0u64..5), k in prop::option::of(0u64..9), cell in prop::option::of(1u64..100_000))
+        -> SpeculativeConfig {
+        SpeculativeConfig::new(alg, d, steps, topk, k, banded.min(d), cell, None).unwrap()
+    }
+}
+
+fn configurator() -> impl Strategy<Value = PoolConfigurator> {
+    (model(), serving(), spec()).prop_filter_map("valid configurator", |(m, s, sp)| PoolConfigurator::create(m?, s, sp).ok())
+}
+
+fn tokens(c: &MemoryPoolConfig) -> [i64; 3] {
+    [c.max_total_num_tokens, c.full_max_total_num_tokens.unwrap_or(0), c.swa_max_total_num_tokens.unwrap_or(0)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+
+    /// INV-3: more bytes never gives fewer tokens in any pool (and never turns success into an error).
+    #[test]
+    fn inv3_monotone(cfg in configurator(), a in 0i64..(1 << 40), extra in 0i64..(1 << 36)) {
+        if let Ok(small) = cfg.calculate_pool_sizes(a, None) {
+            let big = cfg.calculate_pool_sizes(a + extra, None).expect("more budget must not fail");
+            for (x, y) in tokens(&small).iter().zip(tokens(&big)) {
+                prop_assert!(*x <= y);
+            }
+        }
+        if let (Ok(p1), Ok(p2)) = (cfg.plan(a, Fit::Exact), cfg.plan(a + extra, Fit::Exact)) {
+            for (x, y) in p1.pools.iter().zip(&p2.pools) {
+                prop_assert!(x.tokens <= y.tokens);
+            }
+        }
+    }
+
+    /// INV-4 (alignment) and INV-5 (ratio) on the profiling path.
+    #[test]
+    fn inv4_inv5_alignment_and_ratio(cfg in configurator(), a in -(1i64 << 30)..(1 << 42), page in prop::option::of(1u64..300)) {
+        let p = page.unwrap_or(cfg.serving().page_size) as i64;
+        if let Ok(c) = cfg.calculate_pool_sizes(a, page) {
+            for t in tokens(&c) {
+                prop_assert_eq!(t % p, 0);
+            }
+            prop_assert!(c.max_total_num_tokens > 0);
+            if cfg.kind() == ConfiguratorKind::HybridSwa && !cfg.is_all_swa() {
+                let full = c.full_max_total_num_tokens.unwrap();
+                let r = cfg.serving().swa_full_tokens_ratio;
+                prop_assert_eq!(c.swa_max_total_num_tokens.unwrap(), ((full as f64 * r).trunc() as i64).div_euclid(p) * p);
+            }
+        }
+    }
+
+    /// INV-6: counted draft layers make the cell larger; none or a non-drafting algorithm leaves it unchanged.
+    #[test]
+    fn inv6_draft_grows_cell(m in model(), s in serving(), alg in algorithm(), d in 1u64..6) {
+        let Some(m) = m else { return Ok(()) };
+        let Ok(base) = PoolConfigurator::create(m.clone(), s, SpeculativeConfig::default()) else { return Ok(()) };
+        let sp = SpeculativeConfig::new(alg, d, None, None, None, 0, None, None).unwrap();
+        let with = PoolConfigurator::create(m, s, sp).unwrap();
+        let as_f = |c: CellSize| match c { CellSize::Int(v) => v as f64, CellSize::Float(v) => v };
+        let (b, w) = (as_f(base.cell_size()), as_f(with.cell_size()));
+        // DFLASH without a cell size is priced by SGLang's layer scaling in Default only.
+        let drafts = alg.counts_draft_layers() || (alg == SpecAlgorithm::Dflash && base.kind() == ConfiguratorKind::Default);
+        if drafts && !s.is_draft_worker {
+            prop_assert!(w > b, "{w} > {b}");
+        } else {
+            prop_assert_eq!(w, b);
+        }
+    }
+
+    /// INV-2: the exact plan fits, its tensors add up, and one more page would not fit.
+    #[test]
+    fn inv2_exact_plan(cfg in configurator(), a in 0i64..(1 << 42)) {
+        if let Ok(plan) = cfg.plan(a, Fit::Exact) {
+            prop_assert!(plan.total_bytes <= a as u64);
+            let sum: u64 = plan.pools.iter().flat_map(|p| &p.tensors).map(|t| t.nbytes).sum();
+            prop_assert_eq!(sum, plan.total_bytes);
+            for pool in &plan.pools {
+                prop_assert_eq!(pool.tokens % plan.page_size, 0);
+                for t in &pool.tensors {
+                    let elems: u64 = t.shape.iter().product();
+                    prop_assert_eq!(elems * t.dtype.bytes(), t.nbytes);
+                }
+            }
+            let primary = if cfg.is_all_swa() { plan.config.swa_max_total_num_tokens.unwrap() } else { plan.config.max_total_num_tokens };
+            prop_assert_eq!(cfg.bytes_for_tokens(primary).unwrap(), plan.total_bytes);
+            let next = cfg.bytes_for_tokens(primary + plan.page_size as i64).unwrap();
+            prop_assert!(next > a as u64, "one more page ({next} bytes) fits in {a}");
+        }
+    }
+
+    /// INV-8: arbitrary integers and floats give a typed error or a result, never a panic.
+    #[test]
+    fn inv8_no_panic(n_f in 0u64..4, n_s in 0u64..4, heads in any::<u64>(), dk in any::<u64>(), dv in any::<u64>(),
+                     window in any::<Option<u64>>(), page in any::<u64>(), tp in any::<u64>(), ratio in any::<f64>(),
+                     mrr in any::<Option<u64>>(), chunk in any::<Option<u64>>(), e in any::<i64>(),
+                     d in any::<u64>(), k in any::<Option<u64>>(), a in any::<i64>(), t in any::<i64>(),
+                     dtype in dtype(), alg in algorithm(), cell in any::<Option<u64>>()) {
+        let m = ModelGeometry::new((0..n_f).collect(), (n_f..n_f + n_s).collect(), heads, dk, Some(dv), None, None, None, window, None, None);
+        let s = ServingConfig { kv_cache_dtype: dtype, page_size: page, tp_size: tp, swa_full_tokens_ratio: ratio,
+            max_running_requests: mrr, chunked_prefill_size: chunk, disable_radix_cache: true, swa_eviction_interval: e,
+            ..ServingConfig::default() };
+        let sp = SpeculativeConfig::new(alg, d, k, k, k, 0, cell, None);
+        if let (Ok(m), Ok(sp)) = (m, sp) {
+            if let Ok(cfg) = PoolConfigurator::create(m, s, sp) {
+                let _ = cfg.calculate_pool_sizes(a, None);
+                let _ = cfg.calculate_pool_sizes_from_max_tokens(t, None);
+                if let Ok(plan) = cfg.plan(a, Fit::Exact) {
+                    prop_assert!(plan.total_bytes <= a as u64);
+                }
+                let _ = cfg.plan(a, Fit::Sglang);
+            }
+        }
+    }
+}

@@ -32,7 +32,7 @@ run: deps-run develop
 	$(VENV)/bin/kvbudget
 
 test-rust:
-	cargo test --workspace --release
+	cargo test -p kvbudget-core --release
 
 test-python:
 	$(PY) -m pytest -q

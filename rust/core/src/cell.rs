@@ -4,7 +4,7 @@
 use crate::arith::{add, mul, py_int};
 use crate::dtype::KvDtype;
 use crate::error::{PlanError, Result};
-use crate::geometry::ModelGeometry;
+use crate::geometry::AttentionShape;
 use crate::serving::ServingConfig;
 use crate::spec::{SpecAlgorithm, SpeculativeConfig};
 
@@ -39,7 +39,7 @@ pub fn layer_bytes_per_token(heads_per_rank: u64, dk: u64, dv: u64, dtype: KvDty
 
 /// The Default configurator's cell size `C` in bytes per token, over every
 /// attention layer, with the draft scaling of REFERENCE 2.2.
-pub fn default_cell_size(model: &ModelGeometry, serving: &ServingConfig, spec: &SpeculativeConfig) -> Result<u64> {
+pub fn default_cell_size(model: &AttentionShape, serving: &ServingConfig, spec: &SpeculativeConfig) -> Result<u64> {
     let dtype = serving.kv_cache_dtype;
     let b = dtype.element_bytes();
     let l = model.num_layers();
@@ -69,6 +69,12 @@ pub fn default_cell_size(model: &ModelGeometry, serving: &ServingConfig, spec: &
         }
     };
 
+    if cell == 0 {
+        // SGLang falls back to context_len here; kvbudget has nothing to plan.
+        return Err(PlanError::invalid(
+            "the KV cell size is 0 bytes per token (fp4 of a 1-element MLA latent); nothing to plan",
+        ));
+    }
     let target = !serving.is_draft_worker;
     let d = spec.draft_num_layers;
     if target && spec.algorithm.counts_draft_layers() && d > 0 && l > 0 {

@@ -6,7 +6,8 @@ use crate::cell::{default_cell_size, layer_bytes_per_token, swa_kv_heads_per_ran
 use crate::chunk_cap::{chunk_cap_inapplicable_reason, swa_chunk_cap};
 use crate::dtype::KvDtype;
 use crate::error::{PlanError, Result};
-use crate::geometry::ModelGeometry;
+use crate::geometry::{AttentionShape, ModelGeometry};
+use std::sync::Arc;
 use crate::serving::ServingConfig;
 use crate::spec::SpeculativeConfig;
 use serde::{Deserialize, Serialize};
@@ -81,10 +82,14 @@ pub struct MemoryPoolConfig {
 
 /// A configured planner: SGLang's configurator for one model, serving setup
 /// and speculative config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PoolConfigurator {
     kind: ConfiguratorKind,
-    model: ModelGeometry,
+    /// Counts and dims: all the arithmetic needs.
+    shape: AttentionShape,
+    /// The layer ids, for the exact plan; `None` when built from a shape alone
+    /// (ids are then `0..n_f` for full layers and `n_f..n_f+n_s` for SWA layers).
+    layer_ids: Option<Arc<(Vec<u64>, Vec<u64>)>>,
     serving: ServingConfig,
     spec: SpeculativeConfig,
     cell_size: CellSize,
@@ -103,7 +108,7 @@ pub struct PoolConfigurator {
 }
 
 /// The configurator SGLang's factory picks (REFERENCE 2.5).
-pub fn select_kind(model: &ModelGeometry, serving: &ServingConfig) -> ConfiguratorKind {
+pub fn select_kind(model: &AttentionShape, serving: &ServingConfig) -> ConfiguratorKind {
     if model.num_swa_layers() > 0 && !serving.disable_hybrid_swa_memory {
         if chunk_cap_inapplicable_reason(serving, model.sliding_window_size, model.num_full_layers()).is_none() {
             ConfiguratorKind::ChunkCap
@@ -119,8 +124,21 @@ impl PoolConfigurator {
     /// SGLang's `create_pool_configurator`: picks the kind, then builds it.
     pub fn create(model: ModelGeometry, serving: ServingConfig, spec: SpeculativeConfig) -> Result<Self> {
         serving.validate()?;
-        let kind = select_kind(&model, &serving);
+        let kind = select_kind(&model.shape(), &serving);
         Self::new(kind, model, serving, spec)
+    }
+
+    /// Builds from counts and dims alone (no layer ids): the batch API's path.
+    /// `kind: None` picks SGLang's factory choice.
+    pub fn from_shape(
+        kind: Option<ConfiguratorKind>,
+        shape: AttentionShape,
+        serving: ServingConfig,
+        spec: SpeculativeConfig,
+    ) -> Result<Self> {
+        serving.validate()?;
+        let kind = kind.unwrap_or_else(|| select_kind(&shape, &serving));
+        Self::build(kind, shape, None, serving, spec)
     }
 
     /// Builds a configurator of the given kind, validating that it applies.
@@ -131,12 +149,25 @@ impl PoolConfigurator {
         spec: SpeculativeConfig,
     ) -> Result<Self> {
         serving.validate()?;
+        let shape = model.shape();
+        let ids = Arc::new((model.full_attention_layer_ids, model.swa_attention_layer_ids));
+        Self::build(kind, shape, Some(ids), serving, spec)
+    }
+
+    fn build(
+        kind: ConfiguratorKind,
+        shape: AttentionShape,
+        layer_ids: Option<Arc<(Vec<u64>, Vec<u64>)>>,
+        serving: ServingConfig,
+        spec: SpeculativeConfig,
+    ) -> Result<Self> {
         let worker_is_draft = serving.is_draft_worker;
         let draft_cell = spec.dflash_cell(worker_is_draft, serving.dcp_size)?;
         let (d_f, d_sf) = spec.counted_draft_layers(worker_is_draft);
         let mut this = Self {
             kind,
-            model,
+            shape,
+            layer_ids,
             serving,
             spec,
             cell_size: CellSize::Int(0),
@@ -149,13 +180,7 @@ impl PoolConfigurator {
         };
         match kind {
             ConfiguratorKind::Default => {
-                let c = default_cell_size(&this.model, &this.serving, &this.spec)?;
-                if c == 0 {
-                    return Err(PlanError::invalid(
-                        "the KV cell size is 0 bytes per token (fp4 of a 1-element MLA latent); nothing to plan",
-                    ));
-                }
-                this.cell_size = CellSize::Int(c);
+                this.cell_size = CellSize::Int(default_cell_size(&this.shape, &this.serving, &this.spec)?);
             }
             ConfiguratorKind::HybridSwa | ConfiguratorKind::ChunkCap => this.init_swa()?,
         }
@@ -164,7 +189,7 @@ impl PoolConfigurator {
 
     fn init_swa(&mut self) -> Result<()> {
         let name = self.kind.class_name();
-        let m = &self.model;
+        let m = &self.shape;
         let s = &self.serving;
         if m.num_swa_layers() == 0 {
             return Err(PlanError::invalid(format!(
@@ -218,9 +243,37 @@ impl PoolConfigurator {
     pub fn kind(&self) -> ConfiguratorKind {
         self.kind
     }
-    /// The target geometry.
-    pub fn model(&self) -> &ModelGeometry {
-        &self.model
+    /// The target's counts and dims.
+    pub fn shape(&self) -> &AttentionShape {
+        &self.shape
+    }
+    /// The target geometry (layer ids synthesized as `0..n_f`, `n_f..n_f+n_s`
+    /// when built from a shape alone).
+    pub fn model(&self) -> ModelGeometry {
+        let (full, swa) = self.layer_ids();
+        let m = &self.shape;
+        ModelGeometry {
+            full_attention_layer_ids: full,
+            swa_attention_layer_ids: swa,
+            num_kv_heads: m.num_kv_heads,
+            head_dim: m.head_dim,
+            v_head_dim: m.v_head_dim,
+            swa_num_kv_heads: m.swa_num_kv_heads,
+            swa_head_dim: m.swa_head_dim,
+            swa_v_head_dim: m.swa_v_head_dim,
+            sliding_window_size: m.sliding_window_size,
+            mla: m.mla,
+        }
+    }
+    /// `(full_ids, swa_ids)`.
+    pub fn layer_ids(&self) -> (Vec<u64>, Vec<u64>) {
+        match &self.layer_ids {
+            Some(ids) => (ids.0.clone(), ids.1.clone()),
+            None => {
+                let n_f = self.shape.n_full;
+                ((0..n_f).collect(), (n_f..n_f + self.shape.n_swa).collect())
+            }
+        }
     }
     /// The serving config.
     pub fn serving(&self) -> &ServingConfig {
@@ -252,7 +305,7 @@ impl PoolConfigurator {
     }
     /// True for an SWA kind whose model has no full-attention layer.
     pub fn is_all_swa(&self) -> bool {
-        self.kind != ConfiguratorKind::Default && self.model.num_full_layers() == 0
+        self.kind != ConfiguratorKind::Default && self.shape.num_full_layers() == 0
     }
 
     /// The page size to solve with: the argument, or the serving page size.
@@ -268,7 +321,7 @@ impl PoolConfigurator {
     fn chunk_cap_full_cell(&self) -> Result<u64> {
         let what = "ChunkCap full cell size";
         let ints = add(
-            mul(self.full_per_token, add(self.model.num_full_layers(), self.draft_full_layers, what)?, what)?,
+            mul(self.full_per_token, add(self.shape.num_full_layers(), self.draft_full_layers, what)?, what)?,
             mul(self.swa_per_token, self.draft_swa_layers, what)?,
             what,
         )?;
@@ -277,7 +330,7 @@ impl PoolConfigurator {
 
     /// HybridSWA's split of a token count into pools (SGLang's `_solve_pool_sizes`).
     fn solve_hybrid(&self, max_total: i64, p: i64) -> Result<MemoryPoolConfig> {
-        if self.model.num_full_layers() == 0 {
+        if self.shape.num_full_layers() == 0 {
             let swa = align_down(max_total, p)?;
             if swa <= 0 {
                 return Err(not_enough(swa));
@@ -308,7 +361,7 @@ impl PoolConfigurator {
 
     /// The admission floor: with a window W, the SWA pool must exceed `W + page_size` tokens.
     pub(crate) fn check_admission_floor(&self, swa: i64) -> Result<()> {
-        if let Some(w) = self.model.sliding_window_size {
+        if let Some(w) = self.shape.sliding_window_size {
             let floor = i128::from(w) + i128::from(self.serving.page_size);
             if floor >= i128::from(swa) {
                 return Err(PlanError::swa_too_small(format!(
@@ -341,7 +394,7 @@ impl PoolConfigurator {
             ConfiguratorKind::ChunkCap => {
                 let what = "ChunkCap pool sizes";
                 let swa = align_up(self.swa_cap.unwrap_or_default(), p as u64, what)?;
-                let fixed = mul(mul(swa, self.swa_per_token, what)?, self.model.num_swa_layers(), what)?;
+                let fixed = mul(mul(swa, self.swa_per_token, what)?, self.shape.num_swa_layers(), what)?;
                 let full_cell = self.chunk_cap_full_cell()?;
                 let rest = i128::from(available_bytes) - i128::from(fixed);
                 let full = narrow(rest.div_euclid(i128::from(full_cell)), what)?;

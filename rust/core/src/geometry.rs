@@ -57,12 +57,38 @@ fn positive(name: &str, v: u64) -> Result<u64> {
     }
 }
 
-impl ModelGeometry {
-    /// Builds and validates a geometry; `None` fields take the defaults of
-    /// docs/semantics.md (V dim = K dim, SWA geometry = full geometry).
+/// The sizing view of a geometry: layer counts and dims, no layer ids.
+/// Everything the configurators' arithmetic needs; `Copy` and allocation-free,
+/// so the batch API builds one per row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AttentionShape {
+    /// `n_f`, full-attention layers.
+    pub n_full: u64,
+    /// `n_s`, sliding-window layers.
+    pub n_swa: u64,
+    /// Total KV heads of a full layer.
+    pub num_kv_heads: u64,
+    /// K head dim of a full layer, elements.
+    pub head_dim: u64,
+    /// V head dim of a full layer, elements.
+    pub v_head_dim: u64,
+    /// Total KV heads of an SWA layer.
+    pub swa_num_kv_heads: u64,
+    /// K head dim of an SWA layer, elements.
+    pub swa_head_dim: u64,
+    /// V head dim of an SWA layer, elements.
+    pub swa_v_head_dim: u64,
+    /// SGLang's exclusive sliding window, tokens.
+    pub sliding_window_size: Option<u64>,
+    /// MLA latent dims.
+    pub mla: Option<MlaDims>,
+}
+
+impl AttentionShape {
+    /// Validates counts and dims and applies the defaults of docs/semantics.md.
     pub fn new(
-        full_attention_layer_ids: Vec<u64>,
-        swa_attention_layer_ids: Vec<u64>,
+        n_full: u64,
+        n_swa: u64,
         num_kv_heads: u64,
         head_dim: u64,
         v_head_dim: Option<u64>,
@@ -80,21 +106,11 @@ impl ModelGeometry {
         let swa_v_default = if swa_head_dim.is_some() { swa_head_dim } else { Some(v_head_dim) };
         let swa_head_dim = positive("swa_head_dim", swa_head_dim.unwrap_or(head_dim))?;
         let swa_v_head_dim = positive("swa_v_head_dim", swa_v_head_dim.or(swa_v_default).unwrap_or(swa_head_dim))?;
-
-        check_layer_ids("full_attention_layer_ids", &full_attention_layer_ids)?;
-        check_layer_ids("swa_attention_layer_ids", &swa_attention_layer_ids)?;
-        let full: HashSet<u64> = full_attention_layer_ids.iter().copied().collect();
-        if let Some(dup) = swa_attention_layer_ids.iter().find(|id| full.contains(id)) {
-            return Err(PlanError::invalid(format!(
-                "layer id {dup} is in both full_attention_layer_ids and swa_attention_layer_ids"
-            )));
-        }
-        if full_attention_layer_ids.is_empty() && swa_attention_layer_ids.is_empty() {
+        if n_full == 0 && n_swa == 0 {
             return Err(PlanError::invalid(
                 "the model has no attention layers: full_attention_layer_ids and swa_attention_layer_ids are both empty",
             ));
         }
-
         let mla = match (kv_lora_rank, qk_rope_head_dim) {
             (None, _) => None,
             (Some(_), None) => {
@@ -102,19 +118,17 @@ impl ModelGeometry {
             }
             (Some(r), Some(q)) => {
                 let kv_lora_rank = positive("kv_lora_rank", r)?;
-                if !swa_attention_layer_ids.is_empty() {
+                if n_swa > 0 {
                     return Err(PlanError::invalid(format!(
-                        "an MLA model (kv_lora_rank={kv_lora_rank}) cannot have SWA layers, got {} swa_attention_layer_ids",
-                        swa_attention_layer_ids.len()
+                        "an MLA model (kv_lora_rank={kv_lora_rank}) cannot have SWA layers, got {n_swa} swa_attention_layer_ids"
                     )));
                 }
                 Some(MlaDims { kv_lora_rank, qk_rope_head_dim: q })
             }
         };
-
         Ok(Self {
-            full_attention_layer_ids,
-            swa_attention_layer_ids,
+            n_full,
+            n_swa,
             num_kv_heads,
             head_dim,
             v_head_dim,
@@ -124,6 +138,89 @@ impl ModelGeometry {
             sliding_window_size,
             mla,
         })
+    }
+
+    /// `n_f`, the number of full-attention layers.
+    pub fn num_full_layers(&self) -> u64 {
+        self.n_full
+    }
+
+    /// `n_s`, the number of sliding-window layers.
+    pub fn num_swa_layers(&self) -> u64 {
+        self.n_swa
+    }
+
+    /// `L = n_f + n_s`, every attention layer.
+    pub fn num_layers(&self) -> u64 {
+        self.n_full + self.n_swa
+    }
+}
+
+impl ModelGeometry {
+    /// Builds and validates a geometry; `None` fields take the defaults of
+    /// docs/semantics.md (V dim = K dim, SWA geometry = full geometry).
+    pub fn new(
+        full_attention_layer_ids: Vec<u64>,
+        swa_attention_layer_ids: Vec<u64>,
+        num_kv_heads: u64,
+        head_dim: u64,
+        v_head_dim: Option<u64>,
+        swa_num_kv_heads: Option<u64>,
+        swa_head_dim: Option<u64>,
+        swa_v_head_dim: Option<u64>,
+        sliding_window_size: Option<u64>,
+        kv_lora_rank: Option<u64>,
+        qk_rope_head_dim: Option<u64>,
+    ) -> Result<Self> {
+        let shape = AttentionShape::new(
+            full_attention_layer_ids.len() as u64,
+            swa_attention_layer_ids.len() as u64,
+            num_kv_heads,
+            head_dim,
+            v_head_dim,
+            swa_num_kv_heads,
+            swa_head_dim,
+            swa_v_head_dim,
+            sliding_window_size,
+            kv_lora_rank,
+            qk_rope_head_dim,
+        )?;
+        check_layer_ids("full_attention_layer_ids", &full_attention_layer_ids)?;
+        check_layer_ids("swa_attention_layer_ids", &swa_attention_layer_ids)?;
+        let full: HashSet<u64> = full_attention_layer_ids.iter().copied().collect();
+        if let Some(dup) = swa_attention_layer_ids.iter().find(|id| full.contains(id)) {
+            return Err(PlanError::invalid(format!(
+                "layer id {dup} is in both full_attention_layer_ids and swa_attention_layer_ids"
+            )));
+        }
+        Ok(Self {
+            full_attention_layer_ids,
+            swa_attention_layer_ids,
+            num_kv_heads: shape.num_kv_heads,
+            head_dim: shape.head_dim,
+            v_head_dim: shape.v_head_dim,
+            swa_num_kv_heads: shape.swa_num_kv_heads,
+            swa_head_dim: shape.swa_head_dim,
+            swa_v_head_dim: shape.swa_v_head_dim,
+            sliding_window_size: shape.sliding_window_size,
+            mla: shape.mla,
+        })
+    }
+
+    /// The sizing view (counts and dims).
+    pub fn shape(&self) -> AttentionShape {
+        AttentionShape {
+            n_full: self.num_full_layers(),
+            n_swa: self.num_swa_layers(),
+            num_kv_heads: self.num_kv_heads,
+            head_dim: self.head_dim,
+            v_head_dim: self.v_head_dim,
+            swa_num_kv_heads: self.swa_num_kv_heads,
+            swa_head_dim: self.swa_head_dim,
+            swa_v_head_dim: self.swa_v_head_dim,
+            sliding_window_size: self.sliding_window_size,
+            mla: self.mla,
+        }
     }
 
     /// `n_f`, the number of full-attention layers.

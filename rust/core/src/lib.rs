@@ -14,6 +14,7 @@
 //! Units: bytes for memory, tokens for pool capacity, elements for head dims.
 
 pub mod arith;
+pub mod batch;
 pub mod cell;
 pub mod chunk_cap;
 pub mod configurator;
@@ -27,7 +28,7 @@ pub mod spec;
 pub use configurator::{select_kind, CellSize, ConfiguratorKind, MemoryPoolConfig, PoolConfigurator};
 pub use dtype::{KvDtype, StorageDtype};
 pub use error::{ErrorCode, PlanError, Result};
-pub use geometry::{DraftCapacity, DraftGeometry, MlaDims, ModelGeometry};
+pub use geometry::{AttentionShape, DraftCapacity, DraftGeometry, MlaDims, ModelGeometry};
 pub use plan::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
 pub use serving::{DisaggregationMode, ServingConfig};
 pub use spec::{SpecAlgorithm, SpeculativeConfig};

@@ -268,7 +268,8 @@ pub struct PlanLayout<'a> {
 impl<'a> PlanLayout<'a> {
     /// Lays out the pools of `cfg` (shapes per row; token counts come later).
     pub fn new(cfg: &'a PoolConfigurator) -> Result<Self> {
-        let m = cfg.model();
+        let m = cfg.shape();
+        let (full_ids, swa_ids) = cfg.layer_ids();
         let s = cfg.serving();
         let spec = cfg.spec();
         let dtype = s.kv_cache_dtype;
@@ -290,20 +291,19 @@ impl<'a> PlanLayout<'a> {
 
         let mut pools = Vec::new();
         if default_kind {
-            let mut ids: Vec<u64> =
-                m.full_attention_layer_ids.iter().chain(&m.swa_attention_layer_ids).copied().collect();
+            let mut ids: Vec<u64> = full_ids.iter().chain(&swa_ids).copied().collect();
             ids.sort_unstable();
             let proto = full_layer()?;
             let layers = ids.into_iter().map(|id| (id, proto.clone())).collect();
             pools.push(pool(PoolName::Full, DraftCapacity::Full, dtype, layers)?);
         } else {
             if m.num_full_layers() > 0 {
-                let mut ids = m.full_attention_layer_ids.clone();
+                let mut ids = full_ids;
                 ids.sort_unstable();
                 let proto = full_layer()?;
                 pools.push(pool(PoolName::Full, DraftCapacity::Full, dtype, ids.into_iter().map(|id| (id, proto.clone())).collect())?);
             }
-            let mut ids = m.swa_attention_layer_ids.clone();
+            let mut ids = swa_ids;
             ids.sort_unstable();
             let proto = swa_layer()?;
             pools.push(pool(PoolName::Swa, DraftCapacity::Swa, dtype, ids.into_iter().map(|id| (id, proto.clone())).collect())?);

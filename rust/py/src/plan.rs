@@ -108,7 +108,7 @@ impl PoolConfigurator {
     }
     #[getter]
     fn model(&self) -> ModelGeometry {
-        ModelGeometry(self.0.model().clone())
+        ModelGeometry(self.0.model())
     }
     #[getter]
     fn serving(&self) -> ServingConfig {

@@ -1,0 +1,740 @@
+"""Read Hugging Face ``config.json`` files into kvbudget geometry keyword arguments.
+
+Two entry points, both pure Python (no torch, no transformers):
+
+* :func:`geometry_kwargs_from_hf_config` returns the keyword arguments of
+  ``kvbudget.ModelGeometry`` for a target model.
+* :func:`draft_kwargs_from_hf_config` returns the keyword arguments of
+  ``kvbudget.DraftGeometry`` for a speculative-decoding draft (EAGLE/EAGLE3
+  heads, MTP modules, standalone small models).
+
+Which layers are sliding-window (SWA) layers is decided by the first rule that
+applies, in this order:
+
+1. ``hybrid_layer_pattern`` (MiMo-V2-Flash / MiMo-V2.5): a per-layer int list,
+   0 = full attention, 1 = sliding window; the SWA layers take their heads and
+   dims from the ``swa_*`` keys.
+2. ``layer_types`` (gpt-oss, Gemma 3n, configs re-saved by newer transformers):
+   ``full_attention``, ``sliding_attention``, or ``chunked_attention`` (Llama 4).
+3. Llama 4 (``model_type`` ``llama4``/``llama4_text``): ``no_rope_layers``
+   (1 = RoPE + chunked local attention, 0 = NoPE + global attention); an empty
+   or missing list is derived from ``no_rope_layer_interval`` (default 4):
+   chunked iff ``(i + 1) % interval != 0``. Chunked layers are treated as SWA
+   layers whose window is ``attention_chunk_size``.
+4. ``sliding_window_pattern`` / ``_sliding_window_pattern`` (Gemma 3, Cohere2;
+   class defaults 6 and 4): full iff ``(i + 1) % pattern == 0``.
+5. Gemma 2 (``model_type`` ``gemma2``): alternation, sliding iff ``i`` is even.
+   Gemma 3n without ``layer_types``: full iff ``(i + 1) % 5 == 0``.
+6. ``use_sliding_window`` (Qwen2 family, MiMo-7B): false -> every layer full;
+   true -> layers ``i >= max_window_layers`` slide.
+7. A non-null ``sliding_window`` and nothing else (Mistral v0.1): every layer
+   slides.
+8. Otherwise every layer is full attention (Llama, Qwen3, DeepSeek-V3 MLA).
+
+Sliding window convention. ``sliding_window_size`` in the returned kwargs is
+SGLang's *exclusive* window, which is what SGLang's ``model_runner`` hands to
+the pool configurators:
+
+* Models whose SGLang implementation defines ``get_attention_sliding_window_size``
+  (Gemma 2/3/3n, gpt-oss, Cohere2, Mistral-style all-SWA, Qwen2-style) use the
+  HF inclusive ``sliding_window`` minus 1: HF ``sliding_window=1024`` gives
+  ``sliding_window_size=1023``.
+* MiMo-V2 (``hybrid_layer_pattern``) has no such method in SGLang
+  (``models/mimo_v2_flash.py``); ``model_runner`` then takes
+  ``model_config.sliding_window_size``, the raw ``sliding_window_size`` /
+  ``sliding_window`` config value (128), unchanged.
+* Llama 4 chunked attention: ``model_runner`` takes ``attention_chunk_size``
+  unchanged (8192).
+
+Multimodal configs are read through their ``text_config``. Keys a released
+config leaves to the transformers class defaults (the sparse Gemma 3
+``text_config``, Gemma 3n) take those defaults, listed in ``_CLASS_DEFAULTS``.
+
+Errors raise :class:`ConfigError` (a subclass of ``kvbudget.InvalidConfigError``
+when that is importable, else of ``ValueError``) whose message names the key,
+e.g. ``config.json: missing key 'num_attention_heads'``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+__all__ = [
+    "ConfigError",
+    "DraftKind",
+    "load_hf_config",
+    "geometry_kwargs_from_hf_config",
+    "draft_kwargs_from_hf_config",
+    "GEOMETRY_KEYS",
+    "DRAFT_KEYS",
+]
+
+#: The keyword arguments of ``kvbudget.ModelGeometry``, in signature order.
+GEOMETRY_KEYS: Final[tuple[str, ...]] = (
+    "full_attention_layer_ids",
+    "swa_attention_layer_ids",
+    "num_kv_heads",
+    "head_dim",
+    "v_head_dim",
+    "swa_num_kv_heads",
+    "swa_head_dim",
+    "swa_v_head_dim",
+    "sliding_window_size",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+)
+
+#: The keyword arguments of ``kvbudget.DraftGeometry``, in signature order.
+DRAFT_KEYS: Final[tuple[str, ...]] = (
+    "num_layers",
+    "num_kv_heads",
+    "head_dim",
+    "v_head_dim",
+    "kv_cache_dtype",
+    "capacity",
+)
+
+DraftKind = Literal["auto", "eagle", "eagle3", "mtp", "nextn", "standalone"]
+
+
+def _find_error_base() -> type[ValueError]:
+    """Return ``kvbudget.InvalidConfigError`` if it can be found, else ``ValueError``.
+
+    Looked up without importing ``kvbudget`` anew, so that this module can be
+    imported while ``kvbudget/__init__.py`` is still running.
+    """
+    for mod_name in ("kvbudget._core", "kvbudget"):
+        mod = sys.modules.get(mod_name)
+        if mod is None and mod_name == "kvbudget._core":
+            try:
+                mod = importlib.import_module(mod_name)
+            except ImportError:
+                mod = None
+        cls = getattr(mod, "InvalidConfigError", None) if mod is not None else None
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            try:
+                # Check that the class can be subclassed before using it.
+                type("_Probe", (cls,), {})
+            except TypeError:
+                continue
+            return cls  # type: ignore[return-value]
+    return ValueError
+
+
+if TYPE_CHECKING:
+    _ErrorBase = ValueError
+else:
+    _ErrorBase = _find_error_base()
+
+
+class ConfigError(_ErrorBase):
+    """A config.json that kvbudget cannot turn into a geometry.
+
+    ``key`` names the offending key (dotted for nested keys such as
+    ``text_config.num_attention_heads``) when one is to blame; ``code`` is
+    ``"invalid_config"``, the code of ``kvbudget.InvalidConfigError``.
+    """
+
+    code: str = "invalid_config"
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.code = "invalid_config"
+
+
+# transformers class defaults for keys that released configs leave out
+# (huggingface/transformers src/transformers/models/<family>/configuration_<family>.py).
+_CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = {
+    # Gemma2Config
+    "gemma2": {
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+    },
+    # Gemma3TextConfig (the released multimodal configs nest a sparse text_config)
+    "gemma3_text": {
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    # Gemma3nTextConfig (E4B is these defaults)
+    "gemma3n_text": {
+        "num_hidden_layers": 35,
+        "hidden_size": 2048,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "sliding_window": 512,
+        "num_kv_shared_layers": 15,
+    },
+    # Cohere2Config
+    "cohere2": {
+        "sliding_window": 4096,
+        "sliding_window_pattern": 4,
+    },
+    # Llama4TextConfig
+    "llama4_text": {
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "attention_chunk_size": 8192,
+        "no_rope_layer_interval": 4,
+    },
+}
+
+# Outer (multimodal) model_type -> model_type of its text_config.
+_TEXT_MODEL_TYPE: Final[dict[str, str]] = {
+    "gemma3": "gemma3_text",
+    "gemma3n": "gemma3n_text",
+    "llama4": "llama4_text",
+}
+
+_MIMO_V2_TYPES: Final[frozenset[str]] = frozenset({"mimo_v2_flash", "mimo_v2"})
+
+PathOrDict = Mapping[str, Any] | str | os.PathLike[str]
+
+
+def load_hf_config(path_or_dict: PathOrDict) -> dict[str, Any]:
+    """Return a config as a dict.
+
+    ``path_or_dict`` is a mapping (returned as a shallow copy), a path to a
+    ``config.json`` file, or a directory that contains ``config.json``.
+
+    Raises:
+        ConfigError: the file is missing, is not JSON, or is not a JSON object.
+    """
+    if isinstance(path_or_dict, Mapping):
+        return dict(path_or_dict)
+    if not isinstance(path_or_dict, (str, os.PathLike)):
+        raise ConfigError(
+            "expected a dict, a path to config.json or a directory holding it, "
+            f"got {type(path_or_dict).__name__}"
+        )
+    path = Path(path_or_dict)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+class _View:
+    """The text part of a config, with class defaults and key-naming errors."""
+
+    def __init__(self, cfg: Mapping[str, Any], label: str = "config.json") -> None:
+        outer_type = cfg.get("model_type")
+        self.label = label
+        self.outer = cfg
+        text = cfg.get("text_config")
+        if text is not None and not isinstance(text, Mapping):
+            raise ConfigError(f"{label}: key 'text_config' must be an object", "text_config")
+        if isinstance(text, Mapping):
+            self.cfg: Mapping[str, Any] = text
+            self.prefix = "text_config."
+            inner_type = text.get("model_type")
+            if not isinstance(inner_type, str):
+                inner_type = _TEXT_MODEL_TYPE.get(str(outer_type), outer_type)
+            self.model_type = str(inner_type or "")
+        else:
+            self.cfg = cfg
+            self.prefix = ""
+            mt = str(outer_type or "")
+            # A flattened multimodal config keeps the outer model_type.
+            self.model_type = _TEXT_MODEL_TYPE.get(mt, mt)
+        self.defaults = _CLASS_DEFAULTS.get(self.model_type, {})
+        archs = cfg.get("architectures") or self.cfg.get("architectures") or []
+        self.architectures: list[str] = [a for a in archs if isinstance(a, str)] if isinstance(
+            archs, list
+        ) else []
+
+    def name(self, key: str) -> str:
+        """Dotted key name for messages."""
+        return f"{self.prefix}{key}"
+
+    def has(self, key: str) -> bool:
+        """Whether the key is present (explicitly, or by class default)."""
+        return key in self.cfg or key in self.defaults
+
+    def raw(self, key: str) -> Any:
+        """The key's value (class default if absent), or None."""
+        if key in self.cfg:
+            return self.cfg[key]
+        return self.defaults.get(key)
+
+    def fail(self, key: str, what: str) -> ConfigError:
+        """An error about one key."""
+        return ConfigError(f"{self.label}: key '{self.name(key)}' {what}", self.name(key))
+
+    def opt_int(self, key: str, minimum: int = 1) -> int | None:
+        """An optional integer >= minimum (None when absent or null)."""
+        v = self.raw(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            else:
+                raise self.fail(key, f"must be an integer, got {v!r}")
+        if v < minimum:
+            raise self.fail(key, f"must be >= {minimum}, got {v}")
+        return v
+
+    def req_int(self, key: str, minimum: int = 1) -> int:
+        """A required integer >= minimum."""
+        v = self.opt_int(key, minimum)
+        if v is None:
+            if self.raw(key) is None and key in self.cfg:
+                raise self.fail(key, "must not be null")
+            raise ConfigError(f"{self.label}: missing key '{self.name(key)}'", self.name(key))
+        return v
+
+    def opt_list(self, key: str) -> list[Any] | None:
+        """An optional list (None when absent or null)."""
+        v = self.raw(key)
+        if v is None:
+            return None
+        if not isinstance(v, list):
+            raise self.fail(key, f"must be a list, got {type(v).__name__}")
+        return v
+
+
+def _heads_and_dims(v: _View) -> tuple[int, int, int | None]:
+    """Return (num_kv_heads, head_dim, explicit v_head_dim) of a full layer."""
+    num_heads = v.req_int("num_attention_heads")
+    kv = v.opt_int("num_key_value_heads")
+    if kv is None:
+        kv = num_heads
+    head_dim = v.opt_int("head_dim")
+    if head_dim is None:
+        hidden = v.req_int("hidden_size")
+        if hidden % num_heads:
+            raise ConfigError(
+                f"{v.label}: no key '{v.name('head_dim')}', and '{v.name('hidden_size')}' "
+                f"({hidden}) is not a multiple of '{v.name('num_attention_heads')}' ({num_heads})",
+                v.name("head_dim"),
+            )
+        head_dim = hidden // num_heads
+    return kv, head_dim, v.opt_int("v_head_dim")
+
+
+def _hf_window_minus_one(v: _View) -> int:
+    """SGLang's exclusive window from HF's inclusive ``sliding_window``."""
+    key = "sliding_window"
+    w = v.opt_int(key)
+    if w is None:
+        # Some configs (Gemma 2 9B/27B copies) also carry the same value as sliding_window_size.
+        key = "sliding_window_size"
+        w = v.opt_int(key)
+    if w is None:
+        raise ConfigError(
+            f"{v.label}: the config has sliding-window layers but no key "
+            f"'{v.name('sliding_window')}'",
+            v.name("sliding_window"),
+        )
+    other = v.opt_int("sliding_window_size") if key == "sliding_window" else None
+    if other is not None and other != w:
+        raise ConfigError(
+            f"{v.label}: keys '{v.name('sliding_window')}' ({w}) and "
+            f"'{v.name('sliding_window_size')}' ({other}) disagree",
+            v.name("sliding_window_size"),
+        )
+    return w - 1
+
+
+def _layer_kinds(v: _View, n: int) -> tuple[list[str], int | None]:
+    """Classify the n layers as "full" or "swa"; return them and SGLang's window."""
+    # 1. MiMo-V2 hybrid_layer_pattern.
+    pattern = v.opt_list("hybrid_layer_pattern")
+    if pattern is not None:
+        if len(pattern) != n:
+            raise v.fail(
+                "hybrid_layer_pattern",
+                f"has {len(pattern)} entries but num_hidden_layers is {n}",
+            )
+        kinds = []
+        for i, p in enumerate(pattern):
+            if p == 0 and not isinstance(p, bool):
+                kinds.append("full")
+            elif p == 1 and not isinstance(p, bool):
+                kinds.append("swa")
+            else:
+                raise v.fail("hybrid_layer_pattern", f"entry {i} must be 0 or 1, got {p!r}")
+        window = None
+        if "swa" in kinds:
+            # SGLang reads sliding_window_size, then sliding_window, and uses it as is.
+            window = v.opt_int("sliding_window_size", 0)
+            if window is None:
+                window = v.opt_int("sliding_window", 0)
+            if window is None:
+                raise ConfigError(
+                    f"{v.label}: missing key '{v.name('sliding_window_size')}'",
+                    v.name("sliding_window_size"),
+                )
+        return kinds, window
+
+    # 2. Explicit layer_types.
+    layer_types = v.opt_list("layer_types")
+    if layer_types is not None:
+        if len(layer_types) != n:
+            raise v.fail(
+                "layer_types", f"has {len(layer_types)} entries but num_hidden_layers is {n}"
+            )
+        kinds = []
+        seen: set[str] = set()
+        for i, t in enumerate(layer_types):
+            if t == "full_attention":
+                kinds.append("full")
+            elif t in ("sliding_attention", "chunked_attention"):
+                kinds.append("swa")
+                seen.add(t)
+            else:
+                raise v.fail(
+                    "layer_types",
+                    f"entry {i} is {t!r}; kvbudget knows 'full_attention', "
+                    "'sliding_attention' and 'chunked_attention'",
+                )
+        if seen == {"sliding_attention", "chunked_attention"}:
+            raise v.fail(
+                "layer_types",
+                "mixes sliding_attention and chunked_attention; a ModelGeometry has one window",
+            )
+        if "chunked_attention" in seen:
+            return kinds, v.req_int("attention_chunk_size")
+        if "sliding_attention" in seen:
+            return kinds, _hf_window_minus_one(v)
+        return kinds, None
+
+    # 3. Llama 4 chunked attention (iRoPE).
+    if v.model_type in ("llama4", "llama4_text"):
+        chunk = v.opt_int("attention_chunk_size")
+        if chunk is None:
+            return ["full"] * n, None
+        no_rope = v.opt_list("no_rope_layers")
+        if no_rope:
+            if len(no_rope) != n:
+                raise v.fail(
+                    "no_rope_layers", f"has {len(no_rope)} entries but num_hidden_layers is {n}"
+                )
+            kinds = []
+            for i, r in enumerate(no_rope):
+                if r in (0, 1):  # ints 0/1 (or JSON true/false)
+                    kinds.append("swa" if r else "full")
+                else:
+                    raise v.fail("no_rope_layers", f"entry {i} must be 0 or 1, got {r!r}")
+        else:
+            interval = v.opt_int("no_rope_layer_interval") or 4
+            kinds = ["full" if (i + 1) % interval == 0 else "swa" for i in range(n)]
+        return kinds, chunk
+
+    # 4. A global layer every P layers (Gemma 3, Cohere2).
+    pkey = next(
+        (k for k in ("sliding_window_pattern", "_sliding_window_pattern") if k in v.cfg),
+        "sliding_window_pattern",
+    )
+    period = v.opt_int(pkey)
+    if period is not None:
+        order = v.raw("order_of_interleaved_layers")
+        if order not in (None, "local_attn_first"):
+            raise v.fail(
+                "order_of_interleaved_layers",
+                f"is {order!r}; kvbudget knows only 'local_attn_first'",
+            )
+        if v.raw("sliding_window") is None and "sliding_window" in v.cfg:
+            return ["full"] * n, None
+        kinds = ["full" if (i + 1) % period == 0 else "swa" for i in range(n)]
+        return kinds, _hf_window_minus_one(v)
+
+    # 5. Family rules without explicit keys.
+    if v.model_type == "gemma2":
+        return ["swa" if i % 2 == 0 else "full" for i in range(n)], _hf_window_minus_one(v)
+    if v.model_type == "gemma3n_text":
+        kinds = ["full" if (i + 1) % 5 == 0 else "swa" for i in range(n)]
+        return kinds, _hf_window_minus_one(v)
+
+    # 6. Qwen2-style switch.
+    if "use_sliding_window" in v.cfg:
+        use = v.raw("use_sliding_window")
+        if not isinstance(use, bool):
+            raise v.fail("use_sliding_window", f"must be true or false, got {use!r}")
+        if not use or v.raw("sliding_window") is None:
+            return ["full"] * n, None
+        mwl = v.opt_int("max_window_layers", 0)
+        if mwl is None:
+            raise ConfigError(
+                f"{v.label}: 'use_sliding_window' is true but key "
+                f"'{v.name('max_window_layers')}' is missing",
+                v.name("max_window_layers"),
+            )
+        kinds = ["swa" if i >= mwl else "full" for i in range(n)]
+        return kinds, (_hf_window_minus_one(v) if "swa" in kinds else None)
+
+    # 7. One sliding_window for every layer (Mistral v0.1).
+    if v.raw("sliding_window") is not None:
+        return ["swa"] * n, _hf_window_minus_one(v)
+
+    # 8. Plain full attention.
+    return ["full"] * n, None
+
+
+def _target_kwargs(v: _View, include_kv_shared_layers: bool) -> dict[str, Any]:
+    """Parse a target geometry from a view."""
+    n = v.req_int("num_hidden_layers")
+    kw: dict[str, Any] = dict.fromkeys(GEOMETRY_KEYS)
+
+    if v.raw("kv_lora_rank") is not None:
+        # MLA (DeepSeek-V2/V3): the cache holds one latent of
+        # kv_lora_rank + qk_rope_head_dim elements per token per layer.
+        kinds, _ = _layer_kinds(v, n)
+        if "swa" in kinds:
+            raise ConfigError(
+                f"{v.label}: MLA ('kv_lora_rank') with sliding-window layers is not supported",
+                v.name("kv_lora_rank"),
+            )
+        rank = v.req_int("kv_lora_rank")
+        rope = v.req_int("qk_rope_head_dim", 0)
+        nope = v.req_int("qk_nope_head_dim", 0)
+        kw.update(
+            full_attention_layer_ids=list(range(n)),
+            swa_attention_layer_ids=[],
+            num_kv_heads=v.opt_int("num_key_value_heads") or v.req_int("num_attention_heads"),
+            head_dim=nope + rope,
+            v_head_dim=v.req_int("v_head_dim"),
+            kv_lora_rank=rank,
+            qk_rope_head_dim=rope,
+        )
+        if kw["head_dim"] < 1:
+            raise v.fail("qk_nope_head_dim", "plus 'qk_rope_head_dim' must be >= 1")
+        return kw
+
+    kv, head_dim, v_head_dim = _heads_and_dims(v)
+    kinds, window = _layer_kinds(v, n)
+
+    # Gemma 3n: the last num_kv_shared_layers layers reuse earlier layers' KV.
+    owning = n
+    shared = v.opt_int("num_kv_shared_layers", 0) or 0
+    if shared and not include_kv_shared_layers:
+        if shared >= n:
+            raise v.fail("num_kv_shared_layers", f"({shared}) must be < num_hidden_layers ({n})")
+        owning = n - shared
+
+    full = [i for i in range(owning) if kinds[i] == "full"]
+    swa = [i for i in range(owning) if kinds[i] == "swa"]
+    if not full and not swa:
+        raise v.fail("num_hidden_layers", "must leave at least one KV-cache layer")
+    kw.update(
+        full_attention_layer_ids=full,
+        swa_attention_layer_ids=swa,
+        num_kv_heads=kv,
+        head_dim=head_dim,
+        v_head_dim=v_head_dim,
+    )
+    if swa:
+        kw["sliding_window_size"] = window
+        kw["swa_num_kv_heads"] = v.opt_int("swa_num_key_value_heads")
+        kw["swa_head_dim"] = v.opt_int("swa_head_dim")
+        kw["swa_v_head_dim"] = v.opt_int("swa_v_head_dim")
+    return kw
+
+
+def geometry_kwargs_from_hf_config(
+    path_or_dict: PathOrDict,
+    *,
+    include_kv_shared_layers: bool = False,
+) -> dict[str, Any]:
+    """Return the ``kvbudget.ModelGeometry`` keyword arguments for a HF config.
+
+    Args:
+        path_or_dict: a config dict, a path to ``config.json``, or a directory
+            holding one. Multimodal configs are read through ``text_config``.
+        include_kv_shared_layers: Gemma 3n's last ``num_kv_shared_layers``
+            layers reuse the KV of earlier layers and allocate no cache, so
+            they are left out by default; pass True to list them too.
+
+    Returns:
+        A dict with exactly the keys of :data:`GEOMETRY_KEYS`; ``None`` values
+        mean "use ModelGeometry's default" (V dim = K dim, SWA geometry = full
+        geometry, no window, no MLA). ``sliding_window_size`` is SGLang's
+        exclusive window (HF ``sliding_window`` minus 1; see the module doc for
+        MiMo-V2 and Llama 4). ``ModelGeometry(**kwargs)`` builds the geometry.
+
+    Raises:
+        ConfigError: a required key is missing or has a wrong value; the
+            message names the key.
+    """
+    cfg = load_hf_config(path_or_dict)
+    return _target_kwargs(_View(cfg), include_kv_shared_layers)
+
+
+def _is_eagle(v: _View) -> bool:
+    archs = " ".join(v.architectures).lower()
+    return (
+        "eagle" in archs
+        or "eagle" in v.model_type.lower()
+        or "draft_vocab_size" in v.cfg
+        or "eagle_config" in v.cfg
+    )
+
+
+def _is_mimo_v2(v: _View) -> bool:
+    return v.model_type in _MIMO_V2_TYPES or (
+        "hybrid_layer_pattern" in v.cfg and "swa_num_key_value_heads" in v.cfg
+    )
+
+
+def draft_kwargs_from_hf_config(
+    path_or_dict: PathOrDict,
+    target_kwargs: Mapping[str, Any] | None = None,
+    *,
+    kind: DraftKind = "auto",
+    num_layers: int | None = None,
+) -> dict[str, Any]:
+    """Return the ``kvbudget.DraftGeometry`` keyword arguments for a draft model.
+
+    Args:
+        path_or_dict: the draft's config (EAGLE/EAGLE3 head, standalone model),
+            or for MTP the target's own config (MTP modules live in the target
+            checkpoint). Dict, path to ``config.json`` or its directory.
+        target_kwargs: the target's ``ModelGeometry`` kwargs, if known: then
+            ``capacity`` is explicit, ``"full"`` for a target with full layers
+            and ``"swa"`` for an all-SWA target (SGLang's rule). Without it,
+            ``capacity`` is None, which lets ``DraftGeometry`` apply that rule.
+        kind: ``"auto"`` (default) detects the draft kind: EAGLE heads by an
+            ``*Eagle*`` architecture, ``draft_vocab_size`` or ``eagle_config``;
+            MTP by ``num_nextn_predict_layers > 0`` or a MiMo-V2 config;
+            anything else is a standalone model. ``"eagle3"`` is an alias of
+            ``"eagle"`` and ``"nextn"`` of ``"mtp"``.
+        num_layers: draft KV layers, overriding the config (needed for
+            MiMo-V2-Flash, whose config does not state its 3 MTP layers).
+
+    Draft geometry by kind:
+        * eagle: ``num_hidden_layers`` Llama decoder layers, always full
+          attention (a ``sliding_window`` copied from the target is ignored).
+        * mtp: ``num_nextn_predict_layers`` layers with the target's full-layer
+          geometry, except MiMo-V2, whose MTP layers are SWA layers built from
+          the ``swa_*`` keys (``capacity="swa"``).
+        * standalone: every KV layer of the model at its full-layer geometry
+          and full capacity (SGLang prices the draft per full-pool token).
+
+    Returns:
+        A dict with exactly the keys of :data:`DRAFT_KEYS`
+        (``kv_cache_dtype`` is None: the target's dtype; ``capacity`` is
+        ``"swa"`` for SWA-geometry drafts such as MiMo-V2 MTP, else see
+        ``target_kwargs``).
+
+    Raises:
+        ConfigError: a key is missing or wrong; or the draft is MLA (DeepSeek
+            MTP), which ``DraftGeometry`` cannot describe: give no draft
+            geometry then, so the draft takes the target's MLA geometry.
+    """
+    cfg = load_hf_config(path_or_dict)
+    v = _View(cfg)
+    if kind == "auto":
+        if _is_eagle(v):
+            kind = "eagle"
+        elif (v.opt_int("num_nextn_predict_layers", 0) or 0) > 0 or _is_mimo_v2(v):
+            kind = "mtp"
+        else:
+            kind = "standalone"
+    if kind == "eagle3":
+        kind = "eagle"
+    if kind == "nextn":
+        kind = "mtp"
+    if kind not in ("eagle", "mtp", "standalone"):
+        raise ConfigError(f"unknown draft kind {kind!r}; expected eagle, mtp or standalone")
+    if num_layers is not None and (
+        isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1
+    ):
+        raise ConfigError(f"num_layers must be an integer >= 1, got {num_layers!r}")
+
+    # None leaves the choice to DraftGeometry (SGLang's rule: the full pool's
+    # token count, or the SWA pool's for an all-SWA target).
+    capacity: str | None = None
+    if target_kwargs is not None:
+        capacity = "full" if target_kwargs.get("full_attention_layer_ids") else "swa"
+
+    out: dict[str, Any] = dict.fromkeys(DRAFT_KEYS)
+    if kind == "eagle":
+        kv, head_dim, v_head_dim = _heads_and_dims(v)
+        layers = num_layers if num_layers is not None else v.req_int("num_hidden_layers")
+        out.update(num_layers=layers, num_kv_heads=kv, head_dim=head_dim, v_head_dim=v_head_dim)
+    elif kind == "mtp":
+        if v.raw("kv_lora_rank") is not None:
+            raise ConfigError(
+                f"{v.label}: key '{v.name('kv_lora_rank')}' makes the MTP draft MLA, which "
+                "DraftGeometry cannot describe; pass no draft geometry (the draft then takes "
+                "the target's MLA geometry) and set the speculative draft_num_layers to "
+                f"'{v.name('num_nextn_predict_layers')}'",
+                v.name("kv_lora_rank"),
+            )
+        mtp_layers = num_layers if num_layers is not None else v.opt_int("num_nextn_predict_layers")
+        if mtp_layers is None:
+            raise ConfigError(
+                f"{v.label}: missing key '{v.name('num_nextn_predict_layers')}' "
+                "(the MTP depth); pass num_layers= explicitly",
+                v.name("num_nextn_predict_layers"),
+            )
+        layers = mtp_layers
+        kv, head_dim, v_head_dim = _heads_and_dims(v)
+        if _is_mimo_v2(v):
+            # SGLang's MiMoV2MTPLayer builds its attention from the swa_* keys.
+            kv = v.opt_int("swa_num_key_value_heads") or kv
+            swa_hd = v.opt_int("swa_head_dim")
+            head_dim = swa_hd or head_dim
+            v_head_dim = v.opt_int("swa_v_head_dim") or (v_head_dim if swa_hd is None else None)
+            capacity = "swa"
+        out.update(num_layers=layers, num_kv_heads=kv, head_dim=head_dim, v_head_dim=v_head_dim)
+    else:
+        t = _target_kwargs(v, include_kv_shared_layers=False)
+        if t["kv_lora_rank"] is not None:
+            raise ConfigError(
+                f"{v.label}: key '{v.name('kv_lora_rank')}' makes the draft MLA, which "
+                "DraftGeometry cannot describe",
+                v.name("kv_lora_rank"),
+            )
+        n_swa = len(t["swa_attention_layer_ids"])
+        if n_swa:
+            swa_geom = (
+                t["swa_num_kv_heads"] or t["num_kv_heads"],
+                t["swa_head_dim"] or t["head_dim"],
+                t["swa_v_head_dim"] or t["swa_head_dim"] or t["v_head_dim"] or t["head_dim"],
+            )
+            full_geom = (t["num_kv_heads"], t["head_dim"], t["v_head_dim"] or t["head_dim"])
+            if swa_geom != full_geom:
+                raise ConfigError(
+                    f"{v.label}: standalone draft with SWA layers of a different head "
+                    "geometry; DraftGeometry has one geometry",
+                    v.name("swa_num_key_value_heads"),
+                )
+        layers = (
+            num_layers
+            if num_layers is not None
+            else len(t["full_attention_layer_ids"]) + n_swa
+        )
+        out.update(
+            num_layers=layers,
+            num_kv_heads=t["num_kv_heads"],
+            head_dim=t["head_dim"],
+            v_head_dim=t["v_head_dim"],
+        )
+    out["capacity"] = capacity
+    return out

@@ -1,0 +1,293 @@
+"""Named presets for real models: target geometries and their speculative drafts.
+
+Every entry of the bundled ``data/models.json`` (a verbatim copy of the
+project's researched model table; each entry keeps its ``source``) is a
+preset. ``get_preset("gemma-3-27b").model_kwargs`` are the keyword arguments of
+``kvbudget.ModelGeometry``; a draft preset's ``draft_kwargs`` are those of
+``kvbudget.DraftGeometry``.
+
+Geometry conventions (the same as :mod:`kvbudget.models.hf`):
+
+* ``sliding_window_size`` is SGLang's exclusive window: HF ``sliding_window``
+  minus 1, except MiMo-V2 (SGLang uses its ``sliding_window_size`` key as is)
+  and Llama 4 chunked attention (window = ``attention_chunk_size``).
+* Gemma 3n's KV-shared layers allocate no cache and are left out of the layer
+  ids (``kv_cache_layers_full`` / ``kv_cache_layers_swa`` in the table).
+* MLA models (DeepSeek-V3) carry ``kv_lora_rank`` and ``qk_rope_head_dim``.
+  ``DraftGeometry`` cannot describe an MLA draft, so the DeepSeek-V3 MTP
+  preset has ``draft_kwargs=None``: plan it with no draft geometry (the draft
+  takes the target's MLA geometry) and ``draft_num_layers`` layers.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Final, Literal
+
+__all__ = [
+    "Preset",
+    "UnknownPresetError",
+    "get_preset",
+    "list_presets",
+    "drafts_for",
+]
+
+Role = Literal["target", "draft"]
+DraftKindName = Literal["eagle3", "mtp", "standalone"]
+
+_ROLE_KIND: Final[dict[str, DraftKindName]] = {
+    "draft-eagle3": "eagle3",
+    "draft-mtp": "mtp",
+    "draft-standalone": "standalone",
+}
+
+
+class UnknownPresetError(KeyError):
+    """No preset has this name; the message lists the closest names."""
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        self.name = name
+        self.suggestions = suggestions
+        self.message = f"unknown model preset {name!r}{hint} (list_presets() lists them all)"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One model (target or draft) with its KV geometry and provenance.
+
+    Attributes:
+        name: the preset name (lower case), e.g. ``"gemma-3-27b"``.
+        display_name: the model table's own name, e.g. ``"Gemma-3-27B (text)"``.
+        hf_id: the Hugging Face repo id as the table gives it (may hold a
+            ``(-it)`` variant marker), or None for template-only drafts.
+        role: ``"target"`` or ``"draft"``.
+        draft_kind: ``"eagle3"``, ``"mtp"`` or ``"standalone"`` for drafts.
+        target: the draft's (first) target preset name; None for targets.
+        targets: every target preset the draft is listed for.
+        source: where the numbers come from (the table's ``source``).
+        model_kwargs: ``kvbudget.ModelGeometry`` keyword arguments for this
+            model's own KV layers (also given for drafts: their layers as a model).
+        draft_kwargs: ``kvbudget.DraftGeometry`` keyword arguments (drafts
+            only; None for MLA drafts, which DraftGeometry cannot describe).
+        draft_num_layers: the draft's KV layers (SpeculativeConfig's
+            ``draft_num_layers``); None for targets.
+        notes: the table's notes.
+        kv_cache_dtype: suggested kv_cache_dtype (the model dtype, which is
+            SGLang's ``auto``), or None where the config's dtype is unknown.
+        kv_cache_dtype_note: why that dtype.
+        hf_sliding_window: the HF (inclusive) ``sliding_window``, if any.
+        aliases: other names ``get_preset`` accepts.
+        entry: the full table entry (extra keys documented in models.md).
+    """
+
+    name: str
+    display_name: str
+    hf_id: str | None
+    role: Role
+    draft_kind: DraftKindName | None
+    target: str | None
+    targets: tuple[str, ...]
+    source: str
+    model_kwargs: dict[str, Any] = field(hash=False)
+    draft_kwargs: dict[str, Any] | None = field(hash=False)
+    draft_num_layers: int | None
+    notes: str
+    kv_cache_dtype: str | None
+    kv_cache_dtype_note: str
+    hf_sliding_window: int | None
+    aliases: tuple[str, ...]
+    entry: dict[str, Any] = field(hash=False, repr=False, compare=False)
+
+    def model_geometry(self) -> Any:
+        """Build ``kvbudget.ModelGeometry(**self.model_kwargs)``."""
+        cls = getattr(importlib.import_module("kvbudget"), "ModelGeometry")
+        return cls(**self.model_kwargs)
+
+    def draft_geometry(self) -> Any:
+        """Build ``kvbudget.DraftGeometry(**self.draft_kwargs)``.
+
+        Raises:
+            ValueError: the preset is a target, or an MLA draft (no draft_kwargs).
+        """
+        if self.draft_kwargs is None:
+            raise ValueError(
+                f"preset {self.name!r} has no DraftGeometry "
+                + (
+                    "(it is a target)"
+                    if self.role == "target"
+                    else "(MLA draft: plan it with no draft geometry and "
+                    f"draft_num_layers={self.draft_num_layers})"
+                )
+            )
+        cls = getattr(importlib.import_module("kvbudget"), "DraftGeometry")
+        return cls(**self.draft_kwargs)
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.strip().lower().split())
+
+
+@functools.lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    text = resources.files("kvbudget.models").joinpath("data/models.json").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _sglang_window(entry: dict[str, Any]) -> int | None:
+    """SGLang's sliding_window_size for an entry with SWA layers."""
+    if not entry["swa_layer_ids"]:
+        return None
+    chunk = entry.get("attention_chunk_size")
+    if chunk is not None:  # Llama 4 chunked attention: model_runner uses it as is
+        return int(chunk)
+    w = entry["sliding_window"]
+    if w is None:
+        raise ValueError(f"{entry['name']}: SWA layers without a window")
+    if str(entry["layer_type_convention"]).startswith(("hybrid_layer_pattern", "weights under")):
+        # MiMo-V2: SGLang has no get_attention_sliding_window_size for it and
+        # passes the config's sliding_window_size (== sliding_window) unchanged.
+        return int(w)
+    return int(w) - 1
+
+
+def _model_kwargs(entry: dict[str, Any]) -> dict[str, Any]:
+    owning = entry.get("kv_owning_layer_ids")
+    keep = set(owning) if owning is not None else None
+    full = [i for i in entry["full_layer_ids"] if keep is None or i in keep]
+    swa = [i for i in entry["swa_layer_ids"] if keep is None or i in keep]
+    kw: dict[str, Any] = {
+        "full_attention_layer_ids": full,
+        "swa_attention_layer_ids": swa,
+        "num_kv_heads": entry["num_kv_heads"],
+        "head_dim": entry["head_dim"],
+        "v_head_dim": entry["v_head_dim"],
+        "swa_num_kv_heads": None,
+        "swa_head_dim": None,
+        "swa_v_head_dim": None,
+        "sliding_window_size": None,
+        "kv_lora_rank": None,
+        "qk_rope_head_dim": None,
+    }
+    if swa:
+        kw["swa_num_kv_heads"] = entry["swa_num_kv_heads"]
+        kw["swa_head_dim"] = entry["swa_head_dim"]
+        kw["swa_v_head_dim"] = entry["swa_v_head_dim"]
+        kw["sliding_window_size"] = _sglang_window(entry)
+    mla = entry.get("mla")
+    if mla:
+        kw["kv_lora_rank"] = mla["kv_lora_rank"]
+        kw["qk_rope_head_dim"] = mla["qk_rope_head_dim"]
+    return kw
+
+
+def _draft_kwargs(entry: dict[str, Any]) -> dict[str, Any] | None:
+    if entry.get("mla"):
+        return None
+    swa_only = not entry["full_layer_ids"] and bool(entry["swa_layer_ids"])
+    if swa_only:
+        heads, hd, vd = entry["swa_num_kv_heads"], entry["swa_head_dim"], entry["swa_v_head_dim"]
+    else:
+        heads, hd, vd = entry["num_kv_heads"], entry["head_dim"], entry["v_head_dim"]
+    return {
+        "num_layers": entry["kv_cache_layers_full"] + entry["kv_cache_layers_swa"],
+        "num_kv_heads": heads,
+        "head_dim": hd,
+        "v_head_dim": vd,
+        "kv_cache_dtype": None,
+        "capacity": "swa" if swa_only else "full",
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def _index() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(preset name -> preset row, normalized alias -> preset name)."""
+    data = _data()
+    entries = {m["name"]: m for m in data["models"]}
+    rows: dict[str, dict[str, Any]] = {}
+    aliases: dict[str, str] = {}
+    for row in data["presets"]:
+        name = row["preset"]
+        rows[name] = {**row, "_entry": entries[row["entry"]]}
+        for a in [name, row["entry"], *row["aliases"]]:
+            aliases.setdefault(_norm(a), name)
+    return rows, aliases
+
+
+def _build(row: dict[str, Any]) -> Preset:
+    entry: dict[str, Any] = json.loads(json.dumps(row["_entry"]))  # a private deep copy
+    is_draft = entry["role"] != "target"
+    targets = tuple(row["targets"])
+    return Preset(
+        name=row["preset"],
+        display_name=entry["name"],
+        hf_id=entry["hf_id"],
+        role="draft" if is_draft else "target",
+        draft_kind=_ROLE_KIND[entry["role"]] if is_draft else None,
+        target=targets[0] if targets else None,
+        targets=targets,
+        source=entry["source"],
+        model_kwargs=_model_kwargs(entry),
+        draft_kwargs=_draft_kwargs(entry) if is_draft else None,
+        draft_num_layers=(entry["kv_cache_layers_full"] + entry["kv_cache_layers_swa"])
+        if is_draft
+        else None,
+        notes=entry["notes"],
+        kv_cache_dtype=row["suggested_kv_cache_dtype"],
+        kv_cache_dtype_note=row["kv_cache_dtype_note"],
+        hf_sliding_window=entry["sliding_window"],
+        aliases=tuple(row["aliases"]),
+        entry=entry,
+    )
+
+
+def list_presets(role: Role | None = None) -> list[str]:
+    """Preset names, targets first, in the table's order.
+
+    Args:
+        role: ``"target"`` or ``"draft"`` to list only those.
+    """
+    if role not in (None, "target", "draft"):
+        raise ValueError(f"role must be 'target', 'draft' or None, got {role!r}")
+    rows, _ = _index()
+    return [
+        n
+        for n, r in rows.items()
+        if role is None or (r["_entry"]["role"] == "target") == (role == "target")
+    ]
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name`` (case-insensitive; aliases and HF ids accepted).
+
+    Raises:
+        UnknownPresetError: (a KeyError) no such preset; the message suggests
+            the closest names.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"preset name must be a str, got {type(name).__name__}")
+    rows, aliases = _index()
+    key = aliases.get(_norm(name))
+    if key is None:
+        pool = sorted(set(rows) | set(aliases))
+        close = difflib.get_close_matches(_norm(name), pool, n=3, cutoff=0.5)
+        suggestions = list(dict.fromkeys(aliases.get(c, c) for c in close))
+        raise UnknownPresetError(name, suggestions)
+    return _build(rows[key])
+
+
+def drafts_for(target: str) -> list[str]:
+    """Names of the draft presets listed for a target preset."""
+    t = get_preset(target)
+    rows, _ = _index()
+    return [n for n, r in rows.items() if t.name in r["targets"]]

@@ -1,0 +1,30 @@
+"""pytest configuration shared by the tests.
+
+Hypothesis profiles, chosen with the KVBUDGET_HYPOTHESIS_PROFILE environment
+variable:
+
+* ``ci`` (the default): 10,000 examples per property, no deadline.
+* ``dev``: 500 examples, for quick local runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+
+# tests/reference.py is imported as the top-level module ``reference``.
+sys.path.insert(0, str(Path(__file__).parent))
+
+_COMMON = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile("ci", max_examples=10_000, **_COMMON)
+settings.register_profile("dev", max_examples=500, **_COMMON)
+
+PROFILE = os.environ.get("KVBUDGET_HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(PROFILE)

@@ -1,4 +1,4 @@
-"""Generator for tests/data/golden.json: python tests/data/make_golden.py > tests/data/golden.json.
+"""Generator for tests/data/golden.json: python tests/data/make_golden.py (rewrites golden.json beside it).
 
 Every expectation is computed by tests/reference.py; the REFERENCE-printed
 numbers are re-checked by tests/test_reference_oracle.py.
@@ -228,7 +228,7 @@ def build():
 
 if __name__ == "__main__":
     doc = build()
-    with open("/work/main/tests/data/golden.json", "w") as f:
+    with open(__import__("pathlib").Path(__file__).with_name("golden.json"), "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
     for c in doc["cases"]:

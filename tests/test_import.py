@@ -1,4 +1,4 @@
-"""Importing kvbudget is cheap: no torch, no rich, no matplotlib (checked in a fresh interpreter)."""
+"""Importing kvbudget is cheap: no torch, numpy, rich or matplotlib (checked in a fresh interpreter)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _modules_after(code: str) -> set[str]:
     return set(json.loads(out.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("heavy", ["torch", "rich", "matplotlib"])
+@pytest.mark.parametrize("heavy", ["torch", "numpy", "rich", "matplotlib"])
 def test_import_kvbudget_does_not_import_heavy_modules(heavy: str) -> None:
     mods = _modules_after("import kvbudget")
     assert heavy not in mods

@@ -40,38 +40,62 @@ from kvbudget.errors import (
 )
 
 if TYPE_CHECKING:
-    from kvbudget.alloc import KVPools, allocate
+    from kvbudget.alloc import KVPools, LayerKV, allocate
+    from kvbudget.batch import BatchResult, plan_many
+    from kvbudget.distributed import AgreedPlan, agree
+    from kvbudget.ranks import Parallelism, RankPlans, plan_ranks
 
 __all__ = [
+    "AgreedPlan",
     "AllocationError",
+    "BatchResult",
     "DefaultPoolConfigurator",
     "DraftGeometry",
     "HybridSWAPoolConfigurator",
     "InvalidConfigError",
     "KVBudgetError",
     "KVPools",
+    "LayerKV",
     "MemoryPoolConfig",
     "ModelGeometry",
     "NotEnoughMemoryError",
+    "Parallelism",
     "PlanOverflowError",
     "PoolConfiguratorBase",
     "PoolPlan",
     "PoolSpec",
+    "RankPlans",
     "SWAChunkCapPoolConfigurator",
     "SWAPoolTooSmallError",
     "ServingConfig",
     "SpeculativeConfig",
     "TensorSpec",
     "__version__",
+    "agree",
     "allocate",
     "create_pool_configurator",
+    "plan_many",
+    "plan_ranks",
 ]
 
-_LAZY = {"allocate": "kvbudget.alloc", "KVPools": "kvbudget.alloc"}
+# Loaded on first use: torch (alloc), numpy (batch) and dataclasses stay out of
+# `import kvbudget`.
+_LAZY = {
+    "allocate": "kvbudget.alloc",
+    "KVPools": "kvbudget.alloc",
+    "LayerKV": "kvbudget.alloc",
+    "plan_many": "kvbudget.batch",
+    "BatchResult": "kvbudget.batch",
+    "agree": "kvbudget.distributed",
+    "AgreedPlan": "kvbudget.distributed",
+    "plan_ranks": "kvbudget.ranks",
+    "Parallelism": "kvbudget.ranks",
+    "RankPlans": "kvbudget.ranks",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """Loads the torch-dependent names on first use, so ``import kvbudget`` stays torch-free."""
+    """Loads the heavier names on first use, so ``import kvbudget`` stays torch- and numpy-free."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kvbudget' has no attribute {name!r}")

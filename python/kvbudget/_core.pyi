@@ -2,9 +2,13 @@
 
 from typing import Literal, final
 
+import numpy as np
+import numpy.typing as npt
+
 from typing_extensions import Self
 
 __version__: str
+TENSOR_ALIGNMENT: int
 
 class KVBudgetError(ValueError):
     code: str
@@ -263,6 +267,10 @@ class PoolPlan:
     @property
     def padding_bytes(self) -> int: ...
     @property
+    def tensor_bytes(self) -> int: ...
+    @property
+    def alignment_bytes(self) -> int: ...
+    @property
     def draft_bytes(self) -> int: ...
     @property
     def page_size(self) -> int: ...
@@ -311,3 +319,10 @@ class PoolConfigurator:
     ) -> MemoryPoolConfig: ...
     def plan(self, available_bytes: int, fit: str = "exact") -> PoolPlan: ...
     def bytes_for_tokens(self, tokens: int) -> int: ...
+    def calculate_pool_sizes_many(
+        self, available_bytes: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]: ...
+
+def _plan_many(
+    columns: dict[str, object],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]: ...

@@ -8,7 +8,7 @@ layers counted (SGLang PR #29622), see REFERENCE.md section 2.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Union
+from typing import TYPE_CHECKING, ClassVar, Literal, Union
 
 from kvbudget._core import (
     MemoryPoolConfig,
@@ -18,6 +18,11 @@ from kvbudget._core import (
     ServingConfig,
     SpeculativeConfig,
 )
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from kvbudget.batch import BatchResult
 
 __all__ = [
     "DefaultPoolConfigurator",
@@ -105,6 +110,19 @@ class PoolConfiguratorBase:
     ) -> MemoryPoolConfig:
         """The constraint path: pool sizes from a token count (a cap, or the MIN across ranks)."""
         return self._cfg.calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_size)
+
+    def calculate_pool_sizes_many(self, available_bytes: "npt.ArrayLike") -> "BatchResult":
+        """``calculate_pool_sizes`` for many budgets at once (page size from ``serving``).
+
+        Returns a :class:`kvbudget.batch.BatchResult`; a budget that fails sets that
+        row's ``status`` instead of raising.
+        """
+        import numpy as np
+
+        from kvbudget.batch import BatchResult
+
+        arr = np.ascontiguousarray(np.asarray(available_bytes), dtype=np.int64)
+        return BatchResult(*self._cfg.calculate_pool_sizes_many(arr))
 
     def plan(self, available_bytes: int, fit: Fit = "exact") -> PoolPlan:
         """kvbudget's exact plan: every pool and tensor with its shape, dtype and bytes.

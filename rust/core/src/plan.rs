@@ -97,6 +97,11 @@ impl TensorKind {
     }
 }
 
+/// Byte alignment of every tensor's offset inside its pool's slab (256, as
+/// CUDA's allocator aligns blocks), so that slab views keep the alignment
+/// vectorized loads and TMA need. The gaps count in `nbytes` and `total_bytes`.
+pub const TENSOR_ALIGNMENT: u64 = 256;
+
 /// One planned tensor.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TensorSpec {
@@ -129,7 +134,7 @@ pub struct PoolSpec {
     pub layer_ids: Vec<u64>,
     /// The pool's KV dtype.
     pub kv_cache_dtype: KvDtype,
-    /// Bytes of every tensor of the pool.
+    /// Bytes of the pool's slab: its tensors plus the alignment gaps between them.
     pub nbytes: u64,
     /// Bytes spent on the `page_size` padding rows.
     pub padding_bytes: u64,
@@ -152,7 +157,8 @@ pub struct PoolPlan {
     pub config: MemoryPoolConfig,
     /// The pools (a pool without layers is omitted).
     pub pools: Vec<PoolSpec>,
-    /// Sum of every tensor's bytes: what allocating this plan takes.
+    /// Sum of the pools' slab bytes: what allocating this plan takes (strategy
+    /// "slab"); at most `available_bytes` for `Fit::Exact`.
     pub total_bytes: u64,
 }
 
@@ -164,6 +170,15 @@ impl PoolPlan {
     /// `max(0, total_bytes - available_bytes)`, bytes.
     pub fn over_budget_bytes(&self) -> u64 {
         u64::try_from((-self.leftover_bytes()).max(0)).unwrap_or(u64::MAX)
+    }
+    /// Sum of every tensor's bytes (SGLang's per-layer allocation); `total_bytes`
+    /// minus the alignment gaps.
+    pub fn tensor_bytes(&self) -> u64 {
+        self.pools.iter().flat_map(|p| &p.tensors).map(|t| t.nbytes).sum()
+    }
+    /// Bytes of alignment gaps between tensors in the slabs.
+    pub fn alignment_bytes(&self) -> u64 {
+        self.total_bytes - self.tensor_bytes()
     }
     /// Bytes spent on padding rows across pools.
     pub fn padding_bytes(&self) -> u64 {
@@ -254,6 +269,22 @@ fn pool(
         }
     }
     Ok(PoolLayout { name, capacity, kv_cache_dtype, layers, row_bytes })
+}
+
+/// Lays out one pool's tensors at `rows` rows: calls `emit(layer_id, tensor,
+/// offset, nbytes)` for each, every offset a multiple of [`TENSOR_ALIGNMENT`];
+/// returns the slab size in bytes, or `None` on overflow.
+fn layout_pool(pl: &PoolLayout, rows: u64, mut emit: impl FnMut(u64, &TensorLayout, u64, u64)) -> Option<u64> {
+    let mut end = 0u64;
+    for (layer_id, ts) in &pl.layers {
+        for t in ts {
+            let offset = end.checked_next_multiple_of(TENSOR_ALIGNMENT)?;
+            let nbytes = rows.checked_mul(t.row_bytes)?;
+            emit(*layer_id, t, offset, nbytes);
+            end = offset.checked_add(nbytes)?;
+        }
+    }
+    (end <= crate::arith::MAX_QUANTITY).then_some(end)
 }
 
 /// The planner's view of a configurator: its pools, and how their token
@@ -379,7 +410,7 @@ impl<'a> PlanLayout<'a> {
                 DraftCapacity::Swa => swa,
             };
             let rows = u64::try_from(tokens.checked_add(p)?).ok()?;
-            total = total.checked_add(rows.checked_mul(pl.row_bytes)?)?;
+            total = total.checked_add(layout_pool(pl, rows, |_, _, _, _| {})?)?;
         }
         Some(total)
     }
@@ -462,27 +493,23 @@ impl<'a> PlanLayout<'a> {
             let tokens = u64::try_from(tokens)
                 .map_err(|_| PlanError::not_enough_memory(format!("{} pool would hold {tokens} tokens", pl.name.as_str())))?;
             let rows = add(tokens, pu, "pool rows")?;
-            let mut offset = 0u64;
             let mut tensors = Vec::new();
-            for (layer_id, ts) in &pl.layers {
-                for t in ts {
-                    let nbytes = mul(rows, t.row_bytes, "tensor bytes")?;
-                    let mut shape = Vec::with_capacity(t.inner.len() + 1);
-                    shape.push(rows);
-                    shape.extend_from_slice(&t.inner);
-                    tensors.push(TensorSpec { pool: pl.name, layer_id: *layer_id, kind: t.kind, shape, dtype: t.dtype, nbytes, offset });
-                    offset = add(offset, nbytes, "pool bytes")?;
-                }
-            }
+            let slab = layout_pool(pl, rows, |layer_id, t, offset, nbytes| {
+                let mut shape = Vec::with_capacity(t.inner.len() + 1);
+                shape.push(rows);
+                shape.extend_from_slice(&t.inner);
+                tensors.push(TensorSpec { pool: pl.name, layer_id, kind: t.kind, shape, dtype: t.dtype, nbytes, offset });
+            })
+            .ok_or_else(|| PlanError::overflow("pool bytes"))?;
             let padding = mul(pu, pl.row_bytes, "padding bytes")?;
-            total = add(total, offset, "plan bytes")?;
+            total = add(total, slab, "plan bytes")?;
             pools.push(PoolSpec {
                 name: pl.name,
                 tokens,
                 rows,
                 layer_ids: pl.layers.iter().map(|(id, _)| *id).collect(),
                 kv_cache_dtype: pl.kv_cache_dtype,
-                nbytes: offset,
+                nbytes: slab,
                 padding_bytes: padding,
                 tensors,
             });
@@ -525,12 +552,14 @@ impl PoolConfigurator {
         }
     }
 
-    /// Exact bytes the plan with `full_tokens` primary tokens takes (padding
-    /// and draft included); `full_tokens` is rounded down to a page.
+    /// Exact bytes of the plan whose primary pool (full, or SWA for an all-SWA
+    /// target) holds at least `tokens` tokens: `tokens` is rounded up to a page;
+    /// padding rows, alignment gaps and the draft pool are included.
     pub fn bytes_for_tokens(&self, tokens: i64) -> Result<u64> {
         let layout = PlanLayout::new(self)?;
         let p = self.resolve_page_size(None)?;
-        let x = align_down(tokens, p)?.max(0);
+        let x = align_up(u64::try_from(tokens.max(0)).unwrap_or(0), p as u64, "tokens")?;
+        let x = to_i64(x, "tokens")?;
         layout.total_bytes_at(x, p).ok_or_else(|| PlanError::overflow("plan bytes"))
     }
 }

@@ -1,6 +1,7 @@
 //! REFERENCE section 6 invariants as property tests (INV-2 to INV-6, INV-8).
 //! INV-1 (SGLang parity) is the golden test plus the Python differential test;
 //! INV-7 (batch equals scalar) lives with the batch API.
+use kvbudget_core::plan::TENSOR_ALIGNMENT;
 use kvbudget_core::*;
 use proptest::prelude::*;
 
@@ -131,14 +132,21 @@ proptest! {
     fn inv2_exact_plan(cfg in configurator(), a in 0i64..(1 << 42)) {
         if let Ok(plan) = cfg.plan(a, Fit::Exact) {
             prop_assert!(plan.total_bytes <= a as u64);
-            let sum: u64 = plan.pools.iter().flat_map(|p| &p.tensors).map(|t| t.nbytes).sum();
-            prop_assert_eq!(sum, plan.total_bytes);
+            let slabs: u64 = plan.pools.iter().map(|p| p.nbytes).sum();
+            prop_assert_eq!(slabs, plan.total_bytes);
+            prop_assert!(plan.tensor_bytes() <= plan.total_bytes);
             for pool in &plan.pools {
                 prop_assert_eq!(pool.tokens % plan.page_size, 0);
+                let mut end: u64 = 0;
                 for t in &pool.tensors {
                     let elems: u64 = t.shape.iter().product();
                     prop_assert_eq!(elems * t.dtype.bytes(), t.nbytes);
+                    // Aligned, in order, no overlap, and no gap beyond the alignment.
+                    prop_assert_eq!(t.offset % TENSOR_ALIGNMENT, 0);
+                    prop_assert_eq!(t.offset, end.next_multiple_of(TENSOR_ALIGNMENT));
+                    end = t.offset + t.nbytes;
                 }
+                prop_assert_eq!(end, pool.nbytes);
             }
             let primary = if cfg.is_all_swa() { plan.config.swa_max_total_num_tokens.unwrap() } else { plan.config.max_total_num_tokens };
             prop_assert_eq!(cfg.bytes_for_tokens(primary).unwrap(), plan.total_bytes);

@@ -1,6 +1,7 @@
 //! `kvbudget._core`: the thin PyO3 bridge over `kvbudget-core`.
 //! It converts values and errors and dispatches; no arithmetic lives here.
 
+mod batch;
 mod errors;
 mod plan;
 mod values;
@@ -17,9 +18,13 @@ mod _core {
     #[pymodule_export]
     use crate::plan::{MemoryPoolConfig, PoolConfigurator, PoolPlan, PoolSpec, TensorSpec};
 
+    #[pymodule_export]
+    use crate::batch::_plan_many;
+
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add("TENSOR_ALIGNMENT", kvbudget_core::plan::TENSOR_ALIGNMENT)?;
         errors::register(m)
     }
 }

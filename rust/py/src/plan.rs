@@ -287,6 +287,14 @@ impl PoolPlan {
         self.0.padding_bytes()
     }
     #[getter]
+    fn tensor_bytes(&self) -> u64 {
+        self.0.tensor_bytes()
+    }
+    #[getter]
+    fn alignment_bytes(&self) -> u64 {
+        self.0.alignment_bytes()
+    }
+    #[getter]
     fn draft_bytes(&self) -> u64 {
         self.0.pool(core::PoolName::Draft).map_or(0, |p| p.nbytes)
     }
@@ -351,10 +359,11 @@ impl PoolPlan {
 fn check_plan(p: &core::PoolPlan) -> PyResult<()> {
     let mut total: u128 = 0;
     for pool in &p.pools {
-        let mut off: u128 = 0;
+        let mut end: u128 = 0;
+        let align = u128::from(kvbudget_core::plan::TENSOR_ALIGNMENT);
         for t in &pool.tensors {
             let elems: u128 = t.shape.iter().map(|&d| u128::from(d)).product();
-            if elems * u128::from(t.dtype.bytes()) != u128::from(t.nbytes) || u128::from(t.offset) != off {
+            if elems * u128::from(t.dtype.bytes()) != u128::from(t.nbytes) || u128::from(t.offset) != end.next_multiple_of(align) {
                 return Err(invalid(format!(
                     "plan JSON: tensor {} of layer {} in pool {} has inconsistent shape, nbytes or offset",
                     t.kind.as_str(),
@@ -362,12 +371,12 @@ fn check_plan(p: &core::PoolPlan) -> PyResult<()> {
                     pool.name.as_str()
                 )));
             }
-            off += u128::from(t.nbytes);
+            end = u128::from(t.offset) + u128::from(t.nbytes);
         }
-        if off != u128::from(pool.nbytes) {
-            return Err(invalid(format!("plan JSON: pool {} nbytes does not equal its tensors' sum", pool.name.as_str())));
+        if end != u128::from(pool.nbytes) {
+            return Err(invalid(format!("plan JSON: pool {} nbytes does not match its tensors", pool.name.as_str())));
         }
-        total += off;
+        total += end;
     }
     if total != u128::from(p.total_bytes) {
         return Err(invalid("plan JSON: total_bytes does not equal the sum of its tensors"));

@@ -1,0 +1,206 @@
+"""Where the KV budget ``A`` comes from, engine by engine (REFERENCE.md section 4).
+
+Each function turns an engine's memory measurements and knobs into the bytes
+available for KV on one rank, as an integer (floored), to pass to
+``configurator.plan(A)``. A result can be zero or negative when the knobs
+leave nothing for KV; the planner then raises ``NotEnoughMemoryError``.
+
+Defaults that are the engines' own: TensorRT-LLM ``KvCacheConfig.free_gpu_memory_fraction``
+0.9 (TensorRT-LLM docs, "How to Change KV Cache Behavior" and the
+``KvCacheConfig`` reference); LMDeploy ``cache_max_entry_count`` 0.8
+(``TurbomindEngineConfig``/``PytorchEngineConfig`` in ``lmdeploy/messages.py``).
+vLLM's ``gpu_memory_utilization`` default has changed across releases (0.9,
+then 0.92), so :func:`vllm_available_bytes` takes it without a default.
+
+Only :func:`probe` touches torch, and imports it lazily.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from kvbudget.errors import InvalidConfigError
+
+__all__ = [
+    "LMDEPLOY_CACHE_MAX_ENTRY_COUNT",
+    "TRTLLM_FREE_GPU_MEMORY_FRACTION",
+    "fraction_of_free",
+    "lmdeploy_available_bytes",
+    "min_across_ranks",
+    "probe",
+    "sglang_available_bytes",
+    "trtllm_available_bytes",
+    "vllm_available_bytes",
+]
+
+TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
+"""TensorRT-LLM's default ``KvCacheConfig.free_gpu_memory_fraction``."""
+
+LMDEPLOY_CACHE_MAX_ENTRY_COUNT = 0.8
+"""LMDeploy's default ``cache_max_entry_count`` (a fraction of free memory)."""
+
+_GIB = 1 << 30
+
+
+def _bytes(name: str, value: int) -> int:
+    """Validates a byte count: an ``int`` (not bool), ``>= 0``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidConfigError(f"{name}: expected an int number of bytes, got {value!r}")
+    if value < 0:
+        raise InvalidConfigError(f"{name}: bytes must be >= 0, got {value}")
+    return value
+
+
+def _fraction(name: str, value: float) -> float:
+    """Validates a fraction in ``(0, 1]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidConfigError(f"{name}: expected a number in (0, 1], got {value!r}")
+    f = float(value)
+    if not (0.0 < f <= 1.0):  # also rejects NaN
+        raise InvalidConfigError(f"{name}: expected a fraction in (0, 1], got {value!r}")
+    return f
+
+
+def sglang_available_bytes(
+    free_before_load: int,
+    free_now: int,
+    mem_fraction_static: float,
+    multimodal_reserve: int = 0,
+) -> int:
+    """SGLang: ``A = free_now - free_before_load * (1 - mem_fraction_static) - multimodal_reserve``.
+
+    SGLang's ``ModelRunner.profile_max_num_token`` computes
+    ``rest_memory = available_gpu_memory - total_gpu_memory * (1 - mem_fraction_static)``
+    in GiB as doubles, where ``total_gpu_memory`` is the free memory measured
+    before the weights were loaded and ``available_gpu_memory`` the free memory
+    after (target and draft weights loaded), both MIN-reduced across ranks
+    (see :func:`min_across_ranks`). The same double operations are done here
+    (dividing by 2**30 is exact), the result is floored to bytes, then the
+    multimodal reserve is subtracted.
+
+    Args:
+        free_before_load: free bytes before loading weights (MIN across ranks).
+        free_now: free bytes now, weights loaded (MIN across ranks).
+        mem_fraction_static: ``--mem-fraction-static``, in (0, 1].
+        multimodal_reserve: bytes held back for a multimodal encoder's activations.
+
+    Raises:
+        InvalidConfigError: a negative byte count or a fraction outside (0, 1].
+    """
+    before = _bytes("free_before_load", free_before_load)
+    now = _bytes("free_now", free_now)
+    f = _fraction("mem_fraction_static", mem_fraction_static)
+    reserve = _bytes("multimodal_reserve", multimodal_reserve)
+    rest_gib = now / _GIB - before / _GIB * (1.0 - f)
+    return math.floor(rest_gib * _GIB) - reserve
+
+
+def vllm_available_bytes(
+    total: int,
+    gpu_memory_utilization: float,
+    non_kv_bytes: int = 0,
+    *,
+    weights_bytes: int = 0,
+    peak_activation_bytes: int = 0,
+    non_torch_bytes: int = 0,
+    cuda_graph_bytes: int = 0,
+) -> int:
+    """vLLM: ``A = total * gpu_memory_utilization - non-KV memory``.
+
+    vLLM's worker (``determine_available_memory``) requests
+    ``total * gpu_memory_utilization`` of the device and gives KV what is left
+    after the model's weights, peak activations seen while profiling, non-torch
+    memory (NCCL, CUDA context) and the CUDA graph estimate. Pass the non-KV
+    total as ``non_kv_bytes``, or its components by keyword, or both (they add).
+
+    Args:
+        total: the device's total bytes.
+        gpu_memory_utilization: ``--gpu-memory-utilization``, in (0, 1].
+        non_kv_bytes: every non-KV byte, already summed.
+        weights_bytes: model weights (target and draft).
+        peak_activation_bytes: peak torch activation memory while profiling.
+        non_torch_bytes: memory outside torch's allocator.
+        cuda_graph_bytes: the CUDA graph memory estimate.
+
+    Raises:
+        InvalidConfigError: a negative byte count or a fraction outside (0, 1].
+    """
+    tot = _bytes("total", total)
+    f = _fraction("gpu_memory_utilization", gpu_memory_utilization)
+    used = (
+        _bytes("non_kv_bytes", non_kv_bytes)
+        + _bytes("weights_bytes", weights_bytes)
+        + _bytes("peak_activation_bytes", peak_activation_bytes)
+        + _bytes("non_torch_bytes", non_torch_bytes)
+        + _bytes("cuda_graph_bytes", cuda_graph_bytes)
+    )
+    return math.floor(tot * f) - used
+
+
+def fraction_of_free(free_bytes: int, fraction: float) -> int:
+    """TensorRT-LLM and LMDeploy: ``A = floor(free_bytes * fraction)``.
+
+    Both engines measure free device memory after loading weights and running a
+    profiling forward pass, and give KV a fraction of it: TensorRT-LLM's
+    ``free_gpu_memory_fraction`` (default 0.9) and LMDeploy's
+    ``cache_max_entry_count`` (default 0.8). See :func:`trtllm_available_bytes`
+    and :func:`lmdeploy_available_bytes` for the defaults.
+
+    Raises:
+        InvalidConfigError: negative bytes or a fraction outside (0, 1].
+    """
+    free = _bytes("free_bytes", free_bytes)
+    f = _fraction("fraction", fraction)
+    return math.floor(free * f)
+
+
+def trtllm_available_bytes(
+    free_bytes: int, free_gpu_memory_fraction: float = TRTLLM_FREE_GPU_MEMORY_FRACTION
+) -> int:
+    """TensorRT-LLM: ``floor(free_bytes * free_gpu_memory_fraction)``, default fraction 0.9."""
+    return fraction_of_free(free_bytes, free_gpu_memory_fraction)
+
+
+def lmdeploy_available_bytes(
+    free_bytes: int, cache_max_entry_count: float = LMDEPLOY_CACHE_MAX_ENTRY_COUNT
+) -> int:
+    """LMDeploy: ``floor(free_bytes * cache_max_entry_count)``, default 0.8.
+
+    LMDeploy reads ``cache_max_entry_count`` values above 1 as a block count,
+    not a fraction; this function takes the fraction form only.
+    """
+    return fraction_of_free(free_bytes, cache_max_entry_count)
+
+
+def min_across_ranks(per_rank_bytes: Sequence[int]) -> tuple[int, int]:
+    """The budget every rank can honour: ``(min bytes, the rank that limits it)``.
+
+    SGLang MIN-reduces free memory across ranks (and the token count under
+    pipeline parallelism) so that all ranks plan the same pools. The lowest
+    rank wins a tie.
+
+    Raises:
+        InvalidConfigError: no ranks given.
+    """
+    if len(per_rank_bytes) == 0:
+        raise InvalidConfigError("per_rank_bytes: expected at least one rank")
+    rank = min(range(len(per_rank_bytes)), key=lambda i: per_rank_bytes[i])
+    return per_rank_bytes[rank], rank
+
+
+def probe(device: int | str | None = None) -> tuple[int, int]:
+    """``(free, total)`` bytes of a CUDA device, from ``torch.cuda.mem_get_info``.
+
+    Args:
+        device: a CUDA device index or ``"cuda:N"``; ``None`` is the current device.
+
+    Raises:
+        RuntimeError: torch sees no CUDA device.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("kvbudget.budget.probe: no CUDA device is available to torch")
+    free, total = torch.cuda.mem_get_info(device)
+    return int(free), int(total)

@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: venv deps deps-run develop run test test-rust test-python bench lint fmt
+.PHONY: venv deps deps-run develop run test test-rust test-python bench lint lint-rust lint-python fmt
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -43,9 +43,16 @@ test: deps develop test-rust test-python
 bench: develop
 	$(PY) -m pytest benches -q --benchmark-enable --benchmark-only
 
-lint:
+lint: lint-rust lint-python
+
+lint-rust:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+# Needs the package built (make develop) and the test deps (make deps).
+lint-python:
+	$(PY) -m mypy
+	$(PY) -m mypy.stubtest kvbudget._core
 
 fmt:
 	cargo fmt --all

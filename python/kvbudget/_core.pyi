@@ -7,6 +7,26 @@ import numpy.typing as npt
 
 from typing_extensions import Self
 
+__all__ = [
+    "DraftGeometry",
+    "ModelGeometry",
+    "ServingConfig",
+    "SpeculativeConfig",
+    "MemoryPoolConfig",
+    "PoolConfigurator",
+    "PoolPlan",
+    "PoolSpec",
+    "TensorSpec",
+    "_plan_many",
+    "__version__",
+    "TENSOR_ALIGNMENT",
+    "KVBudgetError",
+    "InvalidConfigError",
+    "PlanOverflowError",
+    "NotEnoughMemoryError",
+    "SWAPoolTooSmallError",
+]
+
 __version__: str
 TENSOR_ALIGNMENT: int
 

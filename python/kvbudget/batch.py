@@ -55,7 +55,8 @@ class BatchResult(NamedTuple):
     @property
     def ok(self) -> npt.NDArray[np.bool_]:
         """True where the row planned."""
-        return self.status == 0
+        ok: npt.NDArray[np.bool_] = np.equal(self.status, 0)
+        return ok
 
     def error_codes(self) -> list[str]:
         """The status of every row as its error code string (``"ok"`` on success)."""

@@ -14,12 +14,16 @@ pub const MAX_QUANTITY: u64 = i64::MAX as u64;
 
 /// `a * b`, or an overflow error naming `what` when it exceeds [`MAX_QUANTITY`].
 pub fn mul(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_mul(b).filter(|v| *v <= MAX_QUANTITY).ok_or_else(|| PlanError::overflow(what))
+    a.checked_mul(b)
+        .filter(|v| *v <= MAX_QUANTITY)
+        .ok_or_else(|| PlanError::overflow(what))
 }
 
 /// `a + b`, or an overflow error naming `what` when it exceeds [`MAX_QUANTITY`].
 pub fn add(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_add(b).filter(|v| *v <= MAX_QUANTITY).ok_or_else(|| PlanError::overflow(what))
+    a.checked_add(b)
+        .filter(|v| *v <= MAX_QUANTITY)
+        .ok_or_else(|| PlanError::overflow(what))
 }
 
 /// Converts a u64 to i64, or an overflow error naming `what`.
@@ -41,7 +45,9 @@ pub fn floor_div(a: i64, b: i64) -> i64 {
 /// `a // p * p`: the largest multiple of `p` not above `a` (`p > 0`); an
 /// overflow error when that multiple is below `i64::MIN`.
 pub fn align_down(a: i64, p: i64) -> Result<i64> {
-    a.div_euclid(p).checked_mul(p).ok_or_else(|| PlanError::overflow("page-aligned token count"))
+    a.div_euclid(p)
+        .checked_mul(p)
+        .ok_or_else(|| PlanError::overflow("page-aligned token count"))
 }
 
 /// `ceil(a / p) * p` for `a >= 0`, `p > 0` (SGLang's `ceil_align`).
@@ -59,14 +65,14 @@ pub fn py_float_floordiv(a: f64, b: f64) -> f64 {
     if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
         div -= 1.0;
     }
-    if div != 0.0 {
+    if div == 0.0 {
+        (0.0f64).copysign(a / b)
+    } else {
         let mut floordiv = div.floor();
         if div - floordiv > 0.5 {
             floordiv += 1.0;
         }
         floordiv
-    } else {
-        (0.0f64).copysign(a / b)
     }
 }
 
@@ -75,7 +81,7 @@ pub fn py_float_floordiv(a: f64, b: f64) -> f64 {
 pub fn py_int(x: f64, what: &str) -> Result<i64> {
     // 2^63 is exactly representable; every double below it in magnitude truncates into range.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if !x.is_finite() || x >= LIMIT || x < -LIMIT {
+    if !x.is_finite() || !(-LIMIT..LIMIT).contains(&x) {
         return Err(PlanError::overflow(what));
     }
     Ok(x.trunc() as i64)

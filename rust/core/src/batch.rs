@@ -24,8 +24,11 @@ pub const ALGORITHMS: [SpecAlgorithm; 7] = [
 ];
 
 /// Disaggregation modes by batch code.
-pub const DISAGGREGATION_MODES: [DisaggregationMode; 3] =
-    [DisaggregationMode::Null, DisaggregationMode::Prefill, DisaggregationMode::Decode];
+pub const DISAGGREGATION_MODES: [DisaggregationMode; 3] = [
+    DisaggregationMode::Null,
+    DisaggregationMode::Prefill,
+    DisaggregationMode::Decode,
+];
 
 /// A column: one value for every row, or one value per row.
 #[derive(Debug, Clone, Copy)]
@@ -158,7 +161,10 @@ fn opt(name: &str, v: i64, none_if_negative: bool) -> Result<Option<u64>> {
 }
 
 fn code<T: Copy>(name: &str, table: &[T], c: u8) -> Result<T> {
-    table.get(usize::from(c)).copied().ok_or_else(|| PlanError::invalid(format!("{name}: unknown code {c}")))
+    table
+        .get(usize::from(c))
+        .copied()
+        .ok_or_else(|| PlanError::invalid(format!("{name}: unknown code {c}")))
 }
 
 impl BatchInputs<'_> {
@@ -205,7 +211,9 @@ impl BatchInputs<'_> {
             match n {
                 None => n = Some(l),
                 Some(m) if m != l => {
-                    return Err(PlanError::invalid(format!("batch columns have different lengths ({m} and {l})")))
+                    return Err(PlanError::invalid(format!(
+                        "batch columns have different lengths ({m} and {l})"
+                    )))
                 }
                 _ => {}
             }
@@ -243,11 +251,23 @@ impl BatchInputs<'_> {
             dcp_size: count("dcp_size", self.dcp_size.get(i))?,
             attn_dp_size: count("attn_dp_size", self.attn_dp_size.get(i))?,
             swa_full_tokens_ratio: self.swa_full_tokens_ratio.get(i),
-            max_running_requests: opt("max_running_requests", self.max_running_requests.get(i), true)?,
-            chunked_prefill_size: opt("chunked_prefill_size", self.chunked_prefill_size.get(i), true)?,
+            max_running_requests: opt(
+                "max_running_requests",
+                self.max_running_requests.get(i),
+                true,
+            )?,
+            chunked_prefill_size: opt(
+                "chunked_prefill_size",
+                self.chunked_prefill_size.get(i),
+                true,
+            )?,
             disable_radix_cache: self.disable_radix_cache.get(i),
             disable_overlap_schedule: self.disable_overlap_schedule.get(i),
-            disaggregation_mode: code("disaggregation_mode", &DISAGGREGATION_MODES, self.disaggregation_mode.get(i))?,
+            disaggregation_mode: code(
+                "disaggregation_mode",
+                &DISAGGREGATION_MODES,
+                self.disaggregation_mode.get(i),
+            )?,
             disaggregation_decode_extra_slots: count(
                 "disaggregation_decode_extra_slots",
                 self.disaggregation_decode_extra_slots.get(i),
@@ -263,7 +283,11 @@ impl BatchInputs<'_> {
             opt("eagle_topk", self.eagle_topk.get(i), true)?,
             opt("num_draft_tokens", self.num_draft_tokens.get(i), true)?,
             count("banded_draft_layers", self.banded_draft_layers.get(i))?,
-            opt("dflash_draft_cell_size_per_token", self.dflash_draft_cell_size_per_token.get(i), true)?,
+            opt(
+                "dflash_draft_cell_size_per_token",
+                self.dflash_draft_cell_size_per_token.get(i),
+                true,
+            )?,
             None,
         )?;
         PoolConfigurator::from_shape(None::<ConfiguratorKind>, shape, serving, spec)
@@ -293,21 +317,33 @@ fn write(out: &mut BatchOutputs<'_>, i: usize, r: Result<MemoryPoolConfig>) {
 /// to `out.status`.
 pub fn plan_many(inputs: &BatchInputs<'_>, out: &mut BatchOutputs<'_>) -> Result<()> {
     let n = inputs.rows()?;
-    if [out.max_total_num_tokens.len(), out.full_max_total_num_tokens.len(), out.swa_max_total_num_tokens.len(), out.status.len()]
-        .iter()
-        .any(|l| *l != n)
+    if [
+        out.max_total_num_tokens.len(),
+        out.full_max_total_num_tokens.len(),
+        out.swa_max_total_num_tokens.len(),
+        out.status.len(),
+    ]
+    .iter()
+    .any(|l| *l != n)
     {
-        return Err(PlanError::invalid(format!("batch outputs must have {n} rows")));
+        return Err(PlanError::invalid(format!(
+            "batch outputs must have {n} rows"
+        )));
     }
     if inputs.config_is_scalar() {
         let cfg = inputs.configurator(0);
         for i in 0..n {
-            let r = cfg.as_ref().map_err(Clone::clone).and_then(|c| c.calculate_pool_sizes(inputs.available_bytes.get(i), None));
+            let r = cfg
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|c| c.calculate_pool_sizes(inputs.available_bytes.get(i), None));
             write(out, i, r);
         }
     } else {
         for i in 0..n {
-            let r = inputs.configurator(i).and_then(|c| c.calculate_pool_sizes(inputs.available_bytes.get(i), None));
+            let r = inputs
+                .configurator(i)
+                .and_then(|c| c.calculate_pool_sizes(inputs.available_bytes.get(i), None));
             write(out, i, r);
         }
     }
@@ -316,10 +352,16 @@ pub fn plan_many(inputs: &BatchInputs<'_>, out: &mut BatchOutputs<'_>) -> Result
 
 impl PoolConfigurator {
     /// `calculate_pool_sizes` for many budgets at once (one setup), into `out`.
-    pub fn calculate_pool_sizes_many(&self, available_bytes: &[i64], out: &mut BatchOutputs<'_>) -> Result<()> {
+    pub fn calculate_pool_sizes_many(
+        &self,
+        available_bytes: &[i64],
+        out: &mut BatchOutputs<'_>,
+    ) -> Result<()> {
         let n = available_bytes.len();
         if out.status.len() != n || out.max_total_num_tokens.len() != n {
-            return Err(PlanError::invalid(format!("batch outputs must have {n} rows")));
+            return Err(PlanError::invalid(format!(
+                "batch outputs must have {n} rows"
+            )));
         }
         for (i, a) in available_bytes.iter().enumerate() {
             write(out, i, self.calculate_pool_sizes(*a, None));

@@ -29,7 +29,11 @@ pub fn swa_kv_heads_per_rank(num_kv_heads: u64, tp_size: u64) -> u64 {
 /// `heads * (dk + dv) * b`, plus `(heads * (dk + dv)) // 32` scale bytes for mxfp8.
 /// This is `F` (full layers) or `S` (SWA layers) of REFERENCE 2.1.
 pub fn layer_bytes_per_token(heads_per_rank: u64, dk: u64, dv: u64, dtype: KvDtype) -> Result<u64> {
-    let elems = mul(heads_per_rank, add(dk, dv, "head dims")?, "elements per token per layer")?;
+    let elems = mul(
+        heads_per_rank,
+        add(dk, dv, "head dims")?,
+        "elements per token per layer",
+    )?;
     let mut bytes = mul(elems, dtype.element_bytes(), "bytes per token per layer")?;
     if dtype == KvDtype::Mxfp8 {
         bytes = add(bytes, elems / MXFP8_SCALE_BLOCK, "mxfp8 scale bytes")?;
@@ -39,7 +43,11 @@ pub fn layer_bytes_per_token(heads_per_rank: u64, dk: u64, dv: u64, dtype: KvDty
 
 /// The Default configurator's cell size `C` in bytes per token, over every
 /// attention layer, with the draft scaling of REFERENCE 2.2.
-pub fn default_cell_size(model: &AttentionShape, serving: &ServingConfig, spec: &SpeculativeConfig) -> Result<u64> {
+pub fn default_cell_size(
+    model: &AttentionShape,
+    serving: &ServingConfig,
+    spec: &SpeculativeConfig,
+) -> Result<u64> {
     let dtype = serving.kv_cache_dtype;
     let b = dtype.element_bytes();
     let l = model.num_layers();
@@ -47,7 +55,11 @@ pub fn default_cell_size(model: &AttentionShape, serving: &ServingConfig, spec: 
         let dim = mla.elements()?;
         let c = mul(mul(dim, l, "MLA cell size")?, b, "MLA cell size")?;
         if dtype == KvDtype::Fp4E2m1 {
-            let scale = mul(mul(dim / FP4_SCALE_BLOCK, l, "MLA fp4 scale bytes")?, b, "MLA fp4 scale bytes")?;
+            let scale = mul(
+                mul(dim / FP4_SCALE_BLOCK, l, "MLA fp4 scale bytes")?,
+                b,
+                "MLA fp4 scale bytes",
+            )?;
             add(c / 2, scale, "MLA fp4 cell size")?
         } else {
             c
@@ -55,14 +67,33 @@ pub fn default_cell_size(model: &AttentionShape, serving: &ServingConfig, spec: 
     } else {
         let n = kv_heads_per_rank(model.num_kv_heads, serving.tp_size, serving.dcp_size);
         let dk = model.head_dim;
-        let elems_l = mul(mul(n, add(dk, model.v_head_dim, "head dims")?, "cell size")?, l, "cell size")?;
+        let elems_l = mul(
+            mul(n, add(dk, model.v_head_dim, "head dims")?, "cell size")?,
+            l,
+            "cell size",
+        )?;
         let c = mul(elems_l, b, "cell size")?;
         match dtype {
             KvDtype::Fp4E2m1 => {
-                let scale = mul(mul(mul(mul(n, dk, "fp4 scale")?, l, "fp4 scale")?, 2, "fp4 scale")?, b, "fp4 scale")?
-                    / FP4_SCALE_BLOCK;
-                let workspace = mul(mul(mul(n, dk, "fp4 workspace")?, 2, "fp4 workspace")?, b, "fp4 workspace")?;
-                add(add(c / 2, scale, "fp4 cell size")?, workspace, "fp4 cell size")?
+                let scale = mul(
+                    mul(
+                        mul(mul(n, dk, "fp4 scale")?, l, "fp4 scale")?,
+                        2,
+                        "fp4 scale",
+                    )?,
+                    b,
+                    "fp4 scale",
+                )? / FP4_SCALE_BLOCK;
+                let workspace = mul(
+                    mul(mul(n, dk, "fp4 workspace")?, 2, "fp4 workspace")?,
+                    b,
+                    "fp4 workspace",
+                )?;
+                add(
+                    add(c / 2, scale, "fp4 cell size")?,
+                    workspace,
+                    "fp4 cell size",
+                )?
             }
             KvDtype::Mxfp8 => add(c, elems_l / MXFP8_SCALE_BLOCK, "mxfp8 cell size")?,
             _ => c,
@@ -89,7 +120,11 @@ pub fn default_cell_size(model: &AttentionShape, serving: &ServingConfig, spec: 
             add(cell, d_c, "DFLASH cell size")?
         } else {
             // SGLang's layer scaling: ceil(cell * (L + d * dcp) / L).
-            let total = add(l, mul(d, serving.dcp_size, "DFLASH draft layers")?, "DFLASH layers")?;
+            let total = add(
+                l,
+                mul(d, serving.dcp_size, "DFLASH draft layers")?,
+                "DFLASH layers",
+            )?;
             let num = mul(cell, total, "DFLASH cell size")?;
             num.div_ceil(l)
         };
@@ -113,9 +148,18 @@ mod tests {
     #[test]
     fn layer_bytes_examples() {
         // REFERENCE example 1: 16 heads, 128 + 128, bf16 -> 8192.
-        assert_eq!(layer_bytes_per_token(16, 128, 128, KvDtype::Bf16).unwrap(), 8192);
+        assert_eq!(
+            layer_bytes_per_token(16, 128, 128, KvDtype::Bf16).unwrap(),
+            8192
+        );
         // Example 2: 2 heads/rank, 64 + 64, fp8 -> 256; mxfp8 -> 264.
-        assert_eq!(layer_bytes_per_token(2, 64, 64, KvDtype::Fp8E4m3).unwrap(), 256);
-        assert_eq!(layer_bytes_per_token(2, 64, 64, KvDtype::Mxfp8).unwrap(), 264);
+        assert_eq!(
+            layer_bytes_per_token(2, 64, 64, KvDtype::Fp8E4m3).unwrap(),
+            256
+        );
+        assert_eq!(
+            layer_bytes_per_token(2, 64, 64, KvDtype::Mxfp8).unwrap(),
+            264
+        );
     }
 }

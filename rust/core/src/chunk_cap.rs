@@ -50,7 +50,11 @@ pub fn decode_alloc_per_request(serving: &ServingConfig, spec: &SpeculativeConfi
 }
 
 /// Why the chunk cap does not apply, or `None` when it does (SGLang's `is_applicable`).
-pub fn chunk_cap_inapplicable_reason(serving: &ServingConfig, window: Option<u64>, num_full_layers: u64) -> Option<&'static str> {
+pub fn chunk_cap_inapplicable_reason(
+    serving: &ServingConfig,
+    window: Option<u64>,
+    num_full_layers: u64,
+) -> Option<&'static str> {
     if serving.max_running_requests.is_none() {
         Some("max_running_requests is not set")
     } else if !serving.disable_radix_cache {
@@ -72,7 +76,11 @@ pub fn chunk_cap_inapplicable_reason(serving: &ServingConfig, window: Option<u64
 /// `N = max_running_requests // attn_dp_size`; PD decode adds `(W + p)` per
 /// extra slot, otherwise `c * chunked_prefill_size + p` with `c` = 1 (overlap
 /// off) or 2. `p` here is the serving page size.
-pub fn swa_chunk_cap(serving: &ServingConfig, spec: &SpeculativeConfig, window: u64) -> Result<u64> {
+pub fn swa_chunk_cap(
+    serving: &ServingConfig,
+    spec: &SpeculativeConfig,
+    window: u64,
+) -> Result<u64> {
     let what = "SWA chunk cap";
     let p = serving.page_size;
     let k = spec.num_draft_tokens.filter(|x| *x > 0).unwrap_or(1);
@@ -85,12 +93,24 @@ pub fn swa_chunk_cap(serving: &ServingConfig, spec: &SpeculativeConfig, window: 
     let n = mrr / serving.attn_dp_size;
     let base = mul(per_request, n, what)?;
     if serving.disaggregation_mode == DisaggregationMode::Decode {
-        add(base, mul(add(window, p, what)?, serving.disaggregation_decode_extra_slots, what)?, what)
+        add(
+            base,
+            mul(
+                add(window, p, what)?,
+                serving.disaggregation_decode_extra_slots,
+                what,
+            )?,
+            what,
+        )
     } else {
         let chunk = serving
             .chunked_prefill_size
             .ok_or_else(|| PlanError::invalid("the chunk cap needs chunked_prefill_size"))?;
-        let c = if serving.disable_overlap_schedule { 1 } else { 2 };
+        let c = if serving.disable_overlap_schedule {
+            1
+        } else {
+            2
+        };
         add(add(base, mul(c, chunk, what)?, what)?, p, what)
     }
 }

@@ -7,10 +7,10 @@ use crate::chunk_cap::{chunk_cap_inapplicable_reason, swa_chunk_cap};
 use crate::dtype::KvDtype;
 use crate::error::{PlanError, Result};
 use crate::geometry::{AttentionShape, ModelGeometry};
-use std::sync::Arc;
 use crate::serving::ServingConfig;
 use crate::spec::SpeculativeConfig;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Which SGLang configurator applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -110,7 +110,13 @@ pub struct PoolConfigurator {
 /// The configurator SGLang's factory picks (REFERENCE 2.5).
 pub fn select_kind(model: &AttentionShape, serving: &ServingConfig) -> ConfiguratorKind {
     if model.num_swa_layers() > 0 && !serving.disable_hybrid_swa_memory {
-        if chunk_cap_inapplicable_reason(serving, model.sliding_window_size, model.num_full_layers()).is_none() {
+        if chunk_cap_inapplicable_reason(
+            serving,
+            model.sliding_window_size,
+            model.num_full_layers(),
+        )
+        .is_none()
+        {
             ConfiguratorKind::ChunkCap
         } else {
             ConfiguratorKind::HybridSwa
@@ -122,7 +128,11 @@ pub fn select_kind(model: &AttentionShape, serving: &ServingConfig) -> Configura
 
 impl PoolConfigurator {
     /// SGLang's `create_pool_configurator`: picks the kind, then builds it.
-    pub fn create(model: ModelGeometry, serving: ServingConfig, spec: SpeculativeConfig) -> Result<Self> {
+    pub fn create(
+        model: ModelGeometry,
+        serving: ServingConfig,
+        spec: SpeculativeConfig,
+    ) -> Result<Self> {
         serving.validate()?;
         let kind = select_kind(&model.shape(), &serving);
         Self::new(kind, model, serving, spec)
@@ -150,7 +160,10 @@ impl PoolConfigurator {
     ) -> Result<Self> {
         serving.validate()?;
         let shape = model.shape();
-        let ids = Arc::new((model.full_attention_layer_ids, model.swa_attention_layer_ids));
+        let ids = Arc::new((
+            model.full_attention_layer_ids,
+            model.swa_attention_layer_ids,
+        ));
         Self::build(kind, shape, Some(ids), serving, spec)
     }
 
@@ -180,7 +193,8 @@ impl PoolConfigurator {
         };
         match kind {
             ConfiguratorKind::Default => {
-                this.cell_size = CellSize::Int(default_cell_size(&this.shape, &this.serving, &this.spec)?);
+                this.cell_size =
+                    CellSize::Int(default_cell_size(&this.shape, &this.serving, &this.spec)?);
             }
             ConfiguratorKind::HybridSwa | ConfiguratorKind::ChunkCap => this.init_swa()?,
         }
@@ -197,7 +211,9 @@ impl PoolConfigurator {
             )));
         }
         if m.mla.is_some() {
-            return Err(PlanError::invalid(format!("{name} does not support MLA models")));
+            return Err(PlanError::invalid(format!(
+                "{name} does not support MLA models"
+            )));
         }
         if s.kv_cache_dtype == KvDtype::Fp4E2m1 {
             return Err(PlanError::invalid(format!(
@@ -218,11 +234,23 @@ impl PoolConfigurator {
         )?;
         let (f, sw) = (self.full_per_token, self.swa_per_token);
         let (n_f, n_s) = (m.num_full_layers(), m.num_swa_layers());
-        let (d_f, d_sf, d_c) = (self.draft_full_layers, self.draft_swa_layers, self.draft_cell);
+        let (d_f, d_sf, d_c) = (
+            self.draft_full_layers,
+            self.draft_swa_layers,
+            self.draft_cell,
+        );
         let what = "SWA cell size";
         let draft_swa = mul(sw, d_sf, what)?;
         self.cell_size = if n_f == 0 {
-            let c = add(add(add(mul(sw, n_s, what)?, mul(f, d_f, what)?, what)?, draft_swa, what)?, d_c, what)?;
+            let c = add(
+                add(
+                    add(mul(sw, n_s, what)?, mul(f, d_f, what)?, what)?,
+                    draft_swa,
+                    what,
+                )?,
+                d_c,
+                what,
+            )?;
             CellSize::Int(c)
         } else {
             let ints = add(mul(f, add(n_f, d_f, what)?, what)?, draft_swa, what)?;
@@ -231,7 +259,9 @@ impl PoolConfigurator {
         };
         if self.kind == ConfiguratorKind::ChunkCap {
             if let Some(reason) = chunk_cap_inapplicable_reason(s, m.sliding_window_size, n_f) {
-                return Err(PlanError::invalid(format!("SWAChunkCapPoolConfigurator does not apply: {reason}")));
+                return Err(PlanError::invalid(format!(
+                    "SWAChunkCapPoolConfigurator does not apply: {reason}"
+                )));
             }
             let window = m.sliding_window_size.unwrap_or_default();
             self.swa_cap = Some(swa_chunk_cap(s, &self.spec, window)?);
@@ -267,12 +297,11 @@ impl PoolConfigurator {
     }
     /// `(full_ids, swa_ids)`.
     pub fn layer_ids(&self) -> (Vec<u64>, Vec<u64>) {
-        match &self.layer_ids {
-            Some(ids) => (ids.0.clone(), ids.1.clone()),
-            None => {
-                let n_f = self.shape.n_full;
-                ((0..n_f).collect(), (n_f..n_f + self.shape.n_swa).collect())
-            }
+        if let Some(ids) = &self.layer_ids {
+            (ids.0.clone(), ids.1.clone())
+        } else {
+            let n_f = self.shape.n_full;
+            ((0..n_f).collect(), (n_f..n_f + self.shape.n_swa).collect())
         }
     }
     /// The serving config.
@@ -297,7 +326,11 @@ impl PoolConfigurator {
     }
     /// `(d_f, d_sf, d_c)`: counted draft layers at full and SWA geometry, DFLASH bytes per token.
     pub fn draft_terms(&self) -> (u64, u64, u64) {
-        (self.draft_full_layers, self.draft_swa_layers, self.draft_cell)
+        (
+            self.draft_full_layers,
+            self.draft_swa_layers,
+            self.draft_cell,
+        )
     }
     /// ChunkCap's SWA token cap before page alignment, tokens.
     pub fn swa_cap(&self) -> Option<u64> {
@@ -321,7 +354,11 @@ impl PoolConfigurator {
     fn chunk_cap_full_cell(&self) -> Result<u64> {
         let what = "ChunkCap full cell size";
         let ints = add(
-            mul(self.full_per_token, add(self.shape.num_full_layers(), self.draft_full_layers, what)?, what)?,
+            mul(
+                self.full_per_token,
+                add(self.shape.num_full_layers(), self.draft_full_layers, what)?,
+                what,
+            )?,
             mul(self.swa_per_token, self.draft_swa_layers, what)?,
             what,
         )?;
@@ -356,7 +393,10 @@ impl PoolConfigurator {
 
     /// `int(full * r)`, truncated toward zero as CPython does.
     pub(crate) fn ratio_tokens(&self, full: i64) -> Result<i64> {
-        py_int(full as f64 * self.serving.swa_full_tokens_ratio, "SWA tokens (full * ratio)")
+        py_int(
+            full as f64 * self.serving.swa_full_tokens_ratio,
+            "SWA tokens (full * ratio)",
+        )
     }
 
     /// The admission floor: with a window W, the SWA pool must exceed `W + page_size` tokens.
@@ -376,25 +416,43 @@ impl PoolConfigurator {
     }
 
     /// The profiling path: pool sizes from available bytes on this rank.
-    pub fn calculate_pool_sizes(&self, available_bytes: i64, page_size: Option<u64>) -> Result<MemoryPoolConfig> {
+    pub fn calculate_pool_sizes(
+        &self,
+        available_bytes: i64,
+        page_size: Option<u64>,
+    ) -> Result<MemoryPoolConfig> {
         let p = self.resolve_page_size(page_size)?;
         match self.kind {
             ConfiguratorKind::Default => {
-                let CellSize::Int(c) = self.cell_size else { unreachable!("Default has an integer cell") };
-                let t = narrow(i128::from(available_bytes).div_euclid(i128::from(c)), "max tokens")?;
+                let CellSize::Int(c) = self.cell_size else {
+                    unreachable!("Default has an integer cell")
+                };
+                let t = narrow(
+                    i128::from(available_bytes).div_euclid(i128::from(c)),
+                    "max tokens",
+                )?;
                 self.calculate_pool_sizes_from_max_tokens(t, Some(p as u64))
             }
             ConfiguratorKind::HybridSwa => {
                 let t = match self.cell_size {
-                    CellSize::Int(c) => narrow(i128::from(available_bytes).div_euclid(i128::from(c)), "max tokens")?,
-                    CellSize::Float(c) => py_int(py_float_floordiv(available_bytes as f64, c), "max tokens")?,
+                    CellSize::Int(c) => narrow(
+                        i128::from(available_bytes).div_euclid(i128::from(c)),
+                        "max tokens",
+                    )?,
+                    CellSize::Float(c) => {
+                        py_int(py_float_floordiv(available_bytes as f64, c), "max tokens")?
+                    }
                 };
                 self.solve_hybrid(t, p)
             }
             ConfiguratorKind::ChunkCap => {
                 let what = "ChunkCap pool sizes";
                 let swa = align_up(self.swa_cap.unwrap_or_default(), p as u64, what)?;
-                let fixed = mul(mul(swa, self.swa_per_token, what)?, self.shape.num_swa_layers(), what)?;
+                let fixed = mul(
+                    mul(swa, self.swa_per_token, what)?,
+                    self.shape.num_swa_layers(),
+                    what,
+                )?;
                 let full_cell = self.chunk_cap_full_cell()?;
                 let rest = i128::from(available_bytes) - i128::from(fixed);
                 let full = narrow(rest.div_euclid(i128::from(full_cell)), what)?;
@@ -428,11 +486,19 @@ impl PoolConfigurator {
                 if t <= 0 {
                     return Err(not_enough(t));
                 }
-                Ok(MemoryPoolConfig { max_total_num_tokens: t, full_max_total_num_tokens: None, swa_max_total_num_tokens: None })
+                Ok(MemoryPoolConfig {
+                    max_total_num_tokens: t,
+                    full_max_total_num_tokens: None,
+                    swa_max_total_num_tokens: None,
+                })
             }
             ConfiguratorKind::HybridSwa => self.solve_hybrid(max_total_num_tokens, p),
             ConfiguratorKind::ChunkCap => {
-                let swa = align_up(self.swa_cap.unwrap_or_default(), p as u64, "ChunkCap SWA tokens")?;
+                let swa = align_up(
+                    self.swa_cap.unwrap_or_default(),
+                    p as u64,
+                    "ChunkCap SWA tokens",
+                )?;
                 let full = align_down(max_total_num_tokens, p)?;
                 let swa = i128::from(swa).min(i128::from(max_total_num_tokens)) as i64;
                 if full <= 0 {

@@ -47,7 +47,10 @@ pub struct PlanError {
 impl PlanError {
     /// An [`ErrorCode::InvalidConfig`] error.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::InvalidConfig, message: message.into() }
+        Self {
+            code: ErrorCode::InvalidConfig,
+            message: message.into(),
+        }
     }
 
     /// An [`ErrorCode::Overflow`] error for the named quantity.
@@ -60,12 +63,18 @@ impl PlanError {
 
     /// A [`ErrorCode::NotEnoughMemory`] error.
     pub fn not_enough_memory(message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::NotEnoughMemory, message: message.into() }
+        Self {
+            code: ErrorCode::NotEnoughMemory,
+            message: message.into(),
+        }
     }
 
     /// A [`ErrorCode::SwaPoolTooSmall`] error.
     pub fn swa_too_small(message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::SwaPoolTooSmall, message: message.into() }
+        Self {
+            code: ErrorCode::SwaPoolTooSmall,
+            message: message.into(),
+        }
     }
 }
 

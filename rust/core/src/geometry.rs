@@ -102,10 +102,18 @@ impl AttentionShape {
         let num_kv_heads = positive("num_kv_heads", num_kv_heads)?;
         let head_dim = positive("head_dim", head_dim)?;
         let v_head_dim = positive("v_head_dim", v_head_dim.unwrap_or(head_dim))?;
-        let swa_num_kv_heads = positive("swa_num_kv_heads", swa_num_kv_heads.unwrap_or(num_kv_heads))?;
-        let swa_v_default = if swa_head_dim.is_some() { swa_head_dim } else { Some(v_head_dim) };
+        let swa_num_kv_heads =
+            positive("swa_num_kv_heads", swa_num_kv_heads.unwrap_or(num_kv_heads))?;
+        let swa_v_default = if swa_head_dim.is_some() {
+            swa_head_dim
+        } else {
+            Some(v_head_dim)
+        };
         let swa_head_dim = positive("swa_head_dim", swa_head_dim.unwrap_or(head_dim))?;
-        let swa_v_head_dim = positive("swa_v_head_dim", swa_v_head_dim.or(swa_v_default).unwrap_or(swa_head_dim))?;
+        let swa_v_head_dim = positive(
+            "swa_v_head_dim",
+            swa_v_head_dim.or(swa_v_default).unwrap_or(swa_head_dim),
+        )?;
         if n_full == 0 && n_swa == 0 {
             return Err(PlanError::invalid(
                 "the model has no attention layers: full_attention_layer_ids and swa_attention_layer_ids are both empty",
@@ -114,7 +122,9 @@ impl AttentionShape {
         let mla = match (kv_lora_rank, qk_rope_head_dim) {
             (None, _) => None,
             (Some(_), None) => {
-                return Err(PlanError::invalid("qk_rope_head_dim is required when kv_lora_rank is given (MLA)"))
+                return Err(PlanError::invalid(
+                    "qk_rope_head_dim is required when kv_lora_rank is given (MLA)",
+                ))
             }
             (Some(r), Some(q)) => {
                 let kv_lora_rank = positive("kv_lora_rank", r)?;
@@ -123,7 +133,10 @@ impl AttentionShape {
                         "an MLA model (kv_lora_rank={kv_lora_rank}) cannot have SWA layers, got {n_swa} swa_attention_layer_ids"
                     )));
                 }
-                Some(MlaDims { kv_lora_rank, qk_rope_head_dim: q })
+                Some(MlaDims {
+                    kv_lora_rank,
+                    qk_rope_head_dim: q,
+                })
             }
         };
         Ok(Self {
@@ -243,7 +256,9 @@ fn check_layer_ids(name: &str, ids: &[u64]) -> Result<()> {
     let mut seen = HashSet::with_capacity(ids.len());
     for id in ids {
         if !seen.insert(*id) {
-            return Err(PlanError::invalid(format!("{name} has duplicate layer id {id}")));
+            return Err(PlanError::invalid(format!(
+                "{name} has duplicate layer id {id}"
+            )));
         }
     }
     Ok(())
@@ -265,7 +280,9 @@ impl std::str::FromStr for DraftCapacity {
         match s.to_ascii_lowercase().as_str() {
             "full" => Ok(Self::Full),
             "swa" => Ok(Self::Swa),
-            _ => Err(PlanError::invalid(format!("capacity: expected \"full\" or \"swa\", got {s:?}"))),
+            _ => Err(PlanError::invalid(format!(
+                "capacity: expected \"full\" or \"swa\", got {s:?}"
+            ))),
         }
     }
 }
@@ -303,8 +320,17 @@ impl DraftGeometry {
         let head_dim = positive("draft head_dim", head_dim)?;
         let v_head_dim = positive("draft v_head_dim", v_head_dim.unwrap_or(head_dim))?;
         if num_layers > u64::from(u32::MAX) {
-            return Err(PlanError::invalid(format!("draft num_layers must be <= 4294967295, got {num_layers}")));
+            return Err(PlanError::invalid(format!(
+                "draft num_layers must be <= 4294967295, got {num_layers}"
+            )));
         }
-        Ok(Self { num_layers, num_kv_heads, head_dim, v_head_dim, kv_cache_dtype, capacity })
+        Ok(Self {
+            num_layers,
+            num_kv_heads,
+            head_dim,
+            v_head_dim,
+            kv_cache_dtype,
+            capacity,
+        })
     }
 }

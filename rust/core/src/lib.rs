@@ -25,7 +25,9 @@ pub mod plan;
 pub mod serving;
 pub mod spec;
 
-pub use configurator::{select_kind, CellSize, ConfiguratorKind, MemoryPoolConfig, PoolConfigurator};
+pub use configurator::{
+    select_kind, CellSize, ConfiguratorKind, MemoryPoolConfig, PoolConfigurator,
+};
 pub use dtype::{KvDtype, StorageDtype};
 pub use error::{ErrorCode, PlanError, Result};
 pub use geometry::{AttentionShape, DraftCapacity, DraftGeometry, MlaDims, ModelGeometry};

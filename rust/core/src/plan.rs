@@ -34,7 +34,9 @@ impl std::str::FromStr for Fit {
         match s.to_ascii_lowercase().as_str() {
             "exact" => Ok(Self::Exact),
             "sglang" => Ok(Self::Sglang),
-            _ => Err(PlanError::invalid(format!("fit: expected \"exact\" or \"sglang\", got {s:?}"))),
+            _ => Err(PlanError::invalid(format!(
+                "fit: expected \"exact\" or \"sglang\", got {s:?}"
+            ))),
         }
     }
 }
@@ -174,7 +176,11 @@ impl PoolPlan {
     /// Sum of every tensor's bytes (SGLang's per-layer allocation); `total_bytes`
     /// minus the alignment gaps.
     pub fn tensor_bytes(&self) -> u64 {
-        self.pools.iter().flat_map(|p| &p.tensors).map(|t| t.nbytes).sum()
+        self.pools
+            .iter()
+            .flat_map(|p| &p.tensors)
+            .map(|t| t.nbytes)
+            .sum()
     }
     /// Bytes of alignment gaps between tensors in the slabs.
     pub fn alignment_bytes(&self) -> u64 {
@@ -214,7 +220,12 @@ fn tensor(kind: TensorKind, inner: Vec<u64>, dtype: StorageDtype) -> Result<Tens
     for d in &inner {
         row_bytes = mul(row_bytes, *d, "tensor row bytes")?;
     }
-    Ok(TensorLayout { kind, inner, dtype, row_bytes })
+    Ok(TensorLayout {
+        kind,
+        inner,
+        dtype,
+        row_bytes,
+    })
 }
 
 /// The tensors of one MHA/GQA layer.
@@ -225,16 +236,35 @@ fn mha_layer(heads: u64, dk: u64, dv: u64, dtype: KvDtype) -> Result<Vec<TensorL
         KvDtype::Fp4E2m1 => vec![
             tensor(TensorKind::K, vec![heads, dk.div_ceil(2)], st)?,
             tensor(TensorKind::V, vec![heads, dv.div_ceil(2)], st)?,
-            tensor(TensorKind::KScale, vec![heads, dk.div_ceil(FP4_SCALE_BLOCK)], u8t)?,
-            tensor(TensorKind::VScale, vec![heads, dv.div_ceil(FP4_SCALE_BLOCK)], u8t)?,
+            tensor(
+                TensorKind::KScale,
+                vec![heads, dk.div_ceil(FP4_SCALE_BLOCK)],
+                u8t,
+            )?,
+            tensor(
+                TensorKind::VScale,
+                vec![heads, dv.div_ceil(FP4_SCALE_BLOCK)],
+                u8t,
+            )?,
         ],
         KvDtype::Mxfp8 => vec![
             tensor(TensorKind::K, vec![heads, dk], st)?,
             tensor(TensorKind::V, vec![heads, dv], st)?,
-            tensor(TensorKind::KScale, vec![heads, dk.div_ceil(MXFP8_SCALE_BLOCK)], u8t)?,
-            tensor(TensorKind::VScale, vec![heads, dv.div_ceil(MXFP8_SCALE_BLOCK)], u8t)?,
+            tensor(
+                TensorKind::KScale,
+                vec![heads, dk.div_ceil(MXFP8_SCALE_BLOCK)],
+                u8t,
+            )?,
+            tensor(
+                TensorKind::VScale,
+                vec![heads, dv.div_ceil(MXFP8_SCALE_BLOCK)],
+                u8t,
+            )?,
         ],
-        _ => vec![tensor(TensorKind::K, vec![heads, dk], st)?, tensor(TensorKind::V, vec![heads, dv], st)?],
+        _ => vec![
+            tensor(TensorKind::K, vec![heads, dk], st)?,
+            tensor(TensorKind::V, vec![heads, dv], st)?,
+        ],
     })
 }
 
@@ -246,11 +276,19 @@ fn mla_layer(mla: &MlaDims, dtype: KvDtype) -> Result<Vec<TensorLayout>> {
     Ok(match dtype {
         KvDtype::Fp4E2m1 => vec![
             tensor(TensorKind::Kv, vec![1, dim.div_ceil(2)], st)?,
-            tensor(TensorKind::KvScale, vec![1, dim.div_ceil(FP4_SCALE_BLOCK)], u8t)?,
+            tensor(
+                TensorKind::KvScale,
+                vec![1, dim.div_ceil(FP4_SCALE_BLOCK)],
+                u8t,
+            )?,
         ],
         KvDtype::Mxfp8 => vec![
             tensor(TensorKind::Kv, vec![1, dim], st)?,
-            tensor(TensorKind::KvScale, vec![1, dim.div_ceil(MXFP8_SCALE_BLOCK)], u8t)?,
+            tensor(
+                TensorKind::KvScale,
+                vec![1, dim.div_ceil(MXFP8_SCALE_BLOCK)],
+                u8t,
+            )?,
         ],
         _ => vec![tensor(TensorKind::Kv, vec![1, dim], st)?],
     })
@@ -268,13 +306,23 @@ fn pool(
             row_bytes = add(row_bytes, t.row_bytes, "pool row bytes")?;
         }
     }
-    Ok(PoolLayout { name, capacity, kv_cache_dtype, layers, row_bytes })
+    Ok(PoolLayout {
+        name,
+        capacity,
+        kv_cache_dtype,
+        layers,
+        row_bytes,
+    })
 }
 
 /// Lays out one pool's tensors at `rows` rows: calls `emit(layer_id, tensor,
 /// offset, nbytes)` for each, every offset a multiple of [`TENSOR_ALIGNMENT`];
 /// returns the slab size in bytes, or `None` on overflow.
-fn layout_pool(pl: &PoolLayout, rows: u64, mut emit: impl FnMut(u64, &TensorLayout, u64, u64)) -> Option<u64> {
+fn layout_pool(
+    pl: &PoolLayout,
+    rows: u64,
+    mut emit: impl FnMut(u64, &TensorLayout, u64, u64),
+) -> Option<u64> {
     let mut end = 0u64;
     for (layer_id, ts) in &pl.layers {
         for t in ts {
@@ -318,7 +366,14 @@ impl<'a> PlanLayout<'a> {
                 None => mha_layer(heads_rule(m.num_kv_heads), m.head_dim, m.v_head_dim, dtype),
             }
         };
-        let swa_layer = || mha_layer(heads_rule(m.swa_num_kv_heads), m.swa_head_dim, m.swa_v_head_dim, dtype);
+        let swa_layer = || {
+            mha_layer(
+                heads_rule(m.swa_num_kv_heads),
+                m.swa_head_dim,
+                m.swa_v_head_dim,
+                dtype,
+            )
+        };
 
         let mut pools = Vec::new();
         if default_kind {
@@ -332,17 +387,31 @@ impl<'a> PlanLayout<'a> {
                 let mut ids = full_ids;
                 ids.sort_unstable();
                 let proto = full_layer()?;
-                pools.push(pool(PoolName::Full, DraftCapacity::Full, dtype, ids.into_iter().map(|id| (id, proto.clone())).collect())?);
+                pools.push(pool(
+                    PoolName::Full,
+                    DraftCapacity::Full,
+                    dtype,
+                    ids.into_iter().map(|id| (id, proto.clone())).collect(),
+                )?);
             }
             let mut ids = swa_ids;
             ids.sort_unstable();
             let proto = swa_layer()?;
-            pools.push(pool(PoolName::Swa, DraftCapacity::Swa, dtype, ids.into_iter().map(|id| (id, proto.clone())).collect())?);
+            pools.push(pool(
+                PoolName::Swa,
+                DraftCapacity::Swa,
+                dtype,
+                ids.into_iter().map(|id| (id, proto.clone())).collect(),
+            )?);
         }
 
         // The draft pool (target worker only).
         let all_swa = cfg.is_all_swa();
-        let rule_capacity = if all_swa { DraftCapacity::Swa } else { DraftCapacity::Full };
+        let rule_capacity = if all_swa {
+            DraftCapacity::Swa
+        } else {
+            DraftCapacity::Full
+        };
         let target = !s.is_draft_worker;
         let drafting = spec.algorithm.counts_draft_layers() && spec.draft_num_layers > 0;
         let dflash = spec.algorithm == SpecAlgorithm::Dflash;
@@ -351,7 +420,12 @@ impl<'a> PlanLayout<'a> {
                 let dt = g.kv_cache_dtype.unwrap_or(dtype);
                 let proto = mha_layer(heads_rule(g.num_kv_heads), g.head_dim, g.v_head_dim, dt)?;
                 let layers = (0..g.num_layers).map(|i| (i, proto.clone())).collect();
-                Some(pool(PoolName::Draft, g.capacity.unwrap_or(rule_capacity), dt, layers)?)
+                Some(pool(
+                    PoolName::Draft,
+                    g.capacity.unwrap_or(rule_capacity),
+                    dt,
+                    layers,
+                )?)
             } else if drafting {
                 let (d_f, d_sf, _) = cfg.draft_terms();
                 let fp = full_layer()?;
@@ -365,7 +439,12 @@ impl<'a> PlanLayout<'a> {
                 let (_, _, d_c) = cfg.draft_terms();
                 if d_c > 0 {
                     let t = tensor(TensorKind::Cache, vec![d_c], StorageDtype::Uint8)?;
-                    Some(pool(PoolName::Draft, rule_capacity, dtype, vec![(0, vec![t])])?)
+                    Some(pool(
+                        PoolName::Draft,
+                        rule_capacity,
+                        dtype,
+                        vec![(0, vec![t])],
+                    )?)
                 } else {
                     None
                 }
@@ -394,9 +473,13 @@ impl<'a> PlanLayout<'a> {
             ConfiguratorKind::Default => (x, 0),
             _ if cfg.is_all_swa() => (0, x),
             ConfiguratorKind::HybridSwa => (x, align_down(cfg.ratio_tokens(x)?, p)?),
-            ConfiguratorKind::ChunkCap => {
-                (x, to_i64(align_up(cfg.swa_cap().unwrap_or_default(), p as u64, "SWA tokens")?, "SWA tokens")?)
-            }
+            ConfiguratorKind::ChunkCap => (
+                x,
+                to_i64(
+                    align_up(cfg.swa_cap().unwrap_or_default(), p as u64, "SWA tokens")?,
+                    "SWA tokens",
+                )?,
+            ),
         })
     }
 
@@ -417,21 +500,33 @@ impl<'a> PlanLayout<'a> {
 
     /// Bytes per primary token of the pools whose size is the primary count itself.
     fn primary_row_bytes(&self) -> u64 {
-        let primary = if self.cfg.is_all_swa() { DraftCapacity::Swa } else { DraftCapacity::Full };
-        self.pools.iter().filter(|p| p.capacity == primary).map(|p| p.row_bytes).sum()
+        let primary = if self.cfg.is_all_swa() {
+            DraftCapacity::Swa
+        } else {
+            DraftCapacity::Full
+        };
+        self.pools
+            .iter()
+            .filter(|p| p.capacity == primary)
+            .map(|p| p.row_bytes)
+            .sum()
     }
 
     /// The largest page-aligned primary count whose plan fits `available_bytes`
     /// (0 when not even zero tokens fit).
     pub fn max_fitting_tokens(&self, available_bytes: i64, p: i64) -> i64 {
-        let Ok(budget) = u64::try_from(available_bytes) else { return 0 };
+        let Ok(budget) = u64::try_from(available_bytes) else {
+            return 0;
+        };
         let slope = self.primary_row_bytes().max(1);
         let pu = p as u64;
         // total(x) >= x * slope, so x <= budget / slope.
         let mut lo: u64 = 0; // pages known to fit (or 0)
         let mut hi: u64 = budget / slope / pu + 1; // pages known not to fit
         let fits = |pages: u64| -> bool {
-            let Some(x) = pages.checked_mul(pu).and_then(|x| i64::try_from(x).ok()) else { return false };
+            let Some(x) = pages.checked_mul(pu).and_then(|x| i64::try_from(x).ok()) else {
+                return false;
+            };
             self.total_bytes_at(x, p).is_some_and(|t| t <= budget)
         };
         while hi - lo > 1 {
@@ -490,15 +585,27 @@ impl<'a> PlanLayout<'a> {
                 DraftCapacity::Full => full,
                 DraftCapacity::Swa => swa,
             };
-            let tokens = u64::try_from(tokens)
-                .map_err(|_| PlanError::not_enough_memory(format!("{} pool would hold {tokens} tokens", pl.name.as_str())))?;
+            let tokens = u64::try_from(tokens).map_err(|_| {
+                PlanError::not_enough_memory(format!(
+                    "{} pool would hold {tokens} tokens",
+                    pl.name.as_str()
+                ))
+            })?;
             let rows = add(tokens, pu, "pool rows")?;
             let mut tensors = Vec::new();
             let slab = layout_pool(pl, rows, |layer_id, t, offset, nbytes| {
                 let mut shape = Vec::with_capacity(t.inner.len() + 1);
                 shape.push(rows);
                 shape.extend_from_slice(&t.inner);
-                tensors.push(TensorSpec { pool: pl.name, layer_id, kind: t.kind, shape, dtype: t.dtype, nbytes, offset });
+                tensors.push(TensorSpec {
+                    pool: pl.name,
+                    layer_id,
+                    kind: t.kind,
+                    shape,
+                    dtype: t.dtype,
+                    nbytes,
+                    offset,
+                });
             })
             .ok_or_else(|| PlanError::overflow("pool bytes"))?;
             let padding = mul(pu, pl.row_bytes, "padding bytes")?;
@@ -514,7 +621,15 @@ impl<'a> PlanLayout<'a> {
                 tensors,
             });
         }
-        Ok(PoolPlan { fit, configurator: self.cfg.kind(), available_bytes, page_size: pu, config, pools, total_bytes: total })
+        Ok(PoolPlan {
+            fit,
+            configurator: self.cfg.kind(),
+            available_bytes,
+            page_size: pu,
+            config,
+            pools,
+            total_bytes: total,
+        })
     }
 }
 
@@ -529,14 +644,18 @@ impl PoolConfigurator {
         match fit {
             Fit::Sglang => {
                 let c = self.calculate_pool_sizes(available_bytes, None)?;
-                let full = c.full_max_total_num_tokens.unwrap_or(c.max_total_num_tokens);
+                let full = c
+                    .full_max_total_num_tokens
+                    .unwrap_or(c.max_total_num_tokens);
                 let swa = c.swa_max_total_num_tokens.unwrap_or(0);
                 layout.build(c, full, swa, p, fit, available_bytes)
             }
             Fit::Exact => {
                 let x = layout.max_fitting_tokens(available_bytes, p);
                 if x <= 0 {
-                    let need = layout.total_bytes_at(p, p).map_or_else(|| "more than 2^64".to_string(), |b| b.to_string());
+                    let need = layout
+                        .total_bytes_at(p, p)
+                        .map_or_else(|| "more than 2^64".to_string(), |b| b.to_string());
                     return Err(PlanError::not_enough_memory(format!(
                         "Not enough memory: one page ({p} tokens) of every pool, padding included, needs {need} bytes; \
                          available {available_bytes} bytes"
@@ -558,8 +677,14 @@ impl PoolConfigurator {
     pub fn bytes_for_tokens(&self, tokens: i64) -> Result<u64> {
         let layout = PlanLayout::new(self)?;
         let p = self.resolve_page_size(None)?;
-        let x = align_up(u64::try_from(tokens.max(0)).unwrap_or(0), p as u64, "tokens")?;
+        let x = align_up(
+            u64::try_from(tokens.max(0)).unwrap_or(0),
+            p as u64,
+            "tokens",
+        )?;
         let x = to_i64(x, "tokens")?;
-        layout.total_bytes_at(x, p).ok_or_else(|| PlanError::overflow("plan bytes"))
+        layout
+            .total_bytes_at(x, p)
+            .ok_or_else(|| PlanError::overflow("plan bytes"))
     }
 }

@@ -113,7 +113,11 @@ impl ServingConfig {
             }
         }
         if self.page_size > i64::MAX as u64 {
-            return Err(PlanError::invalid(format!("page_size must be <= {}, got {}", i64::MAX, self.page_size)));
+            return Err(PlanError::invalid(format!(
+                "page_size must be <= {}, got {}",
+                i64::MAX,
+                self.page_size
+            )));
         }
         if self.tp_size % self.dcp_size != 0 {
             return Err(PlanError::invalid(format!(
@@ -128,10 +132,14 @@ impl ServingConfig {
             )));
         }
         if self.max_running_requests == Some(0) {
-            return Err(PlanError::invalid("max_running_requests must be >= 1 when given, got 0"));
+            return Err(PlanError::invalid(
+                "max_running_requests must be >= 1 when given, got 0",
+            ));
         }
         if self.chunked_prefill_size == Some(0) {
-            return Err(PlanError::invalid("chunked_prefill_size must be >= 1 when given, got 0"));
+            return Err(PlanError::invalid(
+                "chunked_prefill_size must be >= 1 when given, got 0",
+            ));
         }
         Ok(())
     }

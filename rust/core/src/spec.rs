@@ -28,7 +28,10 @@ pub enum SpecAlgorithm {
 impl SpecAlgorithm {
     /// EAGLE-family (eagle, eagle3, nextn) or standalone: SGLang counts their draft KV layers.
     pub const fn counts_draft_layers(self) -> bool {
-        matches!(self, Self::Eagle | Self::Eagle3 | Self::NextN | Self::Standalone)
+        matches!(
+            self,
+            Self::Eagle | Self::Eagle3 | Self::NextN | Self::Standalone
+        )
     }
 
     /// Any speculative algorithm (everything but `None`).
@@ -132,7 +135,9 @@ impl SpeculativeConfig {
             }
         }
         if d > limit {
-            return Err(PlanError::invalid(format!("draft_num_layers must be <= {limit}, got {d}")));
+            return Err(PlanError::invalid(format!(
+                "draft_num_layers must be <= {limit}, got {d}"
+            )));
         }
         if banded_draft_layers > d {
             return Err(PlanError::invalid(format!(
@@ -140,7 +145,9 @@ impl SpeculativeConfig {
             )));
         }
         if dflash_draft_cell_size_per_token == Some(0) {
-            return Err(PlanError::invalid("dflash_draft_cell_size_per_token must be >= 1 when given, got 0"));
+            return Err(PlanError::invalid(
+                "dflash_draft_cell_size_per_token must be >= 1 when given, got 0",
+            ));
         }
         Ok(Self {
             algorithm,
@@ -161,16 +168,19 @@ impl SpeculativeConfig {
         if is_draft_worker || !self.algorithm.counts_draft_layers() || self.draft_num_layers == 0 {
             (0, 0)
         } else {
-            (self.draft_num_layers - self.banded_draft_layers, self.banded_draft_layers)
+            (
+                self.draft_num_layers - self.banded_draft_layers,
+                self.banded_draft_layers,
+            )
         }
     }
 
     /// `d_c`: DFLASH draft bytes per token on the target worker (`cell * dcp`), else 0.
     pub fn dflash_cell(&self, is_draft_worker: bool, dcp_size: u64) -> Result<u64> {
         match (self.algorithm, self.dflash_draft_cell_size_per_token) {
-            (SpecAlgorithm::Dflash, Some(c)) if !is_draft_worker => {
-                c.checked_mul(dcp_size).ok_or_else(|| PlanError::overflow("dflash draft cell size"))
-            }
+            (SpecAlgorithm::Dflash, Some(c)) if !is_draft_worker => c
+                .checked_mul(dcp_size)
+                .ok_or_else(|| PlanError::overflow("dflash draft cell size")),
             _ => Ok(0),
         }
     }

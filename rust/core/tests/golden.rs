@@ -7,7 +7,10 @@ fn u(v: &Value, k: &str) -> Option<u64> {
 }
 
 fn ids(v: &Value, k: &str) -> Vec<u64> {
-    v.get(k).and_then(Value::as_array).map(|a| a.iter().map(|x| x.as_u64().unwrap()).collect()).unwrap_or_default()
+    v.get(k)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(|x| x.as_u64().unwrap()).collect())
+        .unwrap_or_default()
 }
 
 fn model(v: &Value) -> Result<ModelGeometry> {
@@ -30,19 +33,33 @@ fn serving(v: &Value) -> Result<ServingConfig> {
     let d = ServingConfig::default();
     let b = |k: &str, def: bool| v.get(k).and_then(Value::as_bool).unwrap_or(def);
     Ok(ServingConfig {
-        kv_cache_dtype: v.get("kv_cache_dtype").and_then(Value::as_str).unwrap_or("bf16").parse()?,
+        kv_cache_dtype: v
+            .get("kv_cache_dtype")
+            .and_then(Value::as_str)
+            .unwrap_or("bf16")
+            .parse()?,
         page_size: u(v, "page_size").unwrap_or(d.page_size),
         tp_size: u(v, "tp_size").unwrap_or(d.tp_size),
         dcp_size: u(v, "dcp_size").unwrap_or(d.dcp_size),
         attn_dp_size: u(v, "attn_dp_size").unwrap_or(d.attn_dp_size),
-        swa_full_tokens_ratio: v.get("swa_full_tokens_ratio").and_then(Value::as_f64).unwrap_or(d.swa_full_tokens_ratio),
+        swa_full_tokens_ratio: v
+            .get("swa_full_tokens_ratio")
+            .and_then(Value::as_f64)
+            .unwrap_or(d.swa_full_tokens_ratio),
         max_running_requests: u(v, "max_running_requests"),
         chunked_prefill_size: u(v, "chunked_prefill_size"),
         disable_radix_cache: b("disable_radix_cache", false),
         disable_overlap_schedule: b("disable_overlap_schedule", false),
-        disaggregation_mode: v.get("disaggregation_mode").and_then(Value::as_str).unwrap_or("null").parse()?,
+        disaggregation_mode: v
+            .get("disaggregation_mode")
+            .and_then(Value::as_str)
+            .unwrap_or("null")
+            .parse()?,
         disaggregation_decode_extra_slots: u(v, "disaggregation_decode_extra_slots").unwrap_or(0),
-        swa_eviction_interval: v.get("swa_eviction_interval").and_then(Value::as_i64).unwrap_or(128),
+        swa_eviction_interval: v
+            .get("swa_eviction_interval")
+            .and_then(Value::as_i64)
+            .unwrap_or(128),
         disable_hybrid_swa_memory: b("disable_hybrid_swa_memory", false),
         is_draft_worker: b("is_draft_worker", false),
     })
@@ -53,7 +70,10 @@ fn spec(v: &Value) -> Result<SpeculativeConfig> {
         return Ok(SpeculativeConfig::default());
     }
     SpeculativeConfig::new(
-        v.get("algorithm").and_then(Value::as_str).unwrap_or("none").parse()?,
+        v.get("algorithm")
+            .and_then(Value::as_str)
+            .unwrap_or("none")
+            .parse()?,
         u(v, "draft_num_layers").unwrap_or(0),
         u(v, "num_steps"),
         u(v, "eagle_topk"),
@@ -72,7 +92,8 @@ fn build(case: &Value) -> Result<PoolConfigurator> {
 
 fn golden() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/golden.json");
-    serde_json::from_str(&std::fs::read_to_string(path).expect("read golden.json")).expect("parse golden.json")
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read golden.json"))
+        .expect("parse golden.json")
 }
 
 #[test]
@@ -87,20 +108,39 @@ fn golden_cases() {
         for call in case["calls"].as_array().unwrap() {
             let value = call["value"].as_i64().unwrap();
             let page = call["page_size"].as_u64();
-            let got = built.clone().and_then(|c| match call["entry"].as_str().unwrap() {
-                "bytes" => c.calculate_pool_sizes(value, page),
-                "max_tokens" => c.calculate_pool_sizes_from_max_tokens(value, page),
-                other => panic!("{name}: unknown entry {other}"),
-            });
+            let got = built
+                .clone()
+                .and_then(|c| match call["entry"].as_str().unwrap() {
+                    "bytes" => c.calculate_pool_sizes(value, page),
+                    "max_tokens" => c.calculate_pool_sizes_from_max_tokens(value, page),
+                    other => panic!("{name}: unknown entry {other}"),
+                });
             if let Some(err) = call.get("error") {
                 let e = got.expect_err(name);
-                assert_eq!(e.code.as_str(), err.as_str().unwrap(), "{name}: {}", e.message);
+                assert_eq!(
+                    e.code.as_str(),
+                    err.as_str().unwrap(),
+                    "{name}: {}",
+                    e.message
+                );
             } else {
                 let c = got.unwrap_or_else(|e| panic!("{name}: {e}"));
                 let exp = &call["expect"];
-                assert_eq!(Some(c.max_total_num_tokens), exp["max_total_num_tokens"].as_i64(), "{name}");
-                assert_eq!(c.full_max_total_num_tokens, exp["full_max_total_num_tokens"].as_i64(), "{name}");
-                assert_eq!(c.swa_max_total_num_tokens, exp["swa_max_total_num_tokens"].as_i64(), "{name}");
+                assert_eq!(
+                    Some(c.max_total_num_tokens),
+                    exp["max_total_num_tokens"].as_i64(),
+                    "{name}"
+                );
+                assert_eq!(
+                    c.full_max_total_num_tokens,
+                    exp["full_max_total_num_tokens"].as_i64(),
+                    "{name}"
+                );
+                assert_eq!(
+                    c.swa_max_total_num_tokens,
+                    exp["swa_max_total_num_tokens"].as_i64(),
+                    "{name}"
+                );
             }
             checked += 1;
         }
@@ -129,10 +169,24 @@ fn golden_exact_plans() {
         let name = case["name"].as_str().unwrap();
         let cfg = build(case).unwrap();
         let fit: Fit = case["fit"].as_str().unwrap().parse().unwrap();
-        let plan = cfg.plan(case["available_bytes"].as_i64().unwrap(), fit).unwrap();
+        let plan = cfg
+            .plan(case["available_bytes"].as_i64().unwrap(), fit)
+            .unwrap();
         let exp = &case["expect"];
-        assert_eq!(Some(plan.total_bytes), exp["total_bytes"].as_u64(), "{name}");
-        assert_eq!(Some(plan.over_budget_bytes()), exp["over_budget_bytes"].as_u64(), "{name}");
-        assert_eq!(Some(plan.padding_bytes()), exp["padding_bytes"].as_u64(), "{name}");
+        assert_eq!(
+            Some(plan.total_bytes),
+            exp["total_bytes"].as_u64(),
+            "{name}"
+        );
+        assert_eq!(
+            Some(plan.over_budget_bytes()),
+            exp["over_budget_bytes"].as_u64(),
+            "{name}"
+        );
+        assert_eq!(
+            Some(plan.padding_bytes()),
+            exp["padding_bytes"].as_u64(),
+            "{name}"
+        );
     }
 }

@@ -66,11 +66,17 @@ prop_compose! {
 }
 
 fn configurator() -> impl Strategy<Value = PoolConfigurator> {
-    (model(), serving(), spec()).prop_filter_map("valid configurator", |(m, s, sp)| PoolConfigurator::create(m?, s, sp).ok())
+    (model(), serving(), spec()).prop_filter_map("valid configurator", |(m, s, sp)| {
+        PoolConfigurator::create(m?, s, sp).ok()
+    })
 }
 
 fn tokens(c: &MemoryPoolConfig) -> [i64; 3] {
-    [c.max_total_num_tokens, c.full_max_total_num_tokens.unwrap_or(0), c.swa_max_total_num_tokens.unwrap_or(0)]
+    [
+        c.max_total_num_tokens,
+        c.full_max_total_num_tokens.unwrap_or(0),
+        c.swa_max_total_num_tokens.unwrap_or(0),
+    ]
 }
 
 proptest! {

@@ -18,24 +18,36 @@ enum Holder<'py, T: Element + Copy> {
 
 impl<'py, T: Element + Copy + for<'a> FromPyObject<'a, 'py>> Holder<'py, T> {
     fn extract(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Self> {
-        let v = d.get_item(key)?.ok_or_else(|| invalid(format!("plan_many: missing column {key:?}")))?;
+        let v = d
+            .get_item(key)?
+            .ok_or_else(|| invalid(format!("plan_many: missing column {key:?}")))?;
         if let Ok(a) = v.extract::<PyReadonlyArray1<'py, T>>() {
             return Ok(Self::Array(a));
         }
-        v.extract::<T>()
-            .map(Self::Scalar)
-            .map_err(|_| invalid(format!("plan_many: column {key:?} must be a scalar or a 1-D array of the right dtype")))
+        v.extract::<T>().map(Self::Scalar).map_err(|_| {
+            invalid(format!(
+                "plan_many: column {key:?} must be a scalar or a 1-D array of the right dtype"
+            ))
+        })
     }
 
     fn column(&self) -> PyResult<Column<'_, T>> {
         Ok(match self {
             Self::Scalar(v) => Column::Scalar(*v),
-            Self::Array(a) => Column::Array(a.as_slice().map_err(|_| invalid("plan_many: arrays must be contiguous"))?),
+            Self::Array(a) => Column::Array(
+                a.as_slice()
+                    .map_err(|_| invalid("plan_many: arrays must be contiguous"))?,
+            ),
         })
     }
 }
 
-type Out<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>);
+type Out<'py> = (
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<u8>>,
+);
 
 struct OutVecs {
     max_total: Vec<i64>,
@@ -46,7 +58,12 @@ struct OutVecs {
 
 impl OutVecs {
     fn new(n: usize) -> Self {
-        Self { max_total: vec![0; n], full: vec![0; n], swa: vec![0; n], status: vec![0; n] }
+        Self {
+            max_total: vec![0; n],
+            full: vec![0; n],
+            swa: vec![0; n],
+            status: vec![0; n],
+        }
     }
     fn views(&mut self) -> BatchOutputs<'_> {
         BatchOutputs {
@@ -57,7 +74,12 @@ impl OutVecs {
         }
     }
     fn into_py(self, py: Python<'_>) -> Out<'_> {
-        (self.max_total.into_pyarray(py), self.full.into_pyarray(py), self.swa.into_pyarray(py), self.status.into_pyarray(py))
+        (
+            self.max_total.into_pyarray(py),
+            self.full.into_pyarray(py),
+            self.swa.into_pyarray(py),
+            self.status.into_pyarray(py),
+        )
     }
 }
 
@@ -82,7 +104,13 @@ pub fn _plan_many<'py>(py: Python<'py>, columns: &Bound<'py, PyDict>) -> PyResul
         i64c("kv_lora_rank")?,
         i64c("qk_rope_head_dim")?,
     );
-    let (dt, p, tp, dcp, dp) = (u8c("kv_cache_dtype")?, i64c("page_size")?, i64c("tp_size")?, i64c("dcp_size")?, i64c("attn_dp_size")?);
+    let (dt, p, tp, dcp, dp) = (
+        u8c("kv_cache_dtype")?,
+        i64c("page_size")?,
+        i64c("tp_size")?,
+        i64c("dcp_size")?,
+        i64c("attn_dp_size")?,
+    );
     let r = Holder::<f64>::extract(columns, "swa_full_tokens_ratio")?;
     let (mrr, chunk, radix, overlap, mode, extra, e, hyb, dw) = (
         i64c("max_running_requests")?,
@@ -154,13 +182,20 @@ pub fn _plan_many<'py>(py: Python<'py>, columns: &Bound<'py, PyDict>) -> PyResul
 #[pymethods]
 impl PoolConfigurator {
     /// `calculate_pool_sizes` for many budgets (one setup): `(max_total, full, swa, status)` arrays.
-    fn calculate_pool_sizes_many<'py>(&self, py: Python<'py>, available_bytes: PyReadonlyArray1<'py, i64>) -> PyResult<Out<'py>> {
+    fn calculate_pool_sizes_many<'py>(
+        &self,
+        py: Python<'py>,
+        available_bytes: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Out<'py>> {
         let n = available_bytes.len();
-        let a = available_bytes.as_slice().map_err(|_| invalid("available_bytes must be contiguous"))?;
+        let a = available_bytes
+            .as_slice()
+            .map_err(|_| invalid("available_bytes must be contiguous"))?;
         let mut out = OutVecs::new(n);
         let cfg = &self.0;
         if n >= DETACH_ROWS {
-            py.detach(|| cfg.calculate_pool_sizes_many(a, &mut out.views())).py()?;
+            py.detach(|| cfg.calculate_pool_sizes_many(a, &mut out.views()))
+                .py()?;
         } else {
             cfg.calculate_pool_sizes_many(a, &mut out.views()).py()?;
         }

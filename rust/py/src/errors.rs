@@ -5,11 +5,36 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-create_exception!(kvbudget, KVBudgetError, PyValueError, "Base of every kvbudget error (a ValueError). `.code` names the kind.");
-create_exception!(kvbudget, InvalidConfigError, KVBudgetError, "An input is invalid, inconsistent, or missing for the configurator asked for.");
-create_exception!(kvbudget, PlanOverflowError, InvalidConfigError, "An intermediate or result does not fit in 64-bit integers.");
-create_exception!(kvbudget, NotEnoughMemoryError, KVBudgetError, "The budget gives no tokens, or the SWA cap leaves no room for the full pool.");
-create_exception!(kvbudget, SWAPoolTooSmallError, KVBudgetError, "The SWA pool cannot admit one request (window + page_size >= SWA tokens).");
+create_exception!(
+    kvbudget,
+    KVBudgetError,
+    PyValueError,
+    "Base of every kvbudget error (a ValueError). `.code` names the kind."
+);
+create_exception!(
+    kvbudget,
+    InvalidConfigError,
+    KVBudgetError,
+    "An input is invalid, inconsistent, or missing for the configurator asked for."
+);
+create_exception!(
+    kvbudget,
+    PlanOverflowError,
+    InvalidConfigError,
+    "An intermediate or result does not fit in 64-bit integers."
+);
+create_exception!(
+    kvbudget,
+    NotEnoughMemoryError,
+    KVBudgetError,
+    "The budget gives no tokens, or the SWA cap leaves no room for the full pool."
+);
+create_exception!(
+    kvbudget,
+    SWAPoolTooSmallError,
+    KVBudgetError,
+    "The SWA pool cannot admit one request (window + page_size >= SWA tokens)."
+);
 
 /// Converts a core error into the matching Python exception.
 pub fn to_py(e: PlanError) -> PyErr {
@@ -52,10 +77,26 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     for (name, ty, code) in [
         ("KVBudgetError", py.get_type::<KVBudgetError>(), "error"),
-        ("InvalidConfigError", py.get_type::<InvalidConfigError>(), ErrorCode::InvalidConfig.as_str()),
-        ("PlanOverflowError", py.get_type::<PlanOverflowError>(), ErrorCode::Overflow.as_str()),
-        ("NotEnoughMemoryError", py.get_type::<NotEnoughMemoryError>(), ErrorCode::NotEnoughMemory.as_str()),
-        ("SWAPoolTooSmallError", py.get_type::<SWAPoolTooSmallError>(), ErrorCode::SwaPoolTooSmall.as_str()),
+        (
+            "InvalidConfigError",
+            py.get_type::<InvalidConfigError>(),
+            ErrorCode::InvalidConfig.as_str(),
+        ),
+        (
+            "PlanOverflowError",
+            py.get_type::<PlanOverflowError>(),
+            ErrorCode::Overflow.as_str(),
+        ),
+        (
+            "NotEnoughMemoryError",
+            py.get_type::<NotEnoughMemoryError>(),
+            ErrorCode::NotEnoughMemory.as_str(),
+        ),
+        (
+            "SWAPoolTooSmallError",
+            py.get_type::<SWAPoolTooSmallError>(),
+            ErrorCode::SwaPoolTooSmall.as_str(),
+        ),
     ] {
         ty.setattr("code", code)?;
         m.add(name, ty)?;

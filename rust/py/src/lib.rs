@@ -1,16 +1,18 @@
 //! `kvbudget._core`: the thin PyO3 bridge over `kvbudget-core`.
 //! It converts values and errors and dispatches; no arithmetic lives here.
 
+// PyO3 extracts arguments by value.
+#![allow(clippy::needless_pass_by_value)]
+
 mod batch;
 mod errors;
 mod plan;
 mod values;
 
-use pyo3::prelude::*;
-
-#[pymodule]
+#[pyo3::pymodule]
 mod _core {
-    use super::*;
+    use crate::errors;
+    use pyo3::prelude::*;
 
     #[pymodule_export]
     use crate::values::{DraftGeometry, ModelGeometry, ServingConfig, SpeculativeConfig};

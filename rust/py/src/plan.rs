@@ -16,8 +16,16 @@ pub struct MemoryPoolConfig(pub core::MemoryPoolConfig);
 impl MemoryPoolConfig {
     #[new]
     #[pyo3(signature = (max_total_num_tokens, full_max_total_num_tokens=None, swa_max_total_num_tokens=None))]
-    fn new(max_total_num_tokens: i64, full_max_total_num_tokens: Option<i64>, swa_max_total_num_tokens: Option<i64>) -> Self {
-        Self(core::MemoryPoolConfig { max_total_num_tokens, full_max_total_num_tokens, swa_max_total_num_tokens })
+    fn new(
+        max_total_num_tokens: i64,
+        full_max_total_num_tokens: Option<i64>,
+        swa_max_total_num_tokens: Option<i64>,
+    ) -> Self {
+        Self(core::MemoryPoolConfig {
+            max_total_num_tokens,
+            full_max_total_num_tokens,
+            swa_max_total_num_tokens,
+        })
     }
     #[getter]
     fn max_total_num_tokens(&self) -> i64 {
@@ -78,7 +86,9 @@ impl PoolConfigurator {
         let (m, s) = (model.0.clone(), serving.0);
         let cfg = match kind {
             None => core::PoolConfigurator::create(m, s, spec),
-            Some(k) => k.parse::<core::ConfiguratorKind>().and_then(|k| core::PoolConfigurator::new(k, m, s, spec)),
+            Some(k) => k
+                .parse::<core::ConfiguratorKind>()
+                .and_then(|k| core::PoolConfigurator::new(k, m, s, spec)),
         };
         cfg.py().map(Self)
     }
@@ -119,11 +129,22 @@ impl PoolConfigurator {
         SpeculativeConfig(*self.0.spec())
     }
     #[pyo3(signature = (available_bytes, page_size=None))]
-    fn calculate_pool_sizes(&self, available_bytes: i64, page_size: Option<i64>) -> PyResult<MemoryPoolConfig> {
-        self.0.calculate_pool_sizes(available_bytes, page_arg(page_size)?).py().map(MemoryPoolConfig)
+    fn calculate_pool_sizes(
+        &self,
+        available_bytes: i64,
+        page_size: Option<i64>,
+    ) -> PyResult<MemoryPoolConfig> {
+        self.0
+            .calculate_pool_sizes(available_bytes, page_arg(page_size)?)
+            .py()
+            .map(MemoryPoolConfig)
     }
     #[pyo3(signature = (max_total_num_tokens, page_size=None))]
-    fn calculate_pool_sizes_from_max_tokens(&self, max_total_num_tokens: i64, page_size: Option<i64>) -> PyResult<MemoryPoolConfig> {
+    fn calculate_pool_sizes_from_max_tokens(
+        &self,
+        max_total_num_tokens: i64,
+        page_size: Option<i64>,
+    ) -> PyResult<MemoryPoolConfig> {
         self.0
             .calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_arg(page_size)?)
             .py()
@@ -132,7 +153,10 @@ impl PoolConfigurator {
     #[pyo3(signature = (available_bytes, fit="exact"))]
     fn plan(&self, available_bytes: i64, fit: &str) -> PyResult<PoolPlan> {
         let fit = fit.parse::<core::Fit>().py()?;
-        self.0.plan(available_bytes, fit).py().map(|p| PoolPlan(Arc::new(p)))
+        self.0
+            .plan(available_bytes, fit)
+            .py()
+            .map(|p| PoolPlan(Arc::new(p)))
     }
     /// Exact bytes the plan holding `tokens` primary tokens takes (padding and draft included).
     fn bytes_for_tokens(&self, tokens: i64) -> PyResult<u64> {
@@ -312,7 +336,11 @@ impl PoolPlan {
     }
     #[getter]
     fn tensors(&self) -> Vec<TensorSpec> {
-        self.0.pools.iter().flat_map(|p| p.tensors.iter().cloned().map(TensorSpec)).collect()
+        self.0
+            .pools
+            .iter()
+            .flat_map(|p| p.tensors.iter().cloned().map(TensorSpec))
+            .collect()
     }
     /// The pool named "full", "swa" or "draft", or None when the plan has none.
     fn pool(&self, name: &str) -> PyResult<Option<PoolSpec>> {
@@ -320,7 +348,11 @@ impl PoolPlan {
             "full" => core::PoolName::Full,
             "swa" => core::PoolName::Swa,
             "draft" => core::PoolName::Draft,
-            _ => return Err(invalid(format!("pool name: expected full, swa or draft, got {name:?}"))),
+            _ => {
+                return Err(invalid(format!(
+                    "pool name: expected full, swa or draft, got {name:?}"
+                )))
+            }
         };
         Ok(self.0.pool(n).cloned().map(PoolSpec))
     }
@@ -331,7 +363,8 @@ impl PoolPlan {
     /// Rebuilds (and checks) a plan from `to_json` output.
     #[classmethod]
     fn from_json(_cls: &Bound<'_, PyType>, s: &str) -> PyResult<Self> {
-        let p: core::PoolPlan = serde_json::from_str(s).map_err(|e| invalid(format!("malformed plan JSON: {e}")))?;
+        let p: core::PoolPlan =
+            serde_json::from_str(s).map_err(|e| invalid(format!("malformed plan JSON: {e}")))?;
         check_plan(&p)?;
         Ok(Self(Arc::new(p)))
     }
@@ -342,7 +375,12 @@ impl PoolPlan {
         PyTuple::new(py, [ctor.into_any(), PyTuple::new(py, [s])?.into_any()])
     }
     fn __repr__(&self) -> String {
-        let pools: Vec<String> = self.0.pools.iter().map(|p| format!("{}={}", p.name.as_str(), p.tokens)).collect();
+        let pools: Vec<String> = self
+            .0
+            .pools
+            .iter()
+            .map(|p| format!("{}={}", p.name.as_str(), p.tokens))
+            .collect();
         format!(
             "PoolPlan(fit={:?}, configurator={:?}, tokens=({}), total_bytes={}, available_bytes={}, leftover_bytes={})",
             self.fit(),
@@ -363,7 +401,9 @@ fn check_plan(p: &core::PoolPlan) -> PyResult<()> {
         let align = u128::from(kvbudget_core::plan::TENSOR_ALIGNMENT);
         for t in &pool.tensors {
             let elems: u128 = t.shape.iter().map(|&d| u128::from(d)).product();
-            if elems * u128::from(t.dtype.bytes()) != u128::from(t.nbytes) || u128::from(t.offset) != end.next_multiple_of(align) {
+            if elems * u128::from(t.dtype.bytes()) != u128::from(t.nbytes)
+                || u128::from(t.offset) != end.next_multiple_of(align)
+            {
                 return Err(invalid(format!(
                     "plan JSON: tensor {} of layer {} in pool {} has inconsistent shape, nbytes or offset",
                     t.kind.as_str(),
@@ -374,12 +414,17 @@ fn check_plan(p: &core::PoolPlan) -> PyResult<()> {
             end = u128::from(t.offset) + u128::from(t.nbytes);
         }
         if end != u128::from(pool.nbytes) {
-            return Err(invalid(format!("plan JSON: pool {} nbytes does not match its tensors", pool.name.as_str())));
+            return Err(invalid(format!(
+                "plan JSON: pool {} nbytes does not match its tensors",
+                pool.name.as_str()
+            )));
         }
         total += end;
     }
     if total != u128::from(p.total_bytes) {
-        return Err(invalid("plan JSON: total_bytes does not equal the sum of its tensors"));
+        return Err(invalid(
+            "plan JSON: total_bytes does not equal the sum of its tensors",
+        ));
     }
     Ok(())
 }

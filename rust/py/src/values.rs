@@ -17,7 +17,8 @@ macro_rules! json_value {
             /// Rebuilds a value from `to_json` output.
             #[classmethod]
             fn _from_json(_cls: &Bound<'_, PyType>, s: &str) -> PyResult<Self> {
-                let v: $core = serde_json::from_str(s).map_err(|e| invalid(format!("malformed JSON: {e}")))?;
+                let v: $core =
+                    serde_json::from_str(s).map_err(|e| invalid(format!("malformed JSON: {e}")))?;
                 Ok(Self(v))
             }
             fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
@@ -38,7 +39,10 @@ pub struct ModelGeometry(pub core::ModelGeometry);
 
 fn layer_ids(name: &str, ids: Vec<i64>) -> PyResult<Vec<u64>> {
     ids.into_iter()
-        .map(|v| u64::try_from(v).map_err(|_| invalid(format!("{name}: layer ids must be >= 0, got {v}"))))
+        .map(|v| {
+            u64::try_from(v)
+                .map_err(|_| invalid(format!("{name}: layer ids must be >= 0, got {v}")))
+        })
         .collect()
 }
 
@@ -80,7 +84,10 @@ impl ModelGeometry {
 
     /// Builds a geometry from a Hugging Face config.json (a dict, a file, or a model directory).
     #[classmethod]
-    fn from_hf_config<'py>(cls: &Bound<'py, PyType>, path_or_dict: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn from_hf_config<'py>(
+        cls: &Bound<'py, PyType>,
+        path_or_dict: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let hf = cls.py().import("kvbudget.models.hf")?;
         let kwargs = hf.call_method1("geometry_kwargs_from_hf_config", (path_or_dict,))?;
         cls.call((), Some(kwargs.cast::<PyDict>()?))
@@ -175,8 +182,14 @@ impl DraftGeometry {
         kv_cache_dtype: Option<&str>,
         capacity: Option<&str>,
     ) -> PyResult<Self> {
-        let dtype = kv_cache_dtype.map(str::parse::<core::KvDtype>).transpose().py()?;
-        let cap = capacity.map(str::parse::<core::DraftCapacity>).transpose().py()?;
+        let dtype = kv_cache_dtype
+            .map(str::parse::<core::KvDtype>)
+            .transpose()
+            .py()?;
+        let cap = capacity
+            .map(str::parse::<core::DraftCapacity>)
+            .transpose()
+            .py()?;
         core::DraftGeometry::new(
             nonneg("num_layers", num_layers)?,
             nonneg("num_kv_heads", num_kv_heads)?,
@@ -249,7 +262,10 @@ impl SpeculativeConfig {
         dflash_draft_cell_size_per_token: Option<i64>,
         draft: Option<DraftGeometry>,
     ) -> PyResult<Self> {
-        let algorithm = algorithm.unwrap_or("none").parse::<core::SpecAlgorithm>().py()?;
+        let algorithm = algorithm
+            .unwrap_or("none")
+            .parse::<core::SpecAlgorithm>()
+            .py()?;
         core::SpeculativeConfig::new(
             algorithm,
             nonneg("draft_num_layers", draft_num_layers)?,
@@ -257,7 +273,10 @@ impl SpeculativeConfig {
             opt_nonneg("eagle_topk", eagle_topk)?,
             opt_nonneg("num_draft_tokens", num_draft_tokens)?,
             nonneg("banded_draft_layers", banded_draft_layers)?,
-            opt_nonneg("dflash_draft_cell_size_per_token", dflash_draft_cell_size_per_token)?,
+            opt_nonneg(
+                "dflash_draft_cell_size_per_token",
+                dflash_draft_cell_size_per_token,
+            )?,
             draft.map(|d| d.0),
         )
         .py()
@@ -354,7 +373,10 @@ impl ServingConfig {
             disable_radix_cache,
             disable_overlap_schedule,
             disaggregation_mode: disaggregation_mode.unwrap_or("null").parse().py()?,
-            disaggregation_decode_extra_slots: nonneg("disaggregation_decode_extra_slots", disaggregation_decode_extra_slots)?,
+            disaggregation_decode_extra_slots: nonneg(
+                "disaggregation_decode_extra_slots",
+                disaggregation_decode_extra_slots,
+            )?,
             swa_eviction_interval,
             disable_hybrid_swa_memory,
             is_draft_worker,

@@ -9,14 +9,40 @@ pub const GIB: i64 = 1 << 30;
 pub fn gemma3_27b() -> ModelGeometry {
     let full: Vec<u64> = (0..62).filter(|i| i % 6 == 5).collect();
     let swa: Vec<u64> = (0..62).filter(|i| i % 6 != 5).collect();
-    ModelGeometry::new(full, swa, 16, 128, None, None, None, None, Some(1024), None, None).unwrap()
+    ModelGeometry::new(
+        full,
+        swa,
+        16,
+        128,
+        None,
+        None,
+        None,
+        None,
+        Some(1024),
+        None,
+        None,
+    )
+    .unwrap()
 }
 
 /// gpt-oss-120b-like: 18 full + 18 SWA (alternating), 8 KV heads, D 64, W 127.
 pub fn gpt_oss_120b() -> ModelGeometry {
     let full: Vec<u64> = (0..36).filter(|i| i % 2 == 1).collect();
     let swa: Vec<u64> = (0..36).filter(|i| i % 2 == 0).collect();
-    ModelGeometry::new(full, swa, 8, 64, None, None, None, None, Some(127), None, None).unwrap()
+    ModelGeometry::new(
+        full,
+        swa,
+        8,
+        64,
+        None,
+        None,
+        None,
+        None,
+        Some(127),
+        None,
+        None,
+    )
+    .unwrap()
 }
 
 pub fn eagle3(d: u64) -> SpeculativeConfig {
@@ -24,9 +50,18 @@ pub fn eagle3(d: u64) -> SpeculativeConfig {
 }
 
 pub fn serving(dtype: KvDtype, page: u64, tp: u64) -> ServingConfig {
-    ServingConfig { kv_cache_dtype: dtype, page_size: page, tp_size: tp, ..ServingConfig::default() }
+    ServingConfig {
+        kv_cache_dtype: dtype,
+        page_size: page,
+        tp_size: tp,
+        ..ServingConfig::default()
+    }
 }
 
 pub fn sizes(c: &MemoryPoolConfig) -> (i64, Option<i64>, Option<i64>) {
-    (c.max_total_num_tokens, c.full_max_total_num_tokens, c.swa_max_total_num_tokens)
+    (
+        c.max_total_num_tokens,
+        c.full_max_total_num_tokens,
+        c.swa_max_total_num_tokens,
+    )
 }

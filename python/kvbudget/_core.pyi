@@ -1,6 +1,6 @@
 """Type stubs for the native module ``kvbudget._core`` (rust/py)."""
 
-from typing import Literal, final
+from typing import Any, Literal, final
 
 import numpy as np
 import numpy.typing as npt
@@ -342,6 +342,14 @@ class PoolConfigurator:
     def calculate_pool_sizes_many(
         self, available_bytes: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]: ...
+
+    def footprint(self, context_len: int) -> tuple[int, int]: ...
+    def concurrency(self, config: MemoryPoolConfig, context_len: int) -> int: ...
+    def max_context_len(self, config: MemoryPoolConfig, requests: int) -> int | None: ...
+    def min_budget(self, requests: int, context_len: int) -> tuple[int, int]: ...
+    def suggest_swa_ratio(
+        self, context_lengths: list[int], weights: list[float] | None, available_bytes: int
+    ) -> dict[str, Any]: ...
 
 def _plan_many(
     columns: dict[str, object],

@@ -269,6 +269,18 @@ impl PoolConfigurator {
         Ok(())
     }
 
+    /// The same configurator kind, layer ids and spec with another serving config.
+    pub fn with_serving(&self, serving: ServingConfig) -> Result<Self> {
+        serving.validate()?;
+        Self::build(
+            self.kind,
+            self.shape,
+            self.layer_ids.clone(),
+            serving,
+            self.spec,
+        )
+    }
+
     /// The configurator kind.
     pub fn kind(&self) -> ConfiguratorKind {
         self.kind
@@ -400,7 +412,8 @@ impl PoolConfigurator {
     }
 
     /// The admission floor: with a window W, the SWA pool must exceed `W + page_size` tokens.
-    pub(crate) fn check_admission_floor(&self, swa: i64) -> Result<()> {
+    /// `Err(SwaPoolTooSmall)` when `swa` tokens do not.
+    pub fn check_admission_floor(&self, swa: i64) -> Result<()> {
         if let Some(w) = self.shape.sliding_window_size {
             let floor = i128::from(w) + i128::from(self.serving.page_size);
             if floor >= i128::from(swa) {

@@ -24,6 +24,7 @@ pub mod geometry;
 pub mod plan;
 pub mod serving;
 pub mod spec;
+pub mod workload;
 
 pub use configurator::{
     select_kind, CellSize, ConfiguratorKind, MemoryPoolConfig, PoolConfigurator,

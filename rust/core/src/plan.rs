@@ -466,8 +466,8 @@ impl<'a> PlanLayout<'a> {
         Ok(Self { cfg, pools })
     }
 
-    /// `(full_tokens, swa_tokens)` for a primary count `x` (a multiple of `p`).
-    fn tokens_for(&self, x: i64, p: i64) -> Result<(i64, i64)> {
+    /// `(full_tokens, swa_tokens)` for a primary count `x` (a multiple of `p`), tokens.
+    pub fn tokens_for(&self, x: i64, p: i64) -> Result<(i64, i64)> {
         let cfg = self.cfg;
         Ok(match cfg.kind() {
             ConfiguratorKind::Default => (x, 0),

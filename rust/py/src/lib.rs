@@ -8,6 +8,7 @@ mod batch;
 mod errors;
 mod plan;
 mod values;
+mod workload;
 
 #[pyo3::pymodule]
 mod _core {

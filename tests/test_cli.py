@@ -606,3 +606,32 @@ def test_sweep_plot_without_matplotlib_is_a_clear_error(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert "matplotlib" in r.stderr and "pip install" in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+# --------------------------------------------------------------------------- ratio
+
+
+def test_ratio_json_matches_the_api() -> None:
+    r = run("ratio", "--context-lengths", "512,4096", "32000", "--chunked-prefill-size", "8192",
+            "--available", "30GiB", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    from kvbudget.workload import suggest_swa_ratio
+
+    cfg = gemma_eagle3_cfg(chunked_prefill_size=8192)
+    want = suggest_swa_ratio(cfg, [512, 4096, 32000], 30 << 30)
+    assert doc["ratio"] == want.ratio
+    assert doc["concurrency"] == want.concurrency >= doc["baseline_concurrency"]
+    assert doc["context_lengths"] == [512, 4096, 32000]
+
+
+def test_ratio_table_and_errors() -> None:
+    r = run("ratio", "--context-lengths", "100000", "--available", "30GiB")
+    assert r.returncode == 0, r.stderr
+    assert "suggested" in r.stdout and "--swa-full-tokens-ratio" in r.stdout
+    bad = run("ratio", "--context-lengths", "x", "--available", "30GiB")
+    assert bad.returncode == 2 and "not an integer" in bad.stderr
+    missing = run("ratio", "--available", "30GiB")
+    assert missing.returncode == 2
+    full_only = run("ratio", "llama-3.1-8b", "--context-lengths", "1000", "--available", "30GiB")
+    assert full_only.returncode == 1 and "HybridSWAPoolConfigurator" in full_only.stderr

@@ -68,7 +68,7 @@ DEFAULT_DRAFT: Final = "eagle3:1"
 DEFAULT_AVAILABLE: Final = 40 * GIB
 DEFAULT_MEM_FRACTION: Final = 0.9
 
-COMMANDS: Final = ("plan", "compare", "sweep", "models")
+COMMANDS: Final = ("plan", "compare", "sweep", "ratio", "models")
 
 _UNITS: Final[dict[str, int]] = {
     "": 1,
@@ -1515,10 +1515,107 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario_args(s, budget=False)
     s.set_defaults(func=cmd_sweep)
 
+    r = sub.add_parser(
+        "ratio",
+        help="the SWA ratio at which the full and SWA pools run out together for a workload",
+        description="Suggest swa_full_tokens_ratio for a workload of context lengths: the ratio "
+        "that admits the most concurrent requests (never fewer than --ratio, the baseline) "
+        "without breaking the SWA admission floor.",
+    )
+    r.add_argument("--context-lengths", nargs="+", required=True, metavar="L",
+                   help="context lengths of the workload's requests, tokens (space or comma separated)")
+    r.add_argument("--weights", nargs="+", metavar="W", help="relative weight of each length")
+    _add_scenario_args(r)
+    r.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    r.set_defaults(func=cmd_ratio)
+
     m = sub.add_parser("models", help="list model presets (targets and drafts) and GPUs")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_models)
     return parser
+
+
+def _context_lengths(values: Sequence[str]) -> list[int]:
+    out: list[int] = []
+    for v in values:
+        for part in str(v).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                n = int(part)
+            except ValueError:
+                raise UsageError(f"--context-lengths: not an integer: {part!r}") from None
+            if n < 1:
+                raise UsageError(f"--context-lengths: must be >= 1, got {n}")
+            out.append(n)
+    if not out:
+        raise UsageError("--context-lengths: give at least one length")
+    return out
+
+
+def cmd_ratio(args: argparse.Namespace) -> int:
+    """``kvbudget ratio``: the SWA ratio at which the full and SWA pools run out together."""
+    from rich.table import Table
+
+    from kvbudget.workload import suggest_swa_ratio
+
+    sc = build_scenario(args)
+    available = sc.require_budget()
+    cfg = sc.configurator()
+    lengths = _context_lengths(args.context_lengths)
+    weights = None if args.weights is None else [float(w) for w in args.weights]
+    r = suggest_swa_ratio(cfg, lengths, available, weights=weights)
+    if args.json:
+        doc = {
+            "kvbudget_version": kvbudget.__version__,
+            "command": "ratio",
+            **sc.to_dict(),
+            "context_lengths": lengths,
+            "weights": weights,
+            "ratio": r.ratio,
+            "concurrency": r.concurrency,
+            "baseline_ratio": r.baseline_ratio,
+            "baseline_concurrency": r.baseline_concurrency,
+            "full_tokens_per_request": r.full_tokens_per_request,
+            "swa_tokens_per_request": r.swa_tokens_per_request,
+            "idle_full_bytes": r.idle_full_bytes,
+            "idle_swa_bytes": r.idle_swa_bytes,
+            "baseline_idle_full_bytes": r.baseline_idle_full_bytes,
+            "baseline_idle_swa_bytes": r.baseline_idle_swa_bytes,
+            "full_tokens": r.config.full_max_total_num_tokens,
+            "swa_tokens": r.config.swa_max_total_num_tokens,
+        }
+        _emit_json(doc)
+        return 0
+    console = _console()
+    _header(console, "kvbudget ratio", sc, cfg)
+    console.print(
+        f"  workload: {len(lengths)} context length(s); an average request holds "
+        f"{r.full_tokens_per_request:,.0f} full and {r.swa_tokens_per_request:,.0f} SWA tokens"
+    )
+    t = Table(title="swa_full_tokens_ratio: suggested vs baseline (SGLang's sizing)", title_justify="left")
+    t.add_column("")
+    t.add_column("suggested", justify="right")
+    t.add_column("baseline", justify="right")
+    base = r.baseline_config
+    t.add_row("ratio", f"{r.ratio:.4f}", f"{r.baseline_ratio:.4f}")
+    t.add_row("concurrent requests", f"{r.concurrency:,}", f"{r.baseline_concurrency:,}")
+    t.add_row("full tokens", _b(r.config.full_max_total_num_tokens or 0),
+              _b(base.full_max_total_num_tokens or 0) if base else "-")
+    t.add_row("SWA tokens", _b(r.config.swa_max_total_num_tokens or 0),
+              _b(base.swa_max_total_num_tokens or 0) if base else "-")
+    t.add_row("idle full-pool bytes", _b(r.idle_full_bytes), _b(r.baseline_idle_full_bytes))
+    t.add_row("idle SWA-pool bytes", _b(r.idle_swa_bytes), _b(r.baseline_idle_swa_bytes))
+    console.print(t)
+    if cfg.serving.chunked_prefill_size is None:
+        console.print(
+            "  note: no --chunked-prefill-size, so a request prefills at once and holds its whole "
+            "context in the SWA pool; SGLang usually chunks (e.g. --chunked-prefill-size 8192)."
+        )
+    gain = "inf" if r.baseline_concurrency == 0 else f"{r.concurrency / r.baseline_concurrency:.2f}x"
+    console.print(f"  use --swa-full-tokens-ratio {r.ratio:.4f}: {gain} the baseline's concurrency")
+    return 0
 
 
 def _normalize_argv(argv: list[str]) -> list[str]:

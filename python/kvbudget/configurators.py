@@ -133,6 +133,14 @@ class PoolConfiguratorBase:
         """
         return self._cfg.plan(available_bytes, fit)
 
+    def plan_for_config(self, config: MemoryPoolConfig, available_bytes: int | None = None) -> PoolPlan:
+        """The plan (every pool and tensor) of given pool sizes, e.g. the sizes agreed across ranks.
+
+        ``available_bytes=None`` sets the plan's budget to exactly the bytes it takes.
+        The plan's ``fit`` is ``"given"``.
+        """
+        return self._cfg.plan_for_config(config, available_bytes)
+
     def bytes_for_tokens(self, tokens: int) -> int:
         """Exact bytes of the plan whose primary pool holds ``tokens`` (rounded down to a page).
 

@@ -160,20 +160,16 @@ def _local_tokens(
 def _plan_at_tokens(
     configurator: PoolConfiguratorBase, config: MemoryPoolConfig
 ) -> PoolPlan | None:
-    """The exact plan (every pool and tensor) of ``config``'s sizes, or ``None``.
+    """The plan (every pool and tensor) of ``config``'s sizes, or ``None`` if they plan nothing.
 
-    The plan is the exact-fit plan for the bytes that ``config.max_total_num_tokens``
-    takes, so its ``available_bytes`` is those bytes (not a rank's budget) and
-    its ``leftover_bytes`` is 0. ``None`` when the layout's pool sizes differ
-    from ``config`` (ChunkCap with an SWA cap above the token count, where the
-    constraint path clamps the SWA pool and the layout does not).
+    Built by the core's ``plan_for_config``, so its pools are exactly ``config``'s
+    (ChunkCap's clamped SWA pool included); its ``available_bytes`` is the bytes
+    it takes (``leftover_bytes`` 0), not a rank's budget.
     """
-    tokens = config.max_total_num_tokens
     try:
-        plan = configurator.plan(configurator.bytes_for_tokens(tokens), "exact")
+        return configurator.plan_for_config(config)
     except KVBudgetError:
         return None
-    return plan if plan.config == config else None
 
 
 def _fmt_gib(n: int) -> str:

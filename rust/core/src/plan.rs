@@ -26,6 +26,8 @@ pub enum Fit {
     Exact,
     /// SGLang's token counts (which may over-commit the budget).
     Sglang,
+    /// Token counts given by the caller (`plan_for_config`, e.g. agreed across ranks).
+    Given,
 }
 
 impl std::str::FromStr for Fit {
@@ -642,6 +644,9 @@ impl PoolConfigurator {
         let layout = PlanLayout::new(self)?;
         let p = self.resolve_page_size(None)?;
         match fit {
+            Fit::Given => Err(PlanError::invalid(
+                "fit \"given\" is plan_for_config's; plan takes \"exact\" or \"sglang\"",
+            )),
             Fit::Sglang => {
                 let c = self.calculate_pool_sizes(available_bytes, None)?;
                 let full = c
@@ -669,6 +674,34 @@ impl PoolConfigurator {
                 Ok(plan)
             }
         }
+    }
+
+    /// The plan of given pool sizes (SGLang's `MemoryPoolConfig`, e.g. the
+    /// sizes agreed across ranks through the constraint path), page size from
+    /// `serving`. `available_bytes` `None` means exactly the bytes it takes.
+    pub fn plan_for_config(
+        &self,
+        config: &MemoryPoolConfig,
+        available_bytes: Option<i64>,
+    ) -> Result<PoolPlan> {
+        let layout = PlanLayout::new(self)?;
+        let p = self.resolve_page_size(None)?;
+        let full = config
+            .full_max_total_num_tokens
+            .unwrap_or(config.max_total_num_tokens);
+        let swa = config.swa_max_total_num_tokens.unwrap_or(0);
+        let mut plan = layout.build(
+            *config,
+            full,
+            swa,
+            p,
+            Fit::Given,
+            available_bytes.unwrap_or(0),
+        )?;
+        if available_bytes.is_none() {
+            plan.available_bytes = to_i64(plan.total_bytes, "plan bytes")?;
+        }
+        Ok(plan)
     }
 
     /// Exact bytes of the plan whose primary pool (full, or SWA for an all-SWA

@@ -12,7 +12,7 @@
 use crate::arith::{add, align_up, mul, to_i64};
 use crate::configurator::{ConfiguratorKind, MemoryPoolConfig, PoolConfigurator};
 use crate::error::{ErrorCode, PlanError, Result};
-use crate::plan::{Fit, PlanLayout};
+use crate::plan::PlanLayout;
 use crate::serving::ServingConfig;
 
 /// Tokens one request holds in each pool.
@@ -355,20 +355,13 @@ impl PoolConfigurator {
         };
         self.with_serving(serving)
     }
-
-    /// The exact plan's pool sizes at `fit`, as a [`MemoryPoolConfig`].
-    pub fn fitted_config(&self, available_bytes: i64, fit: Fit) -> Result<MemoryPoolConfig> {
-        match fit {
-            Fit::Sglang => self.calculate_pool_sizes(available_bytes, None),
-            Fit::Exact => self.plan(available_bytes, Fit::Exact).map(|p| p.config),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::geometry::ModelGeometry;
+    use crate::plan::Fit;
     use crate::spec::SpeculativeConfig;
 
     fn gpt_oss(page: u64, ratio: f64) -> PoolConfigurator {

@@ -158,6 +158,18 @@ impl PoolConfigurator {
             .py()
             .map(|p| PoolPlan(Arc::new(p)))
     }
+    /// The plan of given pool sizes (e.g. agreed across ranks); `available_bytes=None`: its own bytes.
+    #[pyo3(signature = (config, available_bytes=None))]
+    fn plan_for_config(
+        &self,
+        config: &MemoryPoolConfig,
+        available_bytes: Option<i64>,
+    ) -> PyResult<PoolPlan> {
+        self.0
+            .plan_for_config(&config.0, available_bytes)
+            .py()
+            .map(|p| PoolPlan(Arc::new(p)))
+    }
     /// Exact bytes the plan holding `tokens` primary tokens takes (padding and draft included).
     fn bytes_for_tokens(&self, tokens: i64) -> PyResult<u64> {
         self.0.bytes_for_tokens(tokens).py()
@@ -284,6 +296,7 @@ impl PoolPlan {
         match self.0.fit {
             core::Fit::Exact => "exact",
             core::Fit::Sglang => "sglang",
+            core::Fit::Given => "given",
         }
     }
     #[getter]

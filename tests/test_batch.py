@@ -114,8 +114,8 @@ COLUMNS: dict[str, tuple[str, st.SearchStrategy[Any], Optional[st.SearchStrategy
     ),
     # MLA (kv_lora_rank given) needs qk_rope_head_dim and no SWA layers: keep it rare, and
     # qk_rope_head_dim mostly given (harmless without MLA), so most rows stay valid
-    "kv_lora_rank": ("opt", st.one_of(*[st.none()] * 7, st.just(512), _i(1, 1024)), st.just(0)),
-    "qk_rope_head_dim": ("opt", st.one_of(st.none(), st.sampled_from((0, 64, 64))), None),
+    "kv_lora_rank": ("opt", st.one_of(*[st.none()] * 10, st.just(512), _i(1, 1024)), st.just(0)),
+    "qk_rope_head_dim": ("opt", st.one_of(st.none(), st.just(64), st.just(0), st.just(64)), None),
     "kv_cache_dtype": ("str", st.sampled_from(DTYPE_NAMES), st.sampled_from(BAD_DTYPE_NAMES)),
     "page_size": (
         "int",

@@ -1105,12 +1105,13 @@ fn check_plan(cfg: &PoolConfigurator, plan: &PoolPlan, c: &ConfigCase) -> Check 
             pool.rows,
             pool.tokens
         );
+        // Tensors come layer by layer, in the pool's layer order.
+        let mut layers = pool.tensors.iter().map(|t| t.layer_id).collect::<Vec<_>>();
+        layers.dedup();
         ensure!(
-            pool.tensors.len() % pool.layer_ids.len().max(1) == 0,
-            "pool {:?}: {} tensors for {} layers",
-            pool.name,
-            pool.tensors.len(),
-            pool.layer_ids.len()
+            layers == pool.layer_ids,
+            "pool {:?}: tensors' layers are not the pool's layer_ids",
+            pool.name
         );
         let mut end: u128 = 0;
         let mut row_bytes: u128 = 0;

@@ -67,14 +67,10 @@ pub fn concurrency(
 ) -> Result<u64> {
     let f = footprint(cfg, context_len)?;
     let (full, swa) = pool_tokens(config);
-    let mut n = u64::MAX;
-    if f.full_tokens > 0 {
-        n = n.min(full / f.full_tokens);
-    }
-    if f.swa_tokens > 0 {
-        n = n.min(swa / f.swa_tokens);
-    }
-    Ok(n)
+    // A pool the request does not use (footprint 0) does not limit.
+    let full_limit = full.checked_div(f.full_tokens).unwrap_or(u64::MAX);
+    let swa_limit = swa.checked_div(f.swa_tokens).unwrap_or(u64::MAX);
+    Ok(full_limit.min(swa_limit))
 }
 
 /// The longest context (tokens) at which `config` still holds `requests`
@@ -268,7 +264,7 @@ pub fn suggest_swa_ratio(
         candidates.push(balance * (1.0 + step));
         candidates.push(balance * (1.0 - step));
     }
-    if let Some(r) = floor_ratio(cfg, available_bytes)? {
+    if let Some(r) = floor_ratio(cfg, available_bytes) {
         candidates.push(r);
     }
     let mut best: Option<(f64, (MemoryPoolConfig, u64, u64, u64))> = None;
@@ -313,7 +309,7 @@ pub fn suggest_swa_ratio(
 }
 
 /// The smallest ratio (to 1e-6 relative) whose SGLang sizing clears the admission floor, if any.
-fn floor_ratio(cfg: &PoolConfigurator, available_bytes: i64) -> Result<Option<f64>> {
+fn floor_ratio(cfg: &PoolConfigurator, available_bytes: i64) -> Option<f64> {
     let passes = |r: f64| match cfg
         .with_ratio(r)
         .and_then(|c| c.calculate_pool_sizes(available_bytes, None))
@@ -327,10 +323,10 @@ fn floor_ratio(cfg: &PoolConfigurator, available_bytes: i64) -> Result<Option<f6
         hi *= 2.0;
     }
     if passes(hi) != Some(true) {
-        return Ok(None);
+        return None;
     }
     if passes(lo) == Some(true) {
-        return Ok(Some(lo));
+        return Some(lo);
     }
     for _ in 0..60 {
         let mid = 0.5 * (lo + hi);
@@ -343,7 +339,7 @@ fn floor_ratio(cfg: &PoolConfigurator, available_bytes: i64) -> Result<Option<f6
             break;
         }
     }
-    Ok(Some(hi))
+    Some(hi)
 }
 
 impl PoolConfigurator {

@@ -1781,11 +1781,12 @@ fn main() -> ExitCode {
             }
         };
         if let Some(msg) = failure {
-            let sig: String = msg
-                .chars()
-                .take_while(|c| !c.is_ascii_digit() || msg.starts_with("panic"))
-                .take(90)
-                .collect();
+            // One kind per panic location, or per violation text up to its first number.
+            let sig: String = if msg.starts_with("panic") {
+                msg.split(": ").next().unwrap_or_default().to_string()
+            } else {
+                msg.chars().take_while(|c| !c.is_ascii_digit()).take(90).collect()
+            };
             let e = kinds.entry(sig).or_insert((0, i, msg.clone()));
             e.0 += 1;
             if shown < args.show {

@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: venv deps deps-run develop run test test-rust test-python bench lint lint-rust lint-python fmt
+.PHONY: venv deps deps-run develop run test test-rust test-python bench fuzz lint lint-rust lint-python fmt
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -33,6 +33,12 @@ run: deps-run develop
 
 test-rust:
 	cargo test -p kvbudget-core --release
+	cargo run --release -q -p kvbudget-core --example fuzz -- --iters 100000
+	cargo run --release -q -p kvbudget-core --example fuzz -- --iters 50000 --unvalidated --seed 99
+
+# The long fuzz pass (about 25 s per million executions here).
+fuzz:
+	cargo run --release -q -p kvbudget-core --example fuzz -- --iters $(or $(ITERS),1000000)
 
 test-python:
 	$(PY) -m pytest -q

@@ -199,6 +199,10 @@ def _req_int(d: dict[str, Any], key: str, lo: int, optional: bool = False) -> No
     _ck(v, key)
 
 
+#: docs/semantics.md "Limits": layers of a model, and draft layers, at most 2**20.
+MAX_LAYERS = 2**20
+
+
 def normalize_model(model: Mapping[str, Any]) -> dict[str, Any]:
     """Validate a ModelGeometry dict and fill its defaults."""
     m = _fill("ModelGeometry", model, MODEL_DEFAULTS)
@@ -237,6 +241,8 @@ def normalize_model(model: Mapping[str, Any]) -> dict[str, Any]:
             raise OracleInvalidConfig("MLA models cannot have SWA layers")
     m["n_f"] = len(m["full_attention_layer_ids"])
     m["n_s"] = len(m["swa_attention_layer_ids"])
+    if m["n_f"] + m["n_s"] > MAX_LAYERS:
+        raise OracleInvalidConfig(f"at most {MAX_LAYERS} layers in total")
     return m
 
 
@@ -255,10 +261,10 @@ def normalize_spec(spec: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     s["algorithm"] = algo
     _req_int(s, "draft_num_layers", 0)
     _req_int(s, "banded_draft_layers", 0)
-    # docs/semantics.md "Limits": at most 2**32 - 1 so that d / L is exact
+    # docs/semantics.md "Limits": at most MAX_LAYERS (2**20)
     for key in ("draft_num_layers", "banded_draft_layers"):
-        if s[key] > 2**32 - 1:
-            raise OracleInvalidConfig(f"{key} must be <= 2**32 - 1, got {s[key]}")
+        if s[key] > MAX_LAYERS:
+            raise OracleInvalidConfig(f"{key} must be <= {MAX_LAYERS}, got {s[key]}")
     if s["banded_draft_layers"] > s["draft_num_layers"]:
         raise OracleInvalidConfig("banded_draft_layers > draft_num_layers")
     for key in ("num_steps", "eagle_topk", "num_draft_tokens"):

@@ -112,9 +112,9 @@ COLUMNS: dict[str, tuple[str, st.SearchStrategy[Any], Optional[st.SearchStrategy
         st.one_of(st.none(), st.sampled_from((0, 128, 1024, 4096)), _i(0, 8192), _i(0, 2**20), st.just(2**62)),
         None,
     ),
-    # MLA (kv_lora_rank given) needs qk_rope_head_dim and no SWA layers: keep it rare, and
-    # qk_rope_head_dim mostly given (harmless without MLA), so most rows stay valid
-    "kv_lora_rank": ("opt", st.one_of(*[st.none()] * 10, st.just(512), _i(1, 1024)), st.just(0)),
+    # MLA (kv_lora_rank given) needs qk_rope_head_dim and no SWA layers: only one example in
+    # five may draw it (batch_cases), and qk_rope_head_dim is mostly given (harmless without MLA)
+    "kv_lora_rank": ("opt", st.one_of(st.none(), st.just(512), _i(1, 1024)), st.just(0)),
     "qk_rope_head_dim": ("opt", st.one_of(st.none(), st.just(64), st.just(0), st.just(64)), None),
     "kv_cache_dtype": ("str", st.sampled_from(DTYPE_NAMES), st.sampled_from(BAD_DTYPE_NAMES)),
     "page_size": (
@@ -230,10 +230,11 @@ def batch_cases(draw: Callable[[Any], Any]) -> tuple[int, dict[str, Any], dict[s
     """(rows, plan_many keyword arguments, logical per-row values of every column)."""
     n = draw(st.integers(1, 200))
     may_be_bad = draw(st.sets(st.sampled_from(sorted(COLUMNS)), max_size=3))
+    mla = draw(st.integers(0, 4)) == 4  # else kv_lora_rank is None: MLA rows are mostly invalid ones
     kwargs: dict[str, Any] = {}
     logical: dict[str, list[Any]] = {}
     for name, (kind, valid, invalid) in COLUMNS.items():
-        elem = valid
+        elem = valid if mla or name != "kv_lora_rank" else st.none()
         if invalid is not None and name in may_be_bad:
             elem = st.one_of(valid, valid, invalid)
         if draw(st.booleans()):
@@ -563,3 +564,36 @@ def test_gil_threshold_rows_agree() -> None:
     head = plan_many(**{k: v[:4095] for k, v in kw.items()})
     for a, b in zip(full, head):
         np.testing.assert_array_equal(a[:4095], b)
+
+
+# --------------------------------------------------------------------------
+# Input coercion: a value the scalar API rejects must not silently become a
+# different, valid value (INV-8): batch.py type- and range-checks every column
+# before casting.
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("column", ["kv_cache_dtype", "algorithm", "disaggregation_mode"])
+def test_out_of_range_integer_codes_are_invalid(column: str) -> None:
+    res = plan_many(10**10, **{column: np.array([256, -255], dtype=np.int64)}, **BASE)
+    assert res.status.tolist() == [INVALID, INVALID]
+
+
+def test_non_integer_floats_in_int_columns_are_rejected() -> None:
+    try:
+        res = plan_many(10**10, num_full_layers=np.array([32.9, 32.0]), num_kv_heads=8, head_dim=128)
+    except (InvalidConfigError, TypeError):
+        return  # rejecting the call is fine
+    assert res.status[0] == INVALID  # so is an invalid row
+
+
+def test_uint64_beyond_i64_is_not_none() -> None:
+    # Like the scalar API (OverflowError for 2**63), the batch refuses the column outright:
+    # it must never read 2**63 as a negative number, i.e. as None.
+    with pytest.raises(OverflowError):
+        ServingConfig(max_running_requests=2**63)
+    with pytest.raises(OverflowError):
+        plan_many(
+            10**10, max_running_requests=np.array([2**63, 16], dtype=np.uint64), chunked_prefill_size=8192,
+            disable_radix_cache=True, num_swa_layers=4, sliding_window_size=128, **BASE,
+        )

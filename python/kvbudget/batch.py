@@ -63,64 +63,98 @@ class BatchResult(NamedTuple):
         return [STATUS_CODES[int(s)] for s in self.status]
 
 
-def _int_col(v: IntLike) -> object:
-    """None -> -1 (the batch sentinel for None); arrays -> contiguous int64."""
-    if v is None:
-        return -1
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return int(v)
-    arr = np.asarray(v, dtype=object)
-    if arr.ndim == 0:
-        return _int_col(arr.item())
-    return np.ascontiguousarray([-1 if x is None else x for x in arr.tolist()], dtype=np.int64)
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 
-def _required_int_col(name: str, v: IntLike) -> object:
+def _is_int(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _check_i64(name: str, x: int) -> int:
+    if not _I64_MIN <= x <= _I64_MAX:
+        raise OverflowError(f"plan_many: {name} value {x} does not fit a signed 64-bit integer")
+    return x
+
+
+def int_column(name: str, v: object, *, optional: bool) -> object:
+    """A scalar int, or a contiguous int64 array; ``None`` is -1 (the batch sentinel) when optional.
+
+    Raises:
+        TypeError: a bool, float, string or other non-integer value.
+        OverflowError: a value outside the signed 64-bit range.
+    """
     if v is None:
+        if optional:
+            return -1
         raise TypeError(f"plan_many: {name} is required")
-    if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
-        return np.ascontiguousarray(v, dtype=np.int64)
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return int(v)
-    return np.ascontiguousarray(np.asarray(v), dtype=np.int64)
+    if _is_int(v):
+        return _check_i64(name, int(v))  # type: ignore[call-overload]
+    if isinstance(v, np.ndarray):
+        if v.ndim != 1:
+            raise TypeError(f"plan_many: {name} must be a scalar or a 1-D array, got {v.ndim}-D")
+        if v.dtype.kind == "i":
+            return np.ascontiguousarray(v, dtype=np.int64)
+        if v.dtype.kind == "u":
+            if v.size and int(v.max()) > _I64_MAX:
+                raise OverflowError(f"plan_many: {name} has values above 2**63 - 1")
+            return np.ascontiguousarray(v, dtype=np.int64)
+        if v.dtype.kind != "O":
+            raise TypeError(f"plan_many: {name} must hold integers, got dtype {v.dtype}")
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        out = np.empty(len(v), dtype=np.int64)
+        for k, x in enumerate(v):
+            if x is None and optional:
+                out[k] = -1
+            elif _is_int(x):
+                out[k] = _check_i64(name, int(x))
+            else:
+                raise TypeError(f"plan_many: {name}[{k}] must be an int{' or None' if optional else ''}, got {x!r}")
+        return out
+    raise TypeError(f"plan_many: {name} must be an int or a 1-D array of ints, got {type(v).__name__}")
 
 
-def _fast_int_col(v: IntLike) -> object:
-    if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
-        return np.ascontiguousarray(v, dtype=np.int64)
-    return _int_col(v)
+def _float_col(name: str, v: object) -> object:
+    if isinstance(v, (float, np.floating)) or _is_int(v):
+        return float(v)  # type: ignore[arg-type]
+    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "fiu":
+        return np.ascontiguousarray(v, dtype=np.float64)
+    if isinstance(v, (list, tuple)):
+        if all(isinstance(x, (float, np.floating)) or _is_int(x) for x in v):
+            return np.ascontiguousarray(v, dtype=np.float64)
+    raise TypeError(f"plan_many: {name} must be a real number or a 1-D array of them, got {v!r:.80}")
 
 
-def _float_col(v: FloatLike) -> object:
-    if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool):
-        return float(v)
-    return np.ascontiguousarray(np.asarray(v), dtype=np.float64)
-
-
-def _bool_col(v: BoolLike) -> object:
+def _bool_col(name: str, v: object) -> object:
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
-    return np.ascontiguousarray(np.asarray(v), dtype=np.bool_)
+    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind == "b":
+        return np.ascontiguousarray(v)
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (bool, np.bool_)) for x in v):
+        return np.ascontiguousarray(v, dtype=np.bool_)
+    raise TypeError(f"plan_many: {name} must be a bool or a 1-D array of bools, got {v!r:.80}")
 
 
-def _code_col(v: StrLike, names: list[str], aliases: dict[str, str], default: str) -> object:
+def _code_col(name: str, v: object, names: list[str], aliases: dict[str, str], default: str) -> object:
+    """Names (or integer codes) to uint8 codes; an unknown name or code is an invalid row."""
+
     def one(x: object) -> int:
         if x is None:
             x = default
+        if _is_int(x):
+            return int(x) if 0 <= int(x) < len(names) else _BAD_CODE  # type: ignore[call-overload]
         if not isinstance(x, str):
-            return _BAD_CODE
-        key = x.lower()
-        key = aliases.get(key, key)
+            raise TypeError(f"plan_many: {name} must be a name or a code, got {x!r:.80}")
+        key = aliases.get(x.lower(), x.lower())
         return names.index(key) if key in names else _BAD_CODE
 
-    if v is None or isinstance(v, str):
+    if v is None or isinstance(v, str) or _is_int(v):
         return one(v)
-    arr = np.asarray(v)
-    if arr.ndim == 0:
-        return one(arr.item())
-    if arr.dtype.kind in "iu":  # already codes
-        return np.ascontiguousarray(arr, dtype=np.uint8)
-    return np.ascontiguousarray([one(x) for x in arr.tolist()], dtype=np.uint8)
+    if isinstance(v, np.ndarray) and v.ndim == 1:
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        return np.ascontiguousarray([one(x) for x in v], dtype=np.uint8)
+    raise TypeError(f"plan_many: {name} must be a name, a code or a 1-D array of them, got {v!r:.80}")
 
 
 def plan_many(
@@ -162,6 +196,10 @@ def plan_many(
 ) -> BatchResult:
     """Plans every row from bytes, as SGLang's factory-chosen configurator would.
 
+    Raises TypeError for a value of the wrong type (a bool, float or string
+    where an int is expected) and OverflowError beyond 64 bits; a value of the
+    right type that the scalar API would reject is an invalid row instead.
+
     Arguments are the scalar API's (``ModelGeometry``, ``ServingConfig``,
     ``SpeculativeConfig``) with ``num_full_layers``/``num_swa_layers`` in place
     of layer id lists. Each is a scalar or a 1-D array; arrays must share one
@@ -170,42 +208,48 @@ def plan_many(
     The GIL is released for batches of 4096 rows or more; concurrent calls from
     several threads are safe.
     """
-    columns = {
-        "available_bytes": _required_int_col("available_bytes", available_bytes),
-        "num_full_layers": _required_int_col("num_full_layers", num_full_layers),
-        "num_swa_layers": _required_int_col("num_swa_layers", num_swa_layers),
-        "num_kv_heads": _required_int_col("num_kv_heads", num_kv_heads),
-        "head_dim": _required_int_col("head_dim", head_dim),
-        "v_head_dim": _fast_int_col(v_head_dim),
-        "swa_num_kv_heads": _fast_int_col(swa_num_kv_heads),
-        "swa_head_dim": _fast_int_col(swa_head_dim),
-        "swa_v_head_dim": _fast_int_col(swa_v_head_dim),
-        "sliding_window_size": _fast_int_col(sliding_window_size),
-        "kv_lora_rank": _fast_int_col(kv_lora_rank),
-        "qk_rope_head_dim": _fast_int_col(qk_rope_head_dim),
-        "kv_cache_dtype": _code_col(kv_cache_dtype, _DTYPES, _DTYPE_ALIASES, "bf16"),
-        "page_size": _required_int_col("page_size", page_size),
-        "tp_size": _required_int_col("tp_size", tp_size),
-        "dcp_size": _required_int_col("dcp_size", dcp_size),
-        "attn_dp_size": _required_int_col("attn_dp_size", attn_dp_size),
-        "swa_full_tokens_ratio": _float_col(swa_full_tokens_ratio),
-        "max_running_requests": _fast_int_col(max_running_requests),
-        "chunked_prefill_size": _fast_int_col(chunked_prefill_size),
-        "disable_radix_cache": _bool_col(disable_radix_cache),
-        "disable_overlap_schedule": _bool_col(disable_overlap_schedule),
-        "disaggregation_mode": _code_col(disaggregation_mode, _MODES, _MODE_ALIASES, "null"),
-        "disaggregation_decode_extra_slots": _required_int_col(
-            "disaggregation_decode_extra_slots", disaggregation_decode_extra_slots
-        ),
-        "swa_eviction_interval": _required_int_col("swa_eviction_interval", swa_eviction_interval),
-        "disable_hybrid_swa_memory": _bool_col(disable_hybrid_swa_memory),
-        "is_draft_worker": _bool_col(is_draft_worker),
-        "algorithm": _code_col(algorithm, _ALGORITHMS, _ALGORITHM_ALIASES, "none"),
-        "draft_num_layers": _required_int_col("draft_num_layers", draft_num_layers),
-        "num_steps": _fast_int_col(num_steps),
-        "eagle_topk": _fast_int_col(eagle_topk),
-        "num_draft_tokens": _fast_int_col(num_draft_tokens),
-        "banded_draft_layers": _required_int_col("banded_draft_layers", banded_draft_layers),
-        "dflash_draft_cell_size_per_token": _fast_int_col(dflash_draft_cell_size_per_token),
+    req = {
+        "available_bytes": available_bytes,
+        "num_full_layers": num_full_layers,
+        "num_swa_layers": num_swa_layers,
+        "num_kv_heads": num_kv_heads,
+        "head_dim": head_dim,
+        "page_size": page_size,
+        "tp_size": tp_size,
+        "dcp_size": dcp_size,
+        "attn_dp_size": attn_dp_size,
+        "disaggregation_decode_extra_slots": disaggregation_decode_extra_slots,
+        "swa_eviction_interval": swa_eviction_interval,
+        "draft_num_layers": draft_num_layers,
+        "banded_draft_layers": banded_draft_layers,
     }
+    opt = {
+        "v_head_dim": v_head_dim,
+        "swa_num_kv_heads": swa_num_kv_heads,
+        "swa_head_dim": swa_head_dim,
+        "swa_v_head_dim": swa_v_head_dim,
+        "sliding_window_size": sliding_window_size,
+        "kv_lora_rank": kv_lora_rank,
+        "qk_rope_head_dim": qk_rope_head_dim,
+        "max_running_requests": max_running_requests,
+        "chunked_prefill_size": chunked_prefill_size,
+        "num_steps": num_steps,
+        "eagle_topk": eagle_topk,
+        "num_draft_tokens": num_draft_tokens,
+        "dflash_draft_cell_size_per_token": dflash_draft_cell_size_per_token,
+    }
+    columns: dict[str, object] = {k: int_column(k, v, optional=False) for k, v in req.items()}
+    columns.update({k: int_column(k, v, optional=True) for k, v in opt.items()})
+    columns.update(
+        {
+            "kv_cache_dtype": _code_col("kv_cache_dtype", kv_cache_dtype, _DTYPES, _DTYPE_ALIASES, "bf16"),
+            "swa_full_tokens_ratio": _float_col("swa_full_tokens_ratio", swa_full_tokens_ratio),
+            "disable_radix_cache": _bool_col("disable_radix_cache", disable_radix_cache),
+            "disable_overlap_schedule": _bool_col("disable_overlap_schedule", disable_overlap_schedule),
+            "disaggregation_mode": _code_col("disaggregation_mode", disaggregation_mode, _MODES, _MODE_ALIASES, "null"),
+            "disable_hybrid_swa_memory": _bool_col("disable_hybrid_swa_memory", disable_hybrid_swa_memory),
+            "is_draft_worker": _bool_col("is_draft_worker", is_draft_worker),
+            "algorithm": _code_col("algorithm", algorithm, _ALGORITHMS, _ALGORITHM_ALIASES, "none"),
+        }
+    )
     return BatchResult(*_core._plan_many(columns))

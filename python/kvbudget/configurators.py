@@ -119,9 +119,10 @@ class PoolConfiguratorBase:
         """
         import numpy as np
 
-        from kvbudget.batch import BatchResult
+        from kvbudget.batch import BatchResult, int_column
 
-        arr = np.ascontiguousarray(np.asarray(available_bytes), dtype=np.int64)
+        col = int_column("available_bytes", available_bytes, optional=False)
+        arr = col if isinstance(col, np.ndarray) else np.asarray([col], dtype=np.int64)
         return BatchResult(*self._cfg.calculate_pool_sizes_many(arr))
 
     def plan(self, available_bytes: int, fit: Fit = "exact") -> PoolPlan:
@@ -148,6 +149,19 @@ class PoolConfiguratorBase:
         padding rows and the draft pool are included.
         """
         return self._cfg.bytes_for_tokens(tokens)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickles as its inputs; unpickling rebuilds (and re-validates) the configurator."""
+        return (type(self), (self.model, self.serving, self.spec))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, PoolConfiguratorBase)
+        return (self.model, self.serving, self.spec) == (other.model, other.serving, other.spec)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.model.to_json(), self.serving.to_json(), self.spec.to_json()))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(cell_size={self.cell_size!r}, model={self.model!r})"

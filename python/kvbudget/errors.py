@@ -16,6 +16,8 @@ Every error kvbudget raises derives from :class:`KVBudgetError`, itself a
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvbudget._core import (
     InvalidConfigError,
     KVBudgetError,
@@ -61,3 +63,18 @@ class AllocationError(KVBudgetError, MemoryError):
         self.kind = kind
         self.requested_bytes = requested_bytes
         self.held_bytes = held_bytes
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickles with its fields (BaseException would replay only the message)."""
+        fields = {
+            "pool": self.pool,
+            "layer_id": self.layer_id,
+            "kind": self.kind,
+            "requested_bytes": self.requested_bytes,
+            "held_bytes": self.held_bytes,
+        }
+        return (_rebuild_allocation_error, (str(self), fields))
+
+
+def _rebuild_allocation_error(message: str, fields: dict[str, Any]) -> AllocationError:
+    return AllocationError(message, **fields)

@@ -496,9 +496,15 @@ def _layer_kinds(v: _View, n: int) -> tuple[list[str], int | None]:
     return ["full"] * n, None
 
 
+#: Most layers a config may declare (the core's limit, docs/semantics.md "Limits").
+MAX_LAYERS = 1 << 20
+
+
 def _target_kwargs(v: _View, include_kv_shared_layers: bool) -> dict[str, Any]:
     """Parse a target geometry from a view."""
     n = v.req_int("num_hidden_layers")
+    if n > MAX_LAYERS:
+        raise v.fail("num_hidden_layers", f"({n}) exceeds the {MAX_LAYERS}-layer limit")
     kw: dict[str, Any] = dict.fromkeys(GEOMETRY_KEYS)
 
     if v.raw("kv_lora_rank") is not None:

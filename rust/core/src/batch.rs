@@ -148,6 +148,24 @@ pub struct BatchOutputs<'a> {
     pub status: &'a mut [u8],
 }
 
+impl BatchOutputs<'_> {
+    /// Every output array must have `n` rows.
+    fn check_rows(&self, n: usize) -> Result<()> {
+        let lens = [
+            self.max_total_num_tokens.len(),
+            self.full_max_total_num_tokens.len(),
+            self.swa_max_total_num_tokens.len(),
+            self.status.len(),
+        ];
+        if lens.iter().any(|l| *l != n) {
+            return Err(PlanError::invalid(format!(
+                "batch outputs must have {n} rows, got {lens:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 fn count(name: &str, v: i64) -> Result<u64> {
     u64::try_from(v).map_err(|_| PlanError::invalid(format!("{name} must be >= 0, got {v}")))
 }
@@ -317,19 +335,7 @@ fn write(out: &mut BatchOutputs<'_>, i: usize, r: Result<MemoryPoolConfig>) {
 /// to `out.status`.
 pub fn plan_many(inputs: &BatchInputs<'_>, out: &mut BatchOutputs<'_>) -> Result<()> {
     let n = inputs.rows()?;
-    if [
-        out.max_total_num_tokens.len(),
-        out.full_max_total_num_tokens.len(),
-        out.swa_max_total_num_tokens.len(),
-        out.status.len(),
-    ]
-    .iter()
-    .any(|l| *l != n)
-    {
-        return Err(PlanError::invalid(format!(
-            "batch outputs must have {n} rows"
-        )));
-    }
+    out.check_rows(n)?;
     if inputs.config_is_scalar() {
         let cfg = inputs.configurator(0);
         for i in 0..n {
@@ -358,11 +364,7 @@ impl PoolConfigurator {
         out: &mut BatchOutputs<'_>,
     ) -> Result<()> {
         let n = available_bytes.len();
-        if out.status.len() != n || out.max_total_num_tokens.len() != n {
-            return Err(PlanError::invalid(format!(
-                "batch outputs must have {n} rows"
-            )));
-        }
+        out.check_rows(n)?;
         for (i, a) in available_bytes.iter().enumerate() {
             write(out, i, self.calculate_pool_sizes(*a, None));
         }

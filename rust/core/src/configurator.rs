@@ -174,6 +174,10 @@ impl PoolConfigurator {
         serving: ServingConfig,
         spec: SpeculativeConfig,
     ) -> Result<Self> {
+        // Inputs may have been built field by field (pub fields, serde): check them all here.
+        shape.validate()?;
+        serving.validate()?;
+        spec.validate()?;
         let worker_is_draft = serving.is_draft_worker;
         let draft_cell = spec.dflash_cell(worker_is_draft, serving.dcp_size)?;
         let (d_f, d_sf) = spec.counted_draft_layers(worker_is_draft);

@@ -57,6 +57,11 @@ fn positive(name: &str, v: u64) -> Result<u64> {
     }
 }
 
+/// The most attention layers a model (or a draft) may have: far above any
+/// real model, low enough that every layer count stays exact in doubles and a
+/// plan's per-layer tensor list stays small.
+pub const MAX_LAYERS: u64 = 1 << 20;
+
 /// The sizing view of a geometry: layer counts and dims, no layer ids.
 /// Everything the configurators' arithmetic needs; `Copy` and allocation-free,
 /// so the batch API builds one per row.
@@ -119,6 +124,11 @@ impl AttentionShape {
                 "the model has no attention layers: full_attention_layer_ids and swa_attention_layer_ids are both empty",
             ));
         }
+        if n_full.checked_add(n_swa).is_none_or(|l| l > MAX_LAYERS) {
+            return Err(PlanError::invalid(format!(
+                "the model has {n_full} full + {n_swa} SWA layers; at most {MAX_LAYERS} in total"
+            )));
+        }
         let mla = match (kv_lora_rank, qk_rope_head_dim) {
             (None, _) => None,
             (Some(_), None) => {
@@ -151,6 +161,25 @@ impl AttentionShape {
             sliding_window_size,
             mla,
         })
+    }
+
+    /// Re-checks a shape built field by field (e.g. deserialized) as [`Self::new`] would.
+    pub fn validate(&self) -> Result<()> {
+        let m = self.mla;
+        Self::new(
+            self.n_full,
+            self.n_swa,
+            self.num_kv_heads,
+            self.head_dim,
+            Some(self.v_head_dim),
+            Some(self.swa_num_kv_heads),
+            Some(self.swa_head_dim),
+            Some(self.swa_v_head_dim),
+            self.sliding_window_size,
+            m.map(|x| x.kv_lora_rank),
+            m.map(|x| x.qk_rope_head_dim),
+        )
+        .map(|_| ())
     }
 
     /// `n_f`, the number of full-attention layers.
@@ -218,6 +247,25 @@ impl ModelGeometry {
             sliding_window_size: shape.sliding_window_size,
             mla: shape.mla,
         })
+    }
+
+    /// Re-checks a geometry built field by field (e.g. deserialized) as [`Self::new`] would.
+    pub fn validate(&self) -> Result<()> {
+        let m = self.mla;
+        Self::new(
+            self.full_attention_layer_ids.clone(),
+            self.swa_attention_layer_ids.clone(),
+            self.num_kv_heads,
+            self.head_dim,
+            Some(self.v_head_dim),
+            Some(self.swa_num_kv_heads),
+            Some(self.swa_head_dim),
+            Some(self.swa_v_head_dim),
+            self.sliding_window_size,
+            m.map(|x| x.kv_lora_rank),
+            m.map(|x| x.qk_rope_head_dim),
+        )
+        .map(|_| ())
     }
 
     /// The sizing view (counts and dims).
@@ -319,9 +367,9 @@ impl DraftGeometry {
         let num_kv_heads = positive("draft num_kv_heads", num_kv_heads)?;
         let head_dim = positive("draft head_dim", head_dim)?;
         let v_head_dim = positive("draft v_head_dim", v_head_dim.unwrap_or(head_dim))?;
-        if num_layers > u64::from(u32::MAX) {
+        if num_layers > MAX_LAYERS {
             return Err(PlanError::invalid(format!(
-                "draft num_layers must be <= 4294967295, got {num_layers}"
+                "draft num_layers must be <= {MAX_LAYERS}, got {num_layers}"
             )));
         }
         Ok(Self {
@@ -332,5 +380,18 @@ impl DraftGeometry {
             kv_cache_dtype,
             capacity,
         })
+    }
+
+    /// Re-checks a draft geometry built field by field (e.g. deserialized).
+    pub fn validate(&self) -> Result<()> {
+        Self::new(
+            self.num_layers,
+            self.num_kv_heads,
+            self.head_dim,
+            Some(self.v_head_dim),
+            self.kv_cache_dtype,
+            self.capacity,
+        )
+        .map(|_| ())
     }
 }

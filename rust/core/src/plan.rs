@@ -429,7 +429,14 @@ impl<'a> PlanLayout<'a> {
                     layers,
                 )?)
             } else if drafting {
+                // Default prices every draft layer at the full geometry (layer ratio);
+                // the SWA kinds price banded depths at the SWA geometry.
                 let (d_f, d_sf, _) = cfg.draft_terms();
+                let (d_f, d_sf) = if default_kind {
+                    (d_f + d_sf, 0)
+                } else {
+                    (d_f, d_sf)
+                };
                 let fp = full_layer()?;
                 let sp = if d_sf > 0 { swa_layer()? } else { Vec::new() };
                 let layers = (0..d_f)

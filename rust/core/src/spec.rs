@@ -122,7 +122,7 @@ impl SpeculativeConfig {
         dflash_draft_cell_size_per_token: Option<u64>,
         draft: Option<DraftGeometry>,
     ) -> Result<Self> {
-        let limit = u64::from(u32::MAX);
+        let limit = crate::geometry::MAX_LAYERS;
         let mut d = draft_num_layers;
         if let Some(g) = &draft {
             if d == 0 {
@@ -144,6 +144,9 @@ impl SpeculativeConfig {
                 "banded_draft_layers={banded_draft_layers} exceeds draft_num_layers={d}"
             )));
         }
+        if let Some(g) = &draft {
+            g.validate()?;
+        }
         if dflash_draft_cell_size_per_token == Some(0) {
             return Err(PlanError::invalid(
                 "dflash_draft_cell_size_per_token must be >= 1 when given, got 0",
@@ -159,6 +162,27 @@ impl SpeculativeConfig {
             dflash_draft_cell_size_per_token,
             draft,
         })
+    }
+
+    /// Re-checks a config built field by field (e.g. deserialized) as [`Self::new`] would.
+    pub fn validate(&self) -> Result<()> {
+        let again = Self::new(
+            self.algorithm,
+            self.draft_num_layers,
+            self.num_steps,
+            self.eagle_topk,
+            self.num_draft_tokens,
+            self.banded_draft_layers,
+            self.dflash_draft_cell_size_per_token,
+            self.draft,
+        )?;
+        if again.draft_num_layers == self.draft_num_layers {
+            Ok(())
+        } else {
+            Err(PlanError::invalid(
+                "draft_num_layers disagrees with draft.num_layers",
+            ))
+        }
     }
 
     /// `(d_f, d_sf)`: draft layers at full geometry and banded depths at SWA

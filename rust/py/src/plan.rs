@@ -406,37 +406,55 @@ impl PoolPlan {
     }
 }
 
-/// Checks that a deserialized plan is self-consistent (bytes add up, shapes match bytes).
+/// Checks that a deserialized plan is self-consistent: shapes match bytes and
+/// rows, rows match tokens plus the page, offsets follow the slab alignment,
+/// pools and the total add up.
 fn check_plan(p: &core::PoolPlan) -> PyResult<()> {
-    let mut total: u128 = 0;
+    let bad = |what: String| invalid(format!("plan JSON: {what}"));
+    let align = kvbudget_core::plan::TENSOR_ALIGNMENT;
+    let mut total: u64 = 0;
     for pool in &p.pools {
-        let mut end: u128 = 0;
-        let align = u128::from(kvbudget_core::plan::TENSOR_ALIGNMENT);
+        let name = pool.name.as_str();
+        if pool.tokens.checked_add(p.page_size) != Some(pool.rows) {
+            return Err(bad(format!("pool {name} has rows != tokens + page_size")));
+        }
+        let mut end: u64 = 0;
         for t in &pool.tensors {
-            let elems: u128 = t.shape.iter().map(|&d| u128::from(d)).product();
-            if elems * u128::from(t.dtype.bytes()) != u128::from(t.nbytes)
-                || u128::from(t.offset) != end.next_multiple_of(align)
-            {
-                return Err(invalid(format!(
-                    "plan JSON: tensor {} of layer {} in pool {} has inconsistent shape, nbytes or offset",
-                    t.kind.as_str(),
-                    t.layer_id,
-                    pool.name.as_str()
+            let what = format!(
+                "tensor {} of layer {} in pool {name}",
+                t.kind.as_str(),
+                t.layer_id
+            );
+            let bytes = t
+                .shape
+                .iter()
+                .try_fold(t.dtype.bytes(), |acc, &d| acc.checked_mul(d))
+                .ok_or_else(|| bad(format!("{what}: shape overflows")))?;
+            let want_offset = end
+                .checked_next_multiple_of(align)
+                .ok_or_else(|| bad(format!("{what}: offset overflows")))?;
+            if bytes != t.nbytes || t.offset != want_offset || t.shape.first() != Some(&pool.rows) {
+                return Err(bad(format!(
+                    "{what} has inconsistent shape, rows, nbytes or offset"
                 )));
             }
-            end = u128::from(t.offset) + u128::from(t.nbytes);
+            end = t
+                .offset
+                .checked_add(t.nbytes)
+                .ok_or_else(|| bad(format!("{what}: size overflows")))?;
         }
-        if end != u128::from(pool.nbytes) {
-            return Err(invalid(format!(
-                "plan JSON: pool {} nbytes does not match its tensors",
-                pool.name.as_str()
+        if end != pool.nbytes {
+            return Err(bad(format!(
+                "pool {name} nbytes does not match its tensors"
             )));
         }
-        total += end;
+        total = total
+            .checked_add(end)
+            .ok_or_else(|| bad("total overflows".to_string()))?;
     }
-    if total != u128::from(p.total_bytes) {
-        return Err(invalid(
-            "plan JSON: total_bytes does not equal the sum of its tensors",
+    if total != p.total_bytes {
+        return Err(bad(
+            "total_bytes does not equal the sum of its pools".to_string()
         ));
     }
     Ok(())

@@ -19,6 +19,7 @@ macro_rules! json_value {
             fn _from_json(_cls: &Bound<'_, PyType>, s: &str) -> PyResult<Self> {
                 let v: $core =
                     serde_json::from_str(s).map_err(|e| invalid(format!("malformed JSON: {e}")))?;
+                crate::values::Validate::validate(&v).py()?;
                 Ok(Self(v))
             }
             fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
@@ -31,6 +32,43 @@ macro_rules! json_value {
     };
 }
 pub(crate) use json_value;
+
+/// Re-validation of a value rebuilt from JSON (pickle), as its constructor would.
+pub trait Validate {
+    fn validate(&self) -> kvbudget_core::Result<()>;
+}
+
+impl Validate for core::ModelGeometry {
+    fn validate(&self) -> kvbudget_core::Result<()> {
+        core::ModelGeometry::validate(self)
+    }
+}
+impl Validate for core::DraftGeometry {
+    fn validate(&self) -> kvbudget_core::Result<()> {
+        core::DraftGeometry::validate(self)
+    }
+}
+impl Validate for core::SpeculativeConfig {
+    fn validate(&self) -> kvbudget_core::Result<()> {
+        core::SpeculativeConfig::validate(self)
+    }
+}
+impl Validate for core::ServingConfig {
+    fn validate(&self) -> kvbudget_core::Result<()> {
+        core::ServingConfig::validate(self)
+    }
+}
+/// Plain data: any value is well-formed.
+macro_rules! plain_data {
+    ($($t:ty),*) => {$(
+        impl Validate for $t {
+            fn validate(&self) -> kvbudget_core::Result<()> {
+                Ok(())
+            }
+        }
+    )*};
+}
+plain_data!(core::MemoryPoolConfig, core::PoolSpec, core::TensorSpec);
 
 /// Target attention geometry. See `kvbudget.ModelGeometry`.
 #[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]

@@ -150,7 +150,16 @@ def _code_col(name: str, v: object, names: list[str], aliases: dict[str, str], d
 
     if v is None or isinstance(v, str) or _is_int(v):
         return one(v)
-    if isinstance(v, np.ndarray) and v.ndim == 1:
+    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "iu":
+        # Integer codes, vectorized; an out-of-range code is an invalid row.
+        ok = (v >= 0) & (v < len(names))
+        return np.ascontiguousarray(np.where(ok, v, _BAD_CODE), dtype=np.uint8)
+    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "US":
+        # Names, vectorized: each distinct name is looked up once.
+        uniq, inverse = np.unique(v.astype(str), return_inverse=True)
+        codes = np.asarray([one(str(u)) for u in uniq.tolist()], dtype=np.uint8)
+        return np.ascontiguousarray(codes[inverse.reshape(-1)], dtype=np.uint8)
+    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind == "O":
         v = v.tolist()
     if isinstance(v, (list, tuple)):
         return np.ascontiguousarray([one(x) for x in v], dtype=np.uint8)

@@ -249,7 +249,8 @@ impl BatchInputs<'_> {
 
     /// The configurator of row `i`, exactly as the scalar API would build it.
     pub fn configurator(&self, i: usize) -> Result<PoolConfigurator> {
-        let shape = AttentionShape::new(
+        // Checked once, with the rest, when the configurator is built.
+        let shape = AttentionShape::with_defaults(
             count("num_full_layers", self.num_full_layers.get(i))?,
             count("num_swa_layers", self.num_swa_layers.get(i))?,
             count("num_kv_heads", self.num_kv_heads.get(i))?,
@@ -294,20 +295,21 @@ impl BatchInputs<'_> {
             disable_hybrid_swa_memory: self.disable_hybrid_swa_memory.get(i),
             is_draft_worker: self.is_draft_worker.get(i),
         };
-        let spec = SpeculativeConfig::new(
-            code("algorithm", &ALGORITHMS, self.algorithm.get(i))?,
-            count("draft_num_layers", self.draft_num_layers.get(i))?,
-            opt("num_steps", self.num_steps.get(i), true)?,
-            opt("eagle_topk", self.eagle_topk.get(i), true)?,
-            opt("num_draft_tokens", self.num_draft_tokens.get(i), true)?,
-            count("banded_draft_layers", self.banded_draft_layers.get(i))?,
-            opt(
+        // Checked once, with the shape and serving config, when the configurator is built.
+        let spec = SpeculativeConfig {
+            algorithm: code("algorithm", &ALGORITHMS, self.algorithm.get(i))?,
+            draft_num_layers: count("draft_num_layers", self.draft_num_layers.get(i))?,
+            num_steps: opt("num_steps", self.num_steps.get(i), true)?,
+            eagle_topk: opt("eagle_topk", self.eagle_topk.get(i), true)?,
+            num_draft_tokens: opt("num_draft_tokens", self.num_draft_tokens.get(i), true)?,
+            banded_draft_layers: count("banded_draft_layers", self.banded_draft_layers.get(i))?,
+            dflash_draft_cell_size_per_token: opt(
                 "dflash_draft_cell_size_per_token",
                 self.dflash_draft_cell_size_per_token.get(i),
                 true,
             )?,
-            None,
-        )?;
+            draft: None,
+        };
         PoolConfigurator::from_shape(None::<ConfiguratorKind>, shape, serving, spec)
     }
 }

@@ -133,7 +133,6 @@ impl PoolConfigurator {
         serving: ServingConfig,
         spec: SpeculativeConfig,
     ) -> Result<Self> {
-        serving.validate()?;
         let kind = select_kind(&model.shape(), &serving);
         Self::new(kind, model, serving, spec)
     }
@@ -146,7 +145,6 @@ impl PoolConfigurator {
         serving: ServingConfig,
         spec: SpeculativeConfig,
     ) -> Result<Self> {
-        serving.validate()?;
         let kind = kind.unwrap_or_else(|| select_kind(&shape, &serving));
         Self::build(kind, shape, None, serving, spec)
     }
@@ -158,7 +156,7 @@ impl PoolConfigurator {
         serving: ServingConfig,
         spec: SpeculativeConfig,
     ) -> Result<Self> {
-        serving.validate()?;
+        model.validate()?; // layer ids; build checks counts, dims, serving and spec
         let shape = model.shape();
         let ids = Arc::new((
             model.full_attention_layer_ids,
@@ -275,7 +273,6 @@ impl PoolConfigurator {
 
     /// The same configurator kind, layer ids and spec with another serving config.
     pub fn with_serving(&self, serving: ServingConfig) -> Result<Self> {
-        serving.validate()?;
         Self::build(
             self.kind,
             self.shape,
@@ -444,18 +441,12 @@ impl PoolConfigurator {
                 let CellSize::Int(c) = self.cell_size else {
                     unreachable!("Default has an integer cell")
                 };
-                let t = narrow(
-                    i128::from(available_bytes).div_euclid(i128::from(c)),
-                    "max tokens",
-                )?;
+                let t = available_bytes.div_euclid(to_i64(c, "cell size")?);
                 self.calculate_pool_sizes_from_max_tokens(t, Some(p as u64))
             }
             ConfiguratorKind::HybridSwa => {
                 let t = match self.cell_size {
-                    CellSize::Int(c) => narrow(
-                        i128::from(available_bytes).div_euclid(i128::from(c)),
-                        "max tokens",
-                    )?,
+                    CellSize::Int(c) => available_bytes.div_euclid(to_i64(c, "cell size")?),
                     CellSize::Float(c) => {
                         py_int(py_float_floordiv(available_bytes as f64, c), "max tokens")?
                     }

@@ -90,7 +90,8 @@ pub struct AttentionShape {
 }
 
 impl AttentionShape {
-    /// Validates counts and dims and applies the defaults of docs/semantics.md.
+    /// Applies the defaults of docs/semantics.md (V dim = K dim, SWA geometry =
+    /// full geometry) and validates counts and dims.
     pub fn new(
         n_full: u64,
         n_swa: u64,
@@ -104,21 +105,80 @@ impl AttentionShape {
         kv_lora_rank: Option<u64>,
         qk_rope_head_dim: Option<u64>,
     ) -> Result<Self> {
-        let num_kv_heads = positive("num_kv_heads", num_kv_heads)?;
-        let head_dim = positive("head_dim", head_dim)?;
-        let v_head_dim = positive("v_head_dim", v_head_dim.unwrap_or(head_dim))?;
-        let swa_num_kv_heads =
-            positive("swa_num_kv_heads", swa_num_kv_heads.unwrap_or(num_kv_heads))?;
+        let shape = Self::with_defaults(
+            n_full,
+            n_swa,
+            num_kv_heads,
+            head_dim,
+            v_head_dim,
+            swa_num_kv_heads,
+            swa_head_dim,
+            swa_v_head_dim,
+            sliding_window_size,
+            kv_lora_rank,
+            qk_rope_head_dim,
+        )?;
+        shape.validate()?;
+        Ok(shape)
+    }
+
+    /// [`Self::new`] without [`Self::validate`]: applies the defaults and only
+    /// checks that an MLA latent comes with its rope dim. For callers that
+    /// validate later (a configurator checks its inputs when it is built).
+    pub fn with_defaults(
+        n_full: u64,
+        n_swa: u64,
+        num_kv_heads: u64,
+        head_dim: u64,
+        v_head_dim: Option<u64>,
+        swa_num_kv_heads: Option<u64>,
+        swa_head_dim: Option<u64>,
+        swa_v_head_dim: Option<u64>,
+        sliding_window_size: Option<u64>,
+        kv_lora_rank: Option<u64>,
+        qk_rope_head_dim: Option<u64>,
+    ) -> Result<Self> {
+        let mla = match (kv_lora_rank, qk_rope_head_dim) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(PlanError::invalid(
+                    "qk_rope_head_dim is required when kv_lora_rank is given (MLA)",
+                ))
+            }
+            (Some(r), Some(q)) => Some(MlaDims {
+                kv_lora_rank: r,
+                qk_rope_head_dim: q,
+            }),
+        };
+        let v_head_dim = v_head_dim.unwrap_or(head_dim);
         let swa_v_default = if swa_head_dim.is_some() {
             swa_head_dim
         } else {
             Some(v_head_dim)
         };
-        let swa_head_dim = positive("swa_head_dim", swa_head_dim.unwrap_or(head_dim))?;
-        let swa_v_head_dim = positive(
-            "swa_v_head_dim",
-            swa_v_head_dim.or(swa_v_default).unwrap_or(swa_head_dim),
-        )?;
+        Ok(Self {
+            n_full,
+            n_swa,
+            num_kv_heads,
+            head_dim,
+            v_head_dim,
+            swa_num_kv_heads: swa_num_kv_heads.unwrap_or(num_kv_heads),
+            swa_head_dim: swa_head_dim.unwrap_or(head_dim),
+            swa_v_head_dim: swa_v_head_dim.or(swa_v_default).unwrap_or(head_dim),
+            sliding_window_size,
+            mla,
+        })
+    }
+
+    /// Checks counts and dims (also of a shape built field by field, e.g. deserialized).
+    pub fn validate(&self) -> Result<()> {
+        positive("num_kv_heads", self.num_kv_heads)?;
+        positive("head_dim", self.head_dim)?;
+        positive("v_head_dim", self.v_head_dim)?;
+        positive("swa_num_kv_heads", self.swa_num_kv_heads)?;
+        positive("swa_head_dim", self.swa_head_dim)?;
+        positive("swa_v_head_dim", self.swa_v_head_dim)?;
+        let (n_full, n_swa) = (self.n_full, self.n_swa);
         if n_full == 0 && n_swa == 0 {
             return Err(PlanError::invalid(
                 "the model has no attention layers: full_attention_layer_ids and swa_attention_layer_ids are both empty",
@@ -129,57 +189,16 @@ impl AttentionShape {
                 "the model has {n_full} full + {n_swa} SWA layers; at most {MAX_LAYERS} in total"
             )));
         }
-        let mla = match (kv_lora_rank, qk_rope_head_dim) {
-            (None, _) => None,
-            (Some(_), None) => {
-                return Err(PlanError::invalid(
-                    "qk_rope_head_dim is required when kv_lora_rank is given (MLA)",
-                ))
+        if let Some(m) = self.mla {
+            positive("kv_lora_rank", m.kv_lora_rank)?;
+            if n_swa > 0 {
+                return Err(PlanError::invalid(format!(
+                    "an MLA model (kv_lora_rank={}) cannot have SWA layers, got {n_swa} swa_attention_layer_ids",
+                    m.kv_lora_rank
+                )));
             }
-            (Some(r), Some(q)) => {
-                let kv_lora_rank = positive("kv_lora_rank", r)?;
-                if n_swa > 0 {
-                    return Err(PlanError::invalid(format!(
-                        "an MLA model (kv_lora_rank={kv_lora_rank}) cannot have SWA layers, got {n_swa} swa_attention_layer_ids"
-                    )));
-                }
-                Some(MlaDims {
-                    kv_lora_rank,
-                    qk_rope_head_dim: q,
-                })
-            }
-        };
-        Ok(Self {
-            n_full,
-            n_swa,
-            num_kv_heads,
-            head_dim,
-            v_head_dim,
-            swa_num_kv_heads,
-            swa_head_dim,
-            swa_v_head_dim,
-            sliding_window_size,
-            mla,
-        })
-    }
-
-    /// Re-checks a shape built field by field (e.g. deserialized) as [`Self::new`] would.
-    pub fn validate(&self) -> Result<()> {
-        let m = self.mla;
-        Self::new(
-            self.n_full,
-            self.n_swa,
-            self.num_kv_heads,
-            self.head_dim,
-            Some(self.v_head_dim),
-            Some(self.swa_num_kv_heads),
-            Some(self.swa_head_dim),
-            Some(self.swa_v_head_dim),
-            self.sliding_window_size,
-            m.map(|x| x.kv_lora_rank),
-            m.map(|x| x.qk_rope_head_dim),
-        )
-        .map(|_| ())
+        }
+        Ok(())
     }
 
     /// `n_f`, the number of full-attention layers.

@@ -122,12 +122,32 @@ impl SpeculativeConfig {
         dflash_draft_cell_size_per_token: Option<u64>,
         draft: Option<DraftGeometry>,
     ) -> Result<Self> {
+        // A draft geometry gives d when draft_num_layers is left at 0.
+        let d = match &draft {
+            Some(g) if draft_num_layers == 0 => g.num_layers,
+            _ => draft_num_layers,
+        };
+        let spec = Self {
+            algorithm,
+            draft_num_layers: d,
+            num_steps,
+            eagle_topk,
+            num_draft_tokens,
+            banded_draft_layers,
+            dflash_draft_cell_size_per_token,
+            draft,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Re-checks a config built field by field (e.g. deserialized) as [`Self::new`] would.
+    pub fn validate(&self) -> Result<()> {
         let limit = crate::geometry::MAX_LAYERS;
-        let mut d = draft_num_layers;
-        if let Some(g) = &draft {
-            if d == 0 {
-                d = g.num_layers;
-            } else if d != g.num_layers {
+        let d = self.draft_num_layers;
+        if let Some(g) = &self.draft {
+            g.validate()?;
+            if g.num_layers != d {
                 return Err(PlanError::invalid(format!(
                     "draft_num_layers={d} disagrees with draft.num_layers={}",
                     g.num_layers
@@ -139,50 +159,18 @@ impl SpeculativeConfig {
                 "draft_num_layers must be <= {limit}, got {d}"
             )));
         }
-        if banded_draft_layers > d {
+        if self.banded_draft_layers > d {
             return Err(PlanError::invalid(format!(
-                "banded_draft_layers={banded_draft_layers} exceeds draft_num_layers={d}"
+                "banded_draft_layers={} exceeds draft_num_layers={d}",
+                self.banded_draft_layers
             )));
         }
-        if let Some(g) = &draft {
-            g.validate()?;
-        }
-        if dflash_draft_cell_size_per_token == Some(0) {
+        if self.dflash_draft_cell_size_per_token == Some(0) {
             return Err(PlanError::invalid(
                 "dflash_draft_cell_size_per_token must be >= 1 when given, got 0",
             ));
         }
-        Ok(Self {
-            algorithm,
-            draft_num_layers: d,
-            num_steps,
-            eagle_topk,
-            num_draft_tokens,
-            banded_draft_layers,
-            dflash_draft_cell_size_per_token,
-            draft,
-        })
-    }
-
-    /// Re-checks a config built field by field (e.g. deserialized) as [`Self::new`] would.
-    pub fn validate(&self) -> Result<()> {
-        let again = Self::new(
-            self.algorithm,
-            self.draft_num_layers,
-            self.num_steps,
-            self.eagle_topk,
-            self.num_draft_tokens,
-            self.banded_draft_layers,
-            self.dflash_draft_cell_size_per_token,
-            self.draft,
-        )?;
-        if again.draft_num_layers == self.draft_num_layers {
-            Ok(())
-        } else {
-            Err(PlanError::invalid(
-                "draft_num_layers disagrees with draft.num_layers",
-            ))
-        }
+        Ok(())
     }
 
     /// `(d_f, d_sf)`: draft layers at full geometry and banded depths at SWA

@@ -13,15 +13,7 @@ use crate::spec::{SpecAlgorithm, SpeculativeConfig};
 pub const STATUS_OK: u8 = 0;
 
 /// Speculative algorithms by batch code (the index in this array).
-pub const ALGORITHMS: [SpecAlgorithm; 7] = [
-    SpecAlgorithm::None,
-    SpecAlgorithm::Eagle,
-    SpecAlgorithm::Eagle3,
-    SpecAlgorithm::NextN,
-    SpecAlgorithm::Standalone,
-    SpecAlgorithm::Ngram,
-    SpecAlgorithm::Dflash,
-];
+pub const ALGORITHMS: [SpecAlgorithm; 7] = SpecAlgorithm::ALL;
 
 /// Disaggregation modes by batch code.
 pub const DISAGGREGATION_MODES: [DisaggregationMode; 3] = [

@@ -363,6 +363,16 @@ impl PoolConfigurator {
         to_i64(p, "page_size")
     }
 
+    /// ChunkCap's SWA pool: the cap rounded up to a page of `p` tokens, tokens.
+    pub fn chunk_cap_swa_tokens(&self, p: i64) -> Result<i64> {
+        let swa = align_up(
+            self.swa_cap.unwrap_or_default(),
+            p as u64,
+            "ChunkCap SWA tokens",
+        )?;
+        to_i64(swa, "ChunkCap SWA tokens")
+    }
+
     /// ChunkCap's full-pool bytes per token `F*(n_f+d_f) + S*d_sf + d_c`.
     fn chunk_cap_full_cell(&self) -> Result<u64> {
         let what = "ChunkCap full cell size";
@@ -455,9 +465,9 @@ impl PoolConfigurator {
             }
             ConfiguratorKind::ChunkCap => {
                 let what = "ChunkCap pool sizes";
-                let swa = align_up(self.swa_cap.unwrap_or_default(), p as u64, what)?;
+                let swa = self.chunk_cap_swa_tokens(p)?;
                 let fixed = mul(
-                    mul(swa, self.swa_per_token, what)?,
+                    mul(swa as u64, self.swa_per_token, what)?,
                     self.shape.num_swa_layers(),
                     what,
                 )?;
@@ -475,7 +485,7 @@ impl PoolConfigurator {
                 Ok(MemoryPoolConfig {
                     max_total_num_tokens: full,
                     full_max_total_num_tokens: Some(full),
-                    swa_max_total_num_tokens: Some(to_i64(swa, what)?),
+                    swa_max_total_num_tokens: Some(swa),
                 })
             }
         }
@@ -502,11 +512,7 @@ impl PoolConfigurator {
             }
             ConfiguratorKind::HybridSwa => self.solve_hybrid(max_total_num_tokens, p),
             ConfiguratorKind::ChunkCap => {
-                let swa = align_up(
-                    self.swa_cap.unwrap_or_default(),
-                    p as u64,
-                    "ChunkCap SWA tokens",
-                )?;
+                let swa = self.chunk_cap_swa_tokens(p)?;
                 let full = align_down(max_total_num_tokens, p)?;
                 let swa = i128::from(swa).min(i128::from(max_total_num_tokens)) as i64;
                 if full <= 0 {

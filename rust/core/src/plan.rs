@@ -482,13 +482,7 @@ impl<'a> PlanLayout<'a> {
             ConfiguratorKind::Default => (x, 0),
             _ if cfg.is_all_swa() => (0, x),
             ConfiguratorKind::HybridSwa => (x, align_down(cfg.ratio_tokens(x)?, p)?),
-            ConfiguratorKind::ChunkCap => (
-                x,
-                to_i64(
-                    align_up(cfg.swa_cap().unwrap_or_default(), p as u64, "SWA tokens")?,
-                    "SWA tokens",
-                )?,
-            ),
+            ConfiguratorKind::ChunkCap => (x, cfg.chunk_cap_swa_tokens(p)?),
         })
     }
 

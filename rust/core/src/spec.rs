@@ -26,6 +26,17 @@ pub enum SpecAlgorithm {
 }
 
 impl SpecAlgorithm {
+    /// Every algorithm, in a stable order (the batch API's codes are indices into it).
+    pub const ALL: [SpecAlgorithm; 7] = [
+        Self::None,
+        Self::Eagle,
+        Self::Eagle3,
+        Self::NextN,
+        Self::Standalone,
+        Self::Ngram,
+        Self::Dflash,
+    ];
+
     /// EAGLE-family (eagle, eagle3, nextn) or standalone: SGLang counts their draft KV layers.
     pub const fn counts_draft_layers(self) -> bool {
         matches!(

@@ -128,7 +128,7 @@ pub fn min_budget(cfg: &PoolConfigurator, requests: u64, context_len: u64) -> Re
         Ok(floor_ok && concurrency(cfg, &config, context_len)? >= requests)
     };
     if cfg.kind() == ConfiguratorKind::ChunkCap {
-        let swa = align_up(cfg.swa_cap().unwrap_or_default(), p as u64, "SWA tokens")?;
+        let swa = cfg.chunk_cap_swa_tokens(p)? as u64;
         if swa < mul(requests, f.swa_tokens, "SWA tokens needed")? {
             return Err(PlanError::not_enough_memory(format!(
                 "no budget holds {requests} requests of {context_len} tokens: the SWA pool is capped at {swa} tokens \

@@ -12,15 +12,7 @@ fn dtype() -> impl Strategy<Value = KvDtype> {
 }
 
 fn algorithm() -> impl Strategy<Value = SpecAlgorithm> {
-    prop::sample::select(vec![
-        SpecAlgorithm::None,
-        SpecAlgorithm::Eagle,
-        SpecAlgorithm::Eagle3,
-        SpecAlgorithm::NextN,
-        SpecAlgorithm::Standalone,
-        SpecAlgorithm::Ngram,
-        SpecAlgorithm::Dflash,
-    ])
+    prop::sample::select(SpecAlgorithm::ALL.to_vec())
 }
 
 prop_compose! {

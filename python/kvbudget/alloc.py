@@ -3,7 +3,8 @@
 :func:`allocate` turns a :class:`~kvbudget.PoolPlan` into tensors laid out as
 SGLang lays out its KV pools: per layer, K ``[rows, heads, dk]`` and V
 ``[rows, heads, dv]`` (MLA: one latent ``kv`` tensor), with ``rows = tokens +
-page_size``. The storage it takes is exactly ``plan.total_bytes``.
+page_size``. The storage it takes is exactly ``plan.total_bytes`` (one slab per pool) or
+``plan.tensor_bytes`` (one tensor per K/V, as SGLang allocates).
 
 This module imports torch at its top; ``import kvbudget`` does not import it
 (``kvbudget.allocate`` and ``kvbudget.KVPools`` load this module on first use).
@@ -401,7 +402,11 @@ def allocate(
     *,
     _allocator: Allocator | None = None,
 ) -> KVPools:
-    """Allocates every pool of ``plan``; the tensor storage taken is exactly ``plan.total_bytes``.
+    """Allocates every pool of ``plan``, exactly as planned.
+
+    The storage taken is exactly ``plan.total_bytes`` with ``strategy="slab"``
+    (tensors plus the 256-byte alignment gaps between them), and exactly
+    ``plan.tensor_bytes`` with ``"per_layer"``; both are at most the plan's budget.
 
     Args:
         plan: an exact plan from ``configurator.plan(...)``.
@@ -425,7 +430,7 @@ def allocate(
             error names the pool, the layer (``None`` for a slab) and kind, the
             bytes asked for and the bytes that had been held.
         InvalidConfigError: an unknown strategy, or a plan whose tensors are
-            not laid out contiguously.
+            not at their planned (aligned, consecutive) offsets.
     """
     if strategy not in ("slab", "per_layer"):
         raise InvalidConfigError(f"strategy: expected \"slab\" or \"per_layer\", got {strategy!r}")

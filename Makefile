@@ -32,7 +32,7 @@ run: deps-run develop
 	$(VENV)/bin/kvbudget
 
 test-rust:
-	cargo test -p kvbudget-core --release
+	cargo test -p kvbudget-core --release --lib --tests
 	cargo run --release -q -p kvbudget-core --example fuzz -- --iters 100000
 	cargo run --release -q -p kvbudget-core --example fuzz -- --iters 50000 --unvalidated --seed 99
 

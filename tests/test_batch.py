@@ -159,8 +159,8 @@ COLUMNS: dict[str, tuple[str, st.SearchStrategy[Any], Optional[st.SearchStrategy
 }
 
 # Batch integer codes of the name columns (kvbudget.batch documents "names or
-# their integer codes"; the order is the Rust core's).
-from kvbudget.batch import _ALGORITHMS, _DTYPES, _MODES  # noqa: E402
+# their integer codes"; the order is each field's ``choices``, the Rust core's).
+from kvbudget.batch import BATCH_FIELDS  # noqa: E402
 
 
 def _encode_none(draw: Callable[[Any], Any], v: Optional[int]) -> int:
@@ -174,9 +174,9 @@ def _encode_scalar(draw: Callable[[Any], Any], kind: str, v: Any) -> Any:
     if kind == "int":
         return draw(st.sampled_from((int, np.int64)))(v)
     if kind == "opt":
-        if v is None and draw(st.booleans()):
-            return None
-        return _encode_none(draw, v)
+        # A scalar is taken as the scalar API takes it: None is None (a negative scalar is
+        # invalid, like ServingConfig(max_running_requests=-1)); only arrays use the sentinel.
+        return v
     if kind == "float":
         return draw(st.sampled_from((float, np.float64)))(v)
     if kind == "bool":
@@ -199,7 +199,7 @@ def _encode_array(draw: Callable[[Any], Any], name: str, kind: str, vals: list[A
     # name columns: a list of names, an object array, or integer codes
     how = draw(st.sampled_from(("list", "object", "codes")))
     if how == "codes":
-        table = {"kv_cache_dtype": _DTYPES, "algorithm": _ALGORITHMS, "disaggregation_mode": _MODES}[name]
+        table = BATCH_FIELDS[name].choices
         codes = []
         for v in vals:
             canon = _canonical_name(name, v)

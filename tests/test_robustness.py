@@ -508,7 +508,7 @@ def test_wrong_types_raise_type_error(value: Any) -> None:
 
 def _json_with(value: Any, **changes: Any) -> str:
     d = json.loads(value.to_json())
-    d.update(changes)
+    d.get("shape", d).update(changes)  # a ModelGeometry's dims are in its "shape"
     return json.dumps(d)
 
 

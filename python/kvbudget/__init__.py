@@ -30,6 +30,7 @@ from kvbudget.configurators import (
     SWAChunkCapPoolConfigurator,
     create_pool_configurator,
 )
+from kvbudget.scenario import Scenario
 from kvbudget.errors import (
     AllocationError,
     InvalidConfigError,
@@ -41,6 +42,7 @@ from kvbudget.errors import (
 
 if TYPE_CHECKING:
     from kvbudget.alloc import KVPools, LayerKV, allocate
+    from kvbudget.workload import MinBudget, SwaRatioSuggestion
     from kvbudget.batch import BatchResult, plan_many
     from kvbudget.distributed import AgreedPlan, agree
     from kvbudget.ranks import Parallelism, RankPlans, plan_ranks
@@ -57,6 +59,7 @@ __all__ = [
     "KVPools",
     "LayerKV",
     "MemoryPoolConfig",
+    "MinBudget",
     "ModelGeometry",
     "NotEnoughMemoryError",
     "Parallelism",
@@ -67,8 +70,10 @@ __all__ = [
     "RankPlans",
     "SWAChunkCapPoolConfigurator",
     "SWAPoolTooSmallError",
+    "Scenario",
     "ServingConfig",
     "SpeculativeConfig",
+    "SwaRatioSuggestion",
     "TensorSpec",
     "__version__",
     "agree",
@@ -91,6 +96,8 @@ _LAZY = {
     "plan_ranks": "kvbudget.ranks",
     "Parallelism": "kvbudget.ranks",
     "RankPlans": "kvbudget.ranks",
+    "MinBudget": "kvbudget.workload",
+    "SwaRatioSuggestion": "kvbudget.workload",
 }
 
 

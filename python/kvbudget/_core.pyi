@@ -1,6 +1,11 @@
-"""Type stubs for the native module ``kvbudget._core`` (rust/py)."""
+"""Type stubs for the native module ``kvbudget._core`` (rust/py).
 
-from typing import Any, Literal, final
+The value types (between the GENERATED markers) are rendered by
+``tools/stubgen.py`` from the core's field declaration; the rest is written
+by hand. Units: bytes for memory, tokens for pool capacity, elements for dims.
+"""
+
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
@@ -18,8 +23,11 @@ __all__ = [
     "PoolSpec",
     "TensorSpec",
     "_plan_many",
+    "_choice_codes",
     "__version__",
     "TENSOR_ALIGNMENT",
+    "DETACH_ROWS",
+    "FIELDS",
     "KVBudgetError",
     "InvalidConfigError",
     "PlanOverflowError",
@@ -29,59 +37,92 @@ __all__ = [
 
 __version__: str
 TENSOR_ALIGNMENT: int
+"""Byte alignment of every tensor's offset inside its pool's slab (256)."""
+DETACH_ROWS: int
+"""Batch rows from which the GIL is released (4096)."""
+FIELDS: dict[str, tuple[dict[str, Any], ...]]
+"""The field table: declared type name -> its fields (see ``kvbudget.fields``)."""
+
+_Arrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]
 
 class KVBudgetError(ValueError):
+    """Base of every kvbudget error (a ValueError). ``.code`` names the kind."""
+
     code: str
 
-class InvalidConfigError(KVBudgetError): ...
-class PlanOverflowError(InvalidConfigError): ...
-class NotEnoughMemoryError(KVBudgetError): ...
-class SWAPoolTooSmallError(KVBudgetError): ...
+class InvalidConfigError(KVBudgetError):
+    """An input is invalid, inconsistent, or missing for the configurator asked for."""
+
+class PlanOverflowError(InvalidConfigError):
+    """An intermediate or result does not fit in 64-bit integers."""
+
+class NotEnoughMemoryError(KVBudgetError):
+    """The budget gives no tokens, or the SWA cap leaves no room for the full pool."""
+
+class SWAPoolTooSmallError(KVBudgetError):
+    """The SWA pool cannot admit one request (window + page_size >= SWA tokens)."""
+
+# BEGIN GENERATED (tools/stubgen.py)
 
 @final
 class ModelGeometry:
-    def __new__(
-        cls,
-        full_attention_layer_ids: list[int],
-        swa_attention_layer_ids: list[int],
-        num_kv_heads: int,
-        head_dim: int,
-        v_head_dim: int | None = None,
-        swa_num_kv_heads: int | None = None,
-        swa_head_dim: int | None = None,
-        swa_v_head_dim: int | None = None,
-        sliding_window_size: int | None = None,
-        kv_lora_rank: int | None = None,
-        qk_rope_head_dim: int | None = None,
-    ) -> Self: ...
+    """A target model's attention geometry: its full-attention and sliding-window layer ids, their
+    heads and dims, the window, or MLA latent dims. Constructor arguments: the two id lists,
+    then the fields below (SGLang's defaults: V dim = K dim, SWA geometry = full geometry).
+    """
+    def __new__(cls, full_attention_layer_ids: list[int], swa_attention_layer_ids: list[int], num_kv_heads: int, head_dim: int, v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ...) -> Self: ...
+    def replace(self, *, full_attention_layer_ids: list[int] = ..., swa_attention_layer_ids: list[int] = ..., num_kv_heads: int = ..., head_dim: int = ..., v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ...) -> Self:
+        """A copy with the given fields changed (the others keep their values), re-checked."""
+    @property
+    def full_attention_layer_ids(self) -> list[int]:
+        """Global layer ids of the full-attention layers."""
+    @property
+    def swa_attention_layer_ids(self) -> list[int]:
+        """Global layer ids of the sliding-window layers."""
+    @property
+    def num_full_layers(self) -> int:
+        """`n_f`, full-attention layers (`ModelGeometry` takes their ids instead)."""
+    @property
+    def num_swa_layers(self) -> int:
+        """`n_s`, sliding-window layers (`ModelGeometry` takes their ids instead)."""
+    @property
+    def num_kv_heads(self) -> int:
+        """Total KV heads of a full layer, before tensor parallelism."""
+    @property
+    def head_dim(self) -> int:
+        """K head dim of a full layer, elements."""
+    @property
+    def v_head_dim(self) -> int:
+        """V head dim of a full layer, elements (default: `head_dim`)."""
+    @property
+    def swa_num_kv_heads(self) -> int:
+        """Total KV heads of an SWA layer (default: `num_kv_heads`)."""
+    @property
+    def swa_head_dim(self) -> int:
+        """K head dim of an SWA layer, elements (default: `head_dim`)."""
+    @property
+    def swa_v_head_dim(self) -> int:
+        """V head dim of an SWA layer, elements (default: `swa_head_dim` when given, else
+        `v_head_dim`).
+        """
+    @property
+    def sliding_window_size(self) -> int | None:
+        """SGLang's exclusive sliding window (HF `sliding_window` minus 1), tokens."""
+    @property
+    def kv_lora_rank(self) -> int | None:
+        """MLA latent rank, elements; given, the model is MLA (DeepSeek-style)."""
+    @property
+    def qk_rope_head_dim(self) -> int | None:
+        """MLA rotary key dim, elements (required with `kv_lora_rank`)."""
     @classmethod
-    def from_hf_config(cls, path_or_dict: object) -> Self: ...
+    def from_hf_config(cls, path_or_dict: object) -> Self:
+        """A geometry from a Hugging Face config.json (a dict, a file, or a model directory)."""
     @property
-    def full_attention_layer_ids(self) -> list[int]: ...
+    def is_mla(self) -> bool:
+        """True for an MLA model (kv_lora_rank given)."""
     @property
-    def swa_attention_layer_ids(self) -> list[int]: ...
-    @property
-    def num_kv_heads(self) -> int: ...
-    @property
-    def head_dim(self) -> int: ...
-    @property
-    def v_head_dim(self) -> int: ...
-    @property
-    def swa_num_kv_heads(self) -> int: ...
-    @property
-    def swa_head_dim(self) -> int: ...
-    @property
-    def swa_v_head_dim(self) -> int: ...
-    @property
-    def sliding_window_size(self) -> int | None: ...
-    @property
-    def kv_lora_rank(self) -> int | None: ...
-    @property
-    def qk_rope_head_dim(self) -> int | None: ...
-    @property
-    def is_mla(self) -> bool: ...
-    @property
-    def num_layers(self) -> int: ...
+    def num_layers(self) -> int:
+        """Every attention layer, n_f + n_s."""
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -89,27 +130,39 @@ class ModelGeometry:
 
 @final
 class DraftGeometry:
-    def __new__(
-        cls,
-        num_layers: int,
-        num_kv_heads: int,
-        head_dim: int,
-        v_head_dim: int | None = None,
-        kv_cache_dtype: str | None = None,
-        capacity: Literal["full", "swa"] | None = None,
-    ) -> Self: ...
+    """The draft model's own KV geometry, when it differs from the target's full layers (exact plan
+    only; SGLang's sizing prices the draft at the target's geometry).
+    """
+    def __new__(cls, num_layers: int, num_kv_heads: int, head_dim: int, v_head_dim: int | None = ..., kv_cache_dtype: str | None = ..., capacity: str | None = ...) -> Self: ...
+    def replace(self, *, num_layers: int = ..., num_kv_heads: int = ..., head_dim: int = ..., v_head_dim: int | None = ..., kv_cache_dtype: str | None = ..., capacity: str | None = ...) -> Self:
+        """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
-    def num_layers(self) -> int: ...
+    def num_layers(self) -> int:
+        """Draft KV layers."""
     @property
-    def num_kv_heads(self) -> int: ...
+    def num_kv_heads(self) -> int:
+        """Total draft KV heads, before tensor parallelism."""
     @property
-    def head_dim(self) -> int: ...
+    def head_dim(self) -> int:
+        """Draft K head dim, elements."""
     @property
-    def v_head_dim(self) -> int: ...
+    def v_head_dim(self) -> int:
+        """Draft V head dim, elements (default: `head_dim`)."""
     @property
-    def kv_cache_dtype(self) -> str | None: ...
+    def kv_cache_dtype(self) -> str | None:
+        """Draft KV dtype (default: the target's)."""
     @property
-    def capacity(self) -> str | None: ...
+    def capacity(self) -> str | None:
+        """The target pool whose token count the draft pool takes (default: SGLang's rule, the full
+        pool or an all-SWA target's SWA pool).
+        """
+    @staticmethod
+    def from_model(model: ModelGeometry, num_layers: int | None = None, kv_cache_dtype: str | None = None) -> DraftGeometry:
+        """The one rule for using a whole model as a (standalone) draft: its full layers' heads and
+        dims (its SWA layers must match them), or an all-SWA model's SWA geometry with capacity
+        'swa'; MLA models are refused. num_layers defaults to every attention layer.
+        """
+    def __hash__(self) -> int: ...
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -117,33 +170,34 @@ class DraftGeometry:
 
 @final
 class SpeculativeConfig:
-    def __new__(
-        cls,
-        algorithm: str | None = "none",
-        draft_num_layers: int = 0,
-        num_steps: int | None = None,
-        eagle_topk: int | None = None,
-        num_draft_tokens: int | None = None,
-        banded_draft_layers: int = 0,
-        dflash_draft_cell_size_per_token: int | None = None,
-        draft: DraftGeometry | None = None,
-    ) -> Self: ...
+    """Speculative-decoding settings (REFERENCE section 1)."""
+    def __new__(cls, algorithm: str | None = ..., draft_num_layers: int = ..., num_steps: int | None = ..., eagle_topk: int | None = ..., num_draft_tokens: int | None = ..., banded_draft_layers: int = ..., dflash_draft_cell_size_per_token: int | None = ..., draft: DraftGeometry | None = ...) -> Self: ...
+    def replace(self, *, algorithm: str | None = ..., draft_num_layers: int = ..., num_steps: int | None = ..., eagle_topk: int | None = ..., num_draft_tokens: int | None = ..., banded_draft_layers: int = ..., dflash_draft_cell_size_per_token: int | None = ..., draft: DraftGeometry | None = ...) -> Self:
+        """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
-    def algorithm(self) -> str: ...
+    def algorithm(self) -> str:
+        """The algorithm (SGLang's `--speculative-algorithm`)."""
     @property
-    def draft_num_layers(self) -> int: ...
+    def draft_num_layers(self) -> int:
+        """`d`, the draft model's KV layers (0 with `draft` given: the draft's)."""
     @property
-    def num_steps(self) -> int | None: ...
+    def num_steps(self) -> int | None:
+        """`--speculative-num-steps`."""
     @property
-    def eagle_topk(self) -> int | None: ...
+    def eagle_topk(self) -> int | None:
+        """`--speculative-eagle-topk`."""
     @property
-    def num_draft_tokens(self) -> int | None: ...
+    def num_draft_tokens(self) -> int | None:
+        """`--speculative-num-draft-tokens`, tokens."""
     @property
-    def banded_draft_layers(self) -> int: ...
+    def banded_draft_layers(self) -> int:
+        """`d_sf`: banded draft depths at SWA geometry but full capacity, layers."""
     @property
-    def dflash_draft_cell_size_per_token(self) -> int | None: ...
+    def dflash_draft_cell_size_per_token(self) -> int | None:
+        """DFLASH draft bytes per token per DCP rank, bytes."""
     @property
-    def draft(self) -> DraftGeometry | None: ...
+    def draft(self) -> DraftGeometry | None:
+        """The draft's own KV geometry for the exact plan (default: the target's full geometry)."""
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -151,54 +205,57 @@ class SpeculativeConfig:
 
 @final
 class ServingConfig:
-    def __new__(
-        cls,
-        kv_cache_dtype: str = "bf16",
-        page_size: int = 1,
-        tp_size: int = 1,
-        dcp_size: int = 1,
-        attn_dp_size: int = 1,
-        swa_full_tokens_ratio: float = 0.8,
-        max_running_requests: int | None = None,
-        chunked_prefill_size: int | None = None,
-        disable_radix_cache: bool = False,
-        disable_overlap_schedule: bool = False,
-        disaggregation_mode: str | None = "null",
-        disaggregation_decode_extra_slots: int = 0,
-        swa_eviction_interval: int = 128,
-        disable_hybrid_swa_memory: bool = False,
-        is_draft_worker: bool = False,
-    ) -> Self: ...
+    """Serving settings (REFERENCE section 1): dtype, paging, parallelism, SWA ratio and the
+    request-cap inputs.
+    """
+    def __new__(cls, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ...) -> Self: ...
+    def replace(self, *, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ...) -> Self:
+        """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
-    def kv_cache_dtype(self) -> str: ...
+    def kv_cache_dtype(self) -> str:
+        """KV-cache dtype (SGLang's `--kv-cache-dtype` names)."""
     @property
-    def page_size(self) -> int: ...
+    def page_size(self) -> int:
+        """`p`, tokens per page."""
     @property
-    def tp_size(self) -> int: ...
+    def tp_size(self) -> int:
+        """Attention tensor-parallel size, ranks."""
     @property
-    def dcp_size(self) -> int: ...
+    def dcp_size(self) -> int:
+        """Decode context-parallel size, ranks (divides `tp_size`)."""
     @property
-    def attn_dp_size(self) -> int: ...
+    def attn_dp_size(self) -> int:
+        """Attention data-parallel size, ranks."""
     @property
-    def swa_full_tokens_ratio(self) -> float: ...
+    def swa_full_tokens_ratio(self) -> float:
+        """`r`, SWA-pool tokens per full-pool token."""
     @property
-    def max_running_requests(self) -> int | None: ...
+    def max_running_requests(self) -> int | None:
+        """Requests admitted at once (a request-cap input)."""
     @property
-    def chunked_prefill_size(self) -> int | None: ...
+    def chunked_prefill_size(self) -> int | None:
+        """Chunked-prefill size, tokens (a request-cap input)."""
     @property
-    def disable_radix_cache(self) -> bool: ...
+    def disable_radix_cache(self) -> bool:
+        """The radix cache is disabled (a request-cap input)."""
     @property
-    def disable_overlap_schedule(self) -> bool: ...
+    def disable_overlap_schedule(self) -> bool:
+        """The overlap scheduler is disabled (spec v1 rather than v2)."""
     @property
-    def disaggregation_mode(self) -> str: ...
+    def disaggregation_mode(self) -> str:
+        """PD disaggregation role."""
     @property
-    def disaggregation_decode_extra_slots(self) -> int: ...
+    def disaggregation_decode_extra_slots(self) -> int:
+        """Extra decode slots in PD decode, requests."""
     @property
-    def swa_eviction_interval(self) -> int: ...
+    def swa_eviction_interval(self) -> int:
+        """`E`, the SWA eviction interval, tokens (SGLang uses `max(1, E)`)."""
     @property
-    def disable_hybrid_swa_memory(self) -> bool: ...
+    def disable_hybrid_swa_memory(self) -> bool:
+        """Price SWA layers as full layers (SGLang's `--disable-hybrid-swa-memory`)."""
     @property
-    def is_draft_worker(self) -> bool: ...
+    def is_draft_worker(self) -> bool:
+        """This is the draft worker (it counts no draft terms)."""
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -206,40 +263,52 @@ class ServingConfig:
 
 @final
 class MemoryPoolConfig:
-    def __new__(
-        cls,
-        max_total_num_tokens: int,
-        full_max_total_num_tokens: int | None = None,
-        swa_max_total_num_tokens: int | None = None,
-    ) -> Self: ...
+    """The pool sizes SGLang resolves, tokens (`None` where SGLang leaves them unset)."""
+    def __new__(cls, max_total_num_tokens: int, full_max_total_num_tokens: int | None = ..., swa_max_total_num_tokens: int | None = ...) -> Self: ...
+    def replace(self, *, max_total_num_tokens: int = ..., full_max_total_num_tokens: int | None = ..., swa_max_total_num_tokens: int | None = ...) -> Self:
+        """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
-    def max_total_num_tokens(self) -> int: ...
+    def max_total_num_tokens(self) -> int:
+        """`max_total_num_tokens` (the full pool, or an all-SWA model's SWA pool), tokens."""
     @property
-    def full_max_total_num_tokens(self) -> int | None: ...
+    def full_max_total_num_tokens(self) -> int | None:
+        """Full-pool tokens (SWA configurators only)."""
     @property
-    def swa_max_total_num_tokens(self) -> int | None: ...
+    def swa_max_total_num_tokens(self) -> int | None:
+        """SWA-pool tokens (SWA configurators only)."""
+    def __hash__(self) -> int: ...
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
-    def __hash__(self) -> int: ...
+
+# END GENERATED
 
 @final
 class TensorSpec:
+    """One planned tensor: where it sits in its pool's slab, its shape and dtype."""
+
     @property
-    def pool(self) -> str: ...
+    def pool(self) -> str:
+        """``"full"``, ``"swa"`` or ``"draft"``."""
     @property
-    def layer_id(self) -> int: ...
+    def layer_id(self) -> int:
+        """Global target layer id, or the draft-local layer index in the draft pool."""
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """``"k"``, ``"v"``, ``"kv"`` (MLA latent), a ``*_scale`` or ``"cache"`` (DFLASH)."""
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """Shape in elements; the first dimension is rows (tokens + page_size)."""
     @property
-    def dtype(self) -> str: ...
+    def dtype(self) -> str:
+        """The torch dtype's name (``"bfloat16"``, ``"uint8"``, ...)."""
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """Size, bytes."""
     @property
-    def offset(self) -> int: ...
+    def offset(self) -> int:
+        """Byte offset inside the pool's slab (a multiple of TENSOR_ALIGNMENT)."""
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -247,24 +316,35 @@ class TensorSpec:
 
 @final
 class PoolSpec:
+    """One planned pool: its token count, rows, layers and tensors."""
+
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """``"full"``, ``"swa"`` or ``"draft"``."""
     @property
-    def tokens(self) -> int: ...
+    def tokens(self) -> int:
+        """Usable token slots."""
     @property
-    def rows(self) -> int: ...
+    def rows(self) -> int:
+        """Allocated rows per layer: tokens + page_size (slot 0 is the dummy page)."""
     @property
-    def layer_ids(self) -> list[int]: ...
+    def layer_ids(self) -> list[int]:
+        """Layer ids in allocation order (global target ids; draft-local for the draft)."""
     @property
-    def num_layers(self) -> int: ...
+    def num_layers(self) -> int:
+        """Layers in the pool."""
     @property
-    def kv_cache_dtype(self) -> str: ...
+    def kv_cache_dtype(self) -> str:
+        """The pool's KV dtype."""
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """Bytes of the pool's slab: its tensors plus the alignment gaps between them."""
     @property
-    def padding_bytes(self) -> int: ...
+    def padding_bytes(self) -> int:
+        """Bytes spent on the page_size padding rows."""
     @property
-    def tensors(self) -> list[TensorSpec]: ...
+    def tensors(self) -> list[TensorSpec]:
+        """The tensors, layer by layer."""
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -272,42 +352,65 @@ class PoolSpec:
 
 @final
 class PoolPlan:
+    """The exact plan: every pool and tensor, and the bytes allocating it takes."""
+
     @property
-    def fit(self) -> str: ...
+    def fit(self) -> str:
+        """``"exact"``, ``"sglang"`` or ``"given"`` (plan_for_config)."""
     @property
-    def configurator(self) -> str: ...
+    def configurator(self) -> str:
+        """``"default"``, ``"hybrid_swa"`` or ``"chunk_cap"``."""
     @property
-    def available_bytes(self) -> int: ...
+    def available_bytes(self) -> int:
+        """The budget, bytes."""
     @property
-    def total_bytes(self) -> int: ...
+    def total_bytes(self) -> int:
+        """Sum of the pools' slab bytes: what allocating the plan takes, bytes."""
     @property
-    def leftover_bytes(self) -> int: ...
+    def leftover_bytes(self) -> int:
+        """available_bytes - total_bytes (negative when the plan over-commits), bytes."""
     @property
-    def over_budget_bytes(self) -> int: ...
+    def over_budget_bytes(self) -> int:
+        """max(0, total_bytes - available_bytes), bytes."""
     @property
-    def padding_bytes(self) -> int: ...
+    def padding_bytes(self) -> int:
+        """Bytes of padding rows across pools."""
     @property
-    def tensor_bytes(self) -> int: ...
+    def tensor_bytes(self) -> int:
+        """Sum of every tensor's bytes (total_bytes minus the alignment gaps)."""
     @property
-    def alignment_bytes(self) -> int: ...
+    def alignment_bytes(self) -> int:
+        """Bytes of alignment gaps between tensors in the slabs."""
     @property
-    def draft_bytes(self) -> int: ...
+    def draft_bytes(self) -> int:
+        """Bytes of the draft pool's slab (0 without one)."""
     @property
-    def page_size(self) -> int: ...
+    def page_size(self) -> int:
+        """Page size, tokens."""
     @property
-    def config(self) -> MemoryPoolConfig: ...
+    def config(self) -> MemoryPoolConfig:
+        """The token counts in SGLang's form."""
     @property
-    def pools(self) -> list[PoolSpec]: ...
+    def pools(self) -> list[PoolSpec]:
+        """The pools (a pool without layers is omitted)."""
     @property
-    def tensors(self) -> list[TensorSpec]: ...
-    def pool(self, name: str) -> PoolSpec | None: ...
+    def tensors(self) -> list[TensorSpec]:
+        """Every tensor of every pool."""
+    def pool(self, name: str) -> PoolSpec | None:
+        """The pool named ``"full"``, ``"swa"`` or ``"draft"``, or None when the plan has none."""
+    def check(self) -> None:
+        """Raises InvalidConfigError naming the first inconsistency of a plan (shapes, bytes,
+        offsets, padding, dtypes, duplicates, config, an exact fit above its budget)."""
     def to_json(self) -> str: ...
     @classmethod
-    def from_json(cls, s: str) -> Self: ...
+    def from_json(cls, s: str) -> Self:
+        """Rebuilds a plan from to_json output, after check()."""
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
 
 @final
 class PoolConfigurator:
+    """The native configurator handle that the Python configurator classes compose."""
+
     def __new__(
         cls,
         model: ModelGeometry,
@@ -316,17 +419,23 @@ class PoolConfigurator:
         kind: str | None = None,
     ) -> Self: ...
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """``"default"``, ``"hybrid_swa"`` or ``"chunk_cap"``."""
     @property
-    def cell_size(self) -> int | float: ...
+    def cell_size(self) -> int | float:
+        """SGLang's coefficient C, bytes per token of max_total_num_tokens."""
     @property
-    def full_per_token(self) -> int: ...
+    def full_per_token(self) -> int:
+        """F, bytes per token of one full layer on this rank (SWA kinds; 0 for Default)."""
     @property
-    def swa_per_token(self) -> int: ...
+    def swa_per_token(self) -> int:
+        """S, bytes per token of one SWA layer on this rank (SWA kinds; 0 for Default)."""
     @property
-    def swa_cap(self) -> int | None: ...
+    def swa_cap(self) -> int | None:
+        """ChunkCap's SWA token cap before page alignment, tokens."""
     @property
-    def draft_terms(self) -> tuple[int, int, int]: ...
+    def draft_terms(self) -> tuple[int, int, int]:
+        """(d_f, d_sf, d_c): counted draft layers at full and SWA geometry, DFLASH bytes/token."""
     @property
     def model(self) -> ModelGeometry: ...
     @property
@@ -338,20 +447,32 @@ class PoolConfigurator:
         self, max_total_num_tokens: int, page_size: int | None = None
     ) -> MemoryPoolConfig: ...
     def plan(self, available_bytes: int, fit: str = "exact") -> PoolPlan: ...
-    def bytes_for_tokens(self, tokens: int) -> int: ...
+    def bytes_for_tokens(self, tokens: int) -> int:
+        """Exact bytes of the plan whose primary pool holds tokens (rounded up to a page), bytes."""
     def plan_for_config(self, config: MemoryPoolConfig, available_bytes: int | None = None) -> PoolPlan: ...
     def calculate_pool_sizes_many(
-        self, available_bytes: npt.NDArray[np.int64]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]: ...
-
-    def footprint(self, context_len: int) -> tuple[int, int]: ...
-    def concurrency(self, config: MemoryPoolConfig, context_len: int) -> int: ...
-    def max_context_len(self, config: MemoryPoolConfig, requests: int) -> int | None: ...
-    def min_budget(self, requests: int, context_len: int) -> tuple[int, int]: ...
+        self,
+        available_bytes: npt.NDArray[np.int64],
+        out: tuple[Any, Any, Any, Any] | None = None,
+        threads: int | None = None,
+    ) -> _Arrays: ...
+    def footprint(self, context_len: int) -> tuple[int, int]:
+        """(full_tokens, swa_tokens) one request of context_len tokens holds."""
+    def concurrency(self, config: MemoryPoolConfig, context_len: int) -> int:
+        """Requests of context_len tokens that config's pools hold at once."""
+    def max_context_len(self, config: MemoryPoolConfig, requests: int) -> int | None:
+        """The longest context (tokens) at which config holds requests at once (None: unbounded)."""
+    def min_budget(self, requests: int, context_len: int) -> tuple[int, int]:
+        """(bytes, primary_tokens): the smallest exact-fit budget for requests x context_len."""
     def suggest_swa_ratio(
         self, context_lengths: list[int], weights: list[float] | None, available_bytes: int
     ) -> dict[str, Any]: ...
 
 def _plan_many(
-    columns: dict[str, object],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]: ...
+    available_bytes: int | npt.NDArray[np.int64],
+    scalars: dict[str, object],
+    columns: dict[str, npt.NDArray[Any]],
+    out: tuple[Any, Any, Any, Any] | None = None,
+    threads: int | None = None,
+) -> _Arrays: ...
+def _choice_codes(field: str, names: list[str]) -> list[int]: ...

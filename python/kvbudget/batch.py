@@ -1,22 +1,41 @@
 """Batch planning for autoscalers: many scenarios in one call, numpy in and out.
 
-Every input of the scalar API is a column: a numpy array (one value per row)
-or a scalar broadcast to every row. Layer *counts* replace layer id lists:
-sizing needs only the counts. A bad row does not raise; its ``status`` is
-nonzero (see :data:`STATUS_CODES`). Row for row, the results equal
-``create_pool_configurator(...).calculate_pool_sizes(available_bytes)``.
+Every input of the scalar API is a keyword whose value is a scalar (the same
+for every row) or a 1-D array (one value per row). The keywords are the
+scenario fields of :mod:`kvbudget.fields` that take batch columns: the
+fields of ``ModelGeometry`` (with ``num_full_layers``/``num_swa_layers`` in
+place of layer id lists, since sizing needs only counts), ``ServingConfig``
+and ``SpeculativeConfig``.
+
+Row ``i`` is the scalars with row ``i``'s array values applied; row for row
+the results equal ``create_pool_configurator(...).calculate_pool_sizes(A)``
+of the scalar API, errors included (as the row's ``status``, see
+:data:`STATUS_CODES`). Scalars go through the scalar constructors' own checks
+once; a scalar the scalar API rejects makes every row invalid.
+
+Encodings of array values: for an optional integer field, ``None`` (in a
+list) or any negative number means ``None``; dtype, algorithm and mode
+arrays hold names or their integer codes (the order of each field's
+``choices``). A value of the wrong type (a bool or float for an int, a string
+for a flag) raises ``TypeError``; an integer beyond 64 bits ``OverflowError``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from kvbudget import _core
+from kvbudget.fields import SCENARIO_FIELDS, Field
 
-__all__ = ["BatchResult", "STATUS_CODES", "plan_many"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kvbudget._columns import PlanManyColumns
+
+__all__ = ["BATCH_FIELDS", "BatchResult", "STATUS_CODES", "int_column", "plan_many"]
 
 #: status value -> error code (0 is success).
 STATUS_CODES: dict[int, str] = {
@@ -27,19 +46,13 @@ STATUS_CODES: dict[int, str] = {
     4: "swa_pool_too_small",
 }
 
-_DTYPES = ["bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "fp4_e2m1"]
-_DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-                  "fp8": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2", "fp4": "fp4_e2m1"}
-_ALGORITHMS = ["none", "eagle", "eagle3", "nextn", "standalone", "ngram", "dflash"]
-_ALGORITHM_ALIASES = {"mtp": "nextn", "": "none"}
-_MODES = ["null", "prefill", "decode"]
-_MODE_ALIASES = {"none": "null", "": "null"}
-_BAD_CODE = 255  # an unknown name becomes an invalid row, as the scalar API would raise
+#: The keywords of :func:`plan_many` (besides ``available_bytes`` and ``out``), by name.
+BATCH_FIELDS: dict[str, Field] = {name: f for name, f in SCENARIO_FIELDS.items() if f.batch}
+
+_BAD_CODE = 255  # an unknown name or code: an invalid row, as the scalar API would raise
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 IntLike = Union[int, None, npt.ArrayLike]
-FloatLike = Union[float, npt.ArrayLike]
-BoolLike = Union[bool, npt.ArrayLike]
-StrLike = Union[str, None, npt.ArrayLike]
 
 
 class BatchResult(NamedTuple):
@@ -48,9 +61,13 @@ class BatchResult(NamedTuple):
     failed rows hold 0 there and a nonzero ``status``."""
 
     max_total_num_tokens: npt.NDArray[np.int64]
+    """``max_total_num_tokens`` per row, tokens."""
     full_max_total_num_tokens: npt.NDArray[np.int64]
+    """Full-pool tokens per row (-1: None)."""
     swa_max_total_num_tokens: npt.NDArray[np.int64]
+    """SWA-pool tokens per row (-1: None)."""
     status: npt.NDArray[np.uint8]
+    """0 on success, else the error's status (:data:`STATUS_CODES`)."""
 
     @property
     def ok(self) -> npt.NDArray[np.bool_]:
@@ -62,8 +79,12 @@ class BatchResult(NamedTuple):
         """The status of every row as its error code string (``"ok"`` on success)."""
         return [STATUS_CODES[int(s)] for s in self.status]
 
-
-_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+    @classmethod
+    def empty(cls, rows: int) -> BatchResult:
+        """Output arrays for ``rows`` rows, to pass as ``out=`` and reuse across calls."""
+        return cls(
+            np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows, np.uint8)
+        )
 
 
 def _is_int(x: object) -> bool:
@@ -76,22 +97,23 @@ def _check_i64(name: str, x: int) -> int:
     return x
 
 
-def int_column(name: str, v: object, *, optional: bool) -> object:
-    """A scalar int, or a contiguous int64 array; ``None`` is -1 (the batch sentinel) when optional.
+def _plain_array(name: str, v: np.ndarray) -> np.ndarray:
+    if isinstance(v, np.ma.MaskedArray):
+        raise TypeError(f"plan_many: {name} is a masked array; fill it first (e.g. .filled(-1) for None)")
+    if v.ndim != 1:
+        raise TypeError(f"plan_many: {name} must be a scalar or a 1-D array, got {v.ndim}-D")
+    return v
+
+
+def int_column(name: str, v: object, *, optional: bool) -> npt.NDArray[np.int64]:
+    """A contiguous int64 array from an array or a list of ints; ``None`` is -1 when optional.
 
     Raises:
         TypeError: a bool, float, string or other non-integer value.
         OverflowError: a value outside the signed 64-bit range.
     """
-    if v is None:
-        if optional:
-            return -1
-        raise TypeError(f"plan_many: {name} is required")
-    if _is_int(v):
-        return _check_i64(name, int(v))  # type: ignore[call-overload]
     if isinstance(v, np.ndarray):
-        if v.ndim != 1:
-            raise TypeError(f"plan_many: {name} must be a scalar or a 1-D array, got {v.ndim}-D")
+        _plain_array(name, v)
         if v.dtype.kind == "i":
             return np.ascontiguousarray(v, dtype=np.int64)
         if v.dtype.kind == "u":
@@ -101,164 +123,146 @@ def int_column(name: str, v: object, *, optional: bool) -> object:
         if v.dtype.kind != "O":
             raise TypeError(f"plan_many: {name} must hold integers, got dtype {v.dtype}")
         v = v.tolist()
-    if isinstance(v, (list, tuple)):
-        out = np.empty(len(v), dtype=np.int64)
-        for k, x in enumerate(v):
-            if x is None and optional:
-                out[k] = -1
-            elif _is_int(x):
-                out[k] = _check_i64(name, int(x))
-            else:
-                raise TypeError(f"plan_many: {name}[{k}] must be an int{' or None' if optional else ''}, got {x!r}")
-        return out
-    raise TypeError(f"plan_many: {name} must be an int or a 1-D array of ints, got {type(v).__name__}")
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f"plan_many: {name} must be an int or a 1-D array of ints, got {type(v).__name__}")
+    out = np.empty(len(v), dtype=np.int64)
+    for k, x in enumerate(v):
+        if x is None and optional:
+            out[k] = -1
+        elif _is_int(x):
+            out[k] = _check_i64(name, int(x))
+        else:
+            raise TypeError(f"plan_many: {name}[{k}] must be an int{' or None' if optional else ''}, got {x!r}")
+    return out
 
 
-def _float_col(name: str, v: object) -> object:
-    if isinstance(v, (float, np.floating)) or _is_int(v):
-        return float(v)  # type: ignore[arg-type]
-    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "fiu":
+def _float_column(name: str, v: object) -> npt.NDArray[np.float64]:
+    if isinstance(v, np.ndarray) and _plain_array(name, v).dtype.kind in "fiu":
         return np.ascontiguousarray(v, dtype=np.float64)
-    if isinstance(v, (list, tuple)):
-        if all(isinstance(x, (float, np.floating)) or _is_int(x) for x in v):
-            return np.ascontiguousarray(v, dtype=np.float64)
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (float, np.floating)) or _is_int(x) for x in v):
+        return np.ascontiguousarray(v, dtype=np.float64)
     raise TypeError(f"plan_many: {name} must be a real number or a 1-D array of them, got {v!r:.80}")
 
 
-def _bool_col(name: str, v: object) -> object:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind == "b":
+def _bool_column(name: str, v: object) -> npt.NDArray[np.bool_]:
+    if isinstance(v, np.ndarray) and _plain_array(name, v).dtype.kind == "b":
         return np.ascontiguousarray(v)
     if isinstance(v, (list, tuple)) and all(isinstance(x, (bool, np.bool_)) for x in v):
         return np.ascontiguousarray(v, dtype=np.bool_)
     raise TypeError(f"plan_many: {name} must be a bool or a 1-D array of bools, got {v!r:.80}")
 
 
-def _code_col(name: str, v: object, names: list[str], aliases: dict[str, str], default: str) -> object:
-    """Names (or integer codes) to uint8 codes; an unknown name or code is an invalid row."""
-
-    def one(x: object) -> int:
+def _code_column(f: Field, v: object) -> npt.NDArray[np.uint8]:
+    """Names (parsed by the core, aliases included) or integer codes to uint8 codes."""
+    n = len(f.choices)
+    if isinstance(v, np.ndarray):
+        _plain_array(f.name, v)
+        if v.dtype == np.uint8:
+            return np.ascontiguousarray(v)  # the core checks each code
+        if v.dtype.kind in "iu":
+            ok = (v >= 0) & (v < n)
+            return np.ascontiguousarray(np.where(ok, v, _BAD_CODE), dtype=np.uint8)
+        if v.dtype.kind not in "USO":
+            raise TypeError(f"plan_many: {f.name} must hold names or integer codes, got dtype {v.dtype}")
+        v = v.astype(object).tolist()
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f"plan_many: {f.name} must be a name, a code or a 1-D array of them, got {v!r:.80}")
+    names: list[str] = []
+    for x in v:
         if x is None:
-            x = default
-        if _is_int(x):
-            return int(x) if 0 <= int(x) < len(names) else _BAD_CODE  # type: ignore[call-overload]
-        if not isinstance(x, str):
-            raise TypeError(f"plan_many: {name} must be a name or a code, got {x!r:.80}")
-        key = aliases.get(x.lower(), x.lower())
-        return names.index(key) if key in names else _BAD_CODE
+            names.append(str(f.default))
+        elif _is_int(x):
+            names.append(f.choices[int(x)] if 0 <= int(x) < n else "")
+        elif isinstance(x, str):
+            names.append(x)
+        else:
+            raise TypeError(f"plan_many: {f.name} must hold names or codes, got {x!r:.80}")
+    if not names:
+        return np.zeros(0, np.uint8)
+    uniq, inverse = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)
+    codes = np.asarray(_core._choice_codes(f.name, [str(u) for u in uniq.tolist()]), dtype=np.uint8)
+    # an out-of-range integer code became "", which no name parses to: an invalid row
+    return np.ascontiguousarray(codes[inverse.reshape(-1)], dtype=np.uint8)
 
-    if v is None or isinstance(v, str) or _is_int(v):
-        return one(v)
-    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "iu":
-        # Integer codes, vectorized; an out-of-range code is an invalid row.
-        ok = (v >= 0) & (v < len(names))
-        return np.ascontiguousarray(np.where(ok, v, _BAD_CODE), dtype=np.uint8)
-    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "US":
-        # Names, vectorized: each distinct name is looked up once.
-        uniq, inverse = np.unique(v.astype(str), return_inverse=True)
-        codes = np.asarray([one(str(u)) for u in uniq.tolist()], dtype=np.uint8)
-        return np.ascontiguousarray(codes[inverse.reshape(-1)], dtype=np.uint8)
-    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind == "O":
-        v = v.tolist()
-    if isinstance(v, (list, tuple)):
-        return np.ascontiguousarray([one(x) for x in v], dtype=np.uint8)
-    raise TypeError(f"plan_many: {name} must be a name, a code or a 1-D array of them, got {v!r:.80}")
+
+def _column(f: Field, v: object) -> np.ndarray:
+    """The batch column of field ``f``, in its ``cell_dtype``."""
+    if f.cell_dtype == "int64":
+        return int_column(f.name, v, optional=f.py == "opt_int")
+    if f.cell_dtype == "float64":
+        return _float_column(f.name, v)
+    if f.cell_dtype == "bool":
+        return _bool_column(f.name, v)
+    return _code_column(f, v)
+
+
+def _scalar(f: Field, v: object) -> object:
+    """A scalar as the scalar constructors take it (an integer code of a choice becomes its name)."""
+    if isinstance(v, np.ndarray):  # 0-D
+        v = v.item()
+    if f.choices and _is_int(v):
+        code = int(v)  # type: ignore[call-overload]
+        return f.choices[code] if 0 <= code < len(f.choices) else f"<code {code}>"
+    if _is_int(v):
+        return _check_i64(f.name, int(v))  # type: ignore[call-overload]
+    return v
+
+
+def _is_array(v: object) -> bool:
+    return isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim != 0)
 
 
 def plan_many(
     available_bytes: IntLike,
     *,
-    num_full_layers: IntLike,
-    num_swa_layers: IntLike = 0,
-    num_kv_heads: IntLike,
-    head_dim: IntLike,
-    v_head_dim: IntLike = None,
-    swa_num_kv_heads: IntLike = None,
-    swa_head_dim: IntLike = None,
-    swa_v_head_dim: IntLike = None,
-    sliding_window_size: IntLike = None,
-    kv_lora_rank: IntLike = None,
-    qk_rope_head_dim: IntLike = None,
-    kv_cache_dtype: StrLike = "bf16",
-    page_size: IntLike = 1,
-    tp_size: IntLike = 1,
-    dcp_size: IntLike = 1,
-    attn_dp_size: IntLike = 1,
-    swa_full_tokens_ratio: FloatLike = 0.8,
-    max_running_requests: IntLike = None,
-    chunked_prefill_size: IntLike = None,
-    disable_radix_cache: BoolLike = False,
-    disable_overlap_schedule: BoolLike = False,
-    disaggregation_mode: StrLike = "null",
-    disaggregation_decode_extra_slots: IntLike = 0,
-    swa_eviction_interval: IntLike = 128,
-    disable_hybrid_swa_memory: BoolLike = False,
-    is_draft_worker: BoolLike = False,
-    algorithm: StrLike = "none",
-    draft_num_layers: IntLike = 0,
-    num_steps: IntLike = None,
-    eagle_topk: IntLike = None,
-    num_draft_tokens: IntLike = None,
-    banded_draft_layers: IntLike = 0,
-    dflash_draft_cell_size_per_token: IntLike = None,
+    out: Optional[BatchResult] = None,
+    threads: Optional[int] = None,
+    **columns: Unpack[PlanManyColumns],
 ) -> BatchResult:
     """Plans every row from bytes, as SGLang's factory-chosen configurator would.
 
-    Raises TypeError for a value of the wrong type (a bool, float or string
-    where an int is expected) and OverflowError beyond 64 bits; a value of the
-    right type that the scalar API would reject is an invalid row instead.
+    Args:
+        available_bytes: bytes available for KV on the rank, a scalar or one per row.
+        out: output arrays to write into (:meth:`BatchResult.empty`), reused across
+            calls; fresh arrays by default.
+        threads: at most this many threads (the rows are independent, so the
+            result does not depend on it); ``None``: one per available core for
+            batches of 65,536 rows or more.
+        **columns: the scenario fields of :data:`BATCH_FIELDS` (``num_kv_heads`` and
+            ``head_dim`` are required), each a scalar or a 1-D array; arrays must
+            share one length.
 
-    Arguments are the scalar API's (``ModelGeometry``, ``ServingConfig``,
-    ``SpeculativeConfig``) with ``num_full_layers``/``num_swa_layers`` in place
-    of layer id lists. Each is a scalar or a 1-D array; arrays must share one
-    length. For optional integer arrays, a negative entry means ``None``;
-    dtype, algorithm and mode columns take names (or their integer codes).
-    The GIL is released for batches of 4096 rows or more; concurrent calls from
-    several threads are safe.
+    Returns:
+        :class:`BatchResult` (``out`` itself when given).
+
+    Raises:
+        TypeError: an unknown or missing keyword, or a value of the wrong type.
+        OverflowError: an integer beyond 64 bits.
+        InvalidConfigError: arrays of different lengths, or ``out`` of the wrong shape.
+
+    The GIL is released for batches of ``kvbudget._core.DETACH_ROWS`` (4096) rows or
+    more; the input arrays are borrowed, not copied, so do not write to them from
+    another thread during the call. Concurrent calls are safe.
     """
-    req = {
-        "available_bytes": available_bytes,
-        "num_full_layers": num_full_layers,
-        "num_swa_layers": num_swa_layers,
-        "num_kv_heads": num_kv_heads,
-        "head_dim": head_dim,
-        "page_size": page_size,
-        "tp_size": tp_size,
-        "dcp_size": dcp_size,
-        "attn_dp_size": attn_dp_size,
-        "disaggregation_decode_extra_slots": disaggregation_decode_extra_slots,
-        "swa_eviction_interval": swa_eviction_interval,
-        "draft_num_layers": draft_num_layers,
-        "banded_draft_layers": banded_draft_layers,
-    }
-    opt = {
-        "v_head_dim": v_head_dim,
-        "swa_num_kv_heads": swa_num_kv_heads,
-        "swa_head_dim": swa_head_dim,
-        "swa_v_head_dim": swa_v_head_dim,
-        "sliding_window_size": sliding_window_size,
-        "kv_lora_rank": kv_lora_rank,
-        "qk_rope_head_dim": qk_rope_head_dim,
-        "max_running_requests": max_running_requests,
-        "chunked_prefill_size": chunked_prefill_size,
-        "num_steps": num_steps,
-        "eagle_topk": eagle_topk,
-        "num_draft_tokens": num_draft_tokens,
-        "dflash_draft_cell_size_per_token": dflash_draft_cell_size_per_token,
-    }
-    columns: dict[str, object] = {k: int_column(k, v, optional=False) for k, v in req.items()}
-    columns.update({k: int_column(k, v, optional=True) for k, v in opt.items()})
-    columns.update(
-        {
-            "kv_cache_dtype": _code_col("kv_cache_dtype", kv_cache_dtype, _DTYPES, _DTYPE_ALIASES, "bf16"),
-            "swa_full_tokens_ratio": _float_col("swa_full_tokens_ratio", swa_full_tokens_ratio),
-            "disable_radix_cache": _bool_col("disable_radix_cache", disable_radix_cache),
-            "disable_overlap_schedule": _bool_col("disable_overlap_schedule", disable_overlap_schedule),
-            "disaggregation_mode": _code_col("disaggregation_mode", disaggregation_mode, _MODES, _MODE_ALIASES, "null"),
-            "disable_hybrid_swa_memory": _bool_col("disable_hybrid_swa_memory", disable_hybrid_swa_memory),
-            "is_draft_worker": _bool_col("is_draft_worker", is_draft_worker),
-            "algorithm": _code_col("algorithm", algorithm, _ALGORITHMS, _ALGORITHM_ALIASES, "none"),
-        }
-    )
-    return BatchResult(*_core._plan_many(columns))
+    scalars: dict[str, object] = {}
+    arrays: dict[str, np.ndarray] = {}
+    given: dict[str, Any] = dict(columns)
+    for name, v in given.items():
+        f = BATCH_FIELDS.get(name)
+        if f is None:
+            raise TypeError(f"plan_many() got an unexpected keyword argument {name!r}")
+        if _is_array(v):
+            arrays[name] = _column(f, v)
+        else:
+            scalars[name] = _scalar(f, v)
+    missing = [name for name, f in BATCH_FIELDS.items() if f.required and name not in given]
+    if missing:
+        raise TypeError(f"plan_many() missing required keyword arguments: {', '.join(missing)}")
+    budgets: Union[int, npt.NDArray[np.int64]]
+    if _is_array(available_bytes):
+        budgets = int_column("available_bytes", available_bytes, optional=False)
+    elif isinstance(available_bytes, (int, np.integer)) and not isinstance(available_bytes, (bool, np.bool_)):
+        budgets = _check_i64("available_bytes", int(available_bytes))
+    else:
+        raise TypeError(f"plan_many: available_bytes must be an int or a 1-D array of ints, got {available_bytes!r:.80}")
+    return BatchResult(*_core._plan_many(budgets, scalars, arrays, out, threads))

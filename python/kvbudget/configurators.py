@@ -8,7 +8,7 @@ layers counted (SGLang PR #29622), see REFERENCE.md section 2.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, ClassVar, Optional, Union
 
 from kvbudget._core import (
     MemoryPoolConfig,
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from kvbudget.batch import BatchResult
+    from kvbudget.scenario import Scenario
+    from kvbudget.types import Fit
 
 __all__ = [
     "DefaultPoolConfigurator",
@@ -31,9 +33,6 @@ __all__ = [
     "PoolConfiguratorBase",
     "create_pool_configurator",
 ]
-
-Fit = Literal["exact", "sglang"]
-
 
 class PoolConfiguratorBase:
     """Common surface of the three configurators.
@@ -64,6 +63,19 @@ class PoolConfiguratorBase:
         obj = object.__new__(cls)
         obj._cfg = handle
         return obj
+
+    @property
+    def handle(self) -> PoolConfigurator:
+        """The native configurator handle (``kvbudget._core.PoolConfigurator``) this class
+        composes; every method here is a thin wrapper of one of its methods."""
+        return self._cfg
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario this configurator plans (model, serving, spec)."""
+        from kvbudget.scenario import Scenario
+
+        return Scenario(self.model, self.serving, self.spec)
 
     @property
     def model(self) -> ModelGeometry:
@@ -111,19 +123,27 @@ class PoolConfiguratorBase:
         """The constraint path: pool sizes from a token count (a cap, or the MIN across ranks)."""
         return self._cfg.calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_size)
 
-    def calculate_pool_sizes_many(self, available_bytes: "npt.ArrayLike") -> "BatchResult":
+    def calculate_pool_sizes_many(
+        self,
+        available_bytes: npt.ArrayLike,
+        *,
+        out: Optional[BatchResult] = None,
+        threads: Optional[int] = None,
+    ) -> BatchResult:
         """``calculate_pool_sizes`` for many budgets at once (page size from ``serving``).
 
-        Returns a :class:`kvbudget.batch.BatchResult`; a budget that fails sets that
-        row's ``status`` instead of raising.
+        Returns a :class:`kvbudget.batch.BatchResult` (``out`` itself when given: arrays of
+        the budgets' length to write into, see ``BatchResult.empty``); a budget that fails
+        sets that row's ``status`` instead of raising. ``threads``: as for
+        :func:`kvbudget.plan_many`.
         """
         import numpy as np
 
         from kvbudget.batch import BatchResult, int_column
 
-        col = int_column("available_bytes", available_bytes, optional=False)
-        arr = col if isinstance(col, np.ndarray) else np.asarray([col], dtype=np.int64)
-        return BatchResult(*self._cfg.calculate_pool_sizes_many(arr))
+        one = isinstance(available_bytes, (int, np.integer)) and not isinstance(available_bytes, bool)
+        arr = int_column("available_bytes", [available_bytes] if one else available_bytes, optional=False)
+        return BatchResult(*self._cfg.calculate_pool_sizes_many(arr, out, threads))
 
     def plan(self, available_bytes: int, fit: Fit = "exact") -> PoolPlan:
         """kvbudget's exact plan: every pool and tensor with its shape, dtype and bytes.
@@ -143,7 +163,7 @@ class PoolConfiguratorBase:
         return self._cfg.plan_for_config(config, available_bytes)
 
     def bytes_for_tokens(self, tokens: int) -> int:
-        """Exact bytes of the plan whose primary pool holds ``tokens`` (rounded down to a page).
+        """Exact bytes of the plan whose primary pool holds ``tokens`` (rounded up to a page).
 
         The primary pool is the full pool, or the SWA pool for an all-SWA model;
         padding rows and the draft pool are included.
@@ -164,7 +184,7 @@ class PoolConfiguratorBase:
         return hash((type(self), self.model.to_json(), self.serving.to_json(), self.spec.to_json()))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(cell_size={self.cell_size!r}, model={self.model!r})"
+        return f"{type(self).__name__}(model={self.model!r}, serving={self.serving!r}, spec={self.spec!r})"
 
 
 class DefaultPoolConfigurator(PoolConfiguratorBase):
@@ -200,6 +220,10 @@ _BY_KIND: dict[str, type[PoolConfiguratorBase]] = {
     "hybrid_swa": HybridSWAPoolConfigurator,
     "chunk_cap": SWAChunkCapPoolConfigurator,
 }
+
+
+for _cls in (PoolConfiguratorBase, DefaultPoolConfigurator, HybridSWAPoolConfigurator, SWAChunkCapPoolConfigurator):
+    _cls.__module__ = "kvbudget"
 
 
 def create_pool_configurator(

@@ -30,12 +30,12 @@ from kvbudget._core import (
 )
 
 if TYPE_CHECKING:
-    from kvbudget.configurators import PoolConfiguratorBase
+    from kvbudget.types import Fit
+from kvbudget.configurators import PoolConfiguratorBase
 
 __all__ = ["AgreedPlan", "AgreeMode", "agree"]
 
 AgreeMode = Literal["bytes", "tokens"]
-Fit = Literal["exact", "sglang"]
 
 # A rank whose own solve failed contributes one of these (valid token counts
 # are > 0), so that every rank leaves the collective and raises the same error

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Union
 
 from kvbudget._core import (
     InvalidConfigError,
@@ -35,6 +35,7 @@ from kvbudget._core import (
     ServingConfig,
     SpeculativeConfig,
 )
+from kvbudget.types import Fit
 from kvbudget.configurators import PoolConfiguratorBase, create_pool_configurator
 from kvbudget.distributed import _lowest_min, _plan_at_tokens
 
@@ -47,7 +48,6 @@ __all__ = [
     "plan_ranks",
 ]
 
-Fit = Literal["exact", "sglang"]
 
 
 def _positive(name: str, value: object) -> int:

@@ -16,6 +16,7 @@ from kvbudget._core import MemoryPoolConfig, PoolPlan
 from kvbudget.configurators import PoolConfiguratorBase
 
 __all__ = [
+    "MinBudget",
     "SwaRatioSuggestion",
     "bytes_for_tokens",
     "concurrency",
@@ -41,7 +42,7 @@ def bytes_for_tokens(configurator: PoolConfiguratorBase, tokens: int) -> int:
 
 def concurrency(configurator: PoolConfiguratorBase, pools: Pools, context_len: int) -> int:
     """Requests of ``context_len`` tokens that ``pools`` (a plan or SGLang's sizes) hold at once."""
-    return configurator._cfg.concurrency(_config(pools), context_len)
+    return configurator.handle.concurrency(_config(pools), context_len)
 
 
 def max_context_len(configurator: PoolConfiguratorBase, pools: Pools, requests: int) -> int | None:
@@ -49,7 +50,7 @@ def max_context_len(configurator: PoolConfiguratorBase, pools: Pools, requests: 
 
     ``None`` when no length bounds it (an all-SWA model), 0 when not even one token fits.
     """
-    return configurator._cfg.max_context_len(_config(pools), requests)
+    return configurator.handle.max_context_len(_config(pools), requests)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def min_budget(configurator: PoolConfiguratorBase, requests: int, context_len: i
     Raises:
         NotEnoughMemoryError: no budget does (a ChunkCap SWA pool capped below the need).
     """
-    available, tokens = configurator._cfg.min_budget(requests, context_len)
+    available, tokens = configurator.handle.min_budget(requests, context_len)
     return MinBudget(available, tokens, configurator.plan(available, fit="exact"))
 
 
@@ -117,7 +118,7 @@ def suggest_swa_ratio(
             or an empty workload.
         SWAPoolTooSmallError / NotEnoughMemoryError: no ratio plans at this budget.
     """
-    d = configurator._cfg.suggest_swa_ratio(
+    d = configurator.handle.suggest_swa_ratio(
         [int(x) for x in context_lengths],
         None if weights is None else [float(w) for w in weights],
         available_bytes,

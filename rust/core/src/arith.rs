@@ -5,7 +5,7 @@
 //! built on `fmod` rather than `floor(A / C)`. These helpers reproduce those
 //! operations bit for bit (REFERENCE 2.6).
 
-use crate::error::{PlanError, Result};
+use crate::error::Fail;
 
 /// The largest byte or token quantity the core holds: every quantity must fit
 /// a signed 64-bit integer (`i64::MAX`), so that it can be compared with a
@@ -13,27 +13,33 @@ use crate::error::{PlanError, Result};
 pub const MAX_QUANTITY: u64 = i64::MAX as u64;
 
 /// `a * b`, or an overflow error naming `what` when it exceeds [`MAX_QUANTITY`].
-pub fn mul(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_mul(b)
-        .filter(|v| *v <= MAX_QUANTITY)
-        .ok_or_else(|| PlanError::overflow(what))
+#[inline(always)]
+pub fn mul<E: Fail>(a: u64, b: u64, what: &str) -> Result<u64, E> {
+    match a.checked_mul(b) {
+        Some(v) if v <= MAX_QUANTITY => Ok(v),
+        _ => Err(E::overflow_of(what)),
+    }
 }
 
 /// `a + b`, or an overflow error naming `what` when it exceeds [`MAX_QUANTITY`].
-pub fn add(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_add(b)
-        .filter(|v| *v <= MAX_QUANTITY)
-        .ok_or_else(|| PlanError::overflow(what))
+#[inline(always)]
+pub fn add<E: Fail>(a: u64, b: u64, what: &str) -> Result<u64, E> {
+    match a.checked_add(b) {
+        Some(v) if v <= MAX_QUANTITY => Ok(v),
+        _ => Err(E::overflow_of(what)),
+    }
 }
 
 /// Converts a u64 to i64, or an overflow error naming `what`.
-pub fn to_i64(a: u64, what: &str) -> Result<i64> {
-    i64::try_from(a).map_err(|_| PlanError::overflow(what))
+#[inline(always)]
+pub fn to_i64<E: Fail>(a: u64, what: &str) -> Result<i64, E> {
+    i64::try_from(a).map_err(|_| E::overflow_of(what))
 }
 
 /// Converts an i128 to i64, or an overflow error naming `what`.
-pub fn narrow(a: i128, what: &str) -> Result<i64> {
-    i64::try_from(a).map_err(|_| PlanError::overflow(what))
+#[inline(always)]
+pub fn narrow<E: Fail>(a: i128, what: &str) -> Result<i64, E> {
+    i64::try_from(a).map_err(|_| E::overflow_of(what))
 }
 
 /// Python's integer floor division `a // b` for `b > 0` (rounds toward minus infinity).
@@ -44,8 +50,8 @@ pub fn floor_div(a: i64, b: i64) -> i64 {
 
 /// `a // p * p`: the largest multiple of `p` not above `a` (`p > 0`); an
 /// overflow error when that multiple is below `i64::MIN`.
-#[inline]
-pub fn align_down(a: i64, p: i64) -> Result<i64> {
+#[inline(always)]
+pub fn align_down<E: Fail>(a: i64, p: i64) -> Result<i64, E> {
     if p & (p - 1) == 0 {
         // A power of two: clearing the low bits floors in two's complement and
         // never leaves the i64 range.
@@ -53,11 +59,12 @@ pub fn align_down(a: i64, p: i64) -> Result<i64> {
     }
     a.div_euclid(p)
         .checked_mul(p)
-        .ok_or_else(|| PlanError::overflow("page-aligned token count"))
+        .ok_or_else(|| E::overflow_of("page-aligned token count"))
 }
 
 /// `ceil(a / p) * p` for `a >= 0`, `p > 0` (SGLang's `ceil_align`).
-pub fn align_up(a: u64, p: u64, what: &str) -> Result<u64> {
+#[inline(always)]
+pub fn align_up<E: Fail>(a: u64, p: u64, what: &str) -> Result<u64, E> {
     let pages = a.div_ceil(p);
     mul(pages, p, what)
 }
@@ -68,11 +75,13 @@ pub fn align_up(a: u64, p: u64, what: &str) -> Result<u64> {
 /// rounded quotient is far (relative 2^-40) from an integer, where it equals
 /// the floor of the exact quotient and so CPython's result; otherwise it
 /// follows CPython's fmod-based steps. The two agree on every input (tested).
-#[inline]
+#[inline(always)]
 pub fn py_float_floordiv(a: f64, b: f64) -> f64 {
     let q = a / b;
     if q.is_finite() && q.abs() < 4.5e15 {
-        let f = q.floor();
+        // floor(q) from a truncation (exact below 2^63): no libm call on baseline x86-64.
+        let t = q as i64 as f64;
+        let f = if t > q { t - 1.0 } else { t };
         let frac = q - f;
         let margin = q.abs().max(1.0) * 1e-12;
         if frac > margin && frac < 1.0 - margin {
@@ -82,7 +91,30 @@ pub fn py_float_floordiv(a: f64, b: f64) -> f64 {
     py_float_floordiv_exact(a, b)
 }
 
+/// `int(a // b)` for doubles (CPython's float floor division, then `int`):
+/// the profiling path's `int(available_bytes // cell_size)`. The fast path of
+/// [`py_float_floordiv`] yields the integer directly; elsewhere it is
+/// `py_int(py_float_floordiv(a, b))`.
+#[inline(always)]
+pub fn py_int_floordiv<E: Fail>(a: f64, b: f64, what: &str) -> Result<i64, E> {
+    let q = a / b;
+    if q.abs() < 4.5e15 {
+        // |q| < 2^53: the truncation is exact and in range (NaN fails the test).
+        let t = q as i64;
+        let tf = t as f64;
+        let (f, fi) = if tf > q { (tf - 1.0, t - 1) } else { (tf, t) };
+        let frac = q - f;
+        let margin = q.abs().max(1.0) * 1e-12;
+        if frac > margin && frac < 1.0 - margin {
+            return Ok(fi);
+        }
+    }
+    py_int(py_float_floordiv_exact(a, b), what)
+}
+
 /// CPython's steps verbatim: `mod = fmod(a, b)`, `div = (a - mod) / b`, then adjust.
+#[cold]
+#[inline(never)]
 pub fn py_float_floordiv_exact(a: f64, b: f64) -> f64 {
     let m = a % b; // fmod, exact
     let mut div = (a - m) / b;
@@ -102,11 +134,12 @@ pub fn py_float_floordiv_exact(a: f64, b: f64) -> f64 {
 
 /// CPython's `int(x)` for a double, truncating toward zero, into i64;
 /// non-finite or out-of-range values are an overflow error naming `what`.
-pub fn py_int(x: f64, what: &str) -> Result<i64> {
+#[inline(always)]
+pub fn py_int<E: Fail>(x: f64, what: &str) -> Result<i64, E> {
     // 2^63 is exactly representable; every double below it in magnitude truncates into range.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
     if !x.is_finite() || !(-LIMIT..LIMIT).contains(&x) {
-        return Err(PlanError::overflow(what));
+        return Err(E::overflow_of(what));
     }
     Ok(x as i64) // `as` truncates toward zero, like int()
 }
@@ -114,6 +147,7 @@ pub fn py_int(x: f64, what: &str) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     #[test]
     fn floordiv_matches_cpython_examples() {
@@ -156,6 +190,11 @@ mod tests {
                 fast == exact || (fast.is_nan() && exact.is_nan()),
                 "{a} // {b}: {fast} != {exact}"
             );
+            assert_eq!(
+                py_int_floordiv::<ErrorCode>(a, b, "x"),
+                py_int::<ErrorCode>(exact, "x"),
+                "int({a} // {b})"
+            );
         }
     }
 
@@ -178,26 +217,26 @@ mod tests {
         ] {
             for p in [1i64, 2, 4, 64, 1 << 20] {
                 let slow = a.div_euclid(p).checked_mul(p);
-                assert_eq!(align_down(a, p).ok(), slow, "{a} {p}");
+                assert_eq!(align_down::<ErrorCode>(a, p).ok(), slow, "{a} {p}");
             }
         }
     }
 
     #[test]
     fn py_int_truncates_and_rejects_out_of_range() {
-        assert_eq!(py_int(-2.7, "x").unwrap(), -2);
-        assert_eq!(py_int(2.7, "x").unwrap(), 2);
-        assert!(py_int(f64::NAN, "x").is_err());
-        assert!(py_int(9.3e18, "x").is_err());
+        assert_eq!(py_int::<ErrorCode>(-2.7, "x").unwrap(), -2);
+        assert_eq!(py_int::<ErrorCode>(2.7, "x").unwrap(), 2);
+        assert!(py_int::<ErrorCode>(f64::NAN, "x").is_err());
+        assert!(py_int::<ErrorCode>(9.3e18, "x").is_err());
     }
 
     #[test]
     fn alignment() {
-        assert_eq!(align_down(-1, 64).unwrap(), -64);
-        assert_eq!(align_down(127, 64).unwrap(), 64);
-        assert!(align_down(i64::MIN, 3).is_err());
-        assert_eq!(align_up(61_952, 64, "x").unwrap(), 61_952);
-        assert_eq!(align_up(47_032, 64, "x").unwrap(), 47_040);
+        assert_eq!(align_down::<ErrorCode>(-1, 64).unwrap(), -64);
+        assert_eq!(align_down::<ErrorCode>(127, 64).unwrap(), 64);
+        assert!(align_down::<ErrorCode>(i64::MIN, 3).is_err());
+        assert_eq!(align_up::<ErrorCode>(61_952, 64, "x").unwrap(), 61_952);
+        assert_eq!(align_up::<ErrorCode>(47_032, 64, "x").unwrap(), 47_040);
         assert_eq!(floor_div(-7, 2), -4);
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::arith::{add, mul, py_int};
 use crate::dtype::KvDtype;
-use crate::error::{PlanError, Result};
+use crate::error::Fail;
 use crate::geometry::AttentionShape;
 use crate::serving::ServingConfig;
 use crate::spec::{SpecAlgorithm, SpeculativeConfig};
@@ -16,19 +16,37 @@ pub const FP4_SCALE_BLOCK: u64 = 16;
 /// KV heads held by one rank in the Default configurator:
 /// `max(1, heads // (tp // dcp))`; with `tp > heads` each rank keeps one replicated head.
 pub fn kv_heads_per_rank(num_kv_heads: u64, tp_size: u64, dcp_size: u64) -> u64 {
-    let shards = (tp_size / dcp_size).max(1);
-    (num_kv_heads / shards).max(1)
+    let shards = div(tp_size, dcp_size).max(1);
+    div(num_kv_heads, shards).max(1)
+}
+
+/// `a / b` for `b >= 1`, by a shift when `b` is a power of two (parallel sizes
+/// usually are; a hardware division costs tens of cycles).
+#[inline(always)]
+fn div(a: u64, b: u64) -> u64 {
+    if b & b.wrapping_sub(1) == 0 {
+        // 0 or a power of two (b = 0 is excluded by the callers' checks).
+        a >> b.trailing_zeros().min(63)
+    } else {
+        a / b
+    }
 }
 
 /// KV heads held by one rank in the SWA configurators (`dcp = 1`): `max(1, heads // tp)`.
 pub fn swa_kv_heads_per_rank(num_kv_heads: u64, tp_size: u64) -> u64 {
-    (num_kv_heads / tp_size.max(1)).max(1)
+    div(num_kv_heads, tp_size).max(1)
 }
 
 /// Bytes per token of one MHA/GQA layer on one rank:
 /// `heads * (dk + dv) * b`, plus `(heads * (dk + dv)) // 32` scale bytes for mxfp8.
 /// This is `F` (full layers) or `S` (SWA layers) of REFERENCE 2.1.
-pub fn layer_bytes_per_token(heads_per_rank: u64, dk: u64, dv: u64, dtype: KvDtype) -> Result<u64> {
+#[inline(always)]
+pub fn layer_bytes_per_token<E: Fail>(
+    heads_per_rank: u64,
+    dk: u64,
+    dv: u64,
+    dtype: KvDtype,
+) -> Result<u64, E> {
     let elems = mul(
         heads_per_rank,
         add(dk, dv, "head dims")?,
@@ -43,15 +61,16 @@ pub fn layer_bytes_per_token(heads_per_rank: u64, dk: u64, dv: u64, dtype: KvDty
 
 /// The Default configurator's cell size `C` in bytes per token, over every
 /// attention layer, with the draft scaling of REFERENCE 2.2.
-pub fn default_cell_size(
+#[inline(always)]
+pub fn default_cell_size<E: Fail>(
     model: &AttentionShape,
     serving: &ServingConfig,
     spec: &SpeculativeConfig,
-) -> Result<u64> {
+) -> Result<u64, E> {
     let dtype = serving.kv_cache_dtype;
     let b = dtype.element_bytes();
     let l = model.num_layers();
-    let mut cell = if let Some(mla) = &model.mla {
+    let mut cell = if let Some(mla) = &model.mla() {
         let dim = mla.elements()?;
         let c = mul(mul(dim, l, "MLA cell size")?, b, "MLA cell size")?;
         if dtype == KvDtype::Fp4E2m1 {
@@ -68,7 +87,7 @@ pub fn default_cell_size(
         let n = kv_heads_per_rank(model.num_kv_heads, serving.tp_size, serving.dcp_size);
         let dk = model.head_dim;
         let elems_l = mul(
-            mul(n, add(dk, model.v_head_dim, "head dims")?, "cell size")?,
+            mul(n, add(dk, model.v_dim(), "head dims")?, "cell size")?,
             l,
             "cell size",
         )?;
@@ -102,17 +121,18 @@ pub fn default_cell_size(
 
     if cell == 0 {
         // SGLang falls back to context_len here; kvbudget has nothing to plan.
-        return Err(PlanError::invalid(
-            "the KV cell size is 0 bytes per token (fp4 of a 1-element MLA latent); nothing to plan",
-        ));
+        return Err(E::invalid_with(|| {
+            "the KV cell size is 0 bytes per token (fp4 of a 1-element MLA latent); nothing to plan"
+                .into()
+        }));
     }
     let target = !serving.is_draft_worker;
-    let d = spec.draft_num_layers;
+    let d = spec.num_draft_layers();
     if target && spec.algorithm.counts_draft_layers() && d > 0 && l > 0 {
         // SGLang: int(cell * (1 + d / L)) in doubles.
         let scaled = (cell as f64) * (1.0 + (d as f64) / (l as f64));
         let v = py_int(scaled, "draft-scaled cell size")?;
-        cell = u64::try_from(v).map_err(|_| PlanError::overflow("draft-scaled cell size"))?;
+        cell = u64::try_from(v).map_err(|_| E::overflow_of("draft-scaled cell size"))?;
     }
     if target && spec.algorithm == SpecAlgorithm::Dflash && d > 0 && l > 0 {
         let d_c = spec.dflash_cell(false, serving.dcp_size)?;
@@ -135,6 +155,7 @@ pub fn default_cell_size(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     #[test]
     fn heads_replicate_when_tp_exceeds_heads() {
@@ -149,16 +170,16 @@ mod tests {
     fn layer_bytes_examples() {
         // REFERENCE example 1: 16 heads, 128 + 128, bf16 -> 8192.
         assert_eq!(
-            layer_bytes_per_token(16, 128, 128, KvDtype::Bf16).unwrap(),
+            layer_bytes_per_token::<ErrorCode>(16, 128, 128, KvDtype::Bf16).unwrap(),
             8192
         );
         // Example 2: 2 heads/rank, 64 + 64, fp8 -> 256; mxfp8 -> 264.
         assert_eq!(
-            layer_bytes_per_token(2, 64, 64, KvDtype::Fp8E4m3).unwrap(),
+            layer_bytes_per_token::<ErrorCode>(2, 64, 64, KvDtype::Fp8E4m3).unwrap(),
             256
         );
         assert_eq!(
-            layer_bytes_per_token(2, 64, 64, KvDtype::Mxfp8).unwrap(),
+            layer_bytes_per_token::<ErrorCode>(2, 64, 64, KvDtype::Mxfp8).unwrap(),
             264
         );
     }

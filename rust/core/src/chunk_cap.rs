@@ -2,11 +2,11 @@
 //! hold at once (REFERENCE 2.4, SGLang's `SWAChunkCapPoolConfigurator`).
 
 use crate::arith::{add, mul};
-use crate::error::{PlanError, Result};
+use crate::error::Fail;
 use crate::serving::{DisaggregationMode, ServingConfig};
 use crate::spec::{SpecAlgorithm, SpeculativeConfig};
 
-fn ceil_to(a: u64, p: u64, what: &str) -> Result<u64> {
+fn ceil_to<E: Fail>(a: u64, p: u64, what: &str) -> Result<u64, E> {
     mul(a.div_ceil(p), p, what)
 }
 
@@ -14,7 +14,10 @@ fn ceil_to(a: u64, p: u64, what: &str) -> Result<u64> {
 ///
 /// No speculation: `p`. Overlap disabled (spec v1) and enabled (spec v2)
 /// follow REFERENCE 2.4; `steps`, `topk` and `k` default to 1 when unset or 0.
-pub fn decode_alloc_per_request(serving: &ServingConfig, spec: &SpeculativeConfig) -> Result<u64> {
+pub fn decode_alloc_per_request<E: Fail>(
+    serving: &ServingConfig,
+    spec: &SpeculativeConfig,
+) -> Result<u64, E> {
     let p = serving.page_size;
     if !spec.algorithm.is_speculative() {
         return Ok(p);
@@ -76,11 +79,11 @@ pub fn chunk_cap_inapplicable_reason(
 /// `N = max_running_requests // attn_dp_size`; PD decode adds `(W + p)` per
 /// extra slot, otherwise `c * chunked_prefill_size + p` with `c` = 1 (overlap
 /// off) or 2. `p` here is the serving page size.
-pub fn swa_chunk_cap(
+pub fn swa_chunk_cap<E: Fail>(
     serving: &ServingConfig,
     spec: &SpeculativeConfig,
     window: u64,
-) -> Result<u64> {
+) -> Result<u64, E> {
     let what = "SWA chunk cap";
     let p = serving.page_size;
     let k = spec.num_draft_tokens.filter(|x| *x > 0).unwrap_or(1);
@@ -89,7 +92,7 @@ pub fn swa_chunk_cap(
     let per_request = add(trailing, decode_alloc_per_request(serving, spec)?, what)?;
     let mrr = serving
         .max_running_requests
-        .ok_or_else(|| PlanError::invalid("the chunk cap needs max_running_requests"))?;
+        .ok_or_else(|| E::invalid_with(|| "the chunk cap needs max_running_requests".into()))?;
     let n = mrr / serving.attn_dp_size;
     let base = mul(per_request, n, what)?;
     if serving.disaggregation_mode == DisaggregationMode::Decode {
@@ -105,7 +108,7 @@ pub fn swa_chunk_cap(
     } else {
         let chunk = serving
             .chunked_prefill_size
-            .ok_or_else(|| PlanError::invalid("the chunk cap needs chunked_prefill_size"))?;
+            .ok_or_else(|| E::invalid_with(|| "the chunk cap needs chunked_prefill_size".into()))?;
         let c = if serving.disable_overlap_schedule {
             1
         } else {

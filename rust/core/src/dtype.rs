@@ -6,10 +6,11 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The KV-cache dtype, as SGLang's `--kv-cache-dtype` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KvDtype {
     /// bfloat16, 2 bytes per element.
+    #[default]
     Bf16,
     /// float16, 2 bytes per element.
     Fp16,
@@ -26,17 +27,6 @@ pub enum KvDtype {
 }
 
 impl KvDtype {
-    /// Every dtype, in a stable order.
-    pub const ALL: [KvDtype; 7] = [
-        Self::Bf16,
-        Self::Fp16,
-        Self::Fp32,
-        Self::Fp8E4m3,
-        Self::Fp8E5m2,
-        Self::Mxfp8,
-        Self::Fp4E2m1,
-    ];
-
     /// Element size `b` in bytes as SGLang's `torch._utils._element_size` gives it
     /// (fp4: one byte per packed pair).
     pub const fn element_bytes(self) -> u64 {
@@ -68,6 +58,24 @@ impl KvDtype {
             Self::Fp32 => StorageDtype::Float32,
             Self::Fp8E4m3 | Self::Fp8E5m2 | Self::Mxfp8 | Self::Fp4E2m1 => StorageDtype::Uint8,
         }
+    }
+}
+
+impl crate::fields::Named for KvDtype {
+    const ALL: &'static [Self] = &[
+        Self::Bf16,
+        Self::Fp16,
+        Self::Fp32,
+        Self::Fp8E4m3,
+        Self::Fp8E5m2,
+        Self::Mxfp8,
+        Self::Fp4E2m1,
+    ];
+    const NAMES: &'static [&'static str] = &[
+        "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "fp4_e2m1",
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
     }
 }
 

@@ -36,45 +36,59 @@ impl ErrorCode {
 }
 
 /// A planning error: a code and a message that names the field and the value.
+///
+/// Two words (the code and a boxed message), so that `Result<u64, PlanError>`
+/// travels in registers through the planner's hot paths; the constructors are
+/// `#[cold]`, so the success path never pays for formatting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanError {
     /// What kind of error this is.
     pub code: ErrorCode,
-    /// Human-readable message naming the offending field and value.
-    pub message: String,
+    message: Box<String>,
 }
 
 impl PlanError {
-    /// An [`ErrorCode::InvalidConfig`] error.
-    pub fn invalid(message: impl Into<String>) -> Self {
+    /// An error of `code` with this message.
+    #[cold]
+    #[inline(never)]
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            code: ErrorCode::InvalidConfig,
-            message: message.into(),
+            code,
+            message: Box::new(message.into()),
         }
+    }
+
+    /// Human-readable message naming the offending field and value.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// An [`ErrorCode::InvalidConfig`] error.
+    #[cold]
+    #[inline(never)]
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidConfig, message)
     }
 
     /// An [`ErrorCode::Overflow`] error for the named quantity.
+    #[cold]
+    #[inline(never)]
     pub fn overflow(what: &str) -> Self {
-        Self {
-            code: ErrorCode::Overflow,
-            message: format!("arithmetic overflow computing {what} (the inputs are too large for 64-bit integers)"),
-        }
+        Self::new(ErrorCode::Overflow, overflow_message(what))
     }
 
     /// A [`ErrorCode::NotEnoughMemory`] error.
+    #[cold]
+    #[inline(never)]
     pub fn not_enough_memory(message: impl Into<String>) -> Self {
-        Self {
-            code: ErrorCode::NotEnoughMemory,
-            message: message.into(),
-        }
+        Self::new(ErrorCode::NotEnoughMemory, message)
     }
 
     /// A [`ErrorCode::SwaPoolTooSmall`] error.
+    #[cold]
+    #[inline(never)]
     pub fn swa_too_small(message: impl Into<String>) -> Self {
-        Self {
-            code: ErrorCode::SwaPoolTooSmall,
-            message: message.into(),
-        }
+        Self::new(ErrorCode::SwaPoolTooSmall, message)
     }
 }
 
@@ -85,6 +99,66 @@ impl fmt::Display for PlanError {
 }
 
 impl std::error::Error for PlanError {}
+
+/// What a failing planning step returns: a [`PlanError`] with its message
+/// (the scalar API), or only its [`ErrorCode`] (the batch kernel, which keeps
+/// a status per row and no message). The planning arithmetic is written once,
+/// generic over `E: Fail`; messages are built lazily, so the `ErrorCode`
+/// instantiation never formats one and its results stay in registers.
+pub trait Fail: Sized {
+    /// An error of `code`; `message` is called only where messages are kept.
+    fn fail(code: ErrorCode, message: impl FnOnce() -> String) -> Self;
+    /// The error's code.
+    fn code(&self) -> ErrorCode;
+
+    /// An [`ErrorCode::InvalidConfig`] error.
+    #[inline]
+    fn invalid_with(message: impl FnOnce() -> String) -> Self {
+        Self::fail(ErrorCode::InvalidConfig, message)
+    }
+    /// An [`ErrorCode::Overflow`] error for the named quantity.
+    #[inline]
+    fn overflow_of(what: &str) -> Self {
+        Self::fail(ErrorCode::Overflow, || overflow_message(what))
+    }
+    /// An [`ErrorCode::NotEnoughMemory`] error.
+    #[inline]
+    fn not_enough_memory_with(message: impl FnOnce() -> String) -> Self {
+        Self::fail(ErrorCode::NotEnoughMemory, message)
+    }
+    /// An [`ErrorCode::SwaPoolTooSmall`] error.
+    #[inline]
+    fn swa_too_small_with(message: impl FnOnce() -> String) -> Self {
+        Self::fail(ErrorCode::SwaPoolTooSmall, message)
+    }
+}
+
+fn overflow_message(what: &str) -> String {
+    format!("arithmetic overflow computing {what} (the inputs are too large for 64-bit integers)")
+}
+
+impl Fail for PlanError {
+    #[cold]
+    #[inline(never)]
+    fn fail(code: ErrorCode, message: impl FnOnce() -> String) -> Self {
+        Self::new(code, message())
+    }
+    #[inline]
+    fn code(&self) -> ErrorCode {
+        self.code
+    }
+}
+
+impl Fail for ErrorCode {
+    #[inline(always)]
+    fn fail(code: ErrorCode, _: impl FnOnce() -> String) -> Self {
+        code
+    }
+    #[inline(always)]
+    fn code(&self) -> ErrorCode {
+        *self
+    }
+}
 
 /// Result alias used throughout the core.
 pub type Result<T> = std::result::Result<T, PlanError>;

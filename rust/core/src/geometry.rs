@@ -1,9 +1,16 @@
 //! Model attention geometry (target and draft) and its validation.
+//!
+//! [`AttentionShape`] and [`DraftGeometry`] are declared, field by field, in
+//! [`crate::for_each_value_type!`]; this module holds their rules: the
+//! defaults of docs/semantics.md, the checks that span fields, and the one
+//! rule for using a model as a draft ([`DraftGeometry::from_model`]).
 
-use crate::dtype::KvDtype;
-use crate::error::{PlanError, Result};
+use crate::error::{Fail, PlanError, Result};
+use crate::fields::{Named, ValueType};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+
+pub use crate::fields::{AttentionShape, DraftGeometry};
 
 /// MLA latent dimensions (DeepSeek-style): the cache holds one latent vector
 /// of `kv_lora_rank + qk_rope_head_dim` elements per token per layer.
@@ -17,43 +24,8 @@ pub struct MlaDims {
 
 impl MlaDims {
     /// Elements per token per layer (`kv_lora_rank + qk_rope_head_dim`).
-    pub fn elements(&self) -> Result<u64> {
-        self.kv_lora_rank
-            .checked_add(self.qk_rope_head_dim)
-            .ok_or_else(|| PlanError::overflow("MLA latent dim"))
-    }
-}
-
-/// The target model's attention geometry (REFERENCE section 1).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ModelGeometry {
-    /// Global ids of full-attention layers (they keep every token).
-    pub full_attention_layer_ids: Vec<u64>,
-    /// Global ids of sliding-window layers (they keep the last W tokens).
-    pub swa_attention_layer_ids: Vec<u64>,
-    /// Total KV heads of a full layer (before tensor parallelism).
-    pub num_kv_heads: u64,
-    /// K head dim of a full layer, elements.
-    pub head_dim: u64,
-    /// V head dim of a full layer, elements.
-    pub v_head_dim: u64,
-    /// Total KV heads of an SWA layer.
-    pub swa_num_kv_heads: u64,
-    /// K head dim of an SWA layer, elements.
-    pub swa_head_dim: u64,
-    /// V head dim of an SWA layer, elements.
-    pub swa_v_head_dim: u64,
-    /// SGLang's exclusive sliding window (HF `sliding_window` minus 1), tokens.
-    pub sliding_window_size: Option<u64>,
-    /// MLA latent dims; `Some` makes this an MLA model.
-    pub mla: Option<MlaDims>,
-}
-
-fn positive(name: &str, v: u64) -> Result<u64> {
-    if v == 0 {
-        Err(PlanError::invalid(format!("{name} must be >= 1, got 0")))
-    } else {
-        Ok(v)
+    pub fn elements<E: crate::error::Fail>(&self) -> std::result::Result<u64, E> {
+        crate::arith::add(self.kv_lora_rank, self.qk_rope_head_dim, "MLA latent dim")
     }
 }
 
@@ -62,190 +34,142 @@ fn positive(name: &str, v: u64) -> Result<u64> {
 /// plan's per-layer tensor list stays small.
 pub const MAX_LAYERS: u64 = 1 << 20;
 
-/// The sizing view of a geometry: layer counts and dims, no layer ids.
-/// Everything the configurators' arithmetic needs; `Copy` and allocation-free,
-/// so the batch API builds one per row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct AttentionShape {
-    /// `n_f`, full-attention layers.
-    pub n_full: u64,
-    /// `n_s`, sliding-window layers.
-    pub n_swa: u64,
-    /// Total KV heads of a full layer.
-    pub num_kv_heads: u64,
-    /// K head dim of a full layer, elements.
-    pub head_dim: u64,
-    /// V head dim of a full layer, elements.
-    pub v_head_dim: u64,
-    /// Total KV heads of an SWA layer.
-    pub swa_num_kv_heads: u64,
-    /// K head dim of an SWA layer, elements.
-    pub swa_head_dim: u64,
-    /// V head dim of an SWA layer, elements.
-    pub swa_v_head_dim: u64,
-    /// SGLang's exclusive sliding window, tokens.
-    pub sliding_window_size: Option<u64>,
-    /// MLA latent dims.
-    pub mla: Option<MlaDims>,
-}
-
 impl AttentionShape {
-    /// Applies the defaults of docs/semantics.md (V dim = K dim, SWA geometry =
-    /// full geometry) and validates counts and dims.
-    pub fn new(
-        n_full: u64,
-        n_swa: u64,
-        num_kv_heads: u64,
-        head_dim: u64,
-        v_head_dim: Option<u64>,
-        swa_num_kv_heads: Option<u64>,
-        swa_head_dim: Option<u64>,
-        swa_v_head_dim: Option<u64>,
-        sliding_window_size: Option<u64>,
-        kv_lora_rank: Option<u64>,
-        qk_rope_head_dim: Option<u64>,
-    ) -> Result<Self> {
-        let shape = Self::with_defaults(
-            n_full,
-            n_swa,
-            num_kv_heads,
-            head_dim,
-            v_head_dim,
-            swa_num_kv_heads,
-            swa_head_dim,
-            swa_v_head_dim,
-            sliding_window_size,
-            kv_lora_rank,
-            qk_rope_head_dim,
-        )?;
-        shape.validate()?;
-        Ok(shape)
+    /// Fills the defaulted dims (V dim = K dim, SWA geometry = full geometry,
+    /// docs/semantics.md) and checks every field and the rules across them.
+    /// The result has every defaulted dim set.
+    #[inline]
+    pub fn resolved(mut self) -> Result<Self> {
+        self.check_fields()?;
+        self.check_rules::<PlanError>()?;
+        self.v_head_dim = Some(self.v_dim());
+        self.swa_num_kv_heads = Some(self.swa_heads());
+        self.swa_v_head_dim = Some(self.swa_v_dim());
+        self.swa_head_dim = Some(self.swa_k_dim());
+        Ok(self)
     }
 
-    /// [`Self::new`] without [`Self::validate`]: applies the defaults and only
-    /// checks that an MLA latent comes with its rope dim. For callers that
-    /// validate later (a configurator checks its inputs when it is built).
-    pub fn with_defaults(
-        n_full: u64,
-        n_swa: u64,
-        num_kv_heads: u64,
-        head_dim: u64,
-        v_head_dim: Option<u64>,
-        swa_num_kv_heads: Option<u64>,
-        swa_head_dim: Option<u64>,
-        swa_v_head_dim: Option<u64>,
-        sliding_window_size: Option<u64>,
-        kv_lora_rank: Option<u64>,
-        qk_rope_head_dim: Option<u64>,
-    ) -> Result<Self> {
-        let mla = match (kv_lora_rank, qk_rope_head_dim) {
-            (None, _) => None,
-            (Some(_), None) => {
-                return Err(PlanError::invalid(
-                    "qk_rope_head_dim is required when kv_lora_rank is given (MLA)",
-                ))
-            }
-            (Some(r), Some(q)) => Some(MlaDims {
-                kv_lora_rank: r,
-                qk_rope_head_dim: q,
-            }),
-        };
-        let v_head_dim = v_head_dim.unwrap_or(head_dim);
-        let swa_v_default = if swa_head_dim.is_some() {
-            swa_head_dim
-        } else {
-            Some(v_head_dim)
-        };
-        Ok(Self {
-            n_full,
-            n_swa,
-            num_kv_heads,
-            head_dim,
-            v_head_dim,
-            swa_num_kv_heads: swa_num_kv_heads.unwrap_or(num_kv_heads),
-            swa_head_dim: swa_head_dim.unwrap_or(head_dim),
-            swa_v_head_dim: swa_v_head_dim.or(swa_v_default).unwrap_or(head_dim),
-            sliding_window_size,
-            mla,
-        })
-    }
-
-    /// Checks counts and dims (also of a shape built field by field, e.g. deserialized).
+    /// Re-checks a shape built field by field (e.g. deserialized) as [`Self::resolved`] would.
     pub fn validate(&self) -> Result<()> {
-        positive("num_kv_heads", self.num_kv_heads)?;
-        positive("head_dim", self.head_dim)?;
-        positive("v_head_dim", self.v_head_dim)?;
-        positive("swa_num_kv_heads", self.swa_num_kv_heads)?;
-        positive("swa_head_dim", self.swa_head_dim)?;
-        positive("swa_v_head_dim", self.swa_v_head_dim)?;
-        let (n_full, n_swa) = (self.n_full, self.n_swa);
+        self.resolved().map(drop)
+    }
+
+    /// The rules across fields (each field already checked on its own): at
+    /// least one and at most [`MAX_LAYERS`] layers; MLA needs its rope dim and
+    /// no SWA layers. Reads the defaulted dims through their accessors, so it
+    /// holds before and after [`Self::resolved`] fills them.
+    #[inline]
+    pub fn check_rules<E: Fail>(&self) -> std::result::Result<(), E> {
+        let (n_full, n_swa) = (self.num_full_layers, self.num_swa_layers);
         if n_full == 0 && n_swa == 0 {
-            return Err(PlanError::invalid(
-                "the model has no attention layers: full_attention_layer_ids and swa_attention_layer_ids are both empty",
-            ));
+            return Err(E::invalid_with(|| {
+                "the model has no attention layers: full_attention_layer_ids and swa_attention_layer_ids are both empty".into()
+            }));
         }
         if n_full.checked_add(n_swa).is_none_or(|l| l > MAX_LAYERS) {
-            return Err(PlanError::invalid(format!(
-                "the model has {n_full} full + {n_swa} SWA layers; at most {MAX_LAYERS} in total"
-            )));
+            return Err(E::invalid_with(|| {
+                format!("the model has {n_full} full + {n_swa} SWA layers; at most {MAX_LAYERS} in total")
+            }));
         }
-        if let Some(m) = self.mla {
-            positive("kv_lora_rank", m.kv_lora_rank)?;
-            if n_swa > 0 {
-                return Err(PlanError::invalid(format!(
-                    "an MLA model (kv_lora_rank={}) cannot have SWA layers, got {n_swa} swa_attention_layer_ids",
-                    m.kv_lora_rank
-                )));
-            }
+        match (self.kv_lora_rank, self.qk_rope_head_dim) {
+            (None, _) => Ok(()),
+            (Some(_), None) => Err(E::invalid_with(|| {
+                "qk_rope_head_dim is required when kv_lora_rank is given (MLA)".into()
+            })),
+            (Some(r), Some(_)) if n_swa > 0 => Err(E::invalid_with(|| {
+                format!("an MLA model (kv_lora_rank={r}) cannot have SWA layers, got {n_swa} swa_attention_layer_ids")
+            })),
+            (Some(_), Some(_)) => Ok(()),
         }
-        Ok(())
     }
 
-    /// `n_f`, the number of full-attention layers.
-    pub fn num_full_layers(&self) -> u64 {
-        self.n_full
+    /// The MLA latent dims, for an MLA model.
+    #[inline]
+    pub fn mla(&self) -> Option<MlaDims> {
+        match (self.kv_lora_rank, self.qk_rope_head_dim) {
+            (Some(kv_lora_rank), Some(qk_rope_head_dim)) => Some(MlaDims {
+                kv_lora_rank,
+                qk_rope_head_dim,
+            }),
+            _ => None,
+        }
     }
 
-    /// `n_s`, the number of sliding-window layers.
-    pub fn num_swa_layers(&self) -> u64 {
-        self.n_swa
+    /// V head dim of a full layer, elements.
+    #[inline]
+    pub fn v_dim(&self) -> u64 {
+        self.v_head_dim.unwrap_or(self.head_dim)
+    }
+
+    /// KV heads of an SWA layer (total, before tensor parallelism).
+    #[inline]
+    pub fn swa_heads(&self) -> u64 {
+        self.swa_num_kv_heads.unwrap_or(self.num_kv_heads)
+    }
+
+    /// K head dim of an SWA layer, elements.
+    #[inline]
+    pub fn swa_k_dim(&self) -> u64 {
+        self.swa_head_dim.unwrap_or(self.head_dim)
+    }
+
+    /// V head dim of an SWA layer, elements.
+    #[inline]
+    pub fn swa_v_dim(&self) -> u64 {
+        self.swa_v_head_dim
+            .unwrap_or_else(|| self.swa_head_dim.unwrap_or(self.v_dim()))
     }
 
     /// `L = n_f + n_s`, every attention layer.
+    #[inline]
     pub fn num_layers(&self) -> u64 {
-        self.n_full + self.n_swa
+        self.num_full_layers + self.num_swa_layers
     }
 }
 
+/// The target model's attention geometry: its layer ids and their shape
+/// (REFERENCE section 1). `shape`'s layer counts are the id lists' lengths.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelGeometry {
+    /// Global ids of full-attention layers (they keep every token).
+    pub full_attention_layer_ids: Vec<u64>,
+    /// Global ids of sliding-window layers (they keep the last W tokens).
+    pub swa_attention_layer_ids: Vec<u64>,
+    /// Heads, dims, window, MLA dims; the layer counts of the id lists.
+    pub shape: AttentionShape,
+}
+
 impl ModelGeometry {
-    /// Builds and validates a geometry; `None` fields take the defaults of
-    /// docs/semantics.md (V dim = K dim, SWA geometry = full geometry).
+    /// Builds and validates a geometry. `shape`'s layer counts must be 0 (they
+    /// are taken from the id lists) or equal to the lists' lengths.
     pub fn new(
         full_attention_layer_ids: Vec<u64>,
         swa_attention_layer_ids: Vec<u64>,
-        num_kv_heads: u64,
-        head_dim: u64,
-        v_head_dim: Option<u64>,
-        swa_num_kv_heads: Option<u64>,
-        swa_head_dim: Option<u64>,
-        swa_v_head_dim: Option<u64>,
-        sliding_window_size: Option<u64>,
-        kv_lora_rank: Option<u64>,
-        qk_rope_head_dim: Option<u64>,
+        shape: AttentionShape,
     ) -> Result<Self> {
-        let shape = AttentionShape::new(
-            full_attention_layer_ids.len() as u64,
-            swa_attention_layer_ids.len() as u64,
-            num_kv_heads,
-            head_dim,
-            v_head_dim,
-            swa_num_kv_heads,
-            swa_head_dim,
-            swa_v_head_dim,
-            sliding_window_size,
-            kv_lora_rank,
-            qk_rope_head_dim,
-        )?;
+        let mut shape = shape;
+        for (name, given, ids) in [
+            (
+                "num_full_layers",
+                &mut shape.num_full_layers,
+                &full_attention_layer_ids,
+            ),
+            (
+                "num_swa_layers",
+                &mut shape.num_swa_layers,
+                &swa_attention_layer_ids,
+            ),
+        ] {
+            let n = ids.len() as u64;
+            if *given != 0 && *given != n {
+                return Err(PlanError::invalid(format!(
+                    "{name}={given} disagrees with the {n} layer ids given"
+                )));
+            }
+            *given = n;
+        }
+        let shape = shape.resolved()?;
         check_layer_ids("full_attention_layer_ids", &full_attention_layer_ids)?;
         check_layer_ids("swa_attention_layer_ids", &swa_attention_layer_ids)?;
         let full: HashSet<u64> = full_attention_layer_ids.iter().copied().collect();
@@ -257,50 +181,27 @@ impl ModelGeometry {
         Ok(Self {
             full_attention_layer_ids,
             swa_attention_layer_ids,
-            num_kv_heads: shape.num_kv_heads,
-            head_dim: shape.head_dim,
-            v_head_dim: shape.v_head_dim,
-            swa_num_kv_heads: shape.swa_num_kv_heads,
-            swa_head_dim: shape.swa_head_dim,
-            swa_v_head_dim: shape.swa_v_head_dim,
-            sliding_window_size: shape.sliding_window_size,
-            mla: shape.mla,
+            shape,
         })
     }
 
-    /// Re-checks a geometry built field by field (e.g. deserialized) as [`Self::new`] would.
-    pub fn validate(&self) -> Result<()> {
-        let m = self.mla;
+    /// The same layer ids with another shape (validated; layer counts as in [`Self::new`]).
+    pub fn with_shape(&self, shape: AttentionShape) -> Result<Self> {
         Self::new(
             self.full_attention_layer_ids.clone(),
             self.swa_attention_layer_ids.clone(),
-            self.num_kv_heads,
-            self.head_dim,
-            Some(self.v_head_dim),
-            Some(self.swa_num_kv_heads),
-            Some(self.swa_head_dim),
-            Some(self.swa_v_head_dim),
-            self.sliding_window_size,
-            m.map(|x| x.kv_lora_rank),
-            m.map(|x| x.qk_rope_head_dim),
+            shape,
         )
-        .map(|_| ())
     }
 
-    /// The sizing view (counts and dims).
-    pub fn shape(&self) -> AttentionShape {
-        AttentionShape {
-            n_full: self.num_full_layers(),
-            n_swa: self.num_swa_layers(),
-            num_kv_heads: self.num_kv_heads,
-            head_dim: self.head_dim,
-            v_head_dim: self.v_head_dim,
-            swa_num_kv_heads: self.swa_num_kv_heads,
-            swa_head_dim: self.swa_head_dim,
-            swa_v_head_dim: self.swa_v_head_dim,
-            sliding_window_size: self.sliding_window_size,
-            mla: self.mla,
-        }
+    /// Checks a geometry built field by field (e.g. deserialized) as [`Self::new`]
+    /// would, and fills the shape's defaulted dims.
+    pub fn resolved(self) -> Result<Self> {
+        Self::new(
+            self.full_attention_layer_ids,
+            self.swa_attention_layer_ids,
+            self.shape,
+        )
     }
 
     /// `n_f`, the number of full-attention layers.
@@ -322,6 +223,12 @@ impl ModelGeometry {
 fn check_layer_ids(name: &str, ids: &[u64]) -> Result<()> {
     let mut seen = HashSet::with_capacity(ids.len());
     for id in ids {
+        if *id > i64::MAX as u64 {
+            return Err(PlanError::invalid(format!(
+                "{name}: layer id {id} is above {}",
+                i64::MAX
+            )));
+        }
         if !seen.insert(*id) {
             return Err(PlanError::invalid(format!(
                 "{name} has duplicate layer id {id}"
@@ -332,13 +239,32 @@ fn check_layer_ids(name: &str, ids: &[u64]) -> Result<()> {
 }
 
 /// Which target pool's token count the draft pool takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DraftCapacity {
     /// As many tokens as the target's full pool.
+    #[default]
     Full,
     /// As many tokens as the target's SWA pool.
     Swa,
+}
+
+impl Named for DraftCapacity {
+    const ALL: &'static [Self] = &[Self::Full, Self::Swa];
+    const NAMES: &'static [&'static str] = &["full", "swa"];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl DraftCapacity {
+    /// `"full"` or `"swa"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Swa => "swa",
+        }
+    }
 }
 
 impl std::str::FromStr for DraftCapacity {
@@ -354,63 +280,70 @@ impl std::str::FromStr for DraftCapacity {
     }
 }
 
-/// The draft model's own KV geometry, when it differs from the target's full layers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DraftGeometry {
-    /// Draft KV layers.
-    pub num_layers: u64,
-    /// Total draft KV heads (before tensor parallelism).
-    pub num_kv_heads: u64,
-    /// Draft K head dim, elements.
-    pub head_dim: u64,
-    /// Draft V head dim, elements.
-    pub v_head_dim: u64,
-    /// Draft KV dtype; `None` means the target's.
-    pub kv_cache_dtype: Option<KvDtype>,
-    /// Draft pool capacity; `None` means SGLang's rule (full pool tokens, or
-    /// SWA tokens for an all-SWA target).
-    pub capacity: Option<DraftCapacity>,
-}
-
 impl DraftGeometry {
-    /// Builds and validates a draft geometry.
-    pub fn new(
-        num_layers: u64,
-        num_kv_heads: u64,
-        head_dim: u64,
-        v_head_dim: Option<u64>,
-        kv_cache_dtype: Option<KvDtype>,
-        capacity: Option<DraftCapacity>,
-    ) -> Result<Self> {
-        let num_layers = positive("draft num_layers", num_layers)?;
-        let num_kv_heads = positive("draft num_kv_heads", num_kv_heads)?;
-        let head_dim = positive("draft head_dim", head_dim)?;
-        let v_head_dim = positive("draft v_head_dim", v_head_dim.unwrap_or(head_dim))?;
-        if num_layers > MAX_LAYERS {
+    /// Fills `v_head_dim` (default: `head_dim`) and checks every field.
+    pub fn resolved(mut self) -> Result<Self> {
+        self.check_fields()?;
+        self.v_head_dim.get_or_insert(self.head_dim);
+        if self.num_layers > MAX_LAYERS {
             return Err(PlanError::invalid(format!(
-                "draft num_layers must be <= {MAX_LAYERS}, got {num_layers}"
+                "draft num_layers must be <= {MAX_LAYERS}, got {}",
+                self.num_layers
             )));
         }
-        Ok(Self {
-            num_layers,
-            num_kv_heads,
-            head_dim,
-            v_head_dim,
-            kv_cache_dtype,
-            capacity,
-        })
+        Ok(self)
     }
 
     /// Re-checks a draft geometry built field by field (e.g. deserialized).
     pub fn validate(&self) -> Result<()> {
-        Self::new(
-            self.num_layers,
-            self.num_kv_heads,
-            self.head_dim,
-            Some(self.v_head_dim),
-            self.kv_cache_dtype,
-            self.capacity,
-        )
-        .map(|_| ())
+        self.resolved().map(drop)
+    }
+
+    /// V head dim, elements.
+    pub fn v_dim(&self) -> u64 {
+        self.v_head_dim.unwrap_or(self.head_dim)
+    }
+
+    /// The one rule for using a whole model as a draft (a standalone draft):
+    /// every layer of the model is a draft KV layer at one geometry.
+    ///
+    /// - A model with full layers: the full layers' heads and dims; its SWA
+    ///   layers, if any, must have the same heads and dims (a draft pool has one
+    ///   geometry). Capacity: SGLang's rule (`None`).
+    /// - An all-SWA model: the SWA layers' heads and dims, capacity `"swa"`
+    ///   (its KV never outgrows the window, as for SGLang's SWA-geometry MTP layers).
+    /// - An MLA model is refused: a draft pool of MLA latents is not expressible.
+    ///
+    /// `num_layers` overrides the layer count (default: every attention layer).
+    pub fn from_model(
+        model: &AttentionShape,
+        num_layers: Option<u64>,
+        kv_cache_dtype: Option<crate::KvDtype>,
+    ) -> Result<Self> {
+        if let Some(r) = model.kv_lora_rank {
+            return Err(PlanError::invalid(format!(
+                "an MLA model (kv_lora_rank={r}) cannot be described as a DraftGeometry; \
+                 give no draft geometry (the draft then takes the target's geometry)"
+            )));
+        }
+        let full = (model.num_kv_heads, model.head_dim, model.v_dim());
+        let swa = (model.swa_heads(), model.swa_k_dim(), model.swa_v_dim());
+        let all_swa = model.num_full_layers == 0;
+        if !all_swa && model.num_swa_layers > 0 && swa != full {
+            return Err(PlanError::invalid(format!(
+                "the model's SWA layers have another head geometry (heads, head_dim, v_head_dim) = \
+                 {swa:?} than its full layers {full:?}; a DraftGeometry has one geometry"
+            )));
+        }
+        let (heads, k, v) = if all_swa { swa } else { full };
+        Self {
+            num_layers: num_layers.unwrap_or_else(|| model.num_layers()),
+            num_kv_heads: heads,
+            head_dim: k,
+            v_head_dim: Some(v),
+            kv_cache_dtype,
+            capacity: all_swa.then_some(DraftCapacity::Swa),
+        }
+        .resolved()
     }
 }

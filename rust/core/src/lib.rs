@@ -1,14 +1,20 @@
 //! kvbudget-core: exact KV-cache pool planning for LLM servers.
 //!
 //! Pure Rust (no Python, no torch). Where a quantity lives:
+//! - [`fields`]: the one declaration of every input and value type
+//!   ([`for_each_value_type!`]): names, types, defaults, kinds, docs.
 //! - [`dtype`]: element sizes (`b`) and storage dtypes.
-//! - [`geometry`]: target and draft attention geometry.
+//! - [`geometry`]: target and draft attention geometry and their rules.
 //! - [`spec`]: speculative algorithms and the draft-layer terms `d_f`, `d_sf`, `d_c`.
-//! - [`serving`]: page size, parallelism, ratio, chunk-cap inputs.
+//! - [`serving`]: page size, parallelism, ratio, request-cap inputs.
+//! - [`scenario`]: [`Scenario`], the unit every path plans from.
 //! - [`cell`]: heads per rank, bytes per token per layer (`F`, `S`), the Default cell size.
-//! - [`chunk_cap`]: the SWA chunk cap and the decode allocation per request.
-//! - [`configurator`]: SGLang's three configurators, the factory, both solve paths.
-//! - [`plan`]: the exact plan (pools, tensors, bytes) and the exact fit.
+//! - [`chunk_cap`]: the SWA request cap and the decode allocation per request.
+//! - [`sizing`]: SGLang's three configurators' coefficients, the factory, both solve paths.
+//! - [`configurator`]: the configurator handle (scenario, layer ids, sizing).
+//! - [`batch`]: many scenarios at once (a base scenario plus varying columns).
+//! - [`plan`]: the exact plan (pools, tensors, bytes), its check, and the exact fit.
+//! - [`workload`]: concurrency, max context, minimum budget, the SWA ratio.
 //! - [`arith`]: checked integer helpers and CPython-exact float operations.
 //!
 //! Units: bytes for memory, tokens for pool capacity, elements for head dims.
@@ -20,18 +26,22 @@ pub mod chunk_cap;
 pub mod configurator;
 pub mod dtype;
 pub mod error;
+pub mod fields;
 pub mod geometry;
 pub mod plan;
+pub mod scenario;
 pub mod serving;
+pub mod sizing;
 pub mod spec;
 pub mod workload;
 
-pub use configurator::{
-    select_kind, CellSize, ConfiguratorKind, MemoryPoolConfig, PoolConfigurator,
-};
+pub use configurator::{LayerIds, PoolConfigurator};
 pub use dtype::{KvDtype, StorageDtype};
 pub use error::{ErrorCode, PlanError, Result};
+pub use fields::{MemoryPoolConfig, Named, Resolve, ValueType};
 pub use geometry::{AttentionShape, DraftCapacity, DraftGeometry, MlaDims, ModelGeometry};
 pub use plan::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
+pub use scenario::Scenario;
 pub use serving::{DisaggregationMode, ServingConfig};
+pub use sizing::{select_kind, CellSize, ConfiguratorKind, Sizing};
 pub use spec::{SpecAlgorithm, SpeculativeConfig};

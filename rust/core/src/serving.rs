@@ -1,20 +1,33 @@
-//! Serving settings: dtype, paging, parallelism, SWA ratio and chunk-cap inputs.
+//! Serving settings: dtype, paging, parallelism, SWA ratio and request-cap
+//! inputs. [`ServingConfig`]'s fields are declared in
+//! [`crate::for_each_value_type!`]; this module holds the rules across them.
 
-use crate::dtype::KvDtype;
-use crate::error::{PlanError, Result};
+use crate::error::{Fail, PlanError, Result};
+use crate::fields::{Named, ValueType};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
+pub use crate::fields::ServingConfig;
+
 /// PD disaggregation role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DisaggregationMode {
     /// Not disaggregated.
+    #[default]
     Null,
     /// Prefill server.
     Prefill,
     /// Decode server.
     Decode,
+}
+
+impl Named for DisaggregationMode {
+    const ALL: &'static [Self] = &[Self::Null, Self::Prefill, Self::Decode];
+    const NAMES: &'static [&'static str] = &["null", "prefill", "decode"];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
 }
 
 impl DisaggregationMode {
@@ -42,105 +55,32 @@ impl FromStr for DisaggregationMode {
     }
 }
 
-/// Serving configuration (REFERENCE section 1).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ServingConfig {
-    /// KV-cache dtype.
-    pub kv_cache_dtype: KvDtype,
-    /// `p`, tokens per page.
-    pub page_size: u64,
-    /// Attention tensor-parallel size.
-    pub tp_size: u64,
-    /// Decode context-parallel size (divides `tp_size`).
-    pub dcp_size: u64,
-    /// Attention data-parallel size.
-    pub attn_dp_size: u64,
-    /// `r`, SWA tokens per full token.
-    pub swa_full_tokens_ratio: f64,
-    /// Requests admitted at once (chunk cap input).
-    pub max_running_requests: Option<u64>,
-    /// Chunked-prefill size, tokens.
-    pub chunked_prefill_size: Option<u64>,
-    /// Radix cache disabled (chunk cap input).
-    pub disable_radix_cache: bool,
-    /// Overlap scheduler disabled (spec v1 rather than v2).
-    pub disable_overlap_schedule: bool,
-    /// PD disaggregation role.
-    pub disaggregation_mode: DisaggregationMode,
-    /// Extra decode slots for PD decode, requests.
-    pub disaggregation_decode_extra_slots: u64,
-    /// `E`, SWA eviction interval in tokens (SGLang uses `max(1, E)`).
-    pub swa_eviction_interval: i64,
-    /// Price SWA layers as full layers (SGLang's `--disable-hybrid-swa-memory`).
-    pub disable_hybrid_swa_memory: bool,
-    /// This is the draft worker (no draft terms).
-    pub is_draft_worker: bool,
-}
-
-impl Default for ServingConfig {
-    fn default() -> Self {
-        Self {
-            kv_cache_dtype: KvDtype::Bf16,
-            page_size: 1,
-            tp_size: 1,
-            dcp_size: 1,
-            attn_dp_size: 1,
-            swa_full_tokens_ratio: 0.8,
-            max_running_requests: None,
-            chunked_prefill_size: None,
-            disable_radix_cache: false,
-            disable_overlap_schedule: false,
-            disaggregation_mode: DisaggregationMode::Null,
-            disaggregation_decode_extra_slots: 0,
-            swa_eviction_interval: 128,
-            disable_hybrid_swa_memory: false,
-            is_draft_worker: false,
-        }
-    }
-}
-
 impl ServingConfig {
-    /// Checks every field against docs/semantics.md.
-    pub fn validate(&self) -> Result<()> {
-        for (name, v) in [
-            ("page_size", self.page_size),
-            ("tp_size", self.tp_size),
-            ("dcp_size", self.dcp_size),
-            ("attn_dp_size", self.attn_dp_size),
-        ] {
-            if v == 0 {
-                return Err(PlanError::invalid(format!("{name} must be >= 1, got 0")));
-            }
-        }
-        if self.page_size > i64::MAX as u64 {
-            return Err(PlanError::invalid(format!(
-                "page_size must be <= {}, got {}",
-                i64::MAX,
-                self.page_size
-            )));
-        }
-        if self.tp_size % self.dcp_size != 0 {
-            return Err(PlanError::invalid(format!(
-                "tp_size={} must be a multiple of dcp_size={}",
-                self.tp_size, self.dcp_size
-            )));
-        }
-        let r = self.swa_full_tokens_ratio;
-        if !(r.is_finite() && r > 0.0) {
-            return Err(PlanError::invalid(format!(
-                "swa_full_tokens_ratio must be a positive finite number, got {r}"
-            )));
-        }
-        if self.max_running_requests == Some(0) {
-            return Err(PlanError::invalid(
-                "max_running_requests must be >= 1 when given, got 0",
-            ));
-        }
-        if self.chunked_prefill_size == Some(0) {
-            return Err(PlanError::invalid(
-                "chunked_prefill_size must be >= 1 when given, got 0",
-            ));
+    /// Checks every field and the rules across them (docs/semantics.md).
+    #[inline]
+    pub fn resolved(self) -> Result<Self> {
+        self.check_fields()?;
+        self.check_rules::<PlanError>()?;
+        Ok(self)
+    }
+
+    /// The rules across fields (each field already checked on its own):
+    /// `dcp_size` divides `tp_size`.
+    #[inline]
+    pub fn check_rules<E: Fail>(&self) -> std::result::Result<(), E> {
+        if self.dcp_size != 1 && self.tp_size % self.dcp_size != 0 {
+            return Err(E::invalid_with(|| {
+                format!(
+                    "tp_size={} must be a multiple of dcp_size={}",
+                    self.tp_size, self.dcp_size
+                )
+            }));
         }
         Ok(())
+    }
+
+    /// Re-checks a config built field by field (e.g. deserialized) as [`Self::resolved`] would.
+    pub fn validate(&self) -> Result<()> {
+        self.resolved().map(drop)
     }
 }

@@ -10,10 +10,11 @@
 //! capacity it shares, so it never limits on its own.
 
 use crate::arith::{add, align_up, mul, to_i64};
-use crate::configurator::{ConfiguratorKind, MemoryPoolConfig, PoolConfigurator};
+use crate::configurator::PoolConfigurator;
 use crate::error::{ErrorCode, PlanError, Result};
+use crate::fields::MemoryPoolConfig;
 use crate::plan::PlanLayout;
-use crate::serving::ServingConfig;
+use crate::sizing::ConfiguratorKind;
 
 /// Tokens one request holds in each pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,14 +188,21 @@ pub struct RatioSuggestion {
 }
 
 /// Average requests `config` admits, and the idle bytes of each pool at that load.
-fn load(cfg: &PoolConfigurator, config: &MemoryPoolConfig, f: f64, s: f64) -> (u64, u64, u64) {
+fn load(
+    cfg: &PoolConfigurator,
+    config: &MemoryPoolConfig,
+    f: f64,
+    s: f64,
+) -> Result<(u64, u64, u64)> {
     let (full, swa) = pool_tokens(config);
     let n = ((full as f64) / f).min((swa as f64) / s).floor().max(0.0);
-    let full_row = cfg.full_per_token() * cfg.shape().n_full;
-    let swa_row = cfg.swa_per_token() * cfg.shape().n_swa;
+    let what = "idle pool bytes";
+    let full_row = mul(cfg.full_per_token(), cfg.shape().num_full_layers, what)?;
+    let swa_row = mul(cfg.swa_per_token(), cfg.shape().num_swa_layers, what)?;
+    // Float estimates of idle bytes; `as` saturates (a pool's bytes fit i64 anyway).
     let idle_full = ((full as f64 - n * f).max(0.0) * full_row as f64) as u64;
     let idle_swa = ((swa as f64 - n * s).max(0.0) * swa_row as f64) as u64;
-    (n as u64, idle_full, idle_swa)
+    Ok((n as u64, idle_full, idle_swa))
 }
 
 /// The ratio at which the full and SWA pools run out together for a workload
@@ -253,7 +261,7 @@ pub fn suggest_swa_ratio(
             .ok()?
             .calculate_pool_sizes(available_bytes, None)
             .ok()?;
-        let (n, idle_f, idle_s) = load(cfg, &c, f, s);
+        let (n, idle_f, idle_s) = load(cfg, &c, f, s).ok()?;
         Some((c, n, idle_f, idle_s))
     };
     let baseline_ratio = cfg.serving().swa_full_tokens_ratio;
@@ -342,23 +350,13 @@ fn floor_ratio(cfg: &PoolConfigurator, available_bytes: i64) -> Option<f64> {
     Some(hi)
 }
 
-impl PoolConfigurator {
-    /// The same configurator with another `swa_full_tokens_ratio`.
-    pub fn with_ratio(&self, ratio: f64) -> Result<Self> {
-        let serving = ServingConfig {
-            swa_full_tokens_ratio: ratio,
-            ..*self.serving()
-        };
-        self.with_serving(serving)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::geometry::ModelGeometry;
     use crate::plan::Fit;
     use crate::spec::SpeculativeConfig;
+    use crate::{AttentionShape, ServingConfig};
 
     fn gpt_oss(page: u64, ratio: f64) -> PoolConfigurator {
         let full: Vec<u64> = (0..36).filter(|i| i % 2 == 1).collect();
@@ -366,15 +364,12 @@ mod tests {
         let m = ModelGeometry::new(
             full,
             swa,
-            8,
-            64,
-            None,
-            None,
-            None,
-            None,
-            Some(127),
-            None,
-            None,
+            AttentionShape {
+                num_kv_heads: 8,
+                head_dim: 64,
+                sliding_window_size: Some(127),
+                ..AttentionShape::default()
+            },
         )
         .unwrap();
         let s = ServingConfig {

@@ -2,8 +2,34 @@
 use kvbudget_core::*;
 use serde_json::Value;
 
-fn u(v: &Value, k: &str) -> Option<u64> {
-    v.get(k).and_then(Value::as_u64)
+/// A field value from JSON, in the field table's form.
+fn field_value(v: &Value) -> fields::Value<'_> {
+    match v {
+        Value::Null => fields::Value::None,
+        Value::Bool(b) => fields::Value::Bool(*b),
+        Value::Number(n) => n.as_i64().map_or_else(
+            || fields::Value::Float(n.as_f64().unwrap()),
+            |i| fields::Value::Int(i128::from(i)),
+        ),
+        Value::String(s) => fields::Value::Str(s),
+        other => panic!("golden.json: unexpected value {other}"),
+    }
+}
+
+/// A value type from a JSON object, key by key through the field table
+/// (keys in `skip` are read by the caller).
+fn from_json<T: ValueType>(v: &Value, skip: &[&str]) -> Result<T> {
+    let mut out = T::default();
+    for (k, x) in v.as_object().into_iter().flatten() {
+        if !skip.contains(&k.as_str()) {
+            assert!(
+                out.set(k, field_value(x))?,
+                "golden.json: {} has no field {k}",
+                T::NAME
+            );
+        }
+    }
+    Ok(out)
 }
 
 fn ids(v: &Value, k: &str) -> Vec<u64> {
@@ -14,80 +40,24 @@ fn ids(v: &Value, k: &str) -> Vec<u64> {
 }
 
 fn model(v: &Value) -> Result<ModelGeometry> {
-    ModelGeometry::new(
-        ids(v, "full_attention_layer_ids"),
-        ids(v, "swa_attention_layer_ids"),
-        u(v, "num_kv_heads").unwrap(),
-        u(v, "head_dim").unwrap(),
-        u(v, "v_head_dim"),
-        u(v, "swa_num_kv_heads"),
-        u(v, "swa_head_dim"),
-        u(v, "swa_v_head_dim"),
-        u(v, "sliding_window_size"),
-        u(v, "kv_lora_rank"),
-        u(v, "qk_rope_head_dim"),
-    )
+    let (full, swa) = ("full_attention_layer_ids", "swa_attention_layer_ids");
+    ModelGeometry::new(ids(v, full), ids(v, swa), from_json(v, &[full, swa])?)
 }
 
 fn serving(v: &Value) -> Result<ServingConfig> {
-    let d = ServingConfig::default();
-    let b = |k: &str, def: bool| v.get(k).and_then(Value::as_bool).unwrap_or(def);
-    Ok(ServingConfig {
-        kv_cache_dtype: v
-            .get("kv_cache_dtype")
-            .and_then(Value::as_str)
-            .unwrap_or("bf16")
-            .parse()?,
-        page_size: u(v, "page_size").unwrap_or(d.page_size),
-        tp_size: u(v, "tp_size").unwrap_or(d.tp_size),
-        dcp_size: u(v, "dcp_size").unwrap_or(d.dcp_size),
-        attn_dp_size: u(v, "attn_dp_size").unwrap_or(d.attn_dp_size),
-        swa_full_tokens_ratio: v
-            .get("swa_full_tokens_ratio")
-            .and_then(Value::as_f64)
-            .unwrap_or(d.swa_full_tokens_ratio),
-        max_running_requests: u(v, "max_running_requests"),
-        chunked_prefill_size: u(v, "chunked_prefill_size"),
-        disable_radix_cache: b("disable_radix_cache", false),
-        disable_overlap_schedule: b("disable_overlap_schedule", false),
-        disaggregation_mode: v
-            .get("disaggregation_mode")
-            .and_then(Value::as_str)
-            .unwrap_or("null")
-            .parse()?,
-        disaggregation_decode_extra_slots: u(v, "disaggregation_decode_extra_slots").unwrap_or(0),
-        swa_eviction_interval: v
-            .get("swa_eviction_interval")
-            .and_then(Value::as_i64)
-            .unwrap_or(128),
-        disable_hybrid_swa_memory: b("disable_hybrid_swa_memory", false),
-        is_draft_worker: b("is_draft_worker", false),
-    })
+    from_json::<ServingConfig>(v, &[])?.resolved()
 }
 
 fn spec(v: &Value) -> Result<SpeculativeConfig> {
-    if v.is_null() {
-        return Ok(SpeculativeConfig::default());
-    }
-    SpeculativeConfig::new(
-        v.get("algorithm")
-            .and_then(Value::as_str)
-            .unwrap_or("none")
-            .parse()?,
-        u(v, "draft_num_layers").unwrap_or(0),
-        u(v, "num_steps"),
-        u(v, "eagle_topk"),
-        u(v, "num_draft_tokens"),
-        u(v, "banded_draft_layers").unwrap_or(0),
-        u(v, "dflash_draft_cell_size_per_token"),
-        None,
-    )
+    from_json::<SpeculativeConfig>(v, &[])?.resolved()
 }
 
 fn build(case: &Value) -> Result<PoolConfigurator> {
-    let s = serving(&case["serving"])?;
-    s.validate()?;
-    PoolConfigurator::create(model(&case["model"])?, s, spec(&case["spec"])?)
+    PoolConfigurator::create(
+        model(&case["model"])?,
+        serving(&case["serving"])?,
+        spec(&case["spec"])?,
+    )
 }
 
 fn golden() -> Value {
@@ -121,7 +91,7 @@ fn golden_cases() {
                     e.code.as_str(),
                     err.as_str().unwrap(),
                     "{name}: {}",
-                    e.message
+                    e.message()
                 );
             } else {
                 let c = got.unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -5,8 +5,6 @@ use kvbudget_core::plan::TENSOR_ALIGNMENT;
 use kvbudget_core::*;
 use proptest::prelude::*;
 
-const CASES: u32 = 10_000;
-
 fn dtype() -> impl Strategy<Value = KvDtype> {
     prop::sample::select(KvDtype::ALL.to_vec())
 }
@@ -25,8 +23,7 @@ prop_compose! {
         let swa: Vec<u64> = (0..n_s).map(|i| 2 * i).collect();
         let (swa, mla) = match mla { Some(m) if n_s % 3 == 0 => (vec![], Some(m)), _ => (swa, None) };
         let swa = if swa.is_empty() && n_f == 0 { vec![0] } else { swa };
-        ModelGeometry::new(full, swa, heads, dk, dv, swa_heads, swa_dk, None, window,
-                           mla.map(|m| m.0), mla.map(|m| m.1)).ok()
+        ModelGeometry::new(full, swa, AttentionShape { num_kv_heads: heads, head_dim: dk, v_head_dim: dv, swa_num_kv_heads: swa_heads, swa_head_dim: swa_dk, sliding_window_size: window, kv_lora_rank: mla.map(|m| m.0), qk_rope_head_dim: mla.map(|m| m.1), ..AttentionShape::default() }).ok()
     }
 }
 
@@ -53,7 +50,7 @@ prop_compose! {
     fn spec()(alg in algorithm(), d in 0u64..5, banded in 0u64..3, steps in prop::option::of(0u64..6),
               topk in prop::option::of(0u64..5), k in prop::option::of(0u64..9), cell in prop::option::of(1u64..100_000))
         -> SpeculativeConfig {
-        SpeculativeConfig::new(alg, d, steps, topk, k, banded.min(d), cell, None).unwrap()
+        SpeculativeConfig { algorithm: alg, draft_num_layers: d, num_steps: steps, eagle_topk: topk, num_draft_tokens: k, banded_draft_layers: banded.min(d), dflash_draft_cell_size_per_token: cell, ..SpeculativeConfig::default() }.resolved().unwrap()
     }
 }
 
@@ -72,7 +69,8 @@ fn tokens(c: &MemoryPoolConfig) -> [i64; 3] {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+    // Cases: proptest's default (256), or PROPTEST_CASES (CI sets 10,000).
+    #![proptest_config(ProptestConfig::default())]
 
     /// INV-3: more bytes never gives fewer tokens in any pool (and never turns success into an error).
     #[test]
@@ -112,7 +110,7 @@ proptest! {
     fn inv6_draft_grows_cell(m in model(), s in serving(), alg in algorithm(), d in 1u64..6) {
         let Some(m) = m else { return Ok(()) };
         let Ok(base) = PoolConfigurator::create(m.clone(), s, SpeculativeConfig::default()) else { return Ok(()) };
-        let sp = SpeculativeConfig::new(alg, d, None, None, None, 0, None, None).unwrap();
+        let sp = SpeculativeConfig { algorithm: alg, draft_num_layers: d, ..SpeculativeConfig::default() }.resolved().unwrap();
         let with = PoolConfigurator::create(m, s, sp).unwrap();
         let as_f = |c: CellSize| match c { CellSize::Int(v) => v as f64, CellSize::Float(v) => v };
         let (b, w) = (as_f(base.cell_size()), as_f(with.cell_size()));
@@ -160,11 +158,11 @@ proptest! {
                      mrr in any::<Option<u64>>(), chunk in any::<Option<u64>>(), e in any::<i64>(),
                      d in any::<u64>(), k in any::<Option<u64>>(), a in any::<i64>(), t in any::<i64>(),
                      dtype in dtype(), alg in algorithm(), cell in any::<Option<u64>>()) {
-        let m = ModelGeometry::new((0..n_f).collect(), (n_f..n_f + n_s).collect(), heads, dk, Some(dv), None, None, None, window, None, None);
+        let m = ModelGeometry::new((0..n_f).collect(), (n_f..n_f + n_s).collect(), AttentionShape { num_kv_heads: heads, head_dim: dk, v_head_dim: Some(dv), sliding_window_size: window, ..AttentionShape::default() });
         let s = ServingConfig { kv_cache_dtype: dtype, page_size: page, tp_size: tp, swa_full_tokens_ratio: ratio,
             max_running_requests: mrr, chunked_prefill_size: chunk, disable_radix_cache: true, swa_eviction_interval: e,
             ..ServingConfig::default() };
-        let sp = SpeculativeConfig::new(alg, d, k, k, k, 0, cell, None);
+        let sp = SpeculativeConfig { algorithm: alg, draft_num_layers: d, num_steps: k, eagle_topk: k, num_draft_tokens: k, dflash_draft_cell_size_per_token: cell, ..SpeculativeConfig::default() }.resolved();
         if let (Ok(m), Ok(sp)) = (m, sp) {
             if let Ok(cfg) = PoolConfigurator::create(m, s, sp) {
                 let _ = cfg.calculate_pool_sizes(a, None);

@@ -90,19 +90,20 @@ fn example3_all_swa() {
     let m = ModelGeometry::new(
         vec![],
         (0..24).collect(),
-        8,
-        128,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
+        AttentionShape {
+            num_kv_heads: 8,
+            head_dim: 128,
+            ..AttentionShape::default()
+        },
     )
     .unwrap();
-    let spec =
-        SpeculativeConfig::new(SpecAlgorithm::Eagle, 1, None, None, None, 0, None, None).unwrap();
+    let spec = SpeculativeConfig {
+        algorithm: SpecAlgorithm::Eagle,
+        draft_num_layers: 1,
+        ..SpeculativeConfig::default()
+    }
+    .resolved()
+    .unwrap();
     let cfg = PoolConfigurator::create(m, serving(KvDtype::Bf16, 1, 1), spec).unwrap();
     assert_eq!(cfg.cell_size(), CellSize::Int(102_400));
     assert_eq!(
@@ -124,16 +125,15 @@ fn chunk_serving() -> ServingConfig {
 #[test]
 fn example4_chunk_cap() {
     let a = 40 * GIB;
-    let spec = SpeculativeConfig::new(
-        SpecAlgorithm::Eagle3,
-        1,
-        Some(3),
-        Some(1),
-        Some(4),
-        0,
-        None,
-        None,
-    )
+    let spec = SpeculativeConfig {
+        algorithm: SpecAlgorithm::Eagle3,
+        draft_num_layers: 1,
+        num_steps: Some(3),
+        eagle_topk: Some(1),
+        num_draft_tokens: Some(4),
+        ..SpeculativeConfig::default()
+    }
+    .resolved()
     .unwrap();
     let cfg = PoolConfigurator::create(gpt_oss_120b(), chunk_serving(), spec).unwrap();
     assert_eq!(cfg.kind(), ConfiguratorKind::ChunkCap);
@@ -184,9 +184,9 @@ fn example5_admission_floor() {
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::SwaPoolTooSmall);
     assert!(
-        err.message.contains("960") && err.message.contains("1024"),
+        err.message().contains("960") && err.message().contains("1024"),
         "{}",
-        err.message
+        err.message()
     );
     let ok = cfg
         .calculate_pool_sizes_from_max_tokens(12_000, None)
@@ -201,15 +201,12 @@ fn sglang_chunk_cap_unit_tests() {
         ModelGeometry::new(
             vec![0],
             vec![1],
-            1,
-            8,
-            None,
-            None,
-            None,
-            None,
-            Some(w),
-            None,
-            None,
+            AttentionShape {
+                num_kv_heads: 1,
+                head_dim: 8,
+                sliding_window_size: Some(w),
+                ..AttentionShape::default()
+            },
         )
         .unwrap()
     };
@@ -219,16 +216,15 @@ fn sglang_chunk_cap_unit_tests() {
         chunked_prefill_size: Some(4),
         ..ServingConfig::default()
     };
-    let spec = SpeculativeConfig::new(
-        SpecAlgorithm::Eagle,
-        1,
-        Some(3),
-        Some(2),
-        Some(5),
-        0,
-        None,
-        None,
-    )
+    let spec = SpeculativeConfig {
+        algorithm: SpecAlgorithm::Eagle,
+        draft_num_layers: 1,
+        num_steps: Some(3),
+        eagle_topk: Some(2),
+        num_draft_tokens: Some(5),
+        ..SpeculativeConfig::default()
+    }
+    .resolved()
     .unwrap();
     let cap = |s: ServingConfig, sp: SpeculativeConfig, w| {
         PoolConfigurator::create(m(w), s, sp)

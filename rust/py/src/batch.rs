@@ -1,44 +1,45 @@
-//! numpy batch API: columns in (arrays or scalars), four arrays out. The GIL
-//! is released for large batches.
+//! numpy batch API: a base scenario from the scalars, one contiguous array
+//! per varying column, four arrays out (fresh, or the caller's `out`).
+//!
+//! GIL policy (one helper, [`without_gil`]): batches of [`DETACH_ROWS`] rows or
+//! more run with the GIL released; from `kvbudget_core::batch::PARALLEL_ROWS`
+//! rows the core also splits them across threads (`threads=`, default one per
+//! available core). The input arrays are borrowed, not copied
+//! (copying would cost as much as planning); callers must not write to them
+//! from another thread during the call. Output arrays are written only by the
+//! call. Everything the core touches is plain data, so the module also
+//! declares itself safe without the GIL (`gil_used = false`).
 
-use crate::errors::{invalid, IntoPyResult};
+use crate::errors::{invalid, type_error, Result};
 use crate::plan::PoolConfigurator;
-use kvbudget_core::batch::{plan_many as core_plan_many, BatchInputs, BatchOutputs, Column};
-use numpy::{Element, IntoPyArray, PyArray1, PyReadonlyArray1, PyUntypedArrayMethods};
+use kvbudget_core::batch::{self, Batch, BatchOutputs, Budgets, Column, ColumnData, Threads};
+use kvbudget_core::fields::ScenarioField;
+use kvbudget_core::Scenario;
+use numpy::{
+    Element, IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadwriteArray1,
+    PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString, PyTuple};
 
-/// Rows above which the GIL is released while planning.
-const DETACH_ROWS: usize = 4096;
+/// Rows from which the GIL is released while planning.
+pub const DETACH_ROWS: usize = 4096;
 
-enum Holder<'py, T: Element + Copy> {
-    Scalar(T),
-    Array(PyReadonlyArray1<'py, T>),
+/// `threads=None`: one per available core for large batches; else at most that many.
+fn thread_policy(threads: Option<i64>) -> Result<Threads> {
+    match threads {
+        None => Ok(Threads::Auto),
+        Some(t) if t >= 1 => Ok(Threads::Fixed(usize::try_from(t).unwrap_or(usize::MAX))),
+        Some(t) => Err(invalid(format!("threads must be >= 1 or None, got {t}"))),
+    }
 }
 
-impl<'py, T: Element + Copy + for<'a> FromPyObject<'a, 'py>> Holder<'py, T> {
-    fn extract(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Self> {
-        let v = d
-            .get_item(key)?
-            .ok_or_else(|| invalid(format!("plan_many: missing column {key:?}")))?;
-        if let Ok(a) = v.extract::<PyReadonlyArray1<'py, T>>() {
-            return Ok(Self::Array(a));
-        }
-        v.extract::<T>().map(Self::Scalar).map_err(|_| {
-            invalid(format!(
-                "plan_many: column {key:?} must be a scalar or a 1-D array of the right dtype"
-            ))
-        })
-    }
-
-    fn column(&self) -> PyResult<Column<'_, T>> {
-        Ok(match self {
-            Self::Scalar(v) => Column::Scalar(*v),
-            Self::Array(a) => Column::Array(
-                a.as_slice()
-                    .map_err(|_| invalid("plan_many: arrays must be contiguous"))?,
-            ),
-        })
+/// Runs `f` with the GIL released when `rows >= DETACH_ROWS` (see the module doc).
+pub fn without_gil<T: Send>(py: Python<'_>, rows: usize, f: impl FnOnce() -> T + Send) -> T {
+    if rows >= DETACH_ROWS {
+        py.detach(f)
+    } else {
+        f()
     }
 }
 
@@ -49,156 +50,253 @@ type Out<'py> = (
     Bound<'py, PyArray1<u8>>,
 );
 
-struct OutVecs {
-    max_total: Vec<i64>,
-    full: Vec<i64>,
-    swa: Vec<i64>,
-    status: Vec<u8>,
+/// The output arrays: fresh vectors, or the caller's arrays written in place.
+enum Outputs<'py> {
+    Fresh([Vec<i64>; 3], Vec<u8>),
+    Given(
+        [PyReadwriteArray1<'py, i64>; 3],
+        PyReadwriteArray1<'py, u8>,
+        Out<'py>,
+    ),
 }
 
-impl OutVecs {
-    fn new(n: usize) -> Self {
-        Self {
-            max_total: vec![0; n],
-            full: vec![0; n],
-            swa: vec![0; n],
-            status: vec![0; n],
-        }
+fn writable<'py, T: Element>(
+    o: &Bound<'py, PyAny>,
+    k: usize,
+) -> Result<(PyReadwriteArray1<'py, T>, Bound<'py, PyArray1<T>>)> {
+    let arr = o.cast::<PyArray1<T>>().map_err(|_| {
+        type_error(format!(
+            "out[{k}] must be a 1-D numpy array of {}",
+            if k == 3 { "uint8" } else { "int64" }
+        ))
+    })?;
+    let rw = arr
+        .try_readwrite()
+        .map_err(|_| invalid(format!("out[{k}] is not writable or is borrowed")))?;
+    if !rw.is_c_contiguous() {
+        return Err(invalid(format!("out[{k}] must be contiguous")));
     }
-    fn views(&mut self) -> BatchOutputs<'_> {
-        BatchOutputs {
-            max_total_num_tokens: &mut self.max_total,
-            full_max_total_num_tokens: &mut self.full,
-            swa_max_total_num_tokens: &mut self.swa,
-            status: &mut self.status,
+    Ok((rw, arr.clone()))
+}
+
+impl<'py> Outputs<'py> {
+    fn new(n: usize, out: Option<&Bound<'py, PyTuple>>) -> Result<Self> {
+        let Some(out) = out else {
+            return Ok(Self::Fresh(
+                [vec![0; n], vec![0; n], vec![0; n]],
+                vec![0; n],
+            ));
+        };
+        if out.len() != 4 {
+            return Err(type_error("out must be a tuple of 4 arrays"));
         }
+        let (a, a_) = writable::<i64>(&out.get_item(0)?, 0)?;
+        let (b, b_) = writable::<i64>(&out.get_item(1)?, 1)?;
+        let (c, c_) = writable::<i64>(&out.get_item(2)?, 2)?;
+        let (s, s_) = writable::<u8>(&out.get_item(3)?, 3)?;
+        for (k, len) in [a.len(), b.len(), c.len(), s.len()].into_iter().enumerate() {
+            if len != n {
+                return Err(invalid(format!("out[{k}] has {len} rows, the batch {n}")));
+            }
+        }
+        Ok(Self::Given([a, b, c], s, (a_, b_, c_, s_)))
     }
-    fn into_py(self, py: Python<'_>) -> Out<'_> {
-        (
-            self.max_total.into_pyarray(py),
-            self.full.into_pyarray(py),
-            self.swa.into_pyarray(py),
-            self.status.into_pyarray(py),
-        )
+
+    fn views(&mut self) -> Result<BatchOutputs<'_>> {
+        Ok(match self {
+            Self::Fresh([a, b, c], s) => BatchOutputs {
+                max_total_num_tokens: a,
+                full_max_total_num_tokens: b,
+                swa_max_total_num_tokens: c,
+                status: s,
+            },
+            Self::Given([a, b, c], s, _) => BatchOutputs {
+                max_total_num_tokens: a
+                    .as_slice_mut()
+                    .map_err(|_| invalid("out[0] must be contiguous"))?,
+                full_max_total_num_tokens: b
+                    .as_slice_mut()
+                    .map_err(|_| invalid("out[1] must be contiguous"))?,
+                swa_max_total_num_tokens: c
+                    .as_slice_mut()
+                    .map_err(|_| invalid("out[2] must be contiguous"))?,
+                status: s
+                    .as_slice_mut()
+                    .map_err(|_| invalid("out[3] must be contiguous"))?,
+            },
+        })
+    }
+
+    fn into_py(self, py: Python<'py>) -> Out<'py> {
+        match self {
+            Self::Fresh([a, b, c], s) => (
+                a.into_pyarray(py),
+                b.into_pyarray(py),
+                c.into_pyarray(py),
+                s.into_pyarray(py),
+            ),
+            Self::Given(_, _, arrays) => arrays,
+        }
     }
 }
 
-/// Plans every row of `columns` (see `kvbudget.plan_many`); returns
-/// `(max_total, full, swa, status)` arrays.
+/// A readonly contiguous array of one cell type.
+enum Held<'py> {
+    I64(PyReadonlyArray1<'py, i64>),
+    F64(PyReadonlyArray1<'py, f64>),
+    Bool(PyReadonlyArray1<'py, bool>),
+    U8(PyReadonlyArray1<'py, u8>),
+}
+
+fn contiguous<'a, T: Element>(name: &str, a: &'a PyReadonlyArray1<'_, T>) -> Result<&'a [T]> {
+    a.as_slice()
+        .map_err(|_| invalid(format!("plan_many: column {name} must be contiguous")))
+}
+
+impl<'py> Held<'py> {
+    fn extract(name: &str, dtype: &str, v: &Bound<'py, PyAny>) -> Result<Self> {
+        let bad = || {
+            type_error(format!(
+                "plan_many: column {name} must be a 1-D {dtype} numpy array"
+            ))
+        };
+        Ok(match dtype {
+            "int64" => Self::I64(v.extract().map_err(|_| bad())?),
+            "float64" => Self::F64(v.extract().map_err(|_| bad())?),
+            "bool" => Self::Bool(v.extract().map_err(|_| bad())?),
+            "uint8" => Self::U8(v.extract().map_err(|_| bad())?),
+            _ => return Err(bad()),
+        })
+    }
+
+    fn data(&self, name: &str) -> Result<ColumnData<'_>> {
+        Ok(match self {
+            Self::I64(a) => ColumnData::I64(contiguous(name, a)?),
+            Self::F64(a) => ColumnData::F64(contiguous(name, a)?),
+            Self::Bool(a) => ColumnData::Bool(contiguous(name, a)?),
+            Self::U8(a) => ColumnData::U8(contiguous(name, a)?),
+        })
+    }
+}
+
+fn field_of(name: &Bound<'_, PyAny>) -> Result<ScenarioField> {
+    let name = name
+        .cast::<PyString>()
+        .map_err(|_| type_error("plan_many: column names must be strings"))?;
+    let name = name.to_str()?;
+    ScenarioField::from_name(name)
+        .filter(|f| f.info().batch)
+        .ok_or_else(|| {
+            type_error(format!(
+                "plan_many() got an unexpected keyword argument '{name}'"
+            ))
+        })
+}
+
+/// Plans every row (see `kvbudget.plan_many`): `scalars` make the base
+/// scenario (each checked as the scalar constructors check it; a bad one
+/// makes every row invalid), `columns` hold one contiguous array per varying
+/// field in its field's dtype. Returns `(max_total, full, swa, status)`.
 #[pyfunction]
-pub fn _plan_many<'py>(py: Python<'py>, columns: &Bound<'py, PyDict>) -> PyResult<Out<'py>> {
-    let i64c = |k: &str| Holder::<i64>::extract(columns, k);
-    let u8c = |k: &str| Holder::<u8>::extract(columns, k);
-    let boolc = |k: &str| Holder::<bool>::extract(columns, k);
-    let (a, nf, ns, h, dk, dv, sh, sdk, sdv, w, lr, qr) = (
-        i64c("available_bytes")?,
-        i64c("num_full_layers")?,
-        i64c("num_swa_layers")?,
-        i64c("num_kv_heads")?,
-        i64c("head_dim")?,
-        i64c("v_head_dim")?,
-        i64c("swa_num_kv_heads")?,
-        i64c("swa_head_dim")?,
-        i64c("swa_v_head_dim")?,
-        i64c("sliding_window_size")?,
-        i64c("kv_lora_rank")?,
-        i64c("qk_rope_head_dim")?,
-    );
-    let (dt, p, tp, dcp, dp) = (
-        u8c("kv_cache_dtype")?,
-        i64c("page_size")?,
-        i64c("tp_size")?,
-        i64c("dcp_size")?,
-        i64c("attn_dp_size")?,
-    );
-    let r = Holder::<f64>::extract(columns, "swa_full_tokens_ratio")?;
-    let (mrr, chunk, radix, overlap, mode, extra, e, hyb, dw) = (
-        i64c("max_running_requests")?,
-        i64c("chunked_prefill_size")?,
-        boolc("disable_radix_cache")?,
-        boolc("disable_overlap_schedule")?,
-        u8c("disaggregation_mode")?,
-        i64c("disaggregation_decode_extra_slots")?,
-        i64c("swa_eviction_interval")?,
-        boolc("disable_hybrid_swa_memory")?,
-        boolc("is_draft_worker")?,
-    );
-    let (alg, d, steps, topk, k, banded, cell) = (
-        u8c("algorithm")?,
-        i64c("draft_num_layers")?,
-        i64c("num_steps")?,
-        i64c("eagle_topk")?,
-        i64c("num_draft_tokens")?,
-        i64c("banded_draft_layers")?,
-        i64c("dflash_draft_cell_size_per_token")?,
-    );
-    let inputs = BatchInputs {
-        available_bytes: a.column()?,
-        num_full_layers: nf.column()?,
-        num_swa_layers: ns.column()?,
-        num_kv_heads: h.column()?,
-        head_dim: dk.column()?,
-        v_head_dim: dv.column()?,
-        swa_num_kv_heads: sh.column()?,
-        swa_head_dim: sdk.column()?,
-        swa_v_head_dim: sdv.column()?,
-        sliding_window_size: w.column()?,
-        kv_lora_rank: lr.column()?,
-        qk_rope_head_dim: qr.column()?,
-        kv_cache_dtype: dt.column()?,
-        page_size: p.column()?,
-        tp_size: tp.column()?,
-        dcp_size: dcp.column()?,
-        attn_dp_size: dp.column()?,
-        swa_full_tokens_ratio: r.column()?,
-        max_running_requests: mrr.column()?,
-        chunked_prefill_size: chunk.column()?,
-        disable_radix_cache: radix.column()?,
-        disable_overlap_schedule: overlap.column()?,
-        disaggregation_mode: mode.column()?,
-        disaggregation_decode_extra_slots: extra.column()?,
-        swa_eviction_interval: e.column()?,
-        disable_hybrid_swa_memory: hyb.column()?,
-        is_draft_worker: dw.column()?,
-        algorithm: alg.column()?,
-        draft_num_layers: d.column()?,
-        num_steps: steps.column()?,
-        eagle_topk: topk.column()?,
-        num_draft_tokens: k.column()?,
-        banded_draft_layers: banded.column()?,
-        dflash_draft_cell_size_per_token: cell.column()?,
-    };
-    let n = inputs.rows().py()?;
-    let mut out = OutVecs::new(n);
-    let run = |out: &mut OutVecs| core_plan_many(&inputs, &mut out.views());
-    if n >= DETACH_ROWS {
-        py.detach(|| run(&mut out)).py()?;
-    } else {
-        run(&mut out).py()?;
+#[pyo3(signature = (available_bytes, scalars, columns, out=None, threads=None))]
+pub fn _plan_many<'py>(
+    py: Python<'py>,
+    available_bytes: &Bound<'py, PyAny>,
+    scalars: &Bound<'py, PyDict>,
+    columns: &Bound<'py, PyDict>,
+    out: Option<&Bound<'py, PyTuple>>,
+    threads: Option<i64>,
+) -> Result<Out<'py>> {
+    let mut base = Scenario::default();
+    let mut base_status = batch::STATUS_OK;
+    for (k, v) in scalars.iter() {
+        let f = field_of(&k)?;
+        let info = f.info();
+        let value = crate::convert::to_value("plan_many", info, &v)?;
+        if let Err(e) = base.set(info.name, value) {
+            if base_status == batch::STATUS_OK {
+                base_status = e.code.status();
+            }
+        }
     }
-    Ok(out.into_py(py))
+    let held = columns
+        .iter()
+        .map(|(k, v)| {
+            let f = field_of(&k)?;
+            Ok((f, Held::extract(f.info().name, f.info().cell_dtype, &v)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cols = held
+        .iter()
+        .map(|(f, h)| {
+            Ok(Column {
+                field: *f,
+                data: h.data(f.info().name)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let budgets_held: Option<PyReadonlyArray1<'py, i64>> =
+        if available_bytes.is_instance_of::<pyo3::types::PyInt>() {
+            None
+        } else {
+            Some(available_bytes.extract().map_err(|_| {
+                type_error("plan_many: available_bytes must be an int or a 1-D int64 numpy array")
+            })?)
+        };
+    let budgets = match &budgets_held {
+        Some(a) => Budgets::Array(contiguous("available_bytes", a)?),
+        None => Budgets::Scalar(available_bytes.extract()?),
+    };
+    let batch = Batch {
+        base,
+        base_status,
+        available_bytes: budgets,
+        columns: &cols,
+        threads: thread_policy(threads)?,
+    };
+    let n = batch.rows()?;
+    let mut outputs = Outputs::new(n, out)?;
+    let mut views = outputs.views()?;
+    without_gil(py, n, || batch::plan_many(&batch, &mut views))?;
+    drop(views);
+    Ok(outputs.into_py(py))
 }
 
 #[pymethods]
 impl PoolConfigurator {
     /// `calculate_pool_sizes` for many budgets (one setup): `(max_total, full, swa, status)` arrays.
+    #[pyo3(signature = (available_bytes, out=None, threads=None))]
     fn calculate_pool_sizes_many<'py>(
         &self,
         py: Python<'py>,
         available_bytes: PyReadonlyArray1<'py, i64>,
-    ) -> PyResult<Out<'py>> {
-        let n = available_bytes.len();
-        let a = available_bytes
-            .as_slice()
-            .map_err(|_| invalid("available_bytes must be contiguous"))?;
-        let mut out = OutVecs::new(n);
-        let cfg = &self.0;
-        if n >= DETACH_ROWS {
-            py.detach(|| cfg.calculate_pool_sizes_many(a, &mut out.views()))
-                .py()?;
-        } else {
-            cfg.calculate_pool_sizes_many(a, &mut out.views()).py()?;
-        }
-        Ok(out.into_py(py))
+        out: Option<&Bound<'py, PyTuple>>,
+        threads: Option<i64>,
+    ) -> Result<Out<'py>> {
+        let a = contiguous("available_bytes", &available_bytes)?;
+        let threads = thread_policy(threads)?;
+        let mut outputs = Outputs::new(a.len(), out)?;
+        let mut views = outputs.views()?;
+        let sizing = self.0.sizing();
+        without_gil(py, a.len(), || {
+            sizing.calculate_pool_sizes_many(a, &mut views, threads)
+        })?;
+        drop(views);
+        Ok(outputs.into_py(py))
     }
+}
+
+/// The batch codes of `names` for the choice field `field` (the core's
+/// `FromStr` parses names and aliases); an unknown name gets code 255, an
+/// invalid row.
+#[pyfunction]
+pub fn _choice_codes(field: &str, names: Vec<String>) -> Result<Vec<u16>> {
+    let f = ScenarioField::from_name(field)
+        .filter(|f| !f.info().choices.is_empty())
+        .ok_or_else(|| invalid(format!("{field} is not a choice field")))?;
+    // u16, not u8: PyO3 turns a Vec<u8> into bytes.
+    Ok(names
+        .iter()
+        .map(|s| u16::from(f.code(s).unwrap_or(u8::MAX)))
+        .collect())
 }

@@ -1,8 +1,12 @@
-//! The Python exception hierarchy and the PlanError -> PyErr conversion.
+//! The Python exception hierarchy, and [`Error`]: the bridge's error type.
+//!
+//! Bridge functions return [`Result<T>`]; `?` converts a core [`PlanError`]
+//! (into the matching `kvbudget` exception) and a [`PyErr`] alike, and PyO3
+//! turns the `Error` into its Python exception on the way out.
 
 use kvbudget_core::{ErrorCode, PlanError};
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -36,40 +40,60 @@ create_exception!(
     "The SWA pool cannot admit one request (window + page_size >= SWA tokens)."
 );
 
-/// Converts a core error into the matching Python exception.
-pub fn to_py(e: PlanError) -> PyErr {
-    match e.code {
-        ErrorCode::InvalidConfig => InvalidConfigError::new_err(e.message),
-        ErrorCode::Overflow => PlanOverflowError::new_err(e.message),
-        ErrorCode::NotEnoughMemory => NotEnoughMemoryError::new_err(e.message),
-        ErrorCode::SwaPoolTooSmall => SWAPoolTooSmallError::new_err(e.message),
+/// A core error or a Python exception.
+pub enum Error {
+    /// A planning error, raised as its `kvbudget` exception.
+    Plan(PlanError),
+    /// Any other Python exception (a conversion's `TypeError`, `OverflowError`, ...).
+    Py(PyErr),
+}
+
+/// The bridge's result type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<PlanError> for Error {
+    fn from(e: PlanError) -> Self {
+        Self::Plan(e)
     }
 }
 
-/// Extension: `result.py()?` converts a core error.
-pub trait IntoPyResult<T> {
-    fn py(self) -> PyResult<T>;
+impl From<PyErr> for Error {
+    fn from(e: PyErr) -> Self {
+        Self::Py(e)
+    }
 }
 
-impl<T> IntoPyResult<T> for Result<T, PlanError> {
-    fn py(self) -> PyResult<T> {
-        self.map_err(to_py)
+impl From<Error> for PyErr {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Py(e) => e,
+            Error::Plan(e) => match e.code {
+                ErrorCode::InvalidConfig => InvalidConfigError::new_err(e.message().to_string()),
+                ErrorCode::Overflow => PlanOverflowError::new_err(e.message().to_string()),
+                ErrorCode::NotEnoughMemory => {
+                    NotEnoughMemoryError::new_err(e.message().to_string())
+                }
+                ErrorCode::SwaPoolTooSmall => {
+                    SWAPoolTooSmallError::new_err(e.message().to_string())
+                }
+            },
+        }
     }
 }
 
 /// An `InvalidConfigError` with this message.
-pub fn invalid(msg: impl Into<String>) -> PyErr {
-    InvalidConfigError::new_err(msg.into())
+pub fn invalid(msg: impl Into<String>) -> Error {
+    Error::Plan(PlanError::invalid(msg))
+}
+
+/// A `TypeError` with this message.
+pub fn type_error(msg: impl Into<String>) -> Error {
+    Error::Py(PyTypeError::new_err(msg.into()))
 }
 
 /// A non-negative count from a Python int; negative values are an `InvalidConfigError`.
-pub fn nonneg(name: &str, v: i64) -> PyResult<u64> {
+pub fn nonneg(name: &str, v: i64) -> Result<u64> {
     u64::try_from(v).map_err(|_| invalid(format!("{name} must be >= 0, got {v}")))
-}
-
-/// Optional [`nonneg`].
-pub fn opt_nonneg(name: &str, v: Option<i64>) -> PyResult<Option<u64>> {
-    v.map(|x| nonneg(name, x)).transpose()
 }
 
 /// Registers the exceptions and their `code` class attributes.

@@ -5,29 +5,34 @@
 #![allow(clippy::needless_pass_by_value)]
 
 mod batch;
+mod convert;
 mod errors;
 mod plan;
 mod values;
 mod workload;
 
-#[pyo3::pymodule]
+#[pyo3::pymodule(gil_used = false)]
 mod _core {
     use crate::errors;
     use pyo3::prelude::*;
 
     #[pymodule_export]
-    use crate::values::{DraftGeometry, ModelGeometry, ServingConfig, SpeculativeConfig};
+    use crate::values::{
+        DraftGeometry, MemoryPoolConfig, ModelGeometry, ServingConfig, SpeculativeConfig,
+    };
 
     #[pymodule_export]
-    use crate::plan::{MemoryPoolConfig, PoolConfigurator, PoolPlan, PoolSpec, TensorSpec};
+    use crate::plan::{PoolConfigurator, PoolPlan, PoolSpec, TensorSpec};
 
     #[pymodule_export]
-    use crate::batch::_plan_many;
+    use crate::batch::{_choice_codes, _plan_many};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("TENSOR_ALIGNMENT", kvbudget_core::plan::TENSOR_ALIGNMENT)?;
+        m.add("DETACH_ROWS", crate::batch::DETACH_ROWS)?;
+        m.add("FIELDS", crate::convert::fields_table(m.py())?)?;
         errors::register(m)
     }
 }

@@ -1,58 +1,16 @@
-//! The configurator handle, MemoryPoolConfig, and the exact plan's value types.
+//! The configurator handle and the exact plan's value types.
 
-use crate::errors::{invalid, IntoPyResult};
-use crate::values::{json_value, ModelGeometry, ServingConfig, SpeculativeConfig};
+use crate::errors::{invalid, Result};
+use crate::values::{
+    json_value, MemoryPoolConfig, ModelGeometry, ServingConfig, SpeculativeConfig,
+};
 use kvbudget_core as core;
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
 use std::sync::Arc;
 
-/// SGLang's resolved pool sizes, tokens. See `kvbudget.MemoryPoolConfig`.
-#[pyclass(module = "kvbudget._core", frozen, eq, hash, from_py_object)]
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct MemoryPoolConfig(pub core::MemoryPoolConfig);
-
-#[pymethods]
-impl MemoryPoolConfig {
-    #[new]
-    #[pyo3(signature = (max_total_num_tokens, full_max_total_num_tokens=None, swa_max_total_num_tokens=None))]
-    fn new(
-        max_total_num_tokens: i64,
-        full_max_total_num_tokens: Option<i64>,
-        swa_max_total_num_tokens: Option<i64>,
-    ) -> Self {
-        Self(core::MemoryPoolConfig {
-            max_total_num_tokens,
-            full_max_total_num_tokens,
-            swa_max_total_num_tokens,
-        })
-    }
-    #[getter]
-    fn max_total_num_tokens(&self) -> i64 {
-        self.0.max_total_num_tokens
-    }
-    #[getter]
-    fn full_max_total_num_tokens(&self) -> Option<i64> {
-        self.0.full_max_total_num_tokens
-    }
-    #[getter]
-    fn swa_max_total_num_tokens(&self) -> Option<i64> {
-        self.0.swa_max_total_num_tokens
-    }
-    fn __repr__(&self) -> String {
-        let opt = |v: Option<i64>| v.map_or_else(|| "None".to_string(), |x| x.to_string());
-        format!(
-            "MemoryPoolConfig(max_total_num_tokens={}, full_max_total_num_tokens={}, swa_max_total_num_tokens={})",
-            self.0.max_total_num_tokens,
-            opt(self.0.full_max_total_num_tokens),
-            opt(self.0.swa_max_total_num_tokens)
-        )
-    }
-}
-json_value!(MemoryPoolConfig, core::MemoryPoolConfig);
-
 /// The native configurator handle that the Python configurator classes compose.
-#[pyclass(module = "kvbudget._core", frozen)]
+#[pyclass(module = "kvbudget", frozen)]
 pub struct PoolConfigurator(pub core::PoolConfigurator);
 
 fn cell_to_py(py: Python<'_>, c: core::CellSize) -> PyResult<Bound<'_, PyAny>> {
@@ -63,7 +21,7 @@ fn cell_to_py(py: Python<'_>, c: core::CellSize) -> PyResult<Bound<'_, PyAny>> {
 }
 
 /// `None` or a page size >= 1.
-pub fn page_arg(page_size: Option<i64>) -> PyResult<Option<u64>> {
+pub fn page_arg(page_size: Option<i64>) -> Result<Option<u64>> {
     match page_size {
         None => Ok(None),
         Some(p) if p >= 1 => Ok(Some(p as u64)),
@@ -81,16 +39,15 @@ impl PoolConfigurator {
         serving: &ServingConfig,
         spec: Option<&SpeculativeConfig>,
         kind: Option<&str>,
-    ) -> PyResult<Self> {
+    ) -> Result<Self> {
         let spec = spec.map(|s| s.0).unwrap_or_default();
-        let (m, s) = (model.0.clone(), serving.0);
-        let cfg = match kind {
-            None => core::PoolConfigurator::create(m, s, spec),
-            Some(k) => k
-                .parse::<core::ConfiguratorKind>()
-                .and_then(|k| core::PoolConfigurator::new(k, m, s, spec)),
-        };
-        cfg.py().map(Self)
+        let kind = kind.map(str::parse::<core::ConfiguratorKind>).transpose()?;
+        Ok(Self(core::PoolConfigurator::for_model(
+            kind,
+            model.0.clone(),
+            serving.0,
+            spec,
+        )?))
     }
     #[getter]
     fn kind(&self) -> &'static str {
@@ -133,30 +90,27 @@ impl PoolConfigurator {
         &self,
         available_bytes: i64,
         page_size: Option<i64>,
-    ) -> PyResult<MemoryPoolConfig> {
-        self.0
-            .calculate_pool_sizes(available_bytes, page_arg(page_size)?)
-            .py()
-            .map(MemoryPoolConfig)
+    ) -> Result<MemoryPoolConfig> {
+        Ok(MemoryPoolConfig(self.0.calculate_pool_sizes(
+            available_bytes,
+            page_arg(page_size)?,
+        )?))
     }
     #[pyo3(signature = (max_total_num_tokens, page_size=None))]
     fn calculate_pool_sizes_from_max_tokens(
         &self,
         max_total_num_tokens: i64,
         page_size: Option<i64>,
-    ) -> PyResult<MemoryPoolConfig> {
-        self.0
-            .calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_arg(page_size)?)
-            .py()
-            .map(MemoryPoolConfig)
+    ) -> Result<MemoryPoolConfig> {
+        Ok(MemoryPoolConfig(
+            self.0
+                .calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_arg(page_size)?)?,
+        ))
     }
     #[pyo3(signature = (available_bytes, fit="exact"))]
-    fn plan(&self, available_bytes: i64, fit: &str) -> PyResult<PoolPlan> {
-        let fit = fit.parse::<core::Fit>().py()?;
-        self.0
-            .plan(available_bytes, fit)
-            .py()
-            .map(|p| PoolPlan(Arc::new(p)))
+    fn plan(&self, available_bytes: i64, fit: &str) -> Result<PoolPlan> {
+        let fit = fit.parse::<core::Fit>()?;
+        Ok(PoolPlan(Arc::new(self.0.plan(available_bytes, fit)?)))
     }
     /// The plan of given pool sizes (e.g. agreed across ranks); `available_bytes=None`: its own bytes.
     #[pyo3(signature = (config, available_bytes=None))]
@@ -164,20 +118,19 @@ impl PoolConfigurator {
         &self,
         config: &MemoryPoolConfig,
         available_bytes: Option<i64>,
-    ) -> PyResult<PoolPlan> {
-        self.0
-            .plan_for_config(&config.0, available_bytes)
-            .py()
-            .map(|p| PoolPlan(Arc::new(p)))
+    ) -> Result<PoolPlan> {
+        Ok(PoolPlan(Arc::new(
+            self.0.plan_for_config(&config.0, available_bytes)?,
+        )))
     }
     /// Exact bytes the plan holding `tokens` primary tokens takes (padding and draft included).
-    fn bytes_for_tokens(&self, tokens: i64) -> PyResult<u64> {
-        self.0.bytes_for_tokens(tokens).py()
+    fn bytes_for_tokens(&self, tokens: i64) -> Result<u64> {
+        Ok(self.0.bytes_for_tokens(tokens)?)
     }
 }
 
 /// One planned tensor. See `kvbudget.TensorSpec`.
-#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
+#[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct TensorSpec(pub core::TensorSpec);
 
@@ -213,21 +166,22 @@ impl TensorSpec {
     }
     fn __repr__(&self) -> String {
         format!(
-            "TensorSpec(pool={:?}, layer_id={}, kind={:?}, shape={:?}, dtype={:?}, nbytes={}, offset={})",
+            "TensorSpec(pool='{}', layer_id={}, kind='{}', shape={}, dtype='{}', nbytes={}, offset={})",
             self.0.pool.as_str(),
             self.0.layer_id,
             self.0.kind.as_str(),
-            self.0.shape,
+            py_tuple(&self.0.shape),
             self.0.dtype.torch_name(),
             self.0.nbytes,
             self.0.offset
         )
     }
 }
-json_value!(TensorSpec, core::TensorSpec);
+// A lone tensor or pool has no rules of its own: `PoolPlan::check` checks them in their plan.
+json_value!(TensorSpec, core::TensorSpec, Ok);
 
 /// One planned pool. See `kvbudget.PoolSpec`.
-#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
+#[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PoolSpec(pub core::PoolSpec);
 
@@ -271,7 +225,7 @@ impl PoolSpec {
     }
     fn __repr__(&self) -> String {
         format!(
-            "PoolSpec(name={:?}, tokens={}, rows={}, num_layers={}, kv_cache_dtype={:?}, nbytes={}, padding_bytes={})",
+            "PoolSpec(name='{}', tokens={}, rows={}, num_layers={}, kv_cache_dtype='{}', nbytes={}, padding_bytes={})",
             self.0.name.as_str(),
             self.0.tokens,
             self.0.rows,
@@ -282,10 +236,10 @@ impl PoolSpec {
         )
     }
 }
-json_value!(PoolSpec, core::PoolSpec);
+json_value!(PoolSpec, core::PoolSpec, Ok);
 
 /// The exact plan. See `kvbudget.PoolPlan`.
-#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
+#[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PoolPlan(pub Arc<core::PoolPlan>);
 
@@ -356,7 +310,7 @@ impl PoolPlan {
             .collect()
     }
     /// The pool named "full", "swa" or "draft", or None when the plan has none.
-    fn pool(&self, name: &str) -> PyResult<Option<PoolSpec>> {
+    fn pool(&self, name: &str) -> Result<Option<PoolSpec>> {
         let n = match name {
             "full" => core::PoolName::Full,
             "swa" => core::PoolName::Swa,
@@ -370,16 +324,21 @@ impl PoolPlan {
         Ok(self.0.pool(n).cloned().map(PoolSpec))
     }
     /// The plan as a JSON string.
-    fn to_json(&self) -> PyResult<String> {
+    fn to_json(&self) -> Result<String> {
         serde_json::to_string(&*self.0).map_err(|e| invalid(e.to_string()))
     }
     /// Rebuilds (and checks) a plan from `to_json` output.
     #[classmethod]
-    fn from_json(_cls: &Bound<'_, PyType>, s: &str) -> PyResult<Self> {
+    fn from_json(_cls: &Bound<'_, PyType>, s: &str) -> Result<Self> {
         let p: core::PoolPlan =
             serde_json::from_str(s).map_err(|e| invalid(format!("malformed plan JSON: {e}")))?;
-        check_plan(&p)?;
+        p.check()?;
         Ok(Self(Arc::new(p)))
+    }
+    /// Checks that the plan is self-consistent (what `allocate` relies on):
+    /// raises `InvalidConfigError` naming the first inconsistency.
+    fn check(&self) -> Result<()> {
+        Ok(self.0.check()?)
     }
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
@@ -395,7 +354,7 @@ impl PoolPlan {
             .map(|p| format!("{}={}", p.name.as_str(), p.tokens))
             .collect();
         format!(
-            "PoolPlan(fit={:?}, configurator={:?}, tokens=({}), total_bytes={}, available_bytes={}, leftover_bytes={})",
+            "PoolPlan(fit='{}', configurator='{}', tokens=({}), total_bytes={}, available_bytes={}, leftover_bytes={})",
             self.fit(),
             self.configurator(),
             pools.join(", "),
@@ -406,56 +365,12 @@ impl PoolPlan {
     }
 }
 
-/// Checks that a deserialized plan is self-consistent: shapes match bytes and
-/// rows, rows match tokens plus the page, offsets follow the slab alignment,
-/// pools and the total add up.
-fn check_plan(p: &core::PoolPlan) -> PyResult<()> {
-    let bad = |what: String| invalid(format!("plan JSON: {what}"));
-    let align = kvbudget_core::plan::TENSOR_ALIGNMENT;
-    let mut total: u64 = 0;
-    for pool in &p.pools {
-        let name = pool.name.as_str();
-        if pool.tokens.checked_add(p.page_size) != Some(pool.rows) {
-            return Err(bad(format!("pool {name} has rows != tokens + page_size")));
-        }
-        let mut end: u64 = 0;
-        for t in &pool.tensors {
-            let what = format!(
-                "tensor {} of layer {} in pool {name}",
-                t.kind.as_str(),
-                t.layer_id
-            );
-            let bytes = t
-                .shape
-                .iter()
-                .try_fold(t.dtype.bytes(), |acc, &d| acc.checked_mul(d))
-                .ok_or_else(|| bad(format!("{what}: shape overflows")))?;
-            let want_offset = end
-                .checked_next_multiple_of(align)
-                .ok_or_else(|| bad(format!("{what}: offset overflows")))?;
-            if bytes != t.nbytes || t.offset != want_offset || t.shape.first() != Some(&pool.rows) {
-                return Err(bad(format!(
-                    "{what} has inconsistent shape, rows, nbytes or offset"
-                )));
-            }
-            end = t
-                .offset
-                .checked_add(t.nbytes)
-                .ok_or_else(|| bad(format!("{what}: size overflows")))?;
-        }
-        if end != pool.nbytes {
-            return Err(bad(format!(
-                "pool {name} nbytes does not match its tensors"
-            )));
-        }
-        total = total
-            .checked_add(end)
-            .ok_or_else(|| bad("total overflows".to_string()))?;
+/// A shape as Python writes a tuple: `(3, 8, 128)`, `(5,)`.
+fn py_tuple(v: &[u64]) -> String {
+    let items: Vec<String> = v.iter().map(u64::to_string).collect();
+    if items.len() == 1 {
+        format!("({},)", items[0])
+    } else {
+        format!("({})", items.join(", "))
     }
-    if total != p.total_bytes {
-        return Err(bad(
-            "total_bytes does not equal the sum of its pools".to_string()
-        ));
-    }
-    Ok(())
 }

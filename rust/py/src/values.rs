@@ -1,26 +1,34 @@
-//! Frozen value types: model geometry, draft geometry, speculative and serving configs.
+//! The frozen value types: model geometry, draft geometry, serving and
+//! speculative configs, pool sizes. Their constructors, `replace`, reprs and
+//! getters all derive from the core's field declaration
+//! (`kvbudget_core::for_each_value_type!`); nothing here lists a field.
 
-use crate::errors::{invalid, nonneg, opt_nonneg, IntoPyResult};
+use crate::convert::{apply, bind, params, repr_fields};
+use crate::errors::{invalid, Result};
 use kvbudget_core as core;
+use kvbudget_core::fields::{Kind, ValueType};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
-/// Implements `to_json`, `_from_json`, `__reduce__`, `__repr__` via serde.
+/// Implements `to_json`, `_from_json`, `__reduce__` via serde.
 macro_rules! json_value {
     ($ty:ident, $core:ty) => {
+        json_value!($ty, $core, |v| kvbudget_core::fields::Resolve::resolved(v));
+    };
+    ($ty:ident, $core:ty, $check:expr) => {
         #[pymethods]
         impl $ty {
             /// The value as a JSON string.
-            fn to_json(&self) -> PyResult<String> {
-                serde_json::to_string(&self.0).map_err(|e| invalid(e.to_string()))
+            fn to_json(&self) -> crate::errors::Result<String> {
+                serde_json::to_string(&self.0).map_err(|e| crate::errors::invalid(e.to_string()))
             }
-            /// Rebuilds a value from `to_json` output.
+            /// Rebuilds (and re-checks) a value from `to_json` output.
             #[classmethod]
-            fn _from_json(_cls: &Bound<'_, PyType>, s: &str) -> PyResult<Self> {
-                let v: $core =
-                    serde_json::from_str(s).map_err(|e| invalid(format!("malformed JSON: {e}")))?;
-                crate::values::Validate::validate(&v).py()?;
-                Ok(Self(v))
+            fn _from_json(_cls: &Bound<'_, PyType>, s: &str) -> crate::errors::Result<Self> {
+                let v: $core = serde_json::from_str(s)
+                    .map_err(|e| crate::errors::invalid(format!("malformed JSON: {e}")))?;
+                let check: fn($core) -> kvbudget_core::Result<$core> = $check;
+                Ok(Self(check(v)?))
             }
             fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
                 let py = slf.py();
@@ -33,49 +41,106 @@ macro_rules! json_value {
 }
 pub(crate) use json_value;
 
-/// Re-validation of a value rebuilt from JSON (pickle), as its constructor would.
-pub trait Validate {
-    fn validate(&self) -> kvbudget_core::Result<()>;
+/// The methods of a value type whose fields are exactly one declared type's
+/// (the class itself, its docs and getters come from the declaration, below).
+macro_rules! plain_value {
+    ($ty:ident, $core:ty) => {
+        #[pymethods]
+        impl $ty {
+            #[new]
+            #[pyo3(signature = (*args, **kwargs))]
+            fn new(args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> Result<Self> {
+                let bound = bind(<$core>::NAME, &params::<$core>(&[]), args, kwargs)?;
+                let mut v = <$core>::default();
+                apply(&mut v, &bound)?;
+                Ok(Self(v.resolved()?))
+            }
+            /// A copy with the given fields changed (the others keep their values), re-checked.
+            #[pyo3(signature = (**changes))]
+            fn replace(&self, changes: Option<&Bound<'_, PyDict>>) -> Result<Self> {
+                let names: Vec<&'static str> = <$core>::FIELDS.iter().map(|f| f.name).collect();
+                let ch = crate::convert::changes(<$core>::NAME, &names, changes)?;
+                let mut v = self.0;
+                apply(&mut v, &ch)?;
+                Ok(Self(v.resolved()?))
+            }
+            fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+                Ok(format!(
+                    "{}({})",
+                    <$core>::NAME,
+                    repr_fields(py, &self.0, &[])?.join(", ")
+                ))
+            }
+        }
+        json_value!($ty, $core);
+    };
 }
 
-impl Validate for core::ModelGeometry {
-    fn validate(&self) -> kvbudget_core::Result<()> {
-        core::ModelGeometry::validate(self)
-    }
-}
-impl Validate for core::DraftGeometry {
-    fn validate(&self) -> kvbudget_core::Result<()> {
-        core::DraftGeometry::validate(self)
-    }
-}
-impl Validate for core::SpeculativeConfig {
-    fn validate(&self) -> kvbudget_core::Result<()> {
-        core::SpeculativeConfig::validate(self)
-    }
-}
-impl Validate for core::ServingConfig {
-    fn validate(&self) -> kvbudget_core::Result<()> {
-        core::ServingConfig::validate(self)
-    }
-}
-/// Plain data: any value is well-formed.
-macro_rules! plain_data {
-    ($($t:ty),*) => {$(
-        impl Validate for $t {
-            fn validate(&self) -> kvbudget_core::Result<()> {
-                Ok(())
+plain_value!(ServingConfig, core::ServingConfig);
+plain_value!(SpeculativeConfig, core::SpeculativeConfig);
+plain_value!(DraftGeometry, core::DraftGeometry);
+plain_value!(MemoryPoolConfig, core::MemoryPoolConfig);
+
+/// `__hash__` of an immutable value whose fields are all hashable.
+macro_rules! hashable {
+    ($($ty:ident),*) => {$(
+        #[pymethods]
+        impl $ty {
+            fn __hash__(&self) -> u64 {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                self.0.hash(&mut h);
+                h.finish()
             }
         }
     )*};
 }
-plain_data!(core::MemoryPoolConfig, core::PoolSpec, core::TensorSpec);
+hashable!(DraftGeometry, MemoryPoolConfig);
 
-/// Target attention geometry. See `kvbudget.ModelGeometry`.
-#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
+#[pymethods]
+impl DraftGeometry {
+    /// The one rule for using a whole model as a (standalone) draft: see
+    /// `kvbudget_core::DraftGeometry::from_model`.
+    #[staticmethod]
+    #[pyo3(signature = (model, num_layers=None, kv_cache_dtype=None))]
+    fn from_model(
+        model: &ModelGeometry,
+        num_layers: Option<i64>,
+        kv_cache_dtype: Option<&str>,
+    ) -> Result<Self> {
+        let num_layers = num_layers
+            .map(|n| crate::errors::nonneg("num_layers", n))
+            .transpose()?;
+        let dtype = kv_cache_dtype.map(str::parse).transpose()?;
+        Ok(Self(core::DraftGeometry::from_model(
+            &model.0.shape,
+            num_layers,
+            dtype,
+        )?))
+    }
+}
+
+/// A target model's attention geometry: its full-attention and sliding-window
+/// layer ids, their heads and dims, the window, or MLA latent dims.
+/// Constructor arguments: the two id lists, then the fields below (SGLang's
+/// defaults: V dim = K dim, SWA geometry = full geometry).
+#[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct ModelGeometry(pub core::ModelGeometry);
 
-fn layer_ids(name: &str, ids: Vec<i64>) -> PyResult<Vec<u64>> {
+const FULL_IDS: &str = "full_attention_layer_ids";
+const SWA_IDS: &str = "swa_attention_layer_ids";
+/// The shape's fields that ModelGeometry takes as id lists instead.
+const COUNTS: [&str; 2] = ["num_full_layers", "num_swa_layers"];
+
+fn layer_ids(name: &str, obj: &Bound<'_, PyAny>) -> Result<Vec<u64>> {
+    let ids: Vec<i64> = obj.extract().map_err(|e: PyErr| {
+        if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) {
+            crate::errors::Error::Py(e)
+        } else {
+            crate::errors::type_error(format!("ModelGeometry: {name} must be a list of ints"))
+        }
+    })?;
     ids.into_iter()
         .map(|v| {
             u64::try_from(v)
@@ -84,40 +149,61 @@ fn layer_ids(name: &str, ids: Vec<i64>) -> PyResult<Vec<u64>> {
         .collect()
 }
 
+impl ModelGeometry {
+    /// Builds from bound arguments: the two id lists and the shape's other fields.
+    fn build(
+        mut full: Vec<u64>,
+        mut swa: Vec<u64>,
+        mut shape: core::AttentionShape,
+        bound: &[(&'static str, Bound<'_, PyAny>)],
+    ) -> Result<Self> {
+        let mut rest = Vec::with_capacity(bound.len());
+        for (name, obj) in bound {
+            match *name {
+                FULL_IDS => full = layer_ids(name, obj)?,
+                SWA_IDS => swa = layer_ids(name, obj)?,
+                _ => rest.push((*name, obj.clone())),
+            }
+        }
+        apply(&mut shape, &rest)?;
+        shape.num_full_layers = 0; // taken from the id lists
+        shape.num_swa_layers = 0;
+        Ok(Self(core::ModelGeometry::new(full, swa, shape)?))
+    }
+
+    fn param_names() -> Vec<(&'static str, bool)> {
+        let mut p = vec![(FULL_IDS, true), (SWA_IDS, true)];
+        p.extend(params::<core::AttentionShape>(&COUNTS));
+        p
+    }
+}
+
 #[pymethods]
 impl ModelGeometry {
     #[new]
-    #[pyo3(signature = (full_attention_layer_ids, swa_attention_layer_ids, num_kv_heads, head_dim, v_head_dim=None,
-        swa_num_kv_heads=None, swa_head_dim=None, swa_v_head_dim=None, sliding_window_size=None,
-        kv_lora_rank=None, qk_rope_head_dim=None))]
-    fn new(
-        full_attention_layer_ids: Vec<i64>,
-        swa_attention_layer_ids: Vec<i64>,
-        num_kv_heads: i64,
-        head_dim: i64,
-        v_head_dim: Option<i64>,
-        swa_num_kv_heads: Option<i64>,
-        swa_head_dim: Option<i64>,
-        swa_v_head_dim: Option<i64>,
-        sliding_window_size: Option<i64>,
-        kv_lora_rank: Option<i64>,
-        qk_rope_head_dim: Option<i64>,
-    ) -> PyResult<Self> {
-        core::ModelGeometry::new(
-            layer_ids("full_attention_layer_ids", full_attention_layer_ids)?,
-            layer_ids("swa_attention_layer_ids", swa_attention_layer_ids)?,
-            nonneg("num_kv_heads", num_kv_heads)?,
-            nonneg("head_dim", head_dim)?,
-            opt_nonneg("v_head_dim", v_head_dim)?,
-            opt_nonneg("swa_num_kv_heads", swa_num_kv_heads)?,
-            opt_nonneg("swa_head_dim", swa_head_dim)?,
-            opt_nonneg("swa_v_head_dim", swa_v_head_dim)?,
-            opt_nonneg("sliding_window_size", sliding_window_size)?,
-            opt_nonneg("kv_lora_rank", kv_lora_rank)?,
-            opt_nonneg("qk_rope_head_dim", qk_rope_head_dim)?,
+    #[pyo3(signature = (*args, **kwargs))]
+    fn new(args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> Result<Self> {
+        let bound = bind("ModelGeometry", &Self::param_names(), args, kwargs)?;
+        Self::build(
+            Vec::new(),
+            Vec::new(),
+            core::AttentionShape::default(),
+            &bound,
         )
-        .py()
-        .map(Self)
+    }
+
+    /// A copy with the given fields changed (the others keep their values), re-checked.
+    #[pyo3(signature = (**changes))]
+    fn replace(&self, changes: Option<&Bound<'_, PyDict>>) -> Result<Self> {
+        let names: Vec<&'static str> = Self::param_names().into_iter().map(|p| p.0).collect();
+        let ch = crate::convert::changes("ModelGeometry", &names, changes)?;
+        let m = &self.0;
+        Self::build(
+            m.full_attention_layer_ids.clone(),
+            m.swa_attention_layer_ids.clone(),
+            m.shape,
+            &ch,
+        )
     }
 
     /// Builds a geometry from a Hugging Face config.json (a dict, a file, or a model directory).
@@ -139,380 +225,80 @@ impl ModelGeometry {
     fn swa_attention_layer_ids(&self) -> Vec<u64> {
         self.0.swa_attention_layer_ids.clone()
     }
-    #[getter]
-    fn num_kv_heads(&self) -> u64 {
-        self.0.num_kv_heads
-    }
-    #[getter]
-    fn head_dim(&self) -> u64 {
-        self.0.head_dim
-    }
-    #[getter]
-    fn v_head_dim(&self) -> u64 {
-        self.0.v_head_dim
-    }
-    #[getter]
-    fn swa_num_kv_heads(&self) -> u64 {
-        self.0.swa_num_kv_heads
-    }
-    #[getter]
-    fn swa_head_dim(&self) -> u64 {
-        self.0.swa_head_dim
-    }
-    #[getter]
-    fn swa_v_head_dim(&self) -> u64 {
-        self.0.swa_v_head_dim
-    }
-    #[getter]
-    fn sliding_window_size(&self) -> Option<u64> {
-        self.0.sliding_window_size
-    }
-    #[getter]
-    fn kv_lora_rank(&self) -> Option<u64> {
-        self.0.mla.map(|m| m.kv_lora_rank)
-    }
-    #[getter]
-    fn qk_rope_head_dim(&self) -> Option<u64> {
-        self.0.mla.map(|m| m.qk_rope_head_dim)
-    }
+    /// True for an MLA model (`kv_lora_rank` given).
     #[getter]
     fn is_mla(&self) -> bool {
-        self.0.mla.is_some()
+        self.0.shape.kv_lora_rank.is_some()
     }
+    /// Every attention layer, `n_f + n_s`.
     #[getter]
     fn num_layers(&self) -> u64 {
         self.0.num_layers()
     }
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let m = &self.0;
-        format!(
-            "ModelGeometry(full={} layers, swa={} layers, num_kv_heads={}, head_dim={}, v_head_dim={}, \
-             swa_num_kv_heads={}, swa_head_dim={}, swa_v_head_dim={}, sliding_window_size={:?}, mla={:?})",
-            m.num_full_layers(),
-            m.num_swa_layers(),
-            m.num_kv_heads,
-            m.head_dim,
-            m.v_head_dim,
-            m.swa_num_kv_heads,
-            m.swa_head_dim,
-            m.swa_v_head_dim,
-            m.sliding_window_size,
-            m.mla.map(|x| (x.kv_lora_rank, x.qk_rope_head_dim)),
-        )
+        let mut parts = vec![
+            format!("{FULL_IDS}={:?}", m.full_attention_layer_ids),
+            format!("{SWA_IDS}={:?}", m.swa_attention_layer_ids),
+        ];
+        parts.extend(repr_fields(py, &m.shape, &COUNTS)?);
+        Ok(format!("ModelGeometry({})", parts.join(", ")))
     }
 }
 json_value!(ModelGeometry, core::ModelGeometry);
 
-/// The draft model's own KV geometry. See `kvbudget.DraftGeometry`.
-#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
-#[derive(Clone, PartialEq)]
-pub struct DraftGeometry(pub core::DraftGeometry);
-
-#[pymethods]
-impl DraftGeometry {
-    #[new]
-    #[pyo3(signature = (num_layers, num_kv_heads, head_dim, v_head_dim=None, kv_cache_dtype=None, capacity=None))]
-    fn new(
-        num_layers: i64,
-        num_kv_heads: i64,
-        head_dim: i64,
-        v_head_dim: Option<i64>,
-        kv_cache_dtype: Option<&str>,
-        capacity: Option<&str>,
-    ) -> PyResult<Self> {
-        let dtype = kv_cache_dtype
-            .map(str::parse::<core::KvDtype>)
-            .transpose()
-            .py()?;
-        let cap = capacity
-            .map(str::parse::<core::DraftCapacity>)
-            .transpose()
-            .py()?;
-        core::DraftGeometry::new(
-            nonneg("num_layers", num_layers)?,
-            nonneg("num_kv_heads", num_kv_heads)?,
-            nonneg("head_dim", head_dim)?,
-            opt_nonneg("v_head_dim", v_head_dim)?,
-            dtype,
-            cap,
-        )
-        .py()
-        .map(Self)
-    }
-    #[getter]
-    fn num_layers(&self) -> u64 {
-        self.0.num_layers
-    }
-    #[getter]
-    fn num_kv_heads(&self) -> u64 {
-        self.0.num_kv_heads
-    }
-    #[getter]
-    fn head_dim(&self) -> u64 {
-        self.0.head_dim
-    }
-    #[getter]
-    fn v_head_dim(&self) -> u64 {
-        self.0.v_head_dim
-    }
-    #[getter]
-    fn kv_cache_dtype(&self) -> Option<&'static str> {
-        self.0.kv_cache_dtype.map(core::KvDtype::as_str)
-    }
-    #[getter]
-    fn capacity(&self) -> Option<&'static str> {
-        self.0.capacity.map(|c| match c {
-            core::DraftCapacity::Full => "full",
-            core::DraftCapacity::Swa => "swa",
-        })
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "DraftGeometry(num_layers={}, num_kv_heads={}, head_dim={}, v_head_dim={}, kv_cache_dtype={:?}, capacity={:?})",
-            self.0.num_layers,
-            self.0.num_kv_heads,
-            self.0.head_dim,
-            self.0.v_head_dim,
-            self.kv_cache_dtype(),
-            self.capacity()
-        )
-    }
+/// The getters of one declared type, on the Python class that holds it
+/// (`decl()` leads from the class to the declared struct).
+macro_rules! getters {
+    ($Host:ident, { $( $(#[doc = $doc:literal])* $f:ident : $ty:ty $(= $def:expr)? => $kind:ty, )* }) => {
+        #[pymethods]
+        impl $Host {
+            $(
+                $(#[doc = $doc])*
+                #[getter]
+                fn $f<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                    crate::convert::to_py(py, <$kind as Kind>::to_value(self.decl().$f))
+                }
+            )*
+        }
+    };
 }
-json_value!(DraftGeometry, core::DraftGeometry);
 
-/// Speculative-decoding settings. See `kvbudget.SpeculativeConfig`.
-#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
-#[derive(Clone, PartialEq)]
-pub struct SpeculativeConfig(pub core::SpeculativeConfig);
+/// The Python class of each declared type (its docs from the declaration),
+/// and where its fields live: `AttentionShape` inside `ModelGeometry`.
+macro_rules! getters_for {
+    ($(#[doc = $tdoc:literal])* AttentionShape [$($d:ident),*] { $($body:tt)* }) => {
+        impl ModelGeometry {
+            fn decl(&self) -> &core::AttentionShape {
+                &self.0.shape
+            }
+        }
+        getters!(ModelGeometry, { $($body)* });
+    };
+    ($(#[doc = $tdoc:literal])* $T:ident [$($d:ident),*] { $($body:tt)* }) => {
+        $(#[doc = $tdoc])*
+        #[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
+        #[derive(Clone, PartialEq $(, $d)*)]
+        pub struct $T(pub core::$T);
 
-#[pymethods]
-impl SpeculativeConfig {
-    #[new]
-    #[pyo3(signature = (algorithm="none", draft_num_layers=0, num_steps=None, eagle_topk=None, num_draft_tokens=None,
-        banded_draft_layers=0, dflash_draft_cell_size_per_token=None, draft=None))]
-    fn new(
-        algorithm: Option<&str>,
-        draft_num_layers: i64,
-        num_steps: Option<i64>,
-        eagle_topk: Option<i64>,
-        num_draft_tokens: Option<i64>,
-        banded_draft_layers: i64,
-        dflash_draft_cell_size_per_token: Option<i64>,
-        draft: Option<DraftGeometry>,
-    ) -> PyResult<Self> {
-        let algorithm = algorithm
-            .unwrap_or("none")
-            .parse::<core::SpecAlgorithm>()
-            .py()?;
-        core::SpeculativeConfig::new(
-            algorithm,
-            nonneg("draft_num_layers", draft_num_layers)?,
-            opt_nonneg("num_steps", num_steps)?,
-            opt_nonneg("eagle_topk", eagle_topk)?,
-            opt_nonneg("num_draft_tokens", num_draft_tokens)?,
-            nonneg("banded_draft_layers", banded_draft_layers)?,
-            opt_nonneg(
-                "dflash_draft_cell_size_per_token",
-                dflash_draft_cell_size_per_token,
-            )?,
-            draft.map(|d| d.0),
-        )
-        .py()
-        .map(Self)
-    }
-    #[getter]
-    fn algorithm(&self) -> &'static str {
-        self.0.algorithm.as_str()
-    }
-    #[getter]
-    fn draft_num_layers(&self) -> u64 {
-        self.0.draft_num_layers
-    }
-    #[getter]
-    fn num_steps(&self) -> Option<u64> {
-        self.0.num_steps
-    }
-    #[getter]
-    fn eagle_topk(&self) -> Option<u64> {
-        self.0.eagle_topk
-    }
-    #[getter]
-    fn num_draft_tokens(&self) -> Option<u64> {
-        self.0.num_draft_tokens
-    }
-    #[getter]
-    fn banded_draft_layers(&self) -> u64 {
-        self.0.banded_draft_layers
-    }
-    #[getter]
-    fn dflash_draft_cell_size_per_token(&self) -> Option<u64> {
-        self.0.dflash_draft_cell_size_per_token
-    }
-    #[getter]
-    fn draft(&self) -> Option<DraftGeometry> {
-        self.0.draft.map(DraftGeometry)
-    }
-    fn __repr__(&self) -> String {
-        let s = &self.0;
-        format!(
-            "SpeculativeConfig(algorithm={:?}, draft_num_layers={}, num_steps={:?}, eagle_topk={:?}, num_draft_tokens={:?}, \
-             banded_draft_layers={}, dflash_draft_cell_size_per_token={:?}, draft={})",
-            s.algorithm.as_str(),
-            s.draft_num_layers,
-            s.num_steps,
-            s.eagle_topk,
-            s.num_draft_tokens,
-            s.banded_draft_layers,
-            s.dflash_draft_cell_size_per_token,
-            s.draft.map_or_else(|| "None".to_string(), |d| DraftGeometry(d).__repr__())
-        )
-    }
+        impl $T {
+            fn decl(&self) -> &core::$T {
+                &self.0
+            }
+        }
+        getters!($T, { $($body)* });
+    };
 }
-json_value!(SpeculativeConfig, core::SpeculativeConfig);
 
-/// Serving settings. See `kvbudget.ServingConfig`.
-#[pyclass(module = "kvbudget._core", frozen, eq, from_py_object)]
-#[derive(Clone, PartialEq)]
-pub struct ServingConfig(pub core::ServingConfig);
-
-#[pymethods]
-impl ServingConfig {
-    #[new]
-    #[pyo3(signature = (kv_cache_dtype="bf16", page_size=1, tp_size=1, dcp_size=1, attn_dp_size=1,
-        swa_full_tokens_ratio=0.8, max_running_requests=None, chunked_prefill_size=None, disable_radix_cache=false,
-        disable_overlap_schedule=false, disaggregation_mode="null", disaggregation_decode_extra_slots=0,
-        swa_eviction_interval=128, disable_hybrid_swa_memory=false, is_draft_worker=false))]
-    fn new(
-        kv_cache_dtype: &str,
-        page_size: i64,
-        tp_size: i64,
-        dcp_size: i64,
-        attn_dp_size: i64,
-        swa_full_tokens_ratio: f64,
-        max_running_requests: Option<i64>,
-        chunked_prefill_size: Option<i64>,
-        disable_radix_cache: bool,
-        disable_overlap_schedule: bool,
-        disaggregation_mode: Option<&str>,
-        disaggregation_decode_extra_slots: i64,
-        swa_eviction_interval: i64,
-        disable_hybrid_swa_memory: bool,
-        is_draft_worker: bool,
-    ) -> PyResult<Self> {
-        let s = core::ServingConfig {
-            kv_cache_dtype: kv_cache_dtype.parse().py()?,
-            page_size: nonneg("page_size", page_size)?,
-            tp_size: nonneg("tp_size", tp_size)?,
-            dcp_size: nonneg("dcp_size", dcp_size)?,
-            attn_dp_size: nonneg("attn_dp_size", attn_dp_size)?,
-            swa_full_tokens_ratio,
-            max_running_requests: opt_nonneg("max_running_requests", max_running_requests)?,
-            chunked_prefill_size: opt_nonneg("chunked_prefill_size", chunked_prefill_size)?,
-            disable_radix_cache,
-            disable_overlap_schedule,
-            disaggregation_mode: disaggregation_mode.unwrap_or("null").parse().py()?,
-            disaggregation_decode_extra_slots: nonneg(
-                "disaggregation_decode_extra_slots",
-                disaggregation_decode_extra_slots,
-            )?,
-            swa_eviction_interval,
-            disable_hybrid_swa_memory,
-            is_draft_worker,
-        };
-        s.validate().py()?;
-        Ok(Self(s))
-    }
-    #[getter]
-    fn kv_cache_dtype(&self) -> &'static str {
-        self.0.kv_cache_dtype.as_str()
-    }
-    #[getter]
-    fn page_size(&self) -> u64 {
-        self.0.page_size
-    }
-    #[getter]
-    fn tp_size(&self) -> u64 {
-        self.0.tp_size
-    }
-    #[getter]
-    fn dcp_size(&self) -> u64 {
-        self.0.dcp_size
-    }
-    #[getter]
-    fn attn_dp_size(&self) -> u64 {
-        self.0.attn_dp_size
-    }
-    #[getter]
-    fn swa_full_tokens_ratio(&self) -> f64 {
-        self.0.swa_full_tokens_ratio
-    }
-    #[getter]
-    fn max_running_requests(&self) -> Option<u64> {
-        self.0.max_running_requests
-    }
-    #[getter]
-    fn chunked_prefill_size(&self) -> Option<u64> {
-        self.0.chunked_prefill_size
-    }
-    #[getter]
-    fn disable_radix_cache(&self) -> bool {
-        self.0.disable_radix_cache
-    }
-    #[getter]
-    fn disable_overlap_schedule(&self) -> bool {
-        self.0.disable_overlap_schedule
-    }
-    #[getter]
-    fn disaggregation_mode(&self) -> &'static str {
-        self.0.disaggregation_mode.as_str()
-    }
-    #[getter]
-    fn disaggregation_decode_extra_slots(&self) -> u64 {
-        self.0.disaggregation_decode_extra_slots
-    }
-    #[getter]
-    fn swa_eviction_interval(&self) -> i64 {
-        self.0.swa_eviction_interval
-    }
-    #[getter]
-    fn disable_hybrid_swa_memory(&self) -> bool {
-        self.0.disable_hybrid_swa_memory
-    }
-    #[getter]
-    fn is_draft_worker(&self) -> bool {
-        self.0.is_draft_worker
-    }
-    fn __repr__(&self) -> String {
-        let s = &self.0;
-        format!(
-            "ServingConfig(kv_cache_dtype={:?}, page_size={}, tp_size={}, dcp_size={}, attn_dp_size={}, \
-             swa_full_tokens_ratio={}, max_running_requests={:?}, chunked_prefill_size={:?}, disable_radix_cache={}, \
-             disable_overlap_schedule={}, disaggregation_mode={:?}, disaggregation_decode_extra_slots={}, \
-             swa_eviction_interval={}, disable_hybrid_swa_memory={}, is_draft_worker={})",
-            s.kv_cache_dtype.as_str(),
-            s.page_size,
-            s.tp_size,
-            s.dcp_size,
-            s.attn_dp_size,
-            s.swa_full_tokens_ratio,
-            s.max_running_requests,
-            s.chunked_prefill_size,
-            py_bool(s.disable_radix_cache),
-            py_bool(s.disable_overlap_schedule),
-            s.disaggregation_mode.as_str(),
-            s.disaggregation_decode_extra_slots,
-            s.swa_eviction_interval,
-            py_bool(s.disable_hybrid_swa_memory),
-            py_bool(s.is_draft_worker)
-        )
-    }
+/// The bridge's callback on the declaration: getters for every type.
+macro_rules! define_getters {
+    (
+        scenario { $( $(#[doc = $sdoc:literal])* $S:ident ($g:ident) [$($sd:ident),*] { $($sbody:tt)* } )* }
+        values { $( $(#[doc = $tdoc:literal])* $T:ident [$($td:ident),*] { $($tbody:tt)* } )* }
+    ) => {
+        $( getters_for!($(#[doc = $sdoc])* $S [$($sd),*] { $($sbody)* }); )*
+        $( getters_for!($(#[doc = $tdoc])* $T [$($td),*] { $($tbody)* }); )*
+    };
 }
-json_value!(ServingConfig, core::ServingConfig);
 
-pub fn py_bool(b: bool) -> &'static str {
-    if b {
-        "True"
-    } else {
-        "False"
-    }
-}
+kvbudget_core::for_each_value_type!(define_getters);

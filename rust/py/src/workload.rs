@@ -1,7 +1,8 @@
 //! Workload queries on the configurator handle (see `kvbudget.workload`).
 
-use crate::errors::{nonneg, IntoPyResult};
-use crate::plan::{MemoryPoolConfig, PoolConfigurator};
+use crate::errors::{nonneg, Result};
+use crate::plan::PoolConfigurator;
+use crate::values::MemoryPoolConfig;
 use kvbudget_core::workload;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -9,26 +10,33 @@ use pyo3::types::PyDict;
 #[pymethods]
 impl PoolConfigurator {
     /// `(full_tokens, swa_tokens)` one request of `context_len` tokens holds.
-    fn footprint(&self, context_len: i64) -> PyResult<(u64, u64)> {
-        let f = workload::footprint(&self.0, nonneg("context_len", context_len)?).py()?;
+    fn footprint(&self, context_len: i64) -> Result<(u64, u64)> {
+        let f = workload::footprint(&self.0, nonneg("context_len", context_len)?)?;
         Ok((f.full_tokens, f.swa_tokens))
     }
     /// Requests of `context_len` tokens that `config`'s pools hold at once.
-    fn concurrency(&self, config: &MemoryPoolConfig, context_len: i64) -> PyResult<u64> {
-        workload::concurrency(&self.0, &config.0, nonneg("context_len", context_len)?).py()
+    fn concurrency(&self, config: &MemoryPoolConfig, context_len: i64) -> Result<u64> {
+        Ok(workload::concurrency(
+            &self.0,
+            &config.0,
+            nonneg("context_len", context_len)?,
+        )?)
     }
     /// The longest context at which `config` holds `requests` requests (None: unbounded).
-    fn max_context_len(&self, config: &MemoryPoolConfig, requests: i64) -> PyResult<Option<u64>> {
-        workload::max_context_len(&self.0, &config.0, nonneg("requests", requests)?).py()
+    fn max_context_len(&self, config: &MemoryPoolConfig, requests: i64) -> Result<Option<u64>> {
+        Ok(workload::max_context_len(
+            &self.0,
+            &config.0,
+            nonneg("requests", requests)?,
+        )?)
     }
     /// `(bytes, primary_tokens)`: the smallest exact-fit budget for `requests` x `context_len`.
-    fn min_budget(&self, requests: i64, context_len: i64) -> PyResult<(u64, i64)> {
-        workload::min_budget(
+    fn min_budget(&self, requests: i64, context_len: i64) -> Result<(u64, i64)> {
+        Ok(workload::min_budget(
             &self.0,
             nonneg("requests", requests)?,
             nonneg("context_len", context_len)?,
-        )
-        .py()
+        )?)
     }
     /// The workload-aware SWA ratio, as a dict (see `kvbudget.workload.suggest_swa_ratio`).
     #[pyo3(signature = (context_lengths, weights, available_bytes))]
@@ -38,13 +46,12 @@ impl PoolConfigurator {
         context_lengths: Vec<i64>,
         weights: Option<Vec<f64>>,
         available_bytes: i64,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> Result<Bound<'py, PyDict>> {
         let lens = context_lengths
             .into_iter()
             .map(|l| nonneg("context_lengths", l))
-            .collect::<PyResult<Vec<u64>>>()?;
-        let r = workload::suggest_swa_ratio(&self.0, &lens, weights.as_deref(), available_bytes)
-            .py()?;
+            .collect::<Result<Vec<u64>>>()?;
+        let r = workload::suggest_swa_ratio(&self.0, &lens, weights.as_deref(), available_bytes)?;
         let d = PyDict::new(py);
         d.set_item("ratio", r.ratio)?;
         d.set_item("concurrency", r.concurrency)?;

@@ -12,15 +12,12 @@ pub fn gemma3_27b() -> ModelGeometry {
     ModelGeometry::new(
         full,
         swa,
-        16,
-        128,
-        None,
-        None,
-        None,
-        None,
-        Some(1024),
-        None,
-        None,
+        AttentionShape {
+            num_kv_heads: 16,
+            head_dim: 128,
+            sliding_window_size: Some(1024),
+            ..AttentionShape::default()
+        },
     )
     .unwrap()
 }
@@ -32,21 +29,24 @@ pub fn gpt_oss_120b() -> ModelGeometry {
     ModelGeometry::new(
         full,
         swa,
-        8,
-        64,
-        None,
-        None,
-        None,
-        None,
-        Some(127),
-        None,
-        None,
+        AttentionShape {
+            num_kv_heads: 8,
+            head_dim: 64,
+            sliding_window_size: Some(127),
+            ..AttentionShape::default()
+        },
     )
     .unwrap()
 }
 
 pub fn eagle3(d: u64) -> SpeculativeConfig {
-    SpeculativeConfig::new(SpecAlgorithm::Eagle3, d, None, None, None, 0, None, None).unwrap()
+    SpeculativeConfig {
+        algorithm: SpecAlgorithm::Eagle3,
+        draft_num_layers: d,
+        ..SpeculativeConfig::default()
+    }
+    .resolved()
+    .unwrap()
 }
 
 pub fn serving(dtype: KvDtype, page: u64, tp: u64) -> ServingConfig {

@@ -1,202 +1,17 @@
-//! kvbudget's exact plan (REFERENCE section 3): every pool and tensor with
-//! its shape, dtype and bytes, and the largest page-aligned token count whose
-//! total bytes fit the budget.
-//!
-//! Layout, as SGLang allocates it: per layer, K `[rows, heads, dk]` and V
-//! `[rows, heads, dv]` with `rows = tokens + page_size` (slot 0 is the dummy
-//! page); MLA keeps one latent tensor `[rows, 1, kv_lora_rank + qk_rope_head_dim]`.
-//! fp8 is stored as uint8; mxfp8 adds a uint8 scale tensor per K and V with
-//! `ceil(dim / 32)` scales per head; fp4 packs two elements per byte
-//! (`ceil(dim / 2)`) with `ceil(dim / 16)` uint8 scales per head.
+//! How a configurator's pools are laid out: each pool's layers and tensors
+//! per row, the slab layout at a token count, and the exact fit (the largest
+//! page-aligned count whose bytes fit a budget).
 
-use crate::arith::{add, align_down, align_up, mul, to_i64};
+use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec, TENSOR_ALIGNMENT};
+use crate::arith::{add, align_down, mul};
 use crate::cell::{kv_heads_per_rank, swa_kv_heads_per_rank, FP4_SCALE_BLOCK, MXFP8_SCALE_BLOCK};
-use crate::configurator::{ConfiguratorKind, MemoryPoolConfig, PoolConfigurator};
+use crate::configurator::PoolConfigurator;
 use crate::dtype::{KvDtype, StorageDtype};
 use crate::error::{PlanError, Result};
+use crate::fields::MemoryPoolConfig;
 use crate::geometry::{DraftCapacity, MlaDims};
+use crate::sizing::ConfiguratorKind;
 use crate::spec::SpecAlgorithm;
-use serde::{Deserialize, Serialize};
-
-/// How the token counts of a plan are chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Fit {
-    /// The largest page-aligned count whose exact bytes fit the budget.
-    Exact,
-    /// SGLang's token counts (which may over-commit the budget).
-    Sglang,
-    /// Token counts given by the caller (`plan_for_config`, e.g. agreed across ranks).
-    Given,
-}
-
-impl std::str::FromStr for Fit {
-    type Err = PlanError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "exact" => Ok(Self::Exact),
-            "sglang" => Ok(Self::Sglang),
-            _ => Err(PlanError::invalid(format!(
-                "fit: expected \"exact\" or \"sglang\", got {s:?}"
-            ))),
-        }
-    }
-}
-
-/// The pools of a plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PoolName {
-    /// The target's full-attention pool (every layer, for Default).
-    Full,
-    /// The target's sliding-window pool.
-    Swa,
-    /// The draft model's pool.
-    Draft,
-}
-
-impl PoolName {
-    /// `"full"`, `"swa"` or `"draft"`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Full => "full",
-            Self::Swa => "swa",
-            Self::Draft => "draft",
-        }
-    }
-}
-
-/// What a tensor holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TensorKind {
-    /// Keys.
-    K,
-    /// Values.
-    V,
-    /// Key scales (mxfp8, fp4).
-    KScale,
-    /// Value scales (mxfp8, fp4).
-    VScale,
-    /// MLA latent (keys and values together).
-    Kv,
-    /// MLA latent scales (mxfp8, fp4).
-    KvScale,
-    /// An opaque per-token cache (a DFLASH draft given only its bytes per token).
-    Cache,
-}
-
-impl TensorKind {
-    /// The snake_case name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::K => "k",
-            Self::V => "v",
-            Self::KScale => "k_scale",
-            Self::VScale => "v_scale",
-            Self::Kv => "kv",
-            Self::KvScale => "kv_scale",
-            Self::Cache => "cache",
-        }
-    }
-}
-
-/// Byte alignment of every tensor's offset inside its pool's slab (256, as
-/// CUDA's allocator aligns blocks), so that slab views keep the alignment
-/// vectorized loads and TMA need. The gaps count in `nbytes` and `total_bytes`.
-pub const TENSOR_ALIGNMENT: u64 = 256;
-
-/// One planned tensor.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct TensorSpec {
-    /// The pool it belongs to.
-    pub pool: PoolName,
-    /// Global target layer id, or the draft-local layer index for the draft pool.
-    pub layer_id: u64,
-    /// What it holds.
-    pub kind: TensorKind,
-    /// Shape in elements; the first dimension is rows (`tokens + page_size`).
-    pub shape: Vec<u64>,
-    /// Storage dtype.
-    pub dtype: StorageDtype,
-    /// Size, bytes.
-    pub nbytes: u64,
-    /// Byte offset inside the pool's single allocation (the slab).
-    pub offset: u64,
-}
-
-/// One planned pool.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct PoolSpec {
-    /// Which pool.
-    pub name: PoolName,
-    /// Usable token slots.
-    pub tokens: u64,
-    /// Allocated rows per layer: `tokens + page_size`.
-    pub rows: u64,
-    /// Layer ids in allocation order (global target ids; draft-local for the draft).
-    pub layer_ids: Vec<u64>,
-    /// The pool's KV dtype.
-    pub kv_cache_dtype: KvDtype,
-    /// Bytes of the pool's slab: its tensors plus the alignment gaps between them.
-    pub nbytes: u64,
-    /// Bytes spent on the `page_size` padding rows.
-    pub padding_bytes: u64,
-    /// The tensors, layer by layer.
-    pub tensors: Vec<TensorSpec>,
-}
-
-/// The exact plan.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct PoolPlan {
-    /// How the token counts were chosen.
-    pub fit: Fit,
-    /// The configurator that produced it.
-    pub configurator: ConfiguratorKind,
-    /// The budget, bytes.
-    pub available_bytes: i64,
-    /// Page size, tokens.
-    pub page_size: u64,
-    /// The token counts in SGLang's form.
-    pub config: MemoryPoolConfig,
-    /// The pools (a pool without layers is omitted).
-    pub pools: Vec<PoolSpec>,
-    /// Sum of the pools' slab bytes: what allocating this plan takes (strategy
-    /// "slab"); at most `available_bytes` for `Fit::Exact`.
-    pub total_bytes: u64,
-}
-
-impl PoolPlan {
-    /// `available_bytes - total_bytes` (negative when the plan over-commits), bytes.
-    pub fn leftover_bytes(&self) -> i128 {
-        i128::from(self.available_bytes) - i128::from(self.total_bytes)
-    }
-    /// `max(0, total_bytes - available_bytes)`, bytes.
-    pub fn over_budget_bytes(&self) -> u64 {
-        u64::try_from((-self.leftover_bytes()).max(0)).unwrap_or(u64::MAX)
-    }
-    /// Sum of every tensor's bytes (SGLang's per-layer allocation); `total_bytes`
-    /// minus the alignment gaps.
-    pub fn tensor_bytes(&self) -> u64 {
-        self.pools
-            .iter()
-            .flat_map(|p| &p.tensors)
-            .map(|t| t.nbytes)
-            .sum()
-    }
-    /// Bytes of alignment gaps between tensors in the slabs.
-    pub fn alignment_bytes(&self) -> u64 {
-        self.total_bytes - self.tensor_bytes()
-    }
-    /// Bytes spent on padding rows across pools.
-    pub fn padding_bytes(&self) -> u64 {
-        self.pools.iter().map(|p| p.padding_bytes).sum()
-    }
-    /// The pool with this name, if planned.
-    pub fn pool(&self, name: PoolName) -> Option<&PoolSpec> {
-        self.pools.iter().find(|p| p.name == name)
-    }
-}
 
 /// Per-row shape of one tensor (every dimension after rows).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,7 +165,10 @@ impl<'a> PlanLayout<'a> {
     /// Lays out the pools of `cfg` (shapes per row; token counts come later).
     pub fn new(cfg: &'a PoolConfigurator) -> Result<Self> {
         let m = cfg.shape();
-        let (full_ids, swa_ids) = cfg.layer_ids();
+        let crate::LayerIds {
+            full: full_ids,
+            swa: swa_ids,
+        } = cfg.layer_ids();
         let s = cfg.serving();
         let spec = cfg.spec();
         let dtype = s.kv_cache_dtype;
@@ -363,16 +181,16 @@ impl<'a> PlanLayout<'a> {
             }
         };
         let full_layer = || -> Result<Vec<TensorLayout>> {
-            match &m.mla {
+            match &m.mla() {
                 Some(mla) => mla_layer(mla, dtype),
-                None => mha_layer(heads_rule(m.num_kv_heads), m.head_dim, m.v_head_dim, dtype),
+                None => mha_layer(heads_rule(m.num_kv_heads), m.head_dim, m.v_dim(), dtype),
             }
         };
         let swa_layer = || {
             mha_layer(
-                heads_rule(m.swa_num_kv_heads),
-                m.swa_head_dim,
-                m.swa_v_head_dim,
+                heads_rule(m.swa_heads()),
+                m.swa_k_dim(),
+                m.swa_v_dim(),
                 dtype,
             )
         };
@@ -385,7 +203,7 @@ impl<'a> PlanLayout<'a> {
             let layers = ids.into_iter().map(|id| (id, proto.clone())).collect();
             pools.push(pool(PoolName::Full, DraftCapacity::Full, dtype, layers)?);
         } else {
-            if m.num_full_layers() > 0 {
+            if m.num_full_layers > 0 {
                 let mut ids = full_ids;
                 ids.sort_unstable();
                 let proto = full_layer()?;
@@ -415,12 +233,12 @@ impl<'a> PlanLayout<'a> {
             DraftCapacity::Full
         };
         let target = !s.is_draft_worker;
-        let drafting = spec.algorithm.counts_draft_layers() && spec.draft_num_layers > 0;
+        let drafting = spec.algorithm.counts_draft_layers() && spec.num_draft_layers() > 0;
         let dflash = spec.algorithm == SpecAlgorithm::Dflash;
         if target && (drafting || dflash) {
             let draft_pool = if let Some(g) = &spec.draft {
                 let dt = g.kv_cache_dtype.unwrap_or(dtype);
-                let proto = mha_layer(heads_rule(g.num_kv_heads), g.head_dim, g.v_head_dim, dt)?;
+                let proto = mha_layer(heads_rule(g.num_kv_heads), g.head_dim, g.v_dim(), dt)?;
                 let layers = (0..g.num_layers).map(|i| (i, proto.clone())).collect();
                 Some(pool(
                     PoolName::Draft,
@@ -487,7 +305,7 @@ impl<'a> PlanLayout<'a> {
     }
 
     /// Total bytes of the plan at primary count `x`, or `None` if it overflows.
-    fn total_bytes_at(&self, x: i64, p: i64) -> Option<u64> {
+    pub(crate) fn total_bytes_at(&self, x: i64, p: i64) -> Option<u64> {
         let (full, swa) = self.tokens_for(x, p).ok()?;
         let mut total = 0u64;
         for pl in &self.pools {
@@ -571,7 +389,7 @@ impl<'a> PlanLayout<'a> {
         self.build(config, full, swa, p, fit, available_bytes)
     }
 
-    fn build(
+    pub(crate) fn build(
         &self,
         config: MemoryPoolConfig,
         full: i64,
@@ -633,92 +451,5 @@ impl<'a> PlanLayout<'a> {
             pools,
             total_bytes: total,
         })
-    }
-}
-
-impl PoolConfigurator {
-    /// The plan for `available_bytes` on this rank. `Fit::Exact` takes the
-    /// largest page-aligned token count whose tensors fit (total_bytes <=
-    /// available_bytes); `Fit::Sglang` takes SGLang's counts and reports the
-    /// over-commit in `over_budget_bytes`.
-    pub fn plan(&self, available_bytes: i64, fit: Fit) -> Result<PoolPlan> {
-        let layout = PlanLayout::new(self)?;
-        let p = self.resolve_page_size(None)?;
-        match fit {
-            Fit::Given => Err(PlanError::invalid(
-                "fit \"given\" is plan_for_config's; plan takes \"exact\" or \"sglang\"",
-            )),
-            Fit::Sglang => {
-                let c = self.calculate_pool_sizes(available_bytes, None)?;
-                let full = c
-                    .full_max_total_num_tokens
-                    .unwrap_or(c.max_total_num_tokens);
-                let swa = c.swa_max_total_num_tokens.unwrap_or(0);
-                layout.build(c, full, swa, p, fit, available_bytes)
-            }
-            Fit::Exact => {
-                let x = layout.max_fitting_tokens(available_bytes, p);
-                if x <= 0 {
-                    let need = layout
-                        .total_bytes_at(p, p)
-                        .map_or_else(|| "more than 2^64".to_string(), |b| b.to_string());
-                    return Err(PlanError::not_enough_memory(format!(
-                        "Not enough memory: one page ({p} tokens) of every pool, padding included, needs {need} bytes; \
-                         available {available_bytes} bytes"
-                    )));
-                }
-                let plan = layout.plan_at(x, p, fit, available_bytes)?;
-                if self.kind() != ConfiguratorKind::Default && !self.is_all_swa() {
-                    let swa = plan.config.swa_max_total_num_tokens.unwrap_or(0);
-                    self.check_admission_floor(swa)?;
-                }
-                Ok(plan)
-            }
-        }
-    }
-
-    /// The plan of given pool sizes (SGLang's `MemoryPoolConfig`, e.g. the
-    /// sizes agreed across ranks through the constraint path), page size from
-    /// `serving`. `available_bytes` `None` means exactly the bytes it takes.
-    pub fn plan_for_config(
-        &self,
-        config: &MemoryPoolConfig,
-        available_bytes: Option<i64>,
-    ) -> Result<PoolPlan> {
-        let layout = PlanLayout::new(self)?;
-        let p = self.resolve_page_size(None)?;
-        let full = config
-            .full_max_total_num_tokens
-            .unwrap_or(config.max_total_num_tokens);
-        let swa = config.swa_max_total_num_tokens.unwrap_or(0);
-        let mut plan = layout.build(
-            *config,
-            full,
-            swa,
-            p,
-            Fit::Given,
-            available_bytes.unwrap_or(0),
-        )?;
-        if available_bytes.is_none() {
-            plan.available_bytes = to_i64(plan.total_bytes, "plan bytes")?;
-        }
-        Ok(plan)
-    }
-
-    /// Exact bytes of the plan whose primary pool (full, or SWA for an all-SWA
-    /// target) holds at least `tokens` tokens: `tokens` is rounded up to a page;
-    /// padding rows, alignment gaps and the draft pool are included.
-    pub fn bytes_for_tokens(&self, tokens: i64) -> Result<u64> {
-        let layout = PlanLayout::new(self)?;
-        let p = self.resolve_page_size(None)?;
-        let x = align_up(
-            u64::try_from(tokens.max(0)).unwrap_or(0),
-            p as u64,
-            "tokens",
-        )?;
-        let x = to_i64(x, "tokens")?;
-        layout
-            .total_bytes_at(x, p)
-            .ok_or_else(|| PlanError::overflow("plan bytes"))
     }
 }

@@ -1,0 +1,238 @@
+//! The batch inputs the benchmarks and the instruction-count driver share:
+//! `n` rows with every listed column varying (mostly valid rows of every
+//! configurator kind, the distribution of `benches/bench_batch.py`), and the
+//! one-setup scenario (REFERENCE example 1) for the budget-only path.
+#![allow(dead_code)]
+
+use kvbudget_core::batch::{Batch, BatchOutputs, Budgets, Column, ColumnData, Threads};
+use kvbudget_core::fields::{ScenarioField, Value};
+use kvbudget_core::Scenario;
+
+pub const GIB: i64 = 1 << 30;
+
+/// A small deterministic generator (SplitMix64), so the benches need no `rand`.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo) as u64) as i64
+    }
+}
+
+/// One varying column's cells.
+pub enum Owned {
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+    Bool(Vec<bool>),
+    U8(Vec<u8>),
+}
+
+impl Owned {
+    fn data(&self) -> ColumnData<'_> {
+        match self {
+            Self::I64(v) => ColumnData::I64(v),
+            Self::F64(v) => ColumnData::F64(v),
+            Self::Bool(v) => ColumnData::Bool(v),
+            Self::U8(v) => ColumnData::U8(v),
+        }
+    }
+}
+
+/// Owned batch data: budgets, varying columns, the base scenario.
+pub struct Owner {
+    pub base: Scenario,
+    pub budgets: Vec<i64>,
+    pub columns: Vec<(ScenarioField, Owned)>,
+}
+
+impl Owner {
+    /// The batch view of the data.
+    pub fn columns(&self) -> Vec<Column<'_>> {
+        self.columns
+            .iter()
+            .map(|(field, o)| Column {
+                field: *field,
+                data: o.data(),
+            })
+            .collect()
+    }
+
+    /// `plan_many` over it, into `out`, on up to `threads` threads.
+    pub fn run(&self, columns: &[Column<'_>], out: &mut BatchOutputs<'_>, threads: Threads) {
+        let batch = Batch {
+            base: self.base,
+            base_status: 0,
+            available_bytes: Budgets::Array(&self.budgets),
+            columns,
+            threads,
+        };
+        kvbudget_core::batch::plan_many(&batch, out).expect("well-formed batch");
+    }
+}
+
+fn budgets(r: &mut Rng, n: usize) -> Vec<i64> {
+    (0..n).map(|_| r.range(GIB, 80 * GIB)).collect()
+}
+
+fn field(name: &str) -> ScenarioField {
+    ScenarioField::from_name(name).expect("a scenario field")
+}
+
+/// `n` rows with 18 varying columns besides the budget, mostly valid.
+pub fn varied(n: usize, seed: u64) -> Owner {
+    let mut r = Rng(seed);
+    let i64s =
+        |r: &mut Rng, f: &mut dyn FnMut(&mut Rng) -> i64| (0..n).map(|_| f(r)).collect::<Vec<_>>();
+    let cols: Vec<(&str, Owned)> = vec![
+        (
+            "num_full_layers",
+            Owned::I64(i64s(&mut r, &mut |r| r.range(1, 64))),
+        ),
+        (
+            "num_swa_layers",
+            Owned::I64(i64s(&mut r, &mut |r| {
+                if r.below(2) == 0 {
+                    0
+                } else {
+                    r.range(1, 48)
+                }
+            })),
+        ),
+        (
+            "num_kv_heads",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[1, 2, 4, 8, 16, 32]))),
+        ),
+        (
+            "head_dim",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[64, 128, 256]))),
+        ),
+        (
+            "sliding_window_size",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[-1, 128, 1024, 4096]))),
+        ),
+        (
+            "kv_cache_dtype",
+            Owned::U8((0..n).map(|_| r.below(6) as u8).collect()),
+        ), // no fp4 (Default-only)
+        (
+            "page_size",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[1, 16, 32, 64]))),
+        ),
+        (
+            "tp_size",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[1, 2, 4, 8]))),
+        ),
+        (
+            "swa_full_tokens_ratio",
+            Owned::F64(
+                (0..n)
+                    .map(|_| 0.05 + 0.95 * (r.below(1 << 20) as f64 / f64::from(1 << 20)))
+                    .collect(),
+            ),
+        ),
+        (
+            "max_running_requests",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[-1, 64, 256]))),
+        ),
+        (
+            "chunked_prefill_size",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[-1, 8192]))),
+        ),
+        (
+            "disable_radix_cache",
+            Owned::Bool((0..n).map(|_| r.below(4) == 0).collect()),
+        ),
+        (
+            "algorithm",
+            Owned::U8((0..n).map(|_| r.pick(&[0, 1, 2, 3, 6])).collect()),
+        ),
+        (
+            "draft_num_layers",
+            Owned::I64(i64s(&mut r, &mut |r| r.range(0, 3))),
+        ),
+        (
+            "num_steps",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[-1, 3]))),
+        ),
+        (
+            "eagle_topk",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[-1, 1, 4]))),
+        ),
+        (
+            "num_draft_tokens",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[-1, 4, 8]))),
+        ),
+        (
+            "dflash_draft_cell_size_per_token",
+            Owned::I64(i64s(&mut r, &mut |r| r.pick(&[-1, 4096]))),
+        ),
+    ];
+    Owner {
+        base: Scenario::default(),
+        budgets: budgets(&mut r, n),
+        columns: cols.into_iter().map(|(name, o)| (field(name), o)).collect(),
+    }
+}
+
+/// REFERENCE example 1 (Gemma-3-27B-like hybrid, EAGLE3 draft, page 64), only the budget varying.
+pub fn one_setup(n: usize, seed: u64) -> Owner {
+    let mut base = Scenario::default();
+    for (name, v) in [
+        ("num_full_layers", Value::Int(10)),
+        ("num_swa_layers", Value::Int(52)),
+        ("num_kv_heads", Value::Int(16)),
+        ("head_dim", Value::Int(128)),
+        ("sliding_window_size", Value::Int(1024)),
+        ("page_size", Value::Int(64)),
+        ("algorithm", Value::Str("eagle3")),
+        ("draft_num_layers", Value::Int(1)),
+    ] {
+        assert!(base.set(name, v).expect("valid"), "{name}");
+    }
+    Owner {
+        base,
+        budgets: budgets(&mut Rng(seed), n),
+        columns: Vec::new(),
+    }
+}
+
+/// Output vectors for `n` rows.
+pub struct Outs {
+    pub max_total: Vec<i64>,
+    pub full: Vec<i64>,
+    pub swa: Vec<i64>,
+    pub status: Vec<u8>,
+}
+
+impl Outs {
+    pub fn new(n: usize) -> Self {
+        Self {
+            max_total: vec![0; n],
+            full: vec![0; n],
+            swa: vec![0; n],
+            status: vec![0; n],
+        }
+    }
+
+    pub fn views(&mut self) -> BatchOutputs<'_> {
+        BatchOutputs {
+            max_total_num_tokens: &mut self.max_total,
+            full_max_total_num_tokens: &mut self.full,
+            swa_max_total_num_tokens: &mut self.swa,
+            status: &mut self.status,
+        }
+    }
+}

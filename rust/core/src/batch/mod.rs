@@ -1,0 +1,281 @@
+//! Batch planning for autoscalers: a base [`Scenario`] plus the columns that
+//! vary, one row per scenario, a status per row instead of an error.
+//!
+//! Row `i` is the base with row `i`'s cells applied, each cell checked as the
+//! scalar API checks that argument ([`crate::fields::Kind::from_cell`]); then
+//! the scalar API's own functions run on it: [`Scenario::check_rules`],
+//! [`crate::Sizing::new`]'s arithmetic and the profiling path. They are generic
+//! over the error type ([`crate::error::Fail`]): the batch instantiation keeps
+//! only the [`ErrorCode`] (no message is ever formatted, results stay in
+//! registers), the scalar one builds [`PlanError`]s. One implementation, two
+//! instantiations: row for row the result equals the scalar API, errors
+//! included (INV-7), by construction.
+//!
+//! The kernel is in [`kernel`]: blocks of [`kernel::BLOCK`] rows, columns applied to
+//! a block in one branch-free loop each, rows solved in one loop per
+//! configurator kind; large batches split across threads ([`Threads`]).
+
+pub(crate) mod kernel;
+
+pub use kernel::{plan_many, Threads, PARALLEL_ROWS};
+
+use crate::error::{ErrorCode, PlanError, Result};
+use crate::fields::{MemoryPoolConfig, ScenarioField};
+use crate::scenario::Scenario;
+
+/// Status of a successful row; failed rows carry [`crate::ErrorCode::status`].
+pub const STATUS_OK: u8 = 0;
+
+/// Rows sized together: the block's scenarios and sizings stay in L1/L2.
+pub const BLOCK: usize = 256;
+
+/// The cells of a batch column: one slice of the field kind's [`Kind::Cell`] type.
+#[derive(Debug, Clone, Copy)]
+pub enum ColumnData<'a> {
+    /// Integers (counts, sizes; a negative cell of an optional field means `None`).
+    I64(&'a [i64]),
+    /// Floats (the ratio).
+    F64(&'a [f64]),
+    /// Bools (flags).
+    Bool(&'a [bool]),
+    /// Codes of a named field (index in its `Named::ALL`).
+    U8(&'a [u8]),
+}
+
+impl<'a> ColumnData<'a> {
+    /// The number of cells.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::I64(a) => a.len(),
+            Self::F64(a) => a.len(),
+            Self::Bool(a) => a.len(),
+            Self::U8(a) => a.len(),
+        }
+    }
+
+    /// True when there are no cells.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn slice(self, start: usize, end: usize) -> Self {
+        match self {
+            Self::I64(a) => Self::I64(&a[start..end]),
+            Self::F64(a) => Self::F64(&a[start..end]),
+            Self::Bool(a) => Self::Bool(&a[start..end]),
+            Self::U8(a) => Self::U8(&a[start..end]),
+        }
+    }
+
+    /// The element type's name, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::I64(_) => "int64",
+            Self::F64(_) => "float64",
+            Self::Bool(_) => "bool",
+            Self::U8(_) => "uint8",
+        }
+    }
+}
+
+/// A cell type of [`ColumnData`].
+pub trait CellType: Copy + Sized {
+    /// The name of the numpy dtype a column of it has.
+    const DTYPE: &'static str;
+    /// The cells, when `data` holds this type.
+    fn of<'a>(data: ColumnData<'a>) -> Option<&'a [Self]>;
+}
+
+macro_rules! cell_type {
+    ($t:ty, $variant:ident, $dtype:literal) => {
+        impl CellType for $t {
+            const DTYPE: &'static str = $dtype;
+            #[inline]
+            fn of<'a>(data: ColumnData<'a>) -> Option<&'a [Self]> {
+                match data {
+                    ColumnData::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+cell_type!(i64, I64, "int64");
+cell_type!(f64, F64, "float64");
+cell_type!(bool, Bool, "bool");
+cell_type!(u8, U8, "uint8");
+
+/// The cells of column `name` as `T`, or an error naming the dtype it needs.
+pub(crate) fn cells<'a, T: CellType>(name: &str, data: ColumnData<'a>) -> Result<&'a [T]> {
+    T::of(data).ok_or_else(|| {
+        PlanError::invalid(format!(
+            "batch column {name} must be {}, got {}",
+            T::DTYPE,
+            data.type_name()
+        ))
+    })
+}
+
+/// The numpy dtype a batch column of `field` has.
+pub fn column_dtype(field: ScenarioField) -> &'static str {
+    field.info().cell_dtype
+}
+
+/// One varying input: a scenario field and its cells.
+#[derive(Debug, Clone, Copy)]
+pub struct Column<'a> {
+    /// Which field.
+    pub field: ScenarioField,
+    /// One cell per row.
+    pub data: ColumnData<'a>,
+}
+
+/// The budgets: one for every row, or one per row.
+#[derive(Debug, Clone, Copy)]
+pub enum Budgets<'a> {
+    /// Broadcast to every row, bytes.
+    Scalar(i64),
+    /// One per row, bytes.
+    Array(&'a [i64]),
+}
+
+impl<'a> Budgets<'a> {
+    /// The rows `start..end`.
+    pub(crate) fn slice(self, start: usize, end: usize) -> Self {
+        match self {
+            Self::Scalar(v) => Self::Scalar(v),
+            Self::Array(a) => Self::Array(&a[start..end]),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> i64 {
+        match self {
+            Self::Scalar(v) => *v,
+            Self::Array(a) => a[i],
+        }
+    }
+}
+
+/// A batch: the base scenario (every scalar input applied), the budgets and
+/// the columns that vary.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    /// The scenario every row starts from (not yet resolved: defaults that
+    /// depend on other fields are filled per row).
+    pub base: Scenario,
+    /// The status of every row when a scalar input was bad on its own (0: none).
+    pub base_status: u8,
+    /// Available bytes on this rank.
+    pub available_bytes: Budgets<'a>,
+    /// The inputs that vary, at most one column per field.
+    pub columns: &'a [Column<'a>],
+    /// How many threads may share the work.
+    pub threads: Threads,
+}
+
+/// Output arrays, one entry per row. `-1` stands for `None` in the full and
+/// SWA columns of a successful row; failed rows hold 0 and a nonzero status.
+#[derive(Debug)]
+pub struct BatchOutputs<'a> {
+    /// `max_total_num_tokens`, tokens.
+    pub max_total_num_tokens: &'a mut [i64],
+    /// `full_max_total_num_tokens`, tokens (-1: None).
+    pub full_max_total_num_tokens: &'a mut [i64],
+    /// `swa_max_total_num_tokens`, tokens (-1: None).
+    pub swa_max_total_num_tokens: &'a mut [i64],
+    /// 0 for success, else the [`crate::ErrorCode`] status.
+    pub status: &'a mut [u8],
+}
+
+impl BatchOutputs<'_> {
+    /// Rows `..mid` and `mid..`.
+    pub(crate) fn split_into(self, mid: usize) -> (Self, Self) {
+        let (a0, a1) = self.max_total_num_tokens.split_at_mut(mid);
+        let (b0, b1) = self.full_max_total_num_tokens.split_at_mut(mid);
+        let (c0, c1) = self.swa_max_total_num_tokens.split_at_mut(mid);
+        let (s0, s1) = self.status.split_at_mut(mid);
+        (
+            BatchOutputs {
+                max_total_num_tokens: a0,
+                full_max_total_num_tokens: b0,
+                swa_max_total_num_tokens: c0,
+                status: s0,
+            },
+            BatchOutputs {
+                max_total_num_tokens: a1,
+                full_max_total_num_tokens: b1,
+                swa_max_total_num_tokens: c1,
+                status: s1,
+            },
+        )
+    }
+
+    /// Every output array must have `n` rows.
+    pub fn check_rows(&self, n: usize) -> Result<()> {
+        let lens = [
+            self.max_total_num_tokens.len(),
+            self.full_max_total_num_tokens.len(),
+            self.swa_max_total_num_tokens.len(),
+            self.status.len(),
+        ];
+        if lens.iter().any(|l| *l != n) {
+            return Err(PlanError::invalid(format!(
+                "batch outputs must have {n} rows, got {lens:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    pub(crate) fn write(&mut self, i: usize, r: std::result::Result<MemoryPoolConfig, ErrorCode>) {
+        match r {
+            Ok(c) => self.write_ok(i, &c),
+            Err(e) => self.write_err(i, e.status()),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn write_ok(&mut self, i: usize, c: &MemoryPoolConfig) {
+        self.max_total_num_tokens[i] = c.max_total_num_tokens;
+        self.full_max_total_num_tokens[i] = c.full_max_total_num_tokens.unwrap_or(-1);
+        self.swa_max_total_num_tokens[i] = c.swa_max_total_num_tokens.unwrap_or(-1);
+        self.status[i] = STATUS_OK;
+    }
+
+    #[inline]
+    pub(crate) fn write_err(&mut self, i: usize, status: u8) {
+        self.max_total_num_tokens[i] = 0;
+        self.full_max_total_num_tokens[i] = 0;
+        self.swa_max_total_num_tokens[i] = 0;
+        self.status[i] = status;
+    }
+}
+
+impl Batch<'_> {
+    /// The number of rows: the common length of the columns and budgets (1 if all are scalars).
+    pub fn rows(&self) -> Result<usize> {
+        let mut n: Option<usize> = match self.available_bytes {
+            Budgets::Scalar(_) => None,
+            Budgets::Array(a) => Some(a.len()),
+        };
+        for (k, c) in self.columns.iter().enumerate() {
+            if self.columns[..k].iter().any(|o| o.field == c.field) {
+                return Err(PlanError::invalid(format!(
+                    "batch column {} is given twice",
+                    c.field.info().name
+                )));
+            }
+            let l = c.data.len();
+            match n {
+                Some(m) if m != l => {
+                    return Err(PlanError::invalid(format!(
+                        "batch columns have different lengths ({m} and {l})"
+                    )))
+                }
+                _ => n = Some(l),
+            }
+        }
+        Ok(n.unwrap_or(1))
+    }
+}

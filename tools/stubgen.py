@@ -1,0 +1,189 @@
+"""Writes the parts of the type stubs that derive from the core's field declaration.
+
+``python/kvbudget/_core.pyi`` keeps hand-written stubs for the native classes
+with behaviour (configurator, plan); the value types between its
+``# BEGIN GENERATED`` and ``# END GENERATED`` markers, and all of
+``python/kvbudget/_columns.pyi`` (``plan_many``'s keywords), are rendered here
+from ``kvbudget._core.FIELDS``, docs and units included.
+
+    python tools/stubgen.py          # rewrite the stubs
+    python tools/stubgen.py --check  # exit 1 if they are stale (a test runs this)
+
+Needs the built extension (``make develop``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+import kvbudget
+from kvbudget import _core
+from kvbudget.fields import FIELDS, SCENARIO_FIELDS, Field
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE_PYI = ROOT / "python" / "kvbudget" / "_core.pyi"
+COLUMNS_PYI = ROOT / "python" / "kvbudget" / "_columns.pyi"
+BEGIN, END = "# BEGIN GENERATED (tools/stubgen.py)", "# END GENERATED"
+
+PY_TYPES = {
+    "int": "int",
+    "opt_int": "int | None",
+    "float": "float",
+    "bool": "bool",
+    "name": "str",
+    "opt_name": "str | None",
+    "draft": "DraftGeometry | None",
+}
+COLUMN_TYPES = {
+    "int64": "IntColumn",
+    "float64": "FloatColumn",
+    "bool": "BoolColumn",
+    "uint8": "NameColumn",
+}
+# The native classes and the declared type whose fields they expose.
+VALUE_CLASSES = [
+    ("ModelGeometry", "AttentionShape"),
+    ("DraftGeometry", "DraftGeometry"),
+    ("SpeculativeConfig", "SpeculativeConfig"),
+    ("ServingConfig", "ServingConfig"),
+    ("MemoryPoolConfig", "MemoryPoolConfig"),
+]
+MODEL_IDS = ("full_attention_layer_ids", "swa_attention_layer_ids")
+COUNTS = ("num_full_layers", "num_swa_layers")
+
+
+def _doc(text: str, indent: str) -> list[str]:
+    body = textwrap.fill(" ".join(text.split()), width=96 - len(indent), break_on_hyphens=False)
+    lines = body.splitlines() or [""]
+    if len(lines) == 1:
+        return [f'{indent}"""{lines[0]}"""']
+    return [f'{indent}"""{lines[0]}'] + [f"{indent}{ln}" for ln in lines[1:]] + [f'{indent}"""']
+
+
+def _param(f: Field, with_default: bool) -> str:
+    t = PY_TYPES[f.py]
+    if f.py == "name":
+        t = "str | None"  # None means the default
+    return f"{f.name}: {t}" + (" = ..." if with_default else "")
+
+
+def _value_class(cls_name: str, owner: str) -> list[str]:
+    fields = FIELDS[owner]
+    cls = getattr(_core, cls_name)
+    out = ["@final", f"class {cls_name}:"]
+    out += _doc(cls.__doc__ or "", "    ")
+    ctor = [f for f in fields if not (cls_name == "ModelGeometry" and f.name in COUNTS)]
+    lead = [f"{n}: list[int]" for n in MODEL_IDS] if cls_name == "ModelGeometry" else []
+    params = lead + [_param(f, not f.required) for f in ctor if f.required] + [
+        _param(f, True) for f in ctor if not f.required
+    ]
+    out.append("    def __new__(cls, " + ", ".join(params) + ") -> Self: ...")
+    changes = [f"{n}: list[int] = ..." for n in (MODEL_IDS if cls_name == "ModelGeometry" else ())]
+    changes += [_param(f, True) for f in ctor]
+    out.append("    def replace(self, *, " + ", ".join(changes) + ") -> Self:")
+    out += _doc("A copy with the given fields changed (the others keep their values), re-checked.", "        ")
+    if cls_name == "ModelGeometry":
+        for n in MODEL_IDS:
+            out += ["    @property", f"    def {n}(self) -> list[int]:"]
+            out += _doc(f"Global layer ids of the {'full-attention' if n.startswith('full') else 'sliding-window'} layers.", "        ")
+    for f in fields:
+        # Resolved values: a defaulted dim is never None once built.
+        t = "int" if f.kind == "derived" else PY_TYPES[f.py]
+        out += ["    @property", f"    def {f.name}(self) -> {t}:"]
+        out += _doc(f.doc, "        ")
+    if cls_name == "ModelGeometry":
+        out += ["    @classmethod", "    def from_hf_config(cls, path_or_dict: object) -> Self:"]
+        out += _doc("A geometry from a Hugging Face config.json (a dict, a file, or a model directory).", "        ")
+        out += ["    @property", "    def is_mla(self) -> bool:"] + _doc("True for an MLA model (kv_lora_rank given).", "        ")
+        out += ["    @property", "    def num_layers(self) -> int:"] + _doc("Every attention layer, n_f + n_s.", "        ")
+    if cls_name == "DraftGeometry":
+        out += [
+            "    @staticmethod",
+            "    def from_model(model: ModelGeometry, num_layers: int | None = None, "
+            "kv_cache_dtype: str | None = None) -> DraftGeometry:",
+        ]
+        out += _doc(
+            "The one rule for using a whole model as a (standalone) draft: its full layers' heads and dims "
+            "(its SWA layers must match them), or an all-SWA model's SWA geometry with capacity 'swa'; "
+            "MLA models are refused. num_layers defaults to every attention layer.",
+            "        ",
+        )
+    if cls_name in ("DraftGeometry", "MemoryPoolConfig"):
+        out.append("    def __hash__(self) -> int: ...")
+    out += [
+        "    def to_json(self) -> str: ...",
+        "    @classmethod",
+        "    def _from_json(cls, s: str) -> Self: ...",
+        "    def __reduce__(self) -> tuple[object, tuple[str]]: ...",
+        "",
+    ]
+    return out
+
+
+def core_section() -> str:
+    lines = [BEGIN, ""]
+    for cls_name, owner in VALUE_CLASSES:
+        lines += _value_class(cls_name, owner)
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def columns_stub() -> str:
+    lines = [
+        '"""The keywords of ``kvbudget.plan_many``: generated by tools/stubgen.py from the core\'s',
+        'field declaration (``rust/core/src/fields.rs``); do not edit."""',
+        "",
+        "from typing import TypedDict, Union",
+        "",
+        "import numpy.typing as npt",
+        "from typing_extensions import Required",
+        "",
+        "IntColumn = Union[int, None, npt.ArrayLike]",
+        '"""An int (``None`` for an optional field), or one per row (``None`` or negative: ``None``)."""',
+        "FloatColumn = Union[float, npt.ArrayLike]",
+        "BoolColumn = Union[bool, npt.ArrayLike]",
+        "NameColumn = Union[str, int, None, npt.ArrayLike]",
+        '"""A name (or its integer code), or one per row."""',
+        "",
+        "class PlanManyColumns(TypedDict, total=False):",
+    ]
+    for f in SCENARIO_FIELDS.values():
+        if not f.batch:
+            continue
+        t = COLUMN_TYPES[f.cell_dtype]
+        lines.append(f"    {f.name}: {'Required[' + t + ']' if f.required else t}")
+        default = "" if f.required else f" Default: {f.default!r}."
+        lines += _doc(f"{f.doc}{default}", "    ")
+    return "\n".join(lines) + "\n"
+
+
+def render_core(current: str) -> str:
+    head, sep, rest = current.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise SystemExit(f"{CORE_PYI}: missing the {BEGIN!r} / {END!r} markers")
+    return head + core_section() + tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the stubs are stale")
+    args = ap.parse_args(argv)
+    want = {CORE_PYI: render_core(CORE_PYI.read_text()), COLUMNS_PYI: columns_stub()}
+    stale = [p for p, text in want.items() if not p.exists() or p.read_text() != text]
+    if args.check:
+        for p in stale:
+            print(f"stale: {p.relative_to(ROOT)} (run: python tools/stubgen.py)", file=sys.stderr)
+        return 1 if stale else 0
+    for p in stale:
+        p.write_text(want[p])
+        print(f"wrote {p.relative_to(ROOT)}")
+    _ = kvbudget.__version__
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

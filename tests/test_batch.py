@@ -17,7 +17,7 @@ Batch-only conventions the comparison follows (docs in kvbudget/batch.py):
 
 The property runs ``max(100, profile // 20)`` examples, where ``profile`` is
 the active hypothesis profile's ``max_examples`` (tests/conftest.py: ``ci``
-10,000 -> 500 examples, ``dev`` 500 -> 100): each example is a whole batch of
+10,000 -> 500 examples, ``dev`` 200 -> 100): each example is a whole batch of
 up to 200 rows, so this is far more scalar calls than the profile count.
 """
 
@@ -597,3 +597,70 @@ def test_uint64_beyond_i64_is_not_none() -> None:
             10**10, max_running_requests=np.array([2**63, 16], dtype=np.uint64), chunked_prefill_size=8192,
             disable_radix_cache=True, num_swa_layers=4, sliding_window_size=128, **BASE,
         )
+
+
+# --------------------------------------------------------------------------
+# Threads, reused outputs, keywords
+# --------------------------------------------------------------------------
+
+
+def test_threads_do_not_change_results() -> None:
+    """Rows are independent: one thread, two threads and the default give the same arrays."""
+    kw = _varied_columns(11, 200_000)  # above kvbudget_core's PARALLEL_ROWS (65,536)
+    one = plan_many(**kw, threads=1)
+    for threads in (2, 3, None):
+        for a, b in zip(plan_many(**kw, threads=threads), one):
+            np.testing.assert_array_equal(a, b)
+    cfg = create_pool_configurator(
+        ModelGeometry(list(range(0, 48, 6)), [i for i in range(48) if i % 6], 8, 128, sliding_window_size=4096),
+        ServingConfig(page_size=64, swa_full_tokens_ratio=0.3),
+    )
+    budgets = kw["available_bytes"]
+    serial = cfg.calculate_pool_sizes_many(budgets, threads=1)
+    for a, b in zip(cfg.calculate_pool_sizes_many(budgets, threads=2), serial):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(InvalidConfigError, match="threads must be >= 1"):
+        plan_many(**kw, threads=0)
+
+
+def test_out_buffers_are_filled_and_returned() -> None:
+    kw = _varied_columns(5, 5000)
+    fresh = plan_many(**kw)
+    out = BatchResult.empty(5000)
+    got = plan_many(**kw, out=out)
+    for a, b, c in zip(got, out, fresh):
+        assert a is b  # written in place
+        np.testing.assert_array_equal(a, c)
+    with pytest.raises(InvalidConfigError, match="rows"):
+        plan_many(**kw, out=BatchResult.empty(4999))
+    with pytest.raises(TypeError):
+        plan_many(**kw, out=(np.zeros(5000, np.int32),) * 4)  # type: ignore[arg-type]
+    cfg = create_pool_configurator(ModelGeometry(list(range(4)), [], 8, 128), ServingConfig())
+    small = BatchResult.empty(3)
+    assert cfg.calculate_pool_sizes_many([10**9, 1, 10**10], out=small).max_total_num_tokens is small[0]
+
+
+def test_keywords_come_from_the_field_table() -> None:
+    from kvbudget.batch import BATCH_FIELDS
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'pagesize'"):
+        plan_many(10**10, pagesize=64, **BASE)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="missing required keyword arguments: head_dim"):
+        plan_many(10**10, num_full_layers=4, num_kv_heads=8)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'draft'"):
+        plan_many(10**10, draft=None, **BASE)  # type: ignore[call-arg]
+    assert set(BATCH_FIELDS) == {n for n, f in kvbudget.fields.SCENARIO_FIELDS.items() if f.batch}
+
+
+def test_bad_scalar_makes_every_row_invalid_as_the_scalar_api_raises() -> None:
+    """A scalar is checked once, as its constructor checks it: rejected there, every row is invalid."""
+    with pytest.raises(InvalidConfigError):
+        ServingConfig(page_size=0)
+    res = plan_many(np.array([10**10, 10**11]), page_size=0, **BASE)
+    assert res.error_codes() == ["invalid_config"] * 2
+    with pytest.raises(InvalidConfigError):
+        ServingConfig(max_running_requests=-1)  # a negative scalar is not None
+    res = plan_many(np.array([10**10]), max_running_requests=-1, **BASE)
+    assert res.error_codes() == ["invalid_config"]
+    with pytest.raises(TypeError):
+        plan_many(10**10, page_size=True, **BASE)  # a bool is not an int, as in the scalar API

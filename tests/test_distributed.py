@@ -298,9 +298,6 @@ def test_agreed_plan_is_frozen_and_pickles() -> None:
     assert back.plan is not None and back.plan.to_json() == plan.to_json()
 
 
-def test_distributed_does_not_import_torch() -> None:
-    code = "import sys, kvbudget.distributed; assert 'torch' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "--worker":

@@ -25,14 +25,30 @@ def test_import_kvbudget_does_not_import_heavy_modules(heavy: str) -> None:
     assert heavy not in mods
 
 
-def test_planning_does_not_import_torch() -> None:
-    code = (
+# Everything but allocation plans without torch: each of these, run in a fresh
+# interpreter, must leave torch unimported.
+TORCH_FREE = {
+    "import kvbudget": "import kvbudget",
+    "planning": (
         "import kvbudget as k\n"
         "m = k.ModelGeometry([1], [0], 8, 64, sliding_window_size=127)\n"
         "c = k.create_pool_configurator(m, k.ServingConfig(page_size=64))\n"
         "c.plan(1 << 30)\n"
-    )
-    assert "torch" not in _modules_after(code)
+        "k.Scenario(m).replace(page_size=16).configurator().calculate_pool_sizes(1 << 30)\n"
+    ),
+    "budget": "import kvbudget.budget",
+    "batch": "import kvbudget; kvbudget.plan_many(1 << 30, num_full_layers=4, num_kv_heads=8, head_dim=128)",
+    "ranks": "import kvbudget.ranks",
+    "distributed": "import kvbudget.distributed",
+    "workload": "import kvbudget.workload",
+    "cli": "import kvbudget.cli",
+    "models": "import kvbudget.models; kvbudget.models.get_preset('gemma-3-27b').model_geometry()",
+}
+
+
+@pytest.mark.parametrize("what", sorted(TORCH_FREE))
+def test_torch_is_not_imported(what: str) -> None:
+    assert "torch" not in _modules_after(TORCH_FREE[what])
 
 
 def test_allocate_is_lazy_attribute() -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import subprocess
-import sys
 
 import pytest
 
@@ -319,8 +317,3 @@ def test_rank_plans_pickle() -> None:
     assert back.agreed_configs == rp.agreed_configs
     a, b = back.stages[1].agreed_plan, rp.stages[1].agreed_plan
     assert a is not None and b is not None and a.to_json() == b.to_json()
-
-
-def test_ranks_does_not_import_torch() -> None:
-    code = "import sys, kvbudget.ranks; assert 'torch' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)

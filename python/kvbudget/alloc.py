@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 import torch
 
-from kvbudget._core import TENSOR_ALIGNMENT, PoolPlan, PoolSpec, TensorSpec
+from kvbudget._core import PoolPlan, PoolSpec, TensorSpec
 from kvbudget.errors import AllocationError, InvalidConfigError
 
 __all__ = ["Allocator", "KVPools", "LayerKV", "Strategy", "allocate"]
@@ -320,37 +320,13 @@ def _dtype(spec: TensorSpec) -> torch.dtype:
         ) from None
 
 
-def _check_plan(pools: list[tuple[PoolSpec, list[TensorSpec]]]) -> None:
-    """Validates what the slab views rely on, before anything is allocated."""
-    for pool, tensors in pools:
-        offset = 0
+def _check_plan(plan: PoolPlan, pools: list[tuple[PoolSpec, list[TensorSpec]]]) -> None:
+    """Validates what the slab views rely on, before anything is allocated: the core's
+    one plan checker (``PoolPlan.check``), and that torch has every storage dtype."""
+    plan.check()
+    for _pool, tensors in pools:
         for t in tensors:
-            dt = _dtype(t)
-            size = dt.itemsize
-            expected = -(-offset // TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT
-            if t.offset != expected:
-                raise InvalidConfigError(
-                    f"pool {pool.name!r}: tensor {t.layer_id}/{t.kind} at offset {t.offset}, "
-                    f"expected {expected} (tensors follow each other at {TENSOR_ALIGNMENT}-byte alignment)"
-                )
-            numel = 1
-            for d in t.shape:
-                numel *= d
-            if numel * size != t.nbytes:
-                raise InvalidConfigError(
-                    f"pool {pool.name!r}: tensor {t.layer_id}/{t.kind} shape {t.shape} x {size} bytes "
-                    f"!= nbytes {t.nbytes}"
-                )
-            if t.offset % size:
-                raise InvalidConfigError(
-                    f"pool {pool.name!r}: tensor {t.layer_id}/{t.kind} offset {t.offset} is not a "
-                    f"multiple of its element size {size}"
-                )
-            offset = t.offset + t.nbytes
-        if offset != pool.nbytes:
-            raise InvalidConfigError(
-                f"pool {pool.name!r}: tensors end at {offset} bytes, pool says {pool.nbytes}"
-            )
+            _dtype(t)
 
 
 def _records(pool: PoolSpec, tensors: dict[int, dict[str, torch.Tensor]]) -> list[LayerKV]:
@@ -438,7 +414,7 @@ def allocate(
     if dev.type == "meta":
         zero = False
     pools = [(pool, list(pool.tensors)) for pool in plan.pools]  # fetched once from the native plan
-    _check_plan(pools)
+    _check_plan(plan, pools)
     alloc: Allocator = _torch_allocator if _allocator is None else _allocator
     build = _Build()
     try:

@@ -60,7 +60,7 @@ impl Named for ConfiguratorKind {
 impl std::str::FromStr for ConfiguratorKind {
     type Err = PlanError;
     fn from_str(s: &str) -> Result<Self> {
-        match s {
+        match s.to_ascii_lowercase().as_str() {
             "default" => Ok(Self::Default),
             "hybrid_swa" => Ok(Self::HybridSwa),
             "chunk_cap" => Ok(Self::ChunkCap),

@@ -226,7 +226,13 @@ fn field_dict<'py>(py: Python<'py>, f: &FieldInfo) -> PyResult<Bound<'py, PyDict
     d.set_item("cell_dtype", f.cell_dtype)?;
     d.set_item("choices", PyTuple::new(py, f.choices)?)?;
     d.set_item("required", f.required)?;
-    d.set_item("doc", f.doc.trim())?;
+    let doc: Vec<&str> = f
+        .doc
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    d.set_item("doc", doc.join("\n"))?;
     d.set_item("default", to_py(py, (f.default)())?)?;
     Ok(d)
 }

@@ -1,0 +1,240 @@
+//! INV-7 (batch equals scalar, errors included) as a property test: random
+//! scenarios, some fields as columns of random cells, against the scalar
+//! path rebuilt row by row (`Scenario::set` of each decoded value, layer ids
+//! `0..n_f` and `n_f..n_f+n_s`, `PoolConfigurator::create`,
+//! `calculate_pool_sizes`); and the thread split gives the serial results.
+use kvbudget_core::batch::{plan_many, Batch, BatchOutputs, Budgets, Column, ColumnData, Threads};
+use kvbudget_core::fields::{ScenarioField, Value};
+use kvbudget_core::*;
+use proptest::prelude::*;
+
+/// Integer cells per field: mostly realistic, some invalid, some "None".
+fn int_cell(name: &str) -> BoxedStrategy<i64> {
+    let pick = |xs: &'static [i64]| prop::sample::select(xs).boxed();
+    match name {
+        "num_full_layers" => prop_oneof![0i64..8, 0i64..48, Just(-1)].boxed(),
+        "num_swa_layers" => prop_oneof![Just(0i64), 0i64..40, Just(-2)].boxed(),
+        "num_kv_heads" | "swa_num_kv_heads" => pick(&[1, 2, 8, 16, 0, -1]),
+        "head_dim" | "v_head_dim" | "swa_head_dim" | "swa_v_head_dim" => {
+            prop_oneof![pick(&[64, 128, 256, -1]), 1i64..600, Just(1 << 40)].boxed()
+        }
+        "sliding_window_size" => pick(&[-1, 0, 127, 1023, 4095, 1 << 50]),
+        "kv_lora_rank" => pick(&[-1, -1, -1, 512, 0]),
+        "qk_rope_head_dim" => pick(&[-1, 64, 0]),
+        "page_size" => pick(&[1, 16, 64, 3, 0]),
+        "tp_size" => pick(&[1, 2, 4, 8, 3]),
+        "dcp_size" => pick(&[1, 1, 2, 3]),
+        "attn_dp_size" => pick(&[1, 2, 4, 0]),
+        "max_running_requests" => pick(&[-1, 1, 64, 256, 0]),
+        "chunked_prefill_size" => pick(&[-1, 512, 8192, 0]),
+        "disaggregation_decode_extra_slots" => pick(&[0, 2, 8, -1]),
+        "swa_eviction_interval" => pick(&[128, 0, -5, 4, i64::MIN]),
+        "draft_num_layers" => pick(&[0, 1, 2, 3, 1 << 30]),
+        "banded_draft_layers" => pick(&[0, 0, 1, 5]),
+        "num_steps" | "eagle_topk" | "num_draft_tokens" => pick(&[-1, 0, 1, 3, 4]),
+        "dflash_draft_cell_size_per_token" => pick(&[-1, 4096, 0]),
+        other => panic!("no cell strategy for {other}"),
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Cells {
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+    Bool(Vec<bool>),
+    U8(Vec<u8>),
+}
+
+fn cells(field: ScenarioField, n: usize) -> BoxedStrategy<Cells> {
+    let info = field.info();
+    match info.cell_dtype {
+        "int64" => prop::collection::vec(int_cell(info.name), n)
+            .prop_map(Cells::I64)
+            .boxed(),
+        "float64" => prop::collection::vec(
+            prop_oneof![0.01f64..2.0, Just(0.8), Just(0.0), Just(f64::NAN)],
+            n,
+        )
+        .prop_map(Cells::F64)
+        .boxed(),
+        "bool" => prop::collection::vec(any::<bool>(), n)
+            .prop_map(Cells::Bool)
+            .boxed(),
+        _ => prop::collection::vec(prop_oneof![0u8..7, Just(200)], n)
+            .prop_map(Cells::U8)
+            .boxed(),
+    }
+}
+
+/// The scalar API's value for a cell (the batch encoding decoded).
+fn value_of(field: ScenarioField, cells: &Cells, i: usize) -> Value<'static> {
+    let info = field.info();
+    match cells {
+        Cells::I64(v) if v[i] < 0 && info.py == fields::PyRepr::OptInt => Value::None,
+        Cells::I64(v) => Value::Int(i128::from(v[i])),
+        Cells::F64(v) => Value::Float(v[i]),
+        Cells::Bool(v) => Value::Bool(v[i]),
+        Cells::U8(v) => info
+            .choices
+            .get(usize::from(v[i]))
+            .map_or(Value::Str("no such name"), |s| Value::Str(s)),
+    }
+}
+
+fn batch_case() -> impl Strategy<Value = (usize, Vec<(ScenarioField, Cells)>, Vec<i64>)> {
+    let batch_fields: Vec<ScenarioField> = ScenarioField::ALL
+        .iter()
+        .copied()
+        .filter(|f| f.info().batch)
+        .collect();
+    (1usize..40, prop::sample::subsequence(batch_fields, 1..12)).prop_flat_map(|(n, fields)| {
+        let cols: Vec<_> = fields
+            .into_iter()
+            .map(|f| cells(f, n).prop_map(move |c| (f, c)))
+            .collect();
+        (
+            Just(n),
+            cols,
+            prop::collection::vec(prop_oneof![-(1i64 << 30)..(1 << 40), Just(i64::MAX)], n),
+        )
+    })
+}
+
+fn base() -> Scenario {
+    let mut sc = Scenario::default();
+    for (name, v) in [
+        ("num_full_layers", Value::Int(4)),
+        ("num_swa_layers", Value::Int(12)),
+        ("num_kv_heads", Value::Int(8)),
+        ("head_dim", Value::Int(128)),
+        ("sliding_window_size", Value::Int(1023)),
+    ] {
+        sc.set(name, v).unwrap();
+    }
+    sc
+}
+
+fn data(c: &Cells) -> ColumnData<'_> {
+    match c {
+        Cells::I64(v) => ColumnData::I64(v),
+        Cells::F64(v) => ColumnData::F64(v),
+        Cells::Bool(v) => ColumnData::Bool(v),
+        Cells::U8(v) => ColumnData::U8(v),
+    }
+}
+
+fn run(batch: &Batch<'_>, n: usize) -> Vec<(i64, i64, i64, u8)> {
+    let (mut a, mut b, mut c, mut s) = (vec![0; n], vec![0; n], vec![0; n], vec![0u8; n]);
+    let mut out = BatchOutputs {
+        max_total_num_tokens: &mut a,
+        full_max_total_num_tokens: &mut b,
+        swa_max_total_num_tokens: &mut c,
+        status: &mut s,
+    };
+    plan_many(batch, &mut out).unwrap();
+    (0..n).map(|i| (a[i], b[i], c[i], s[i])).collect()
+}
+
+fn scalar(
+    mut sc: Scenario,
+    cols: &[(ScenarioField, Cells)],
+    i: usize,
+    a: i64,
+) -> (i64, i64, i64, u8) {
+    let err = |e: PlanError| (0, 0, 0, e.code.status());
+    for (f, c) in cols {
+        if let Err(e) = sc.set(f.info().name, value_of(*f, c, i)) {
+            return err(e);
+        }
+    }
+    let (n_f, n_s) = (sc.shape.num_full_layers, sc.shape.num_swa_layers);
+    let model = ModelGeometry::new(
+        (0..n_f).collect(),
+        (n_f..n_f + n_s).collect(),
+        AttentionShape {
+            num_full_layers: 0,
+            num_swa_layers: 0,
+            ..sc.shape
+        },
+    );
+    let r = model
+        .and_then(|m| sc.serving.resolved().map(|s| (m, s)))
+        .and_then(|(m, s)| sc.spec.resolved().map(|sp| (m, s, sp)))
+        .and_then(|(m, s, sp)| PoolConfigurator::create(m, s, sp))
+        .and_then(|c| c.calculate_pool_sizes(a, None));
+    match r {
+        Ok(c) => (
+            c.max_total_num_tokens,
+            c.full_max_total_num_tokens.unwrap_or(-1),
+            c.swa_max_total_num_tokens.unwrap_or(-1),
+            0,
+        ),
+        Err(e) => err(e),
+    }
+}
+
+proptest! {
+    // Cases: proptest's default (256), or PROPTEST_CASES (CI sets 10,000).
+    #![proptest_config(ProptestConfig::default())]
+
+    /// INV-7: every batch row equals the scalar API on that row, errors included.
+    #[test]
+    fn inv7_batch_equals_scalar((n, cols, budgets) in batch_case()) {
+        let columns: Vec<Column<'_>> = cols.iter().map(|(f, c)| Column { field: *f, data: data(c) }).collect();
+        let batch = Batch {
+            base: base(),
+            base_status: 0,
+            available_bytes: Budgets::Array(&budgets),
+            columns: &columns,
+            threads: Threads::Fixed(1),
+        };
+        let got = run(&batch, n);
+        for (i, row) in got.iter().enumerate() {
+            prop_assert_eq!(*row, scalar(base(), &cols, i, budgets[i]), "row {}", i);
+        }
+    }
+}
+
+#[test]
+fn threads_give_the_serial_results() {
+    let n = 200_000;
+    let heads: Vec<i64> = (0..n).map(|i| [1, 2, 8, 16, 0][i % 5]).collect();
+    let pages: Vec<i64> = (0..n).map(|i| [1, 16, 64, 3][i % 4]).collect();
+    let ratios: Vec<f64> = (0..n).map(|i| 0.05 + (i % 97) as f64 / 50.0).collect();
+    let budgets: Vec<i64> = (0..n).map(|i| (i as i64 % 1000 - 10) << 24).collect();
+    let field = |s| ScenarioField::from_name(s).unwrap();
+    let columns = [
+        Column {
+            field: field("num_kv_heads"),
+            data: ColumnData::I64(&heads),
+        },
+        Column {
+            field: field("page_size"),
+            data: ColumnData::I64(&pages),
+        },
+        Column {
+            field: field("swa_full_tokens_ratio"),
+            data: ColumnData::F64(&ratios),
+        },
+    ];
+    let batch = |threads| Batch {
+        base: base(),
+        base_status: 0,
+        available_bytes: Budgets::Array(&budgets),
+        columns: &columns,
+        threads,
+    };
+    let serial = run(&batch(Threads::Fixed(1)), n);
+    assert!(serial.iter().any(|r| r.3 == 0) && serial.iter().any(|r| r.3 != 0));
+    for t in [
+        Threads::Fixed(2),
+        Threads::Fixed(3),
+        Threads::Fixed(7),
+        Threads::Auto,
+    ] {
+        assert_eq!(run(&batch(t), n), serial, "{t:?}");
+    }
+    assert_eq!(Threads::Auto.for_rows(10), 1);
+    assert_eq!(Threads::Fixed(4).for_rows(10), 1);
+    assert_eq!(Threads::Fixed(4).for_rows(n), 4);
+}

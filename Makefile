@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: venv deps deps-run develop run test test-rust test-python bench fuzz lint lint-rust lint-python fmt
+.PHONY: venv deps deps-run develop run test test-rust test-python bench bench-instructions fuzz lint lint-rust lint-python fmt stubs
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -31,6 +31,7 @@ develop: venv
 run: deps-run develop
 	$(VENV)/bin/kvbudget
 
+# Property tests run proptest's 256 cases by default; PROPTEST_CASES=10000 in CI.
 test-rust:
 	cargo test -p kvbudget-core --release --lib --tests
 	cargo run --release -q -p kvbudget-core --example fuzz -- --iters 100000
@@ -48,6 +49,14 @@ test: deps develop test-rust test-python
 
 bench: develop
 	$(PY) -m pytest benches -q --benchmark-enable --benchmark-only
+
+# Instructions per batch row (callgrind; repeatable on a shared machine).
+bench-instructions:
+	bash benches/callgrind.sh
+
+# The stubs' generated parts (tools/stubgen.py), after a field is added to rust/core/src/fields.rs.
+stubs: develop
+	$(PY) tools/stubgen.py
 
 lint: lint-rust lint-python
 

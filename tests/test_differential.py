@@ -10,7 +10,7 @@ against a tiny ``Source`` interface so that the same generator runs
   mismatch over the whole run and asserts the count is 0).
 
 Both run ``max_examples`` of the active hypothesis profile (tests/conftest.py:
-``ci`` = 10,000, ``dev`` = 500).
+``ci`` = 10,000, ``dev`` = 200).
 
 A scenario's outcome is, per call, either the three token counts or the error
 kind raised anywhere in the pipeline (building the config objects, building the

@@ -134,6 +134,7 @@ def test_public_classes_live_in_kvbudget(name: str) -> None:
     cls = getattr(kvbudget, name)
     assert cls.__module__ == "kvbudget" or issubclass(cls, BaseException) or name in (
         "BatchResult", "AgreedPlan", "Parallelism", "RankPlans", "MinBudget", "SwaRatioSuggestion",
+        "WithoutDraftTerms",
     ), f"{name} is shown as {cls.__module__}.{name}"
 
 
@@ -157,6 +158,21 @@ def test_constructor_call_semantics() -> None:
         ServingConfig(kv_cache_dtype=16)
     with pytest.raises(OverflowError):
         ServingConfig(page_size=2**64)
+
+
+def test_canonical_names_are_the_cores() -> None:
+    from kvbudget.fields import canonical_name
+
+    assert canonical_name("kv_cache_dtype", "fp8") == "fp8_e4m3" == ServingConfig(kv_cache_dtype="fp8").kv_cache_dtype
+    assert canonical_name("algorithm", "MTP") == "nextn"
+    assert canonical_name("disaggregation_mode", "none") == "null"
+    for f in SCENARIO_FIELDS.values():
+        for name in f.choices:
+            assert canonical_name(f.name, name.upper()) == name
+    with pytest.raises(InvalidConfigError, match="unknown speculative algorithm"):
+        canonical_name("algorithm", "medusa")
+    with pytest.raises(InvalidConfigError, match="not a choice field"):
+        canonical_name("page_size", "1")
 
 
 def test_scenario_fields_are_the_three_parts() -> None:

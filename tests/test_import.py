@@ -41,7 +41,12 @@ TORCH_FREE = {
     "ranks": "import kvbudget.ranks",
     "distributed": "import kvbudget.distributed",
     "workload": "import kvbudget.workload",
-    "cli": "import kvbudget.cli",
+    "cli": (
+        "import contextlib, io\n"
+        "from kvbudget.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main([]) == 0\n"
+    ),
     "models": "import kvbudget.models; kvbudget.models.get_preset('gemma-3-27b').model_geometry()",
 }
 

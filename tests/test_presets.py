@@ -250,6 +250,33 @@ def test_draft_preset_builds_draft_geometry(name: str) -> None:
     assert type(p.draft_geometry()) is type(cls(**p.draft_kwargs))
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_any_preset_as_a_draft_is_one_rule(name: str) -> None:
+    """A draft preset's geometry is its model geometry through DraftGeometry.from_model; any
+    preset used as a standalone draft goes through the same rule."""
+    import kvbudget
+
+    p = get_preset(name)
+    m = p.model_geometry()
+    swa = (m.swa_num_kv_heads, m.swa_head_dim, m.swa_v_head_dim)
+    full = (m.num_kv_heads, m.head_dim, m.v_head_dim)
+    if m.is_mla or (m.num_full_layers and m.num_swa_layers and swa != full):
+        with pytest.raises(kvbudget.InvalidConfigError, match="MLA|one geometry"):
+            p.as_draft_geometry()
+        assert p.draft_kwargs is None
+        return
+    geom = p.as_draft_geometry()
+    assert geom == kvbudget.DraftGeometry.from_model(m)
+    assert geom.num_layers == m.num_layers
+    if m.num_full_layers:
+        assert (geom.num_kv_heads, geom.head_dim, geom.v_head_dim, geom.capacity) == (*full, None)
+    else:  # all-SWA (Mistral v0.1, MiMo-V2-Flash's MTP layers): its SWA geometry, SWA capacity
+        assert (geom.num_kv_heads, geom.head_dim, geom.v_head_dim, geom.capacity) == (*swa, "swa")
+    if p.role == "draft":
+        assert p.draft_geometry() == geom
+    assert p.as_draft_geometry(2).num_layers == 2
+
+
 # --------------------------------------------------------------------------
 # GPUs
 # --------------------------------------------------------------------------

@@ -317,3 +317,18 @@ def test_rank_plans_pickle() -> None:
     assert back.agreed_configs == rp.agreed_configs
     a, b = back.stages[1].agreed_plan, rp.stages[1].agreed_plan
     assert a is not None and b is not None and a.to_json() == b.to_json()
+
+
+def test_plan_ranks_takes_a_scenario() -> None:
+    """A Scenario is the unit plan_ranks plans from too; the same as its three parts."""
+    sc = kb.Scenario(
+        kb.ModelGeometry(list(range(0, 48, 6)), [i for i in range(48) if i % 6], 8, 128, sliding_window_size=4095),
+        kb.ServingConfig(page_size=64),
+        kb.SpeculativeConfig("eagle3", 1),
+    )
+    par = Parallelism(tp=2, pp=2)
+    a = plan_ranks(sc, budgets=40 << 30, parallel=par)
+    b = plan_ranks(sc.model, sc.serving, sc.spec, budgets=40 << 30, parallel=par)
+    assert a.agreed_configs == b.agreed_configs
+    with pytest.raises(kb.InvalidConfigError, match="not both"):
+        plan_ranks(sc, sc.serving, budgets=40 << 30)

@@ -162,3 +162,53 @@ def test_bytes_for_tokens_rounds_up_to_a_page() -> None:
     assert workload.bytes_for_tokens(cfg, 65) > workload.bytes_for_tokens(cfg, 64)
     plan = cfg.plan(10 * GIB)
     assert workload.bytes_for_tokens(cfg, plan.config.full_max_total_num_tokens) == plan.total_bytes
+
+
+# --------------------------------------------------------------------------- without draft terms
+
+
+def _preset_cfg(name: str, page: int = 1) -> kvbudget.PoolConfiguratorBase:
+    from kvbudget.models import get_preset
+
+    return kvbudget.Scenario(
+        get_preset(name).model_geometry(),
+        kvbudget.ServingConfig(page_size=page),
+        kvbudget.SpeculativeConfig("eagle3", 1),
+    ).configurator()
+
+
+def test_without_draft_terms_reference_example_1() -> None:
+    """REFERENCE section 5, example 1: Gemma-3-27B + 1-layer EAGLE3 at 40 GiB."""
+    cfg = _preset_cfg("gemma-3-27b")
+    a = 40 * GIB
+    w = workload.without_draft_terms(cfg, a)
+    assert w.config.full_max_total_num_tokens == w.config.max_total_num_tokens == 101_606
+    assert w.cell_size == pytest.approx(422_707.2)
+    assert cfg.calculate_pool_sizes(a).full_max_total_num_tokens == 99_674  # with the draft terms
+    assert w.allocated_bytes == cfg.bytes_for_tokens(101_606)
+    assert w.over_budget_bytes == w.allocated_bytes - a
+    assert 0.77 < w.over_budget_bytes / GIB < 0.78
+
+
+@pytest.mark.parametrize("name", ["gemma-3-27b", "gpt-oss-120b", "mistral-7b-v0.1", "llama-3.1-8b"])
+@pytest.mark.parametrize("page", [1, 64])
+def test_without_draft_terms_adds_up(name: str, page: int) -> None:
+    cfg = _preset_cfg(name, page)
+    a = 20 * GIB
+    bare = workload.without_draft_configurator(cfg)
+    assert type(bare) is type(cfg)
+    assert (bare.model, bare.serving) == (cfg.model, cfg.serving)
+    assert (bare.spec.algorithm, bare.spec.draft_num_layers, bare.spec.draft) == ("eagle3", 0, None)
+    assert bare.draft_terms == (0, 0, 0)
+    w = workload.without_draft_terms(cfg, a)
+    assert w.config == bare.calculate_pool_sizes(a)
+    assert w.cell_size == bare.cell_size
+    target = bare.plan(a, fit="sglang")
+    assert target.draft_bytes == 0 and w.target_pool_bytes == target.total_bytes
+    # The same token counts with the draft pool: what SGLang allocated before PR #29622.
+    with_draft = cfg.plan_for_config(w.config, a)
+    assert w.allocated_bytes == with_draft.total_bytes
+    assert w.draft_pool_bytes == with_draft.draft_bytes > 0
+    assert w.over_budget_bytes == max(0, w.allocated_bytes - a)
+    # Leaving the draft out never gives fewer tokens.
+    assert w.config.max_total_num_tokens >= cfg.calculate_pool_sizes(a).max_total_num_tokens

@@ -42,7 +42,7 @@ from kvbudget.errors import (
 
 if TYPE_CHECKING:
     from kvbudget.alloc import KVPools, LayerKV, allocate
-    from kvbudget.workload import MinBudget, SwaRatioSuggestion
+    from kvbudget.workload import MinBudget, SwaRatioSuggestion, WithoutDraftTerms
     from kvbudget.batch import BatchResult, plan_many
     from kvbudget.distributed import AgreedPlan, agree
     from kvbudget.ranks import Parallelism, RankPlans, plan_ranks
@@ -75,6 +75,7 @@ __all__ = [
     "SpeculativeConfig",
     "SwaRatioSuggestion",
     "TensorSpec",
+    "WithoutDraftTerms",
     "__version__",
     "agree",
     "allocate",
@@ -98,6 +99,7 @@ _LAZY = {
     "RankPlans": "kvbudget.ranks",
     "MinBudget": "kvbudget.workload",
     "SwaRatioSuggestion": "kvbudget.workload",
+    "WithoutDraftTerms": "kvbudget.workload",
 }
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "TensorSpec",
     "_plan_many",
     "_choice_codes",
+    "_canonical_name",
     "__version__",
     "TENSOR_ALIGNMENT",
     "DETACH_ROWS",
@@ -476,3 +477,4 @@ def _plan_many(
     threads: int | None = None,
 ) -> _Arrays: ...
 def _choice_codes(field: str, names: list[str]) -> list[int]: ...
+def _canonical_name(field: str, name: str) -> str: ...

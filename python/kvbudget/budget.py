@@ -26,6 +26,7 @@ __all__ = [
     "LMDEPLOY_CACHE_MAX_ENTRY_COUNT",
     "TRTLLM_FREE_GPU_MEMORY_FRACTION",
     "fraction_of_free",
+    "gpu_available_bytes",
     "lmdeploy_available_bytes",
     "min_across_ranks",
     "probe",
@@ -136,6 +137,37 @@ def vllm_available_bytes(
         + _bytes("cuda_graph_bytes", cuda_graph_bytes)
     )
     return math.floor(tot * f) - used
+
+
+def gpu_available_bytes(memory_bytes: int, mem_fraction: float, weights_bytes: int = 0) -> int:
+    """A budget from a GPU's size alone: ``floor(memory_bytes * mem_fraction) - weights_bytes``.
+
+    The estimate ``kvbudget plan --gpu NAME --mem-fraction F --weights-gib W``
+    plans with: the device's memory (e.g. a :class:`kvbudget.models.GpuSpec`'s
+    vendor-stated ``memory_bytes``) times SGLang's ``mem_fraction_static``, less
+    the weights (target and draft) on this GPU. It is
+    :func:`sglang_available_bytes` for an empty device (free before load =
+    ``memory_bytes``, free after = ``memory_bytes - weights_bytes``) computed in
+    one float product instead of SGLang's GiB doubles, so it can differ from a
+    measured budget by a byte; it ignores the CUDA context, activations and
+    graphs, which a measurement would see.
+
+    Args:
+        memory_bytes: the device's memory, bytes.
+        mem_fraction: SGLang's ``--mem-fraction-static``, in (0, 1].
+        weights_bytes: bytes of weights loaded on this GPU.
+
+    Returns:
+        The bytes available for KV, zero or negative when the weights do not fit
+        in ``memory_bytes * mem_fraction``.
+
+    Raises:
+        InvalidConfigError: a negative byte count or a fraction outside (0, 1].
+    """
+    memory = _bytes("memory_bytes", memory_bytes)
+    f = _fraction("mem_fraction", mem_fraction)
+    weights = _bytes("weights_bytes", weights_bytes)
+    return math.floor(memory * f) - weights
 
 
 def fraction_of_free(free_bytes: int, fraction: float) -> int:

@@ -13,7 +13,7 @@ from typing import NamedTuple, Union
 
 from kvbudget import _core
 
-__all__ = ["Field", "FIELDS", "SCENARIO_FIELDS", "scenario_field"]
+__all__ = ["Field", "FIELDS", "SCENARIO_FIELDS", "canonical_name", "scenario_field"]
 
 #: The value types a :class:`kvbudget.Scenario` is made of, in order.
 SCENARIO_OWNERS = ("AttentionShape", "ServingConfig", "SpeculativeConfig")
@@ -61,3 +61,15 @@ def scenario_field(name: str) -> Field:
         KeyError: no scenario field has that name.
     """
     return SCENARIO_FIELDS[name]
+
+
+def canonical_name(field: str, name: str) -> str:
+    """The canonical spelling of ``name`` for the choice field ``field``.
+
+    Parsed by the core, aliases included: ``canonical_name("kv_cache_dtype", "fp8")``
+    is ``"fp8_e4m3"``, ``canonical_name("algorithm", "MTP")`` is ``"nextn"``.
+
+    Raises:
+        InvalidConfigError: an unknown name, or a field that is not a choice.
+    """
+    return _core._canonical_name(field, name)

@@ -21,7 +21,6 @@ meaning ``ServingConfig.tp_size`` has in kvbudget.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Union
@@ -37,6 +36,7 @@ from kvbudget._core import (
 )
 from kvbudget.types import Fit
 from kvbudget.configurators import PoolConfiguratorBase, create_pool_configurator
+from kvbudget.scenario import Scenario
 from kvbudget.distributed import _lowest_min, _plan_at_tokens
 
 __all__ = [
@@ -307,10 +307,7 @@ def _stage_serving(serving: ServingConfig, parallel: Parallelism) -> ServingConf
                 f"serving.{name} = {have} conflicts with the parallelism's {want}; "
                 "leave it at 1 or set it to the same value"
             )
-    d = json.loads(serving.to_json())
-    d["tp_size"] = parallel.tp
-    d["attn_dp_size"] = parallel.attn_dp
-    return ServingConfig._from_json(json.dumps(d))
+    return serving.replace(tp_size=parallel.tp, attn_dp_size=parallel.attn_dp)
 
 
 def _stage_model(model: ModelGeometry, start: int, end: int, stage: int) -> ModelGeometry:
@@ -322,19 +319,7 @@ def _stage_model(model: ModelGeometry, start: int, end: int, stage: int) -> Mode
             f"pipeline stage {stage} (layers [{start}, {end})) holds no attention layer; "
             "choose a pp_layer_split that gives every stage one"
         )
-    return ModelGeometry(
-        full,
-        swa,
-        model.num_kv_heads,
-        model.head_dim,
-        v_head_dim=model.v_head_dim,
-        swa_num_kv_heads=model.swa_num_kv_heads,
-        swa_head_dim=model.swa_head_dim,
-        swa_v_head_dim=model.swa_v_head_dim,
-        sliding_window_size=model.sliding_window_size,
-        kv_lora_rank=model.kv_lora_rank,
-        qk_rope_head_dim=model.qk_rope_head_dim,
-    )
+    return model.replace(full_attention_layer_ids=full, swa_attention_layer_ids=swa)
 
 
 def _own_tokens(cfg: PoolConfiguratorBase, budget: int, fit: Fit) -> tuple[int, PoolPlan]:
@@ -355,8 +340,8 @@ def _draft_name(spec: SpeculativeConfig) -> str:
 
 
 def plan_ranks(
-    model: ModelGeometry,
-    serving: ServingConfig,
+    model: ModelGeometry | Scenario,
+    serving: ServingConfig | None = None,
     spec: SpeculativeConfig | None = None,
     *,
     budgets: Sequence[int] | int,
@@ -379,9 +364,11 @@ def plan_ranks(
     while its other pools follow its own layers.
 
     Args:
-        model: the whole model's geometry.
-        serving: serving config; its ``tp_size``/``attn_dp_size`` are replaced
-            by the parallelism's (a conflicting value other than 1 raises).
+        model: the whole model's geometry, or a :class:`kvbudget.Scenario`
+            (then ``serving`` and ``spec`` come from it and must not be given).
+        serving: serving config (default ``ServingConfig()``); its
+            ``tp_size``/``attn_dp_size`` are replaced by the parallelism's (a
+            conflicting value other than 1 raises).
         spec: speculative decoding (the draft runs on the last stage).
         budgets: one available-bytes value per rank, in rank order
             ``rank = pp_stage * (tp * attn_dp) + attn_dp_rank * tp + tp_rank``;
@@ -402,6 +389,13 @@ def plan_ranks(
             agreed token count on some stage, gives no valid pools; the
             message names the rank or stage.
     """
+    if isinstance(model, Scenario):
+        if serving is not None or spec is not None:
+            raise InvalidConfigError("plan_ranks: give a Scenario, or a model with serving and spec, not both")
+        sc = model
+        model, serving, spec = sc.model, sc.serving, sc.spec
+    if serving is None:
+        serving = ServingConfig()
     if fit not in ("exact", "sglang"):
         raise InvalidConfigError(f'fit: expected "exact" or "sglang", got {fit!r}')
     if not isinstance(parallel, Parallelism):

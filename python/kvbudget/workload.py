@@ -18,11 +18,14 @@ from kvbudget.configurators import PoolConfiguratorBase
 __all__ = [
     "MinBudget",
     "SwaRatioSuggestion",
+    "WithoutDraftTerms",
     "bytes_for_tokens",
     "concurrency",
     "max_context_len",
     "min_budget",
     "suggest_swa_ratio",
+    "without_draft_configurator",
+    "without_draft_terms",
 ]
 
 Pools = Union[PoolPlan, MemoryPoolConfig]
@@ -126,3 +129,65 @@ def suggest_swa_ratio(
     return SwaRatioSuggestion(**d)
 
 
+def without_draft_configurator(configurator: PoolConfiguratorBase) -> PoolConfiguratorBase:
+    """The same configurator (same kind, model and serving) with no draft terms in SGLang's budget.
+
+    The speculation keeps its algorithm and its step, top-k and draft-token
+    settings; its draft layers (``draft_num_layers``, ``banded_draft_layers``,
+    the DFLASH cell and the draft geometry) are dropped, which is how SGLang
+    sized the SWA pools before PR #29622 counted the draft.
+    """
+    spec = configurator.spec.replace(
+        draft_num_layers=0,
+        banded_draft_layers=0,
+        dflash_draft_cell_size_per_token=None,
+        draft=None,
+    )
+    return configurator.scenario.replace(spec=spec).configurator(configurator.kind)
+
+
+@dataclass(frozen=True)
+class WithoutDraftTerms:
+    """What :func:`without_draft_terms` found: SGLang's sizing without the draft, then the draft
+    pool allocated at those token counts anyway. Bytes unless named otherwise."""
+
+    cell_size: Union[int, float]
+    """SGLang's bytes per token without the draft terms."""
+    config: MemoryPoolConfig
+    """The pool sizes SGLang resolves without the draft terms, tokens."""
+    target_pool_bytes: int
+    """The target's pools at those sizes (SGLang's allocation, padding rows included)."""
+    allocated_bytes: int
+    """The target's pools and the draft pool at those sizes: what would be allocated."""
+    draft_pool_bytes: int
+    """``allocated_bytes - target_pool_bytes``: the draft pool the budget left out."""
+    over_budget_bytes: int
+    """``max(0, allocated_bytes - available_bytes)``."""
+
+
+def without_draft_terms(
+    configurator: PoolConfiguratorBase, available_bytes: int
+) -> WithoutDraftTerms:
+    """SGLang's pools at ``available_bytes`` with the draft left out of its budget, and the cost.
+
+    SGLang before PR #29622 sized the SWA pools as if there were no draft
+    (:func:`without_draft_configurator`) and then allocated the draft pool at the
+    same token count, overrunning the budget. This gives those sizes, the bytes
+    that allocating them with the draft pool takes (the primary pool's token
+    count priced by ``configurator``, draft included), and the overrun.
+
+    Raises:
+        NotEnoughMemoryError / SWAPoolTooSmallError: no pools without the draft terms either.
+    """
+    bare = without_draft_configurator(configurator)
+    config = bare.calculate_pool_sizes(available_bytes)
+    target = bare.plan(available_bytes, fit="sglang")
+    allocated = configurator.bytes_for_tokens(config.max_total_num_tokens)
+    return WithoutDraftTerms(
+        cell_size=bare.cell_size,
+        config=config,
+        target_pool_bytes=target.total_bytes,
+        allocated_bytes=allocated,
+        draft_pool_bytes=allocated - target.total_bytes,
+        over_budget_bytes=max(0, allocated - available_bytes),
+    )

@@ -75,30 +75,22 @@ __all__ = [
     "DRAFT_KEYS",
 ]
 
-#: The keyword arguments of ``kvbudget.ModelGeometry``, in signature order.
-GEOMETRY_KEYS: Final[tuple[str, ...]] = (
-    "full_attention_layer_ids",
-    "swa_attention_layer_ids",
-    "num_kv_heads",
-    "head_dim",
-    "v_head_dim",
-    "swa_num_kv_heads",
-    "swa_head_dim",
-    "swa_v_head_dim",
-    "sliding_window_size",
-    "kv_lora_rank",
-    "qk_rope_head_dim",
+def _declared(owner: str, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
+    # The field table of the core (kvbudget._core is loaded before this module:
+    # it is the first thing kvbudget/__init__.py imports).
+    from kvbudget._core import FIELDS
+
+    return tuple(f["name"] for f in FIELDS[owner] if f["name"] not in skip)
+
+
+#: The keyword arguments of ``kvbudget.ModelGeometry``, in signature order
+#: (the two id lists, then the declared shape fields but the layer counts).
+GEOMETRY_KEYS: Final[tuple[str, ...]] = ("full_attention_layer_ids", "swa_attention_layer_ids") + _declared(
+    "AttentionShape", skip=("num_full_layers", "num_swa_layers")
 )
 
 #: The keyword arguments of ``kvbudget.DraftGeometry``, in signature order.
-DRAFT_KEYS: Final[tuple[str, ...]] = (
-    "num_layers",
-    "num_kv_heads",
-    "head_dim",
-    "v_head_dim",
-    "kv_cache_dtype",
-    "capacity",
-)
+DRAFT_KEYS: Final[tuple[str, ...]] = _declared("DraftGeometry")
 
 DraftKind = Literal["auto", "eagle", "eagle3", "mtp", "nextn", "standalone"]
 
@@ -591,156 +583,5 @@ def geometry_kwargs_from_hf_config(
     return _target_kwargs(_View(cfg), include_kv_shared_layers)
 
 
-def _is_eagle(v: _View) -> bool:
-    archs = " ".join(v.architectures).lower()
-    return (
-        "eagle" in archs
-        or "eagle" in v.model_type.lower()
-        or "draft_vocab_size" in v.cfg
-        or "eagle_config" in v.cfg
-    )
-
-
-def _is_mimo_v2(v: _View) -> bool:
-    return v.model_type in _MIMO_V2_TYPES or (
-        "hybrid_layer_pattern" in v.cfg and "swa_num_key_value_heads" in v.cfg
-    )
-
-
-def draft_kwargs_from_hf_config(
-    path_or_dict: PathOrDict,
-    target_kwargs: Mapping[str, Any] | None = None,
-    *,
-    kind: DraftKind = "auto",
-    num_layers: int | None = None,
-) -> dict[str, Any]:
-    """Return the ``kvbudget.DraftGeometry`` keyword arguments for a draft model.
-
-    Args:
-        path_or_dict: the draft's config (EAGLE/EAGLE3 head, standalone model),
-            or for MTP the target's own config (MTP modules live in the target
-            checkpoint). Dict, path to ``config.json`` or its directory.
-        target_kwargs: the target's ``ModelGeometry`` kwargs, if known: then
-            ``capacity`` is explicit, ``"full"`` for a target with full layers
-            and ``"swa"`` for an all-SWA target (SGLang's rule). Without it,
-            ``capacity`` is None, which lets ``DraftGeometry`` apply that rule.
-        kind: ``"auto"`` (default) detects the draft kind: EAGLE heads by an
-            ``*Eagle*`` architecture, ``draft_vocab_size`` or ``eagle_config``;
-            MTP by ``num_nextn_predict_layers > 0`` or a MiMo-V2 config;
-            anything else is a standalone model. ``"eagle3"`` is an alias of
-            ``"eagle"`` and ``"nextn"`` of ``"mtp"``.
-        num_layers: draft KV layers, overriding the config (needed for
-            MiMo-V2-Flash, whose config does not state its 3 MTP layers).
-
-    Draft geometry by kind:
-        * eagle: ``num_hidden_layers`` Llama decoder layers, always full
-          attention (a ``sliding_window`` copied from the target is ignored).
-        * mtp: ``num_nextn_predict_layers`` layers with the target's full-layer
-          geometry, except MiMo-V2, whose MTP layers are SWA layers built from
-          the ``swa_*`` keys (``capacity="swa"``).
-        * standalone: every KV layer of the model at its full-layer geometry
-          and full capacity (SGLang prices the draft per full-pool token).
-
-    Returns:
-        A dict with exactly the keys of :data:`DRAFT_KEYS`
-        (``kv_cache_dtype`` is None: the target's dtype; ``capacity`` is
-        ``"swa"`` for SWA-geometry drafts such as MiMo-V2 MTP, else see
-        ``target_kwargs``).
-
-    Raises:
-        ConfigError: a key is missing or wrong; or the draft is MLA (DeepSeek
-            MTP), which ``DraftGeometry`` cannot describe: give no draft
-            geometry then, so the draft takes the target's MLA geometry.
-    """
-    cfg = load_hf_config(path_or_dict)
-    v = _View(cfg)
-    if kind == "auto":
-        if _is_eagle(v):
-            kind = "eagle"
-        elif (v.opt_int("num_nextn_predict_layers", 0) or 0) > 0 or _is_mimo_v2(v):
-            kind = "mtp"
-        else:
-            kind = "standalone"
-    if kind == "eagle3":
-        kind = "eagle"
-    if kind == "nextn":
-        kind = "mtp"
-    if kind not in ("eagle", "mtp", "standalone"):
-        raise ConfigError(f"unknown draft kind {kind!r}; expected eagle, mtp or standalone")
-    if num_layers is not None and (
-        isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1
-    ):
-        raise ConfigError(f"num_layers must be an integer >= 1, got {num_layers!r}")
-
-    # None leaves the choice to DraftGeometry (SGLang's rule: the full pool's
-    # token count, or the SWA pool's for an all-SWA target).
-    capacity: str | None = None
-    if target_kwargs is not None:
-        capacity = "full" if target_kwargs.get("full_attention_layer_ids") else "swa"
-
-    out: dict[str, Any] = dict.fromkeys(DRAFT_KEYS)
-    if kind == "eagle":
-        kv, head_dim, v_head_dim = _heads_and_dims(v)
-        layers = num_layers if num_layers is not None else v.req_int("num_hidden_layers")
-        out.update(num_layers=layers, num_kv_heads=kv, head_dim=head_dim, v_head_dim=v_head_dim)
-    elif kind == "mtp":
-        if v.raw("kv_lora_rank") is not None:
-            raise ConfigError(
-                f"{v.label}: key '{v.name('kv_lora_rank')}' makes the MTP draft MLA, which "
-                "DraftGeometry cannot describe; pass no draft geometry (the draft then takes "
-                "the target's MLA geometry) and set the speculative draft_num_layers to "
-                f"'{v.name('num_nextn_predict_layers')}'",
-                v.name("kv_lora_rank"),
-            )
-        mtp_layers = num_layers if num_layers is not None else v.opt_int("num_nextn_predict_layers")
-        if mtp_layers is None:
-            raise ConfigError(
-                f"{v.label}: missing key '{v.name('num_nextn_predict_layers')}' "
-                "(the MTP depth); pass num_layers= explicitly",
-                v.name("num_nextn_predict_layers"),
-            )
-        layers = mtp_layers
-        kv, head_dim, v_head_dim = _heads_and_dims(v)
-        if _is_mimo_v2(v):
-            # SGLang's MiMoV2MTPLayer builds its attention from the swa_* keys.
-            kv = v.opt_int("swa_num_key_value_heads") or kv
-            swa_hd = v.opt_int("swa_head_dim")
-            head_dim = swa_hd or head_dim
-            v_head_dim = v.opt_int("swa_v_head_dim") or (v_head_dim if swa_hd is None else None)
-            capacity = "swa"
-        out.update(num_layers=layers, num_kv_heads=kv, head_dim=head_dim, v_head_dim=v_head_dim)
-    else:
-        t = _target_kwargs(v, include_kv_shared_layers=False)
-        if t["kv_lora_rank"] is not None:
-            raise ConfigError(
-                f"{v.label}: key '{v.name('kv_lora_rank')}' makes the draft MLA, which "
-                "DraftGeometry cannot describe",
-                v.name("kv_lora_rank"),
-            )
-        n_swa = len(t["swa_attention_layer_ids"])
-        if n_swa:
-            swa_geom = (
-                t["swa_num_kv_heads"] or t["num_kv_heads"],
-                t["swa_head_dim"] or t["head_dim"],
-                t["swa_v_head_dim"] or t["swa_head_dim"] or t["v_head_dim"] or t["head_dim"],
-            )
-            full_geom = (t["num_kv_heads"], t["head_dim"], t["v_head_dim"] or t["head_dim"])
-            if swa_geom != full_geom:
-                raise ConfigError(
-                    f"{v.label}: standalone draft with SWA layers of a different head "
-                    "geometry; DraftGeometry has one geometry",
-                    v.name("swa_num_key_value_heads"),
-                )
-        layers = (
-            num_layers
-            if num_layers is not None
-            else len(t["full_attention_layer_ids"]) + n_swa
-        )
-        out.update(
-            num_layers=layers,
-            num_kv_heads=t["num_kv_heads"],
-            head_dim=t["head_dim"],
-            v_head_dim=t["v_head_dim"],
-        )
-    out["capacity"] = capacity
-    return out
+# Drafts: kvbudget.models.hf_draft (re-exported here).
+from kvbudget.models.hf_draft import draft_kwargs_from_hf_config  # noqa: E402

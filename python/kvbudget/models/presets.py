@@ -78,7 +78,9 @@ class Preset:
         model_kwargs: ``kvbudget.ModelGeometry`` keyword arguments for this
             model's own KV layers (also given for drafts: their layers as a model).
         draft_kwargs: ``kvbudget.DraftGeometry`` keyword arguments (drafts
-            only; None for MLA drafts, which DraftGeometry cannot describe).
+            only): ``DraftGeometry.from_model`` of ``model_kwargs``, the one
+            rule for a model used as a draft; None for MLA drafts, which
+            DraftGeometry cannot describe.
         draft_num_layers: the draft's KV layers (SpeculativeConfig's
             ``draft_num_layers``); None for targets.
         notes: the table's notes.
@@ -112,6 +114,21 @@ class Preset:
         """Build ``kvbudget.ModelGeometry(**self.model_kwargs)``."""
         cls = getattr(importlib.import_module("kvbudget"), "ModelGeometry")
         return cls(**self.model_kwargs)
+
+    def as_draft_geometry(self, num_layers: int | None = None) -> Any:
+        """This model used as a (standalone) draft: ``kvbudget.DraftGeometry.from_model``.
+
+        The one rule for a model as a draft, for any preset (target or draft):
+        its full layers' geometry (its SWA layers must match it) with SGLang's
+        capacity rule, or an all-SWA model's SWA geometry with capacity
+        ``"swa"``. A draft preset's :meth:`draft_geometry` is this.
+
+        Raises:
+            kvbudget.InvalidConfigError: an MLA model, or SWA layers whose
+                heads or dims differ from the full layers'.
+        """
+        cls = getattr(importlib.import_module("kvbudget"), "DraftGeometry")
+        return cls.from_model(self.model_geometry(), num_layers)
 
     def draft_geometry(self) -> Any:
         """Build ``kvbudget.DraftGeometry(**self.draft_kwargs)``.
@@ -191,22 +208,21 @@ def _model_kwargs(entry: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
-def _draft_kwargs(entry: dict[str, Any]) -> dict[str, Any] | None:
-    if entry.get("mla"):
+def _draft_kwargs(model_kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """A draft preset's ``DraftGeometry`` kwargs: its own layers as a model, by the one rule.
+
+    ``DraftGeometry.from_model`` decides (full layers' geometry with SGLang's
+    capacity rule; an all-SWA draft such as MiMo-V2's MTP layers at its SWA
+    geometry with capacity ``"swa"``); MLA drafts give None.
+    """
+    if model_kwargs["kv_lora_rank"] is not None:
         return None
-    swa_only = not entry["full_layer_ids"] and bool(entry["swa_layer_ids"])
-    if swa_only:
-        heads, hd, vd = entry["swa_num_kv_heads"], entry["swa_head_dim"], entry["swa_v_head_dim"]
-    else:
-        heads, hd, vd = entry["num_kv_heads"], entry["head_dim"], entry["v_head_dim"]
-    return {
-        "num_layers": entry["kv_cache_layers_full"] + entry["kv_cache_layers_swa"],
-        "num_kv_heads": heads,
-        "head_dim": hd,
-        "v_head_dim": vd,
-        "kv_cache_dtype": None,
-        "capacity": "swa" if swa_only else "full",
-    }
+    from kvbudget._core import DraftGeometry, ModelGeometry
+
+    geom = DraftGeometry.from_model(ModelGeometry(**model_kwargs))
+    from kvbudget.models.hf import DRAFT_KEYS
+
+    return {key: getattr(geom, key) for key in DRAFT_KEYS}
 
 
 @functools.lru_cache(maxsize=1)
@@ -228,6 +244,7 @@ def _build(row: dict[str, Any]) -> Preset:
     entry: dict[str, Any] = json.loads(json.dumps(row["_entry"]))  # a private deep copy
     is_draft = entry["role"] != "target"
     targets = tuple(row["targets"])
+    model_kwargs = _model_kwargs(entry)
     return Preset(
         name=row["preset"],
         display_name=entry["name"],
@@ -237,8 +254,8 @@ def _build(row: dict[str, Any]) -> Preset:
         target=targets[0] if targets else None,
         targets=targets,
         source=entry["source"],
-        model_kwargs=_model_kwargs(entry),
-        draft_kwargs=_draft_kwargs(entry) if is_draft else None,
+        model_kwargs=model_kwargs,
+        draft_kwargs=_draft_kwargs(model_kwargs) if is_draft else None,
         draft_num_layers=(entry["kv_cache_layers_full"] + entry["kv_cache_layers_swa"])
         if is_draft
         else None,

@@ -4,51 +4,20 @@
 //! one-setup scenario (REFERENCE example 1) for the budget-only path.
 #![allow(dead_code)]
 
-use kvbudget_core::batch::{Batch, BatchOutputs, Budgets, Column, ColumnData, Threads};
+#[path = "../examples/fuzz/rng.rs"]
+mod rng;
+
+pub use kvbudget_core::batch::Buffers as Outs;
+use kvbudget_core::batch::{Batch, BatchOutputs, Budgets, Cells as Owned, Column, Threads};
 use kvbudget_core::fields::{ScenarioField, Value};
 use kvbudget_core::Scenario;
+use rng::Rng;
 
 pub const GIB: i64 = 1 << 30;
 
-/// A small deterministic generator (SplitMix64), so the benches need no `rand`.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo) as u64) as i64
-    }
-}
-
-/// One varying column's cells.
-pub enum Owned {
-    I64(Vec<i64>),
-    F64(Vec<f64>),
-    Bool(Vec<bool>),
-    U8(Vec<u8>),
-}
-
-impl Owned {
-    fn data(&self) -> ColumnData<'_> {
-        match self {
-            Self::I64(v) => ColumnData::I64(v),
-            Self::F64(v) => ColumnData::F64(v),
-            Self::Bool(v) => ColumnData::Bool(v),
-            Self::U8(v) => ColumnData::U8(v),
-        }
-    }
+/// Uniform in `lo..hi`.
+fn range(r: &mut Rng, lo: i64, hi: i64) -> i64 {
+    lo + r.below((hi - lo) as u64) as i64
 }
 
 /// Owned batch data: budgets, varying columns, the base scenario.
@@ -84,7 +53,7 @@ impl Owner {
 }
 
 fn budgets(r: &mut Rng, n: usize) -> Vec<i64> {
-    (0..n).map(|_| r.range(GIB, 80 * GIB)).collect()
+    (0..n).map(|_| range(r, GIB, 80 * GIB)).collect()
 }
 
 fn field(name: &str) -> ScenarioField {
@@ -99,7 +68,7 @@ pub fn varied(n: usize, seed: u64) -> Owner {
     let cols: Vec<(&str, Owned)> = vec![
         (
             "num_full_layers",
-            Owned::I64(i64s(&mut r, &mut |r| r.range(1, 64))),
+            Owned::I64(i64s(&mut r, &mut |r| range(r, 1, 64))),
         ),
         (
             "num_swa_layers",
@@ -107,7 +76,7 @@ pub fn varied(n: usize, seed: u64) -> Owner {
                 if r.below(2) == 0 {
                     0
                 } else {
-                    r.range(1, 48)
+                    range(r, 1, 48)
                 }
             })),
         ),
@@ -161,7 +130,7 @@ pub fn varied(n: usize, seed: u64) -> Owner {
         ),
         (
             "draft_num_layers",
-            Owned::I64(i64s(&mut r, &mut |r| r.range(0, 3))),
+            Owned::I64(i64s(&mut r, &mut |r| range(r, 0, 3))),
         ),
         (
             "num_steps",
@@ -206,33 +175,5 @@ pub fn one_setup(n: usize, seed: u64) -> Owner {
         base,
         budgets: budgets(&mut Rng(seed), n),
         columns: Vec::new(),
-    }
-}
-
-/// Output vectors for `n` rows.
-pub struct Outs {
-    pub max_total: Vec<i64>,
-    pub full: Vec<i64>,
-    pub swa: Vec<i64>,
-    pub status: Vec<u8>,
-}
-
-impl Outs {
-    pub fn new(n: usize) -> Self {
-        Self {
-            max_total: vec![0; n],
-            full: vec![0; n],
-            swa: vec![0; n],
-            status: vec![0; n],
-        }
-    }
-
-    pub fn views(&mut self) -> BatchOutputs<'_> {
-        BatchOutputs {
-            max_total_num_tokens: &mut self.max_total,
-            full_max_total_num_tokens: &mut self.full,
-            swa_max_total_num_tokens: &mut self.swa,
-            status: &mut self.status,
-        }
     }
 }

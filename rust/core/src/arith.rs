@@ -69,6 +69,21 @@ pub fn align_up<E: Fail>(a: u64, p: u64, what: &str) -> Result<u64, E> {
     mul(pages, p, what)
 }
 
+/// The largest `x` in `lo..hi` with `fits(x)`, for a `fits` that holds up to
+/// some point and fails after it, given that `fits(lo)` holds (or `lo` is the
+/// answer by convention) and `fits(hi)` fails: bisection in `O(log(hi - lo))` calls.
+pub fn last_fitting(mut lo: u64, mut hi: u64, mut fits: impl FnMut(u64) -> bool) -> u64 {
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// CPython's `float.__floordiv__` (`Objects/floatobject.c`, `_float_div_mod`).
 ///
 /// `b` must be nonzero and finite. A fast path returns `floor(a / b)` when the

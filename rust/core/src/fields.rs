@@ -277,8 +277,10 @@ impl Kind for Ratio {
     }
     #[inline(always)]
     fn from_cell(c: f64) -> (f64, bool) {
-        // Positive and finite (NaN fails both comparisons): two float compares.
-        (c, c > 0.0 && c < f64::INFINITY)
+        // Positive and finite: the bits lie in 1..=MAX's (sign clear, exponent
+        // below infinity's, not +0.0); -0.0, infinities and NaNs fall outside.
+        const MAX_FINITE: u64 = 0x7fef_ffff_ffff_ffff;
+        (c, c.to_bits().wrapping_sub(1) < MAX_FINITE)
     }
     fn from_value(name: &str, v: Value<'_>) -> Result<f64> {
         let x = match v {

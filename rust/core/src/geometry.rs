@@ -8,7 +8,6 @@
 use crate::error::{Fail, PlanError, Result};
 use crate::fields::{Named, ValueType};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 
 pub use crate::fields::{AttentionShape, DraftGeometry};
 
@@ -170,14 +169,7 @@ impl ModelGeometry {
             *given = n;
         }
         let shape = shape.resolved()?;
-        check_layer_ids("full_attention_layer_ids", &full_attention_layer_ids)?;
-        check_layer_ids("swa_attention_layer_ids", &swa_attention_layer_ids)?;
-        let full: HashSet<u64> = full_attention_layer_ids.iter().copied().collect();
-        if let Some(dup) = swa_attention_layer_ids.iter().find(|id| full.contains(id)) {
-            return Err(PlanError::invalid(format!(
-                "layer id {dup} is in both full_attention_layer_ids and swa_attention_layer_ids"
-            )));
-        }
+        check_layer_ids(&full_attention_layer_ids, &swa_attention_layer_ids)?;
         Ok(Self {
             full_attention_layer_ids,
             swa_attention_layer_ids,
@@ -220,19 +212,33 @@ impl ModelGeometry {
     }
 }
 
-fn check_layer_ids(name: &str, ids: &[u64]) -> Result<()> {
-    let mut seen = HashSet::with_capacity(ids.len());
-    for id in ids {
-        if *id > i64::MAX as u64 {
-            return Err(PlanError::invalid(format!(
-                "{name}: layer id {id} is above {}",
-                i64::MAX
-            )));
-        }
-        if !seen.insert(*id) {
-            return Err(PlanError::invalid(format!(
-                "{name} has duplicate layer id {id}"
-            )));
+/// Layer ids are at most `i64::MAX`, unique within each list and not in both.
+/// One sort of both lists (cheaper than hashing for models' few dozen layers).
+fn check_layer_ids(full: &[u64], swa: &[u64]) -> Result<()> {
+    const FULL: &str = "full_attention_layer_ids";
+    const SWA: &str = "swa_attention_layer_ids";
+    let mut all: Vec<(u64, bool)> = full
+        .iter()
+        .map(|id| (*id, false))
+        .chain(swa.iter().map(|id| (*id, true)))
+        .collect();
+    all.sort_unstable();
+    if let Some((id, is_swa)) = all.last().filter(|(id, _)| *id > i64::MAX as u64) {
+        let name = if *is_swa { SWA } else { FULL };
+        return Err(PlanError::invalid(format!(
+            "{name}: layer id {id} is above {}",
+            i64::MAX
+        )));
+    }
+    for w in all.windows(2) {
+        let ((a, a_swa), (b, b_swa)) = (w[0], w[1]);
+        if a == b {
+            return Err(PlanError::invalid(if a_swa == b_swa {
+                let name = if a_swa { SWA } else { FULL };
+                format!("{name} has duplicate layer id {a}")
+            } else {
+                format!("layer id {a} is in both {FULL} and {SWA}")
+            }));
         }
     }
     Ok(())

@@ -9,7 +9,7 @@
 //! or `L` when chunked prefill is off). The draft pool mirrors the pool whose
 //! capacity it shares, so it never limits on its own.
 
-use crate::arith::{add, align_up, mul, to_i64};
+use crate::arith::{add, align_up, last_fitting, mul, to_i64};
 use crate::configurator::PoolConfigurator;
 use crate::error::{ErrorCode, PlanError, Result};
 use crate::fields::MemoryPoolConfig;
@@ -95,16 +95,7 @@ pub fn max_context_len(
         return Ok(Some(0));
     }
     // Concurrency never grows with the context length: find the last length that fits.
-    let (mut lo, mut hi) = (1u64, hi_bound.saturating_add(1));
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(Some(lo))
+    Ok(Some(last_fitting(1, hi_bound.saturating_add(1), fits)))
 }
 
 /// The smallest budget (bytes) whose exact plan holds `requests` requests of

@@ -3,7 +3,9 @@
 //! path rebuilt row by row (`Scenario::set` of each decoded value, layer ids
 //! `0..n_f` and `n_f..n_f+n_s`, `PoolConfigurator::create`,
 //! `calculate_pool_sizes`); and the thread split gives the serial results.
-use kvbudget_core::batch::{plan_many, Batch, BatchOutputs, Budgets, Column, ColumnData, Threads};
+use kvbudget_core::batch::{
+    plan_many, Batch, Budgets, Buffers, Cells, Column, ColumnData, Threads,
+};
 use kvbudget_core::fields::{ScenarioField, Value};
 use kvbudget_core::*;
 use proptest::prelude::*;
@@ -35,14 +37,6 @@ fn int_cell(name: &str) -> BoxedStrategy<i64> {
         "dflash_draft_cell_size_per_token" => pick(&[-1, 4096, 0]),
         other => panic!("no cell strategy for {other}"),
     }
-}
-
-#[derive(Debug, Clone)]
-enum Cells {
-    I64(Vec<i64>),
-    F64(Vec<f64>),
-    Bool(Vec<bool>),
-    U8(Vec<u8>),
 }
 
 fn cells(field: ScenarioField, n: usize) -> BoxedStrategy<Cells> {
@@ -114,25 +108,10 @@ fn base() -> Scenario {
     sc
 }
 
-fn data(c: &Cells) -> ColumnData<'_> {
-    match c {
-        Cells::I64(v) => ColumnData::I64(v),
-        Cells::F64(v) => ColumnData::F64(v),
-        Cells::Bool(v) => ColumnData::Bool(v),
-        Cells::U8(v) => ColumnData::U8(v),
-    }
-}
-
 fn run(batch: &Batch<'_>, n: usize) -> Vec<(i64, i64, i64, u8)> {
-    let (mut a, mut b, mut c, mut s) = (vec![0; n], vec![0; n], vec![0; n], vec![0u8; n]);
-    let mut out = BatchOutputs {
-        max_total_num_tokens: &mut a,
-        full_max_total_num_tokens: &mut b,
-        swa_max_total_num_tokens: &mut c,
-        status: &mut s,
-    };
-    plan_many(batch, &mut out).unwrap();
-    (0..n).map(|i| (a[i], b[i], c[i], s[i])).collect()
+    let mut out = Buffers::new(n);
+    plan_many(batch, &mut out.views()).unwrap();
+    (0..n).map(|i| out.row(i)).collect()
 }
 
 fn scalar(
@@ -180,7 +159,7 @@ proptest! {
     /// INV-7: every batch row equals the scalar API on that row, errors included.
     #[test]
     fn inv7_batch_equals_scalar((n, cols, budgets) in batch_case()) {
-        let columns: Vec<Column<'_>> = cols.iter().map(|(f, c)| Column { field: *f, data: data(c) }).collect();
+        let columns: Vec<Column<'_>> = cols.iter().map(|(f, c)| Column { field: *f, data: c.data() }).collect();
         let batch = Batch {
             base: base(),
             base_status: 0,

@@ -12,7 +12,9 @@
 
 use crate::errors::{invalid, type_error, Result};
 use crate::plan::PoolConfigurator;
-use kvbudget_core::batch::{self, Batch, BatchOutputs, Budgets, Column, ColumnData, Threads};
+use kvbudget_core::batch::{
+    self, Batch, BatchOutputs, Budgets, Buffers, Column, ColumnData, Threads,
+};
 use kvbudget_core::fields::ScenarioField;
 use kvbudget_core::Scenario;
 use numpy::{
@@ -52,7 +54,7 @@ type Out<'py> = (
 
 /// The output arrays: fresh vectors, or the caller's arrays written in place.
 enum Outputs<'py> {
-    Fresh([Vec<i64>; 3], Vec<u8>),
+    Fresh(Buffers),
     Given(
         [PyReadwriteArray1<'py, i64>; 3],
         PyReadwriteArray1<'py, u8>,
@@ -82,10 +84,7 @@ fn writable<'py, T: Element>(
 impl<'py> Outputs<'py> {
     fn new(n: usize, out: Option<&Bound<'py, PyTuple>>) -> Result<Self> {
         let Some(out) = out else {
-            return Ok(Self::Fresh(
-                [vec![0; n], vec![0; n], vec![0; n]],
-                vec![0; n],
-            ));
+            return Ok(Self::Fresh(Buffers::new(n)));
         };
         if out.len() != 4 {
             return Err(type_error("out must be a tuple of 4 arrays"));
@@ -104,12 +103,7 @@ impl<'py> Outputs<'py> {
 
     fn views(&mut self) -> Result<BatchOutputs<'_>> {
         Ok(match self {
-            Self::Fresh([a, b, c], s) => BatchOutputs {
-                max_total_num_tokens: a,
-                full_max_total_num_tokens: b,
-                swa_max_total_num_tokens: c,
-                status: s,
-            },
+            Self::Fresh(b) => b.views(),
             Self::Given([a, b, c], s, _) => BatchOutputs {
                 max_total_num_tokens: a
                     .as_slice_mut()
@@ -129,11 +123,11 @@ impl<'py> Outputs<'py> {
 
     fn into_py(self, py: Python<'py>) -> Out<'py> {
         match self {
-            Self::Fresh([a, b, c], s) => (
-                a.into_pyarray(py),
-                b.into_pyarray(py),
-                c.into_pyarray(py),
-                s.into_pyarray(py),
+            Self::Fresh(b) => (
+                b.max_total_num_tokens.into_pyarray(py),
+                b.full_max_total_num_tokens.into_pyarray(py),
+                b.swa_max_total_num_tokens.into_pyarray(py),
+                b.status.into_pyarray(py),
             ),
             Self::Given(_, _, arrays) => arrays,
         }
@@ -299,4 +293,14 @@ pub fn _choice_codes(field: &str, names: Vec<String>) -> Result<Vec<u16>> {
         .iter()
         .map(|s| u16::from(f.code(s).unwrap_or(u8::MAX)))
         .collect())
+}
+
+/// The canonical name of `name` for the choice field `field` (the core's
+/// `FromStr` parses names and aliases); an unknown name is an `InvalidConfigError`.
+#[pyfunction]
+pub fn _canonical_name(field: &str, name: &str) -> Result<&'static str> {
+    let f = ScenarioField::from_name(field)
+        .filter(|f| !f.info().choices.is_empty())
+        .ok_or_else(|| invalid(format!("{field} is not a choice field")))?;
+    Ok(f.info().choices[usize::from(f.code(name)?)])
 }

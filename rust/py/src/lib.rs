@@ -25,7 +25,7 @@ mod _core {
     use crate::plan::{PoolConfigurator, PoolPlan, PoolSpec, TensorSpec};
 
     #[pymodule_export]
-    use crate::batch::{_choice_codes, _plan_many};
+    use crate::batch::{_canonical_name, _choice_codes, _plan_many};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -129,7 +129,8 @@ impl PoolConfigurator {
     }
 }
 
-/// One planned tensor. See `kvbudget.TensorSpec`.
+/// One planned tensor: its pool, layer and kind, its shape (rows first) and
+/// storage dtype, its bytes and its byte offset in the pool's slab.
 #[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct TensorSpec(pub core::TensorSpec);
@@ -180,7 +181,8 @@ impl TensorSpec {
 // A lone tensor or pool has no rules of its own: `PoolPlan::check` checks them in their plan.
 json_value!(TensorSpec, core::TensorSpec, Ok);
 
-/// One planned pool. See `kvbudget.PoolSpec`.
+/// One planned pool: its usable tokens, its rows per layer (tokens plus a
+/// page), its layers, dtype, slab bytes, padding bytes and tensors.
 #[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PoolSpec(pub core::PoolSpec);
@@ -238,7 +240,9 @@ impl PoolSpec {
 }
 json_value!(PoolSpec, core::PoolSpec, Ok);
 
-/// The exact plan. See `kvbudget.PoolPlan`.
+/// kvbudget's exact plan: every pool and tensor, the bytes allocating it takes
+/// (`total_bytes`), the budget and the token counts in SGLang's form (`config`).
+/// `PoolPlan.from_json(plan.to_json())` rebuilds it after `check()`.
 #[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PoolPlan(pub Arc<core::PoolPlan>);

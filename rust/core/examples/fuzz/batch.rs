@@ -17,41 +17,26 @@ use crate::build::{set_field, value_of};
 use crate::gen::{gen_budget, gen_value, Mix, Raw};
 use crate::oracles::{check_err, compare_row, Check, Stats};
 use crate::rng::Rng;
-use kvbudget_core::batch::{plan_many, Batch, BatchOutputs, Budgets, Column, ColumnData, Threads};
+use kvbudget_core::batch::{plan_many, Batch, Budgets, Buffers, Column, Threads};
 use kvbudget_core::fields::{FieldInfo, PyRepr, ScenarioField, Value};
 use kvbudget_core::{
     ErrorCode, MemoryPoolConfig, ModelGeometry, PlanError, PoolConfigurator, Scenario,
 };
 
-/// The cells of a batch column, as numpy would hold them.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Cells {
-    I64(Vec<i64>),
-    F64(Vec<f64>),
-    Bool(Vec<bool>),
-    U8(Vec<u8>),
-}
+/// The cells of a batch column, as numpy would hold them (the core's owned column).
+pub use kvbudget_core::batch::Cells;
 
 pub const CELL_DTYPES: [&str; 4] = ["int64", "float64", "bool", "uint8"];
 
-impl Cells {
-    pub fn len(&self) -> usize {
-        match self {
-            Self::I64(a) => a.len(),
-            Self::F64(a) => a.len(),
-            Self::Bool(a) => a.len(),
-            Self::U8(a) => a.len(),
-        }
-    }
-
-    pub fn dtype(&self) -> &'static str {
-        match self {
-            Self::I64(_) => CELL_DTYPES[0],
-            Self::F64(_) => CELL_DTYPES[1],
-            Self::Bool(_) => CELL_DTYPES[2],
-            Self::U8(_) => CELL_DTYPES[3],
-        }
-    }
+/// Output buffers of the given lengths, prefilled with values no row writes
+/// (7 and status 9), so that an unwritten row shows.
+pub fn sentinel_buffers(lens: [usize; 4]) -> Buffers {
+    let mut b = Buffers::with_lens(lens);
+    b.max_total_num_tokens.fill(7);
+    b.full_max_total_num_tokens.fill(7);
+    b.swa_max_total_num_tokens.fill(7);
+    b.status.fill(9);
+    b
 }
 
 /// `len` cells of dtype `dtype` for field `f`: its raw values in the batch
@@ -177,7 +162,7 @@ pub fn gen_batch(r: &mut Rng) -> BatchCase {
                 break d;
             }
         };
-        let cells = gen_cells(r, f.info(), dtype, cells.len(), mix);
+        let cells = gen_cells(r, f.info(), dtype, cells.data().len(), mix);
         columns[k].1 = cells;
     }
     if r.chance(1) {
@@ -230,7 +215,7 @@ impl BatchCase {
         if let BudgetCase::Array(a) = &self.budgets {
             lens.push(a.len());
         }
-        lens.extend(self.columns.iter().map(|(_, c)| c.len()));
+        lens.extend(self.columns.iter().map(|(_, c)| c.data().len()));
         let rows = lens.first().copied().unwrap_or(1);
         (rows, lens.iter().all(|l| *l == rows))
     }
@@ -238,15 +223,6 @@ impl BatchCase {
 
 /// Rows whose model has at most this many layers are also built through a `ModelGeometry`.
 const GEOMETRY_LAYER_LIMIT: u64 = 1 << 12;
-
-fn data(c: &Cells) -> ColumnData<'_> {
-    match c {
-        Cells::I64(a) => ColumnData::I64(a),
-        Cells::F64(a) => ColumnData::F64(a),
-        Cells::Bool(a) => ColumnData::Bool(a),
-        Cells::U8(a) => ColumnData::U8(a),
-    }
-}
 
 /// The value cell `i` of a column of field `f` stands for, decoded here
 /// (not by the core's `Kind::from_cell`).
@@ -322,7 +298,7 @@ pub fn run_batch(c: &BatchCase, st: &mut Stats) -> Check {
     let wrong_dtype = c
         .columns
         .iter()
-        .any(|(f, cells)| cells.dtype() != f.info().cell_dtype);
+        .any(|(f, cells)| cells.data().type_name() != f.info().cell_dtype);
     let not_batch = c.columns.iter().any(|(f, _)| !f.info().batch);
     let outputs_ok = c.out_lens.iter().all(|l| *l == rows);
     let must_fail = duplicate || wrong_dtype || !consistent || !outputs_ok;
@@ -342,7 +318,7 @@ pub fn run_batch(c: &BatchCase, st: &mut Stats) -> Check {
         .iter()
         .map(|(field, cells)| Column {
             field: *field,
-            data: data(cells),
+            data: cells.data(),
         })
         .collect();
     let batch = Batch {
@@ -355,15 +331,8 @@ pub fn run_batch(c: &BatchCase, st: &mut Stats) -> Check {
         columns: &columns,
         threads: c.threads,
     };
-    let [a, b, s, z] = c.out_lens;
-    let (mut o1, mut o2, mut o3, mut o4) = (vec![7; a], vec![7; b], vec![7; s], vec![9u8; z]);
-    let mut out = BatchOutputs {
-        max_total_num_tokens: &mut o1,
-        full_max_total_num_tokens: &mut o2,
-        swa_max_total_num_tokens: &mut o3,
-        status: &mut o4,
-    };
-    match plan_many(&batch, &mut out) {
+    let mut bufs = sentinel_buffers(c.out_lens);
+    match plan_many(&batch, &mut bufs.views()) {
         Ok(()) => ensure!(
             !must_fail,
             "plan_many accepted a malformed batch (duplicate {duplicate}, wrong dtype {wrong_dtype}, \
@@ -385,25 +354,21 @@ pub fn run_batch(c: &BatchCase, st: &mut Stats) -> Check {
         }
     }
     for i in 0..rows {
+        let (o1, o2, o3, o4) = bufs.row(i);
         st.batch_rows += 1;
-        if o4[i] == 0 {
+        if o4 == 0 {
             st.batch_rows_ok += 1;
         }
         if c.forced_status != 0 {
             ensure!(
-                (o1[i], o2[i], o3[i], o4[i]) == (0, 0, 0, c.forced_status),
-                "row {i}: ({}, {}, {}, status {}) under base status {}",
-                o1[i],
-                o2[i],
-                o3[i],
-                o4[i],
+                (o1, o2, o3, o4) == (0, 0, 0, c.forced_status),
+                "row {i}: ({o1}, {o2}, {o3}, status {o4}) under base status {}",
                 c.forced_status
             );
             continue;
         }
         let (want, via_model) = row_reference(c, i);
-        compare_row(&want, o1[i], o2[i], o3[i], o4[i])
-            .map_err(|e| format!("INV-7 row {i}: {e}"))?;
+        compare_row(&want, o1, o2, o3, o4).map_err(|e| format!("INV-7 row {i}: {e}"))?;
         if let Some(m) = via_model {
             ensure!(
                 same(&want, &m),

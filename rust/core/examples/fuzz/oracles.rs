@@ -4,7 +4,7 @@
 use crate::build::{build_from_json, build_validated, same_configurator};
 use crate::gen::{Build, ConfigCase};
 use crate::plans::check_plans;
-use kvbudget_core::batch::{BatchOutputs, Threads};
+use kvbudget_core::batch::Threads;
 use kvbudget_core::{
     select_kind, CellSize, ConfiguratorKind, ErrorCode, LayerIds, MemoryPoolConfig, PlanError,
     PoolConfigurator, Sizing,
@@ -340,16 +340,11 @@ pub fn run_config(c: &ConfigCase, st: &mut Stats) -> Check {
 
     // Many budgets at once (INV-7 on one configurator).
     if let Some(many) = &c.many {
-        let [a, b, s, z] = many.out_lens;
-        let (mut o1, mut o2, mut o3, mut o4) = (vec![7; a], vec![7; b], vec![7; s], vec![9u8; z]);
-        let mut out = BatchOutputs {
-            max_total_num_tokens: &mut o1,
-            full_max_total_num_tokens: &mut o2,
-            swa_max_total_num_tokens: &mut o3,
-            status: &mut o4,
-        };
+        let mut bufs = crate::batch::sentinel_buffers(many.out_lens);
         let n = many.budgets.len();
-        let r = cfg.calculate_pool_sizes_many(&many.budgets, &mut out, Threads::Auto);
+        let r =
+            cfg.sizing()
+                .calculate_pool_sizes_many(&many.budgets, &mut bufs.views(), Threads::Auto);
         let lens_ok = many.out_lens.iter().all(|l| *l == n);
         match r {
             Ok(()) => {
@@ -360,7 +355,8 @@ pub fn run_config(c: &ConfigCase, st: &mut Stats) -> Check {
                 );
                 for (i, &a) in many.budgets.iter().enumerate() {
                     let want = cfg.calculate_pool_sizes(a, None);
-                    compare_row(&want, o1[i], o2[i], o3[i], o4[i])
+                    let (o1, o2, o3, o4) = bufs.row(i);
+                    compare_row(&want, o1, o2, o3, o4)
                         .map_err(|e| format!("calculate_pool_sizes_many row {i}: {e}"))?;
                 }
             }

@@ -269,20 +269,6 @@ impl Sizing {
     }
 }
 
-impl crate::PoolConfigurator {
-    /// `calculate_pool_sizes` (serving page size) for many budgets at once,
-    /// into `out`, on up to `threads` threads.
-    pub fn calculate_pool_sizes_many(
-        &self,
-        available_bytes: &[i64],
-        out: &mut BatchOutputs<'_>,
-        threads: Threads,
-    ) -> Result<()> {
-        self.sizing()
-            .calculate_pool_sizes_many(available_bytes, out, threads)
-    }
-}
-
 /// Applies every cell of a column to `rows`: the kind's `from_cell` checks
 /// each; an invalid cell makes its row `invalid_config` (whatever value it
 /// leaves there). Used by the generated `Scenario::apply_column`.

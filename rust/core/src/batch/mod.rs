@@ -78,6 +78,81 @@ impl<'a> ColumnData<'a> {
     }
 }
 
+/// A column's cells, owned (what a caller builds a [`ColumnData`] view from).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cells {
+    /// Integers.
+    I64(Vec<i64>),
+    /// Floats.
+    F64(Vec<f64>),
+    /// Bools.
+    Bool(Vec<bool>),
+    /// Codes of a named field.
+    U8(Vec<u8>),
+}
+
+impl Cells {
+    /// The borrowed view.
+    pub fn data(&self) -> ColumnData<'_> {
+        match self {
+            Self::I64(v) => ColumnData::I64(v),
+            Self::F64(v) => ColumnData::F64(v),
+            Self::Bool(v) => ColumnData::Bool(v),
+            Self::U8(v) => ColumnData::U8(v),
+        }
+    }
+}
+
+/// The output arrays of a batch, owned (fresh outputs, or buffers reused across calls).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buffers {
+    /// `max_total_num_tokens`, tokens.
+    pub max_total_num_tokens: Vec<i64>,
+    /// `full_max_total_num_tokens`, tokens (-1: None).
+    pub full_max_total_num_tokens: Vec<i64>,
+    /// `swa_max_total_num_tokens`, tokens (-1: None).
+    pub swa_max_total_num_tokens: Vec<i64>,
+    /// Per-row status.
+    pub status: Vec<u8>,
+}
+
+impl Buffers {
+    /// Zeroed buffers for `n` rows.
+    pub fn new(n: usize) -> Self {
+        Self::with_lens([n; 4])
+    }
+
+    /// Buffers of the given lengths (a malformed call, in tests).
+    pub fn with_lens(lens: [usize; 4]) -> Self {
+        Self {
+            max_total_num_tokens: vec![0; lens[0]],
+            full_max_total_num_tokens: vec![0; lens[1]],
+            swa_max_total_num_tokens: vec![0; lens[2]],
+            status: vec![0; lens[3]],
+        }
+    }
+
+    /// The mutable view `plan_many` writes into.
+    pub fn views(&mut self) -> BatchOutputs<'_> {
+        BatchOutputs {
+            max_total_num_tokens: &mut self.max_total_num_tokens,
+            full_max_total_num_tokens: &mut self.full_max_total_num_tokens,
+            swa_max_total_num_tokens: &mut self.swa_max_total_num_tokens,
+            status: &mut self.status,
+        }
+    }
+
+    /// Row `i` as `(max_total, full, swa, status)`.
+    pub fn row(&self, i: usize) -> (i64, i64, i64, u8) {
+        (
+            self.max_total_num_tokens[i],
+            self.full_max_total_num_tokens[i],
+            self.swa_max_total_num_tokens[i],
+            self.status[i],
+        )
+    }
+}
+
 /// A cell type of [`ColumnData`].
 pub trait CellType: Copy + Sized {
     /// The name of the numpy dtype a column of it has.

@@ -3,7 +3,7 @@
 //! page-aligned count whose bytes fit a budget).
 
 use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec, TENSOR_ALIGNMENT};
-use crate::arith::{add, align_down, mul};
+use crate::arith::{add, align_down, last_fitting, mul};
 use crate::cell::{kv_heads_per_rank, swa_kv_heads_per_rank, FP4_SCALE_BLOCK, MXFP8_SCALE_BLOCK};
 use crate::configurator::PoolConfigurator;
 use crate::dtype::{KvDtype, StorageDtype};
@@ -342,22 +342,14 @@ impl<'a> PlanLayout<'a> {
         let slope = self.primary_row_bytes().max(1);
         let pu = p as u64;
         // total(x) >= x * slope, so x <= budget / slope.
-        let mut lo: u64 = 0; // pages known to fit (or 0)
-        let mut hi: u64 = budget / slope / pu + 1; // pages known not to fit
         let fits = |pages: u64| -> bool {
             let Some(x) = pages.checked_mul(pu).and_then(|x| i64::try_from(x).ok()) else {
                 return false;
             };
             self.total_bytes_at(x, p).is_some_and(|t| t <= budget)
         };
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if fits(mid) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
+        // 0 pages by convention (nothing fits), budget / slope + 1 pages known not to fit.
+        let lo = last_fitting(0, budget / slope / pu + 1, fits);
         if lo == 0 {
             0
         } else {

@@ -1,0 +1,194 @@
+"""``kvbudget compare``: fit=exact vs fit=sglang; SGLang with vs without the draft in its budget."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from kvbudget import KVBudgetError, PoolPlan
+from kvbudget.cli import render
+from kvbudget.cli.render import b
+from kvbudget.cli.scenario import CliScenario, build_scenario
+from kvbudget.workload import WithoutDraftTerms, without_draft_configurator, without_draft_terms
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kvbudget.configurators import PoolConfiguratorBase
+
+_TOKEN_ROWS = (
+    ("full_max_total_num_tokens", "full tokens"),
+    ("swa_max_total_num_tokens", "swa tokens"),
+    ("max_total_num_tokens", "max_total_num_tokens"),
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything compare reports, as the library computed it."""
+
+    cfg: PoolConfiguratorBase
+    available: int
+    exact: PoolPlan
+    sglang: PoolPlan
+    """SGLang's token counts (``sglang.config``) and their allocation."""
+    has_draft: bool
+    bare_cell_size: Union[int, float]
+    """SGLang's cell size without the draft terms."""
+    without: WithoutDraftTerms | None
+    without_error: str | None
+
+
+def compare(sc: CliScenario, available: int) -> Comparison:
+    cfg = sc.configurator()
+    exact = cfg.plan(available, fit="exact")
+    sglang = cfg.plan(available, fit="sglang")
+    has_draft = sc.scenario.spec.draft_num_layers > 0 and exact.draft_bytes > 0
+    without: WithoutDraftTerms | None = None
+    error: str | None = None
+    bare_cell: Union[int, float] = 0
+    if has_draft:
+        bare_cell = without_draft_configurator(cfg).cell_size
+        try:
+            without = without_draft_terms(cfg, available)
+        except KVBudgetError as exc:
+            error = str(exc)
+    return Comparison(cfg, available, exact, sglang, has_draft, bare_cell, without, error)
+
+
+def to_json(c: Comparison) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "configurator": c.cfg.kind,
+        "cell_size": c.cfg.cell_size,
+        "available_bytes": c.available,
+        "fit": {"exact": json.loads(c.exact.to_json()), "sglang": json.loads(c.sglang.to_json())},
+    }
+    if not c.has_draft:
+        data["draft_budget"] = None
+        return data
+    without: dict[str, Any] = {"cell_size": c.bare_cell_size}
+    w = c.without
+    if w is None:
+        without.update(
+            tokens=None, allocated_bytes=None, over_budget_bytes=None, error=c.without_error
+        )
+    else:
+        without.update(
+            tokens=render.sizes(w.config),
+            target_pool_bytes=w.target_pool_bytes,
+            allocated_bytes=w.allocated_bytes,
+            draft_pool_bytes=w.draft_pool_bytes,
+            over_budget_bytes=w.over_budget_bytes,
+            error=None,
+        )
+    data["draft_budget"] = {
+        "with_draft": {
+            "cell_size": c.cfg.cell_size,
+            "tokens": render.sizes(c.sglang.config),
+            "allocated_bytes": c.sglang.total_bytes,
+            "draft_pool_bytes": c.sglang.draft_bytes,
+            "over_budget_bytes": c.sglang.over_budget_bytes,
+        },
+        "without_draft": without,
+        "sglang_always_counted_draft": c.cfg.kind == "default",
+    }
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    sc = build_scenario(args)
+    c = compare(sc, sc.require_budget())
+    if args.json:
+        render.emit_json(render.document("compare", sc, **to_json(c)))
+        return 0
+    out = render.console()
+    render.header(out, "kvbudget compare", sc, c.cfg)
+    _fits(out, c)
+    if not c.has_draft:
+        out.print("  No draft pool: nothing to compare for the draft budget (give --draft).")
+        return 0
+    _draft_budget(out, sc, c)
+    return 0
+
+
+def _fits(out: Console, c: Comparison) -> None:
+    from rich.table import Table
+
+    ex, sg = c.exact, c.sglang
+    t = Table(title="fit=exact vs fit=sglang (same budget)", title_justify="left")
+    t.add_column("")
+    t.add_column("exact", justify="right")
+    t.add_column("sglang", justify="right")
+    t.add_column("sglang - exact", justify="right")
+
+    def row(label: str, a: int, b_: int) -> None:
+        t.add_row(label, b(a), b(b_), f"{b_ - a:+,}")
+
+    for pool in sg.pools:
+        p_ex = ex.pool(pool.name)
+        row(f"{pool.name} tokens", p_ex.tokens if p_ex is not None else 0, pool.tokens)
+    row("total bytes", ex.total_bytes, sg.total_bytes)
+    row("padding bytes", ex.padding_bytes, sg.padding_bytes)
+    row("leftover bytes", ex.leftover_bytes, sg.leftover_bytes)
+    row("over-budget bytes", ex.over_budget_bytes, sg.over_budget_bytes)
+    out.print(t)
+    if sg.over_budget_bytes:
+        out.print(
+            f"  SGLang's token counts plus its {sg.page_size} padding row(s) per layer allocate "
+            f"{b(sg.over_budget_bytes)} bytes ({render.mib(sg.over_budget_bytes)}) more than the "
+            "budget; fit=exact trims tokens until the tensors fit."
+        )
+    else:
+        out.print("  SGLang's token counts fit this budget.")
+
+
+def _draft_budget(out: Console, sc: CliScenario, c: Comparison) -> None:
+    from rich.table import Table
+
+    t = Table(
+        title="SGLang with the draft in the budget (PR #29622) vs without it (before)",
+        title_justify="left",
+    )
+    t.add_column("")
+    t.add_column("with draft terms", justify="right")
+    t.add_column("without", justify="right")
+    t.add_column("without - with", justify="right")
+    t.add_row("cell size (bytes/token)", b(c.cfg.cell_size), b(c.bare_cell_size), "")
+    wo = c.without
+    if wo is None:
+        out.print(t)
+        out.print(f"  without draft terms: [red]{c.without_error}[/red]")
+        return
+
+    def row(label: str, a: int, b_: int) -> None:
+        t.add_row(label, b(a), b(b_), f"{b_ - a:+,}")
+
+    with_sizes = c.sglang.config
+    for key, label in _TOKEN_ROWS:
+        a, b_ = getattr(with_sizes, key), getattr(wo.config, key)
+        if a is None and b_ is None:
+            continue
+        if key == "max_total_num_tokens" and with_sizes.full_max_total_num_tokens is not None:
+            continue
+        row(label, a or 0, b_ or 0)
+    row("draft pool bytes", c.sglang.draft_bytes, wo.draft_pool_bytes)
+    row("allocated bytes (with draft pool)", c.sglang.total_bytes, wo.allocated_bytes)
+    row("over-budget bytes", c.sglang.over_budget_bytes, wo.over_budget_bytes)
+    out.print(t)
+    # max_total_num_tokens is the primary pool: the full pool, or an all-SWA model's SWA pool.
+    with_tokens, without_tokens = with_sizes.max_total_num_tokens, wo.config.max_total_num_tokens
+    pool_word = "full" if sc.scenario.model.full_attention_layer_ids else "SWA"
+    out.print(
+        f"  Without draft terms SGLang's {pool_word} pool would hold {b(without_tokens)} tokens "
+        f"({without_tokens - with_tokens:+,}), and allocating the draft pool "
+        f"({b(wo.draft_pool_bytes)} bytes) on top would overrun the budget by "
+        f"{b(wo.over_budget_bytes)} bytes ({render.gib(wo.over_budget_bytes)})."
+    )
+    if c.cfg.kind == "default":
+        out.print(
+            "  [dim]This model uses SGLang's DefaultPoolConfigurator, which always scaled the cell "
+            "by (1 + d/L); PR #29622 fixed the SWA configurators. The 'without' column is what "
+            "leaving the draft out would cost.[/dim]"
+        )

@@ -1,0 +1,112 @@
+"""``kvbudget models``: the model presets (targets and drafts) and the GPUs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kvbudget.cli import render
+from kvbudget.cli.render import b
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvbudget.models import GpuSpec, get_gpu, get_preset, list_gpus, list_presets
+
+    presets = [get_preset(n) for n in list_presets()]
+    gpus: list[GpuSpec] = [get_gpu(n) for n in list_gpus()]
+    if args.json:
+        render.emit_json(
+            {
+                "presets": [
+                    {
+                        "name": p.name,
+                        "display_name": p.display_name,
+                        "role": p.role,
+                        "draft_kind": p.draft_kind,
+                        "targets": list(p.targets),
+                        "hf_id": p.hf_id,
+                        "kv_cache_dtype": p.kv_cache_dtype,
+                        "full_layers": len(p.model_kwargs["full_attention_layer_ids"]),
+                        "swa_layers": len(p.model_kwargs["swa_attention_layer_ids"]),
+                        "draft_num_layers": p.draft_num_layers,
+                        "source": p.source,
+                    }
+                    for p in presets
+                ],
+                "gpus": [
+                    {
+                        "name": g.name,
+                        "vendor": g.vendor,
+                        "model": g.model,
+                        "memory_type": g.memory_type,
+                        "stated_memory_gb": g.stated_memory_gb,
+                        "memory_bytes": g.memory_bytes,
+                        "bytes_basis": g.bytes_basis,
+                        "source": g.source,
+                    }
+                    for g in gpus
+                ],
+            }
+        )
+        return 0
+
+    tables: list[tuple[Any, int]] = []
+    for role in ("target", "draft"):
+        if role == "target":
+            headers = ["name", "hf_id", "layers full+swa", "kv heads x dim"]
+        else:
+            headers = ["name", "hf_id", "kind", "layers", "for"]
+        rows: list[list[str]] = []
+        for p in presets:
+            if p.role != role:
+                continue
+            kw = p.model_kwargs
+            src = p.source.split(";")[0].strip()
+            if role == "target":
+                mla = kw.get("kv_lora_rank")
+                heads = (
+                    f"MLA {mla}+{kw['qk_rope_head_dim']}"
+                    if mla
+                    else f"{kw['num_kv_heads']} x {kw['head_dim']}"
+                )
+                layers = (
+                    f"{len(kw['full_attention_layer_ids'])}+{len(kw['swa_attention_layer_ids'])}"
+                )
+                rows.append([p.name, p.hf_id or "-", layers, heads, src])
+            else:
+                rows.append(
+                    [
+                        p.name,
+                        p.hf_id or "-",
+                        p.draft_kind or "-",
+                        str(p.draft_num_layers),
+                        ", ".join(p.targets) or "-",
+                        src,
+                    ]
+                )
+        tables.append(
+            render.fixed_table(f"{role} presets", headers, rows, "source (first; --json: all)")
+        )
+    g_rows = [
+        [
+            g.name,
+            f"{g.vendor} {g.model}",
+            f"{g.stated_memory_gb} GB {g.memory_type}",
+            b(g.memory_bytes),
+            g.source,
+        ]
+        for g in gpus
+    ]
+    tables.append(
+        render.fixed_table(
+            "GPUs (vendor-stated memory)", ["name", "model", "memory", "bytes"], g_rows, "source"
+        )
+    )
+    out = render.console(min_width=max(w for _, w in tables))
+    for table, _ in tables:
+        out.print(table)
+    out.print(
+        "  Drafts: --draft NAME (a draft preset), eagle3:N / mtp:N (N layers at the target's "
+        "geometry), standalone:NAME (any preset as a standalone draft)."
+    )
+    return 0

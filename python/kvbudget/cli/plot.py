@@ -1,0 +1,94 @@
+"""``sweep --plot``: pool tokens and bytes against the swept input (matplotlib is imported here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvbudget.cli import render
+from kvbudget.cli.render import GIB
+from kvbudget.cli.scenario import CliScenario
+
+
+def plot(rows: list[dict[str, Any]], sc: CliScenario, vary: str, x_label: str, path: str) -> None:
+    """Write the sweep's rows as a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def xval(r: dict[str, Any]) -> float:
+        v = float(r["value"])
+        return v / GIB if vary == "available" else v
+
+    ok = [r for r in rows if not r["error"]]
+    bad = [r for r in rows if r["error"]]
+    xs = [xval(r) for r in ok]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, height_ratios=[3, 2])
+    full = [int(r["full_tokens"]) for r in ok]
+    swa = [int(r["swa_tokens"]) for r in ok]
+    draft = [int(r["draft_tokens"]) for r in ok]
+    if any(full):
+        label = "full pool (exact)"
+        if any(draft) and draft == full:
+            label = "full pool = draft pool (exact)"
+        ax1.plot(xs, full, "o-", color="tab:blue", label=label, markersize=5)
+    if any(swa):
+        label = "SWA pool (exact)"
+        if any(draft) and draft == swa and draft != full:
+            label = "SWA pool = draft pool (exact)"
+        ax1.plot(xs, swa, "s-", color="tab:orange", label=label, markersize=5)
+    if any(draft) and draft != full and draft != swa:
+        ax1.plot(xs, draft, "^-", color="tab:green", label="draft pool (exact)", markersize=5)
+    ys_sg = [int(r["sglang_full_tokens"]) for r in ok]
+    if any(ys_sg):
+        ax1.plot(xs, ys_sg, "--", color="black", linewidth=1, label="SGLang max_total_num_tokens")
+    for r in bad:
+        ax1.axvline(xval(r), color="tab:red", alpha=0.25, linewidth=6)
+        ax2.axvline(xval(r), color="tab:red", alpha=0.25, linewidth=6)
+    if bad:
+        ax1.plot([], [], color="tab:red", alpha=0.25, linewidth=6, label="planning error (no plan)")
+    ax1.set_ylabel("tokens per pool")
+    ax1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax1.grid(True, alpha=0.3)
+    ax1.legend(loc="best", fontsize=9)
+    ax1.set_ylim(bottom=0)
+
+    over = [int(r["sglang_over_budget_bytes"]) for r in ok]
+    left = [int(r["leftover_bytes"]) for r in ok]
+    top = max([*over, *left, 1])
+    unit, div = ("MiB", float(1 << 20)) if top >= (1 << 20) else ("KiB", 1024.0)
+    ax2.plot(
+        xs,
+        [v / div for v in over],
+        "o-",
+        color="tab:red",
+        markersize=5,
+        label="SGLang's plan: bytes over the budget",
+    )
+    ax2.plot(
+        xs,
+        [v / div for v in left],
+        "s-",
+        color="tab:blue",
+        markersize=5,
+        label="exact plan: budget left unused",
+    )
+    ax2.set_ylabel(unit)
+    ax2.set_ylim(0, top / div * 1.12)
+    ax2.grid(True, alpha=0.3)
+    ax2.legend(loc="best", fontsize=9)
+    ax2.set_xlabel(x_label)
+    if vary in ("tp", "page-size") and xs and min(xs) > 0:
+        ax2.set_xscale("log", base=2)
+        ax2.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    model = sc.model_info.get("preset") or sc.model_label
+    draft_name = sc.draft_info.get("preset") or sc.draft_info.get("spec", "none")
+    budget = "" if vary == "available" else f", budget {render.gib(sc.available or 0)}"
+    fig.suptitle(
+        f"kvbudget sweep: {model}, draft {draft_name}{budget}\n"
+        f"pool tokens and bytes vs {x_label}"
+    )
+    ax1.set_title(render.serving_summary(sc.scenario.serving, skip=vary), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

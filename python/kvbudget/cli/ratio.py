@@ -1,0 +1,102 @@
+"""``kvbudget ratio``: the SWA ratio at which the full and SWA pools run out together."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from kvbudget.cli import render
+from kvbudget.cli.parser import UsageError
+from kvbudget.cli.render import b
+from kvbudget.cli.scenario import build_scenario
+
+
+def context_lengths(values: Sequence[str]) -> list[int]:
+    """``--context-lengths``: integers >= 1, space or comma separated."""
+    out: list[int] = []
+    for v in values:
+        for part in str(v).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                n = int(part)
+            except ValueError:
+                raise UsageError(f"--context-lengths: not an integer: {part!r}") from None
+            if n < 1:
+                raise UsageError(f"--context-lengths: must be >= 1, got {n}")
+            out.append(n)
+    if not out:
+        raise UsageError("--context-lengths: give at least one length")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvbudget.workload import suggest_swa_ratio
+
+    sc = build_scenario(args)
+    available = sc.require_budget()
+    cfg = sc.configurator()
+    lengths = context_lengths(args.context_lengths)
+    weights = None if args.weights is None else [float(w) for w in args.weights]
+    r = suggest_swa_ratio(cfg, lengths, available, weights=weights)
+    if args.json:
+        render.emit_json(
+            render.document(
+                "ratio",
+                sc,
+                context_lengths=lengths,
+                weights=weights,
+                ratio=r.ratio,
+                concurrency=r.concurrency,
+                baseline_ratio=r.baseline_ratio,
+                baseline_concurrency=r.baseline_concurrency,
+                full_tokens_per_request=r.full_tokens_per_request,
+                swa_tokens_per_request=r.swa_tokens_per_request,
+                idle_full_bytes=r.idle_full_bytes,
+                idle_swa_bytes=r.idle_swa_bytes,
+                baseline_idle_full_bytes=r.baseline_idle_full_bytes,
+                baseline_idle_swa_bytes=r.baseline_idle_swa_bytes,
+                full_tokens=r.config.full_max_total_num_tokens,
+                swa_tokens=r.config.swa_max_total_num_tokens,
+            )
+        )
+        return 0
+    from rich.table import Table
+
+    out = render.console()
+    render.header(out, "kvbudget ratio", sc, cfg)
+    out.print(
+        f"  workload: {len(lengths)} context length(s); an average request holds "
+        f"{r.full_tokens_per_request:,.0f} full and {r.swa_tokens_per_request:,.0f} SWA tokens"
+    )
+    t = Table(
+        title="swa_full_tokens_ratio: suggested vs baseline (SGLang's sizing)", title_justify="left"
+    )
+    t.add_column("")
+    t.add_column("suggested", justify="right")
+    t.add_column("baseline", justify="right")
+    base = r.baseline_config
+    t.add_row("ratio", f"{r.ratio:.4f}", f"{r.baseline_ratio:.4f}")
+    t.add_row("concurrent requests", f"{r.concurrency:,}", f"{r.baseline_concurrency:,}")
+    t.add_row(
+        "full tokens",
+        b(r.config.full_max_total_num_tokens or 0),
+        b(base.full_max_total_num_tokens or 0) if base else "-",
+    )
+    t.add_row(
+        "SWA tokens",
+        b(r.config.swa_max_total_num_tokens or 0),
+        b(base.swa_max_total_num_tokens or 0) if base else "-",
+    )
+    t.add_row("idle full-pool bytes", b(r.idle_full_bytes), b(r.baseline_idle_full_bytes))
+    t.add_row("idle SWA-pool bytes", b(r.idle_swa_bytes), b(r.baseline_idle_swa_bytes))
+    out.print(t)
+    if cfg.serving.chunked_prefill_size is None:
+        out.print(
+            "  note: no --chunked-prefill-size, so a request prefills at once and holds its whole "
+            "context in the SWA pool; SGLang usually chunks (e.g. --chunked-prefill-size 8192)."
+        )
+    gain = "inf" if r.gain == float("inf") else f"{r.gain:.2f}x"
+    out.print(f"  use --swa-full-tokens-ratio {r.ratio:.4f}: {gain} the baseline's concurrency")
+    return 0

@@ -1,0 +1,375 @@
+"""From parsed arguments to what to plan: the model, the ``--draft``, the serving flags, the budget.
+
+:func:`build_scenario` returns a :class:`CliScenario`: a :class:`kvbudget.Scenario`
+plus what only the command line shows (labels, where each part came from, the
+budget, notes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import kvbudget
+from kvbudget import (
+    DraftGeometry,
+    InvalidConfigError,
+    KVBudgetError,
+    ModelGeometry,
+    ServingConfig,
+    SpeculativeConfig,
+)
+from kvbudget.cli import render
+from kvbudget.cli.parser import (
+    DEFAULT_AVAILABLE,
+    DEFAULT_DRAFT,
+    DEFAULT_MEM_FRACTION,
+    DEFAULT_MODEL,
+    GIB,
+    UsageError,
+    serving_values,
+    spec_values,
+)
+
+if TYPE_CHECKING:
+    from kvbudget.configurators import PoolConfiguratorBase
+    from kvbudget.models import Preset
+
+__all__ = ["CliScenario", "build_scenario"]
+
+# --draft KIND: -> SpeculativeConfig algorithm
+_ALGORITHMS: Final[dict[str, str]] = {
+    "eagle": "eagle",
+    "eagle3": "eagle3",
+    "mtp": "nextn",
+    "nextn": "nextn",
+    "standalone": "standalone",
+}
+# a draft preset's kind -> its algorithm
+_KIND_ALGORITHM: Final[dict[str, str]] = {
+    "eagle3": "eagle3",
+    "mtp": "nextn",
+    "standalone": "standalone",
+}
+# algorithm -> draft_kwargs_from_hf_config's kind, and the label's name
+_HF_KIND: Final[dict[str, str]] = {
+    "eagle": "eagle",
+    "eagle3": "eagle3",
+    "nextn": "mtp",
+    "standalone": "standalone",
+}
+_KIND_LABEL: Final[dict[str, str]] = {
+    "eagle3": "EAGLE3",
+    "nextn": "MTP",
+    "standalone": "standalone",
+    "eagle": "EAGLE",
+}
+_HF_DTYPES: Final[dict[str, str]] = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "float": "fp32",
+}
+
+
+class _PlanningError(KVBudgetError):
+    """A planning error raised by the command line itself (exit status 1)."""
+
+
+@dataclass
+class CliScenario:
+    """What to plan (a :class:`kvbudget.Scenario`) and how the command line describes it."""
+
+    scenario: kvbudget.Scenario
+    model_label: str
+    model_info: dict[str, Any]
+    draft_label: str
+    draft_info: dict[str, Any]
+    available: int | None
+    budget_label: str
+    budget_info: dict[str, Any]
+    is_default: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def configurator(self) -> PoolConfiguratorBase:
+        """SGLang's configurator for the scenario (the factory's choice)."""
+        return self.scenario.configurator()
+
+    def require_budget(self) -> int:
+        if self.available is None:
+            raise UsageError(
+                "no budget: give --available BYTES (e.g. 40GiB) or "
+                "--gpu NAME [--mem-fraction F] [--weights-gib W]"
+            )
+        return self.available
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.scenario
+        spec = None if s.spec == SpeculativeConfig() else json.loads(s.spec.to_json())
+        return {
+            "default": self.is_default,
+            "model": {**self.model_info, "geometry": json.loads(s.model.to_json())},
+            "draft": {**self.draft_info, "speculative": spec},
+            "serving": json.loads(s.serving.to_json()),
+            "budget": {"available_bytes": self.available, **self.budget_info},
+        }
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def looks_like_path(name: str) -> bool:
+    p = Path(name)
+    return name.endswith(".json") or (p.exists() and (p.is_file() or (p / "config.json").is_file()))
+
+
+def _hf_dtype(cfg: dict[str, Any]) -> str | None:
+    for src in (cfg, cfg.get("text_config") or {}):
+        if isinstance(src, dict):
+            raw = src.get("torch_dtype") or src.get("dtype")
+            if isinstance(raw, str) and raw.lower() in _HF_DTYPES:
+                return _HF_DTYPES[raw.lower()]
+    return None
+
+
+def _load_model(
+    args: argparse.Namespace,
+) -> tuple[str, dict[str, Any], ModelGeometry, str | None, bool]:
+    """(label, info, geometry, suggested kv dtype, is_default)."""
+    from kvbudget.models import get_preset
+    from kvbudget.models.hf import geometry_kwargs_from_hf_config, load_hf_config
+
+    config_path: str | None = args.config
+    name: str | None = args.model
+    if config_path is not None and name is not None:
+        raise UsageError(f"give a MODEL ({name!r}) or --config, not both")
+    if config_path is None and name is not None and looks_like_path(name):
+        config_path = name
+    if config_path is not None:
+        cfg = load_hf_config(config_path)
+        model = ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
+        label = f"config {config_path}"
+        arch = cfg.get("architectures") or []
+        if isinstance(arch, list) and arch:
+            label += f" ({arch[0]})"
+        info = {"preset": None, "config": str(config_path), "hf_id": None, "display_name": None}
+        return label, info, model, _hf_dtype(cfg), False
+    is_default = name is None
+    preset = get_preset(DEFAULT_MODEL if name is None else name)
+    label = f"{preset.display_name} [{preset.name}"
+    label += f", {preset.hf_id}]" if preset.hf_id else "]"
+    info = {
+        "preset": preset.name,
+        "config": None,
+        "hf_id": preset.hf_id,
+        "display_name": preset.display_name,
+        "role": preset.role,
+        "source": preset.source,
+    }
+    return label, info, preset.model_geometry(), preset.kv_cache_dtype, is_default
+
+
+# --------------------------------------------------------------------------- the draft
+
+DraftResult = tuple[str, dict[str, Any], SpeculativeConfig | None]
+
+
+def _model_as_draft(preset: Preset) -> DraftGeometry:
+    """Any preset as a standalone draft (``DraftGeometry.from_model``, the one rule)."""
+    try:
+        geom: DraftGeometry = preset.as_draft_geometry()
+    except InvalidConfigError as exc:
+        raise UsageError(f"preset {preset.name!r} cannot be a standalone draft: {exc}") from None
+    return geom
+
+
+def _preset_draft(preset: Preset) -> DraftGeometry | None:
+    """A draft preset's own geometry (None for an MLA draft: it takes the target's)."""
+    return preset.draft_geometry() if preset.draft_kwargs is not None else None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _draft(
+    text: str | None,
+    model: ModelGeometry,
+    model_info: dict[str, Any],
+    extra: dict[str, Any],
+    notes: list[str],
+) -> DraftResult:
+    """Parse --draft: NAME | eagle3:N | eagle:N | mtp:N | standalone:NAME | KIND:config.json | none.
+
+    ``extra``: the speculative flags (num_steps, eagle_topk, num_draft_tokens).
+    """
+    from kvbudget.models import get_preset
+    from kvbudget.models.hf import GEOMETRY_KEYS, draft_kwargs_from_hf_config
+
+    if text is None or text.strip().lower() in ("", "none"):
+        if any(v is not None for v in extra.values()):
+            return "none", {"spec": "none"}, SpeculativeConfig(algorithm="none", **extra)
+        return "none", {"spec": "none"}, None
+    text = text.strip()
+    kind, sep, value = text.partition(":")
+    if not (sep and kind.lower() in _ALGORITHMS):
+        preset = get_preset(text)
+        if preset.role != "draft" or preset.draft_kind is None:
+            raise UsageError(
+                f"--draft {text!r} is a target model; use --draft standalone:{preset.name} to run "
+                "it as a standalone draft"
+            )
+        algorithm = _KIND_ALGORITHM[preset.draft_kind]
+        geom = _preset_draft(preset)
+        return _preset_result(preset, text, algorithm, geom, model_info, notes, extra)
+    algorithm = _ALGORITHMS[kind.lower()]
+    value = value.strip()
+    if not value:
+        raise UsageError(f"--draft {text!r}: give a layer count, a preset or a config after ':'")
+    info: dict[str, Any] = {"spec": text, "preset": None, "config": None}
+    if value.isdigit():
+        layers = int(value)
+        if algorithm == "standalone":
+            raise UsageError(
+                f"--draft {text!r}: a standalone draft is a model; "
+                "give standalone:PRESET or standalone:path/to/config.json"
+            )
+        label = (
+            f"{kind.upper()} draft, {_plural(layers, 'layer')} at the target's full-layer geometry"
+        )
+        spec = SpeculativeConfig(algorithm=algorithm, draft_num_layers=layers, **extra)
+        return label, info, spec
+    if looks_like_path(value):
+        target_kwargs = {key: getattr(model, key) for key in GEOMETRY_KEYS}
+        hf_kind: Any = _HF_KIND[algorithm]
+        geom = DraftGeometry(**draft_kwargs_from_hf_config(value, target_kwargs, kind=hf_kind))
+        label = f"{kind.upper()} draft from {value}, {geom.num_layers} layers"
+        spec = SpeculativeConfig(
+            algorithm=algorithm, draft_num_layers=geom.num_layers, draft=geom, **extra
+        )
+        return label, {**info, "config": value}, spec
+    preset = get_preset(value)
+    if algorithm == "standalone":
+        geom_or_none: DraftGeometry | None = _model_as_draft(preset)
+    else:
+        if preset.role != "draft" or _KIND_ALGORITHM.get(preset.draft_kind or "") != algorithm:
+            raise UsageError(
+                f"--draft {text!r}: preset {preset.name!r} is not a {kind} draft "
+                f"(it is a {preset.draft_kind or preset.role}); try --draft {preset.name}"
+            )
+        geom_or_none = _preset_draft(preset)
+    return _preset_result(preset, text, algorithm, geom_or_none, model_info, notes, extra)
+
+
+def _preset_result(
+    preset: Preset,
+    text: str,
+    algorithm: str,
+    geom: DraftGeometry | None,
+    model_info: dict[str, Any],
+    notes: list[str],
+    extra: dict[str, Any],
+) -> tuple[str, dict[str, Any], SpeculativeConfig]:
+    layers = geom.num_layers if geom is not None else int(preset.draft_num_layers or 1)
+    label = f"{preset.display_name} [{preset.name}]: {_KIND_LABEL[algorithm]}, "
+    label += _plural(layers, "layer")
+    if geom is None:
+        label += " at the target's geometry"
+    target = model_info.get("preset")
+    if target is not None and preset.targets and target not in preset.targets:
+        notes.append(
+            f"draft {preset.name!r} is listed for {', '.join(preset.targets)}, not for {target!r}"
+        )
+    info = {"spec": text, "preset": preset.name, "hf_id": preset.hf_id, "source": preset.source}
+    spec = SpeculativeConfig(algorithm=algorithm, draft_num_layers=layers, draft=geom, **extra)
+    return label, info, spec
+
+
+# --------------------------------------------------------------------------- the budget
+
+
+def _budget(
+    args: argparse.Namespace, is_default: bool, notes: list[str]
+) -> tuple[int | None, str, dict[str, Any]]:
+    from kvbudget.budget import gpu_available_bytes
+    from kvbudget.models import get_gpu
+
+    b = render.b
+    if args.available is not None:
+        if args.mem_fraction is not None or args.weights_gib is not None:
+            raise UsageError("--mem-fraction and --weights-gib go with --gpu, not with --available")
+        label = f"{b(args.available)} bytes = {render.gib(args.available)} (--available)"
+        return args.available, label, {"source": "available"}
+    if args.gpu is not None:
+        gpu = get_gpu(args.gpu)
+        fraction = DEFAULT_MEM_FRACTION if args.mem_fraction is None else args.mem_fraction
+        weights = 0 if args.weights_gib is None else int(args.weights_gib * GIB)
+        if args.weights_gib is None:
+            notes.append("no --weights-gib: the budget assumes no weights on this GPU")
+        available = gpu_available_bytes(gpu.memory_bytes, fraction, weights)
+        if available <= 0:
+            usable = gpu_available_bytes(gpu.memory_bytes, fraction)
+            raise _PlanningError(
+                f"no KV budget on {gpu.name}: {b(gpu.memory_bytes)} x {fraction:g} = {b(usable)} "
+                f"bytes does not cover {b(weights)} bytes of weights"
+            )
+        label = (
+            f"{b(available)} bytes = {render.gib(available)}: {gpu.model} "
+            f"{gpu.stated_memory_gb} GB ({b(gpu.memory_bytes)} B, vendor-stated) "
+            f"x mem-fraction {fraction:g} - weights {args.weights_gib or 0:g} GiB"
+        )
+        info = {
+            "source": "gpu",
+            "gpu": gpu.name,
+            "gpu_memory_bytes": gpu.memory_bytes,
+            "gpu_bytes_basis": gpu.bytes_basis,
+            "mem_fraction": fraction,
+            "weights_bytes": weights,
+        }
+        return available, label, info
+    if args.mem_fraction is not None or args.weights_gib is not None:
+        raise UsageError("--mem-fraction and --weights-gib need --gpu NAME")
+    if is_default:
+        label = (
+            f"{b(DEFAULT_AVAILABLE)} bytes = {render.gib(DEFAULT_AVAILABLE)} "
+            "(embedded default, REFERENCE section 5 example 1)"
+        )
+        return DEFAULT_AVAILABLE, label, {"source": "default"}
+    return None, "none given", {"source": None}
+
+
+# --------------------------------------------------------------------------- the scenario
+
+
+def build_scenario(args: argparse.Namespace) -> CliScenario:
+    """Turn parsed arguments into a CliScenario (may raise UsageError, KeyError, KVBudgetError)."""
+    notes: list[str] = []
+    label, info, model, preset_dtype, is_default = _load_model(args)
+    draft_text = args.draft
+    if draft_text is None and is_default:
+        draft_text = DEFAULT_DRAFT
+    draft_label, draft_info, spec = _draft(draft_text, model, info, spec_values(args), notes)
+    values = serving_values(args)
+    if values["kv_cache_dtype"] is None:
+        values["kv_cache_dtype"] = preset_dtype
+    if values["kv_cache_dtype"] is None:
+        values["kv_cache_dtype"] = "bf16"
+        notes.append("the model's dtype is unknown: kv_cache_dtype bf16 (set --kv-dtype)")
+    scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
+    available, budget_label, budget_info = _budget(args, is_default, notes)
+    return CliScenario(
+        scenario=scenario,
+        model_label=label,
+        model_info=info,
+        draft_label=draft_label,
+        draft_info=draft_info,
+        available=available,
+        budget_label=budget_label,
+        budget_info=budget_info,
+        is_default=is_default,
+        notes=notes,
+    )

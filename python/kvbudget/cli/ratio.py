@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 
 from kvbudget.cli import render
@@ -41,22 +42,17 @@ def run(args: argparse.Namespace) -> int:
     weights = None if args.weights is None else [float(w) for w in args.weights]
     r = suggest_swa_ratio(cfg, lengths, available, weights=weights)
     if args.json:
+        # Every number of the suggestion, as the library returns it (pool sizes flattened).
+        numbers = {
+            k: v for k, v in dataclasses.asdict(r).items() if k not in ("config", "baseline_config")
+        }
         render.emit_json(
             render.document(
                 "ratio",
                 sc,
                 context_lengths=lengths,
                 weights=weights,
-                ratio=r.ratio,
-                concurrency=r.concurrency,
-                baseline_ratio=r.baseline_ratio,
-                baseline_concurrency=r.baseline_concurrency,
-                full_tokens_per_request=r.full_tokens_per_request,
-                swa_tokens_per_request=r.swa_tokens_per_request,
-                idle_full_bytes=r.idle_full_bytes,
-                idle_swa_bytes=r.idle_swa_bytes,
-                baseline_idle_full_bytes=r.baseline_idle_full_bytes,
-                baseline_idle_swa_bytes=r.baseline_idle_swa_bytes,
+                **numbers,
                 full_tokens=r.config.full_max_total_num_tokens,
                 swa_tokens=r.config.swa_max_total_num_tokens,
             )

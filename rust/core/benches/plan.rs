@@ -3,7 +3,7 @@
 //! - `plan_many/varied/{1000,1000000}`: [`plan_many`] with 18 columns besides
 //!   the budget varying (layer counts, heads, head dim, window, dtype, page
 //!   size, TP, ratio, request-cap inputs, speculative algorithm and draft
-//!   layers; `varied.rs`), one thread;
+//!   layers; `common/varied.rs`), one thread;
 //! - `plan_many/budget_only/{1000,1000000}`: only the budget varies (one
 //!   sizing for every row, REFERENCE example 1), one thread, in the same run,
 //!   so that the ratio of the two is measured under the same conditions;
@@ -16,7 +16,7 @@
 //! reused across iterations (the `out=` path). Instruction counts per row:
 //! `benches/callgrind.sh`.
 
-#[path = "varied.rs"]
+#[path = "common/varied.rs"]
 mod varied;
 
 use std::hint::black_box;
@@ -48,7 +48,11 @@ fn bench_plan_many(c: &mut Criterion) {
         let varied = varied::varied(n, 7);
         let cols = varied.columns();
         varied.run(&cols, &mut out.views(), Threads::Fixed(1));
-        let ok = out.status.iter().filter(|s| **s == 0).count();
+        let ok = out
+            .status
+            .iter()
+            .map(|s| usize::from(*s == 0))
+            .sum::<usize>();
         assert!(ok * 10 >= n * 9, "mostly valid rows: {ok} of {n}");
         g.bench_function(BenchmarkId::new("varied", n), |b| {
             b.iter(|| varied.run(black_box(&cols), &mut out.views(), Threads::Fixed(1)));

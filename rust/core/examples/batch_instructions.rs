@@ -13,7 +13,7 @@
 //! Arguments: `MODE ROWS [REPEATS [THREADS]]` (THREADS 0: automatic); it also
 //! prints the best wall time per row of REPEATS calls.
 
-#[path = "../benches/varied.rs"]
+#[path = "../benches/common/varied.rs"]
 mod varied;
 
 use std::hint::black_box;
@@ -45,7 +45,11 @@ fn main() {
         owner.run(black_box(&columns), &mut out.views(), threads);
         best = best.min(t.elapsed().as_secs_f64());
     }
-    let ok = out.status.iter().filter(|s| **s == 0).count();
+    let ok = out
+        .status
+        .iter()
+        .map(|s| usize::from(*s == 0))
+        .sum::<usize>();
     println!(
         "{mode}: {n} rows, {ok} ok, best of {repeats}: {:.1} ns/row",
         best * 1e9 / n as f64

@@ -67,18 +67,18 @@ impl PoolConfigurator {
             serving,
             spec,
         };
-        Self::build(kind, scenario, Some(Arc::new(ids)))
+        Self::build(kind, &scenario, Some(Arc::new(ids)))
     }
 
     /// A configurator for a scenario, layer ids synthesized from its counts
     /// (`kind: None` picks SGLang's factory choice).
-    pub fn from_scenario(kind: Option<ConfiguratorKind>, scenario: Scenario) -> Result<Self> {
+    pub fn from_scenario(kind: Option<ConfiguratorKind>, scenario: &Scenario) -> Result<Self> {
         Self::build(kind, scenario, None)
     }
 
     fn build(
         kind: Option<ConfiguratorKind>,
-        scenario: Scenario,
+        scenario: &Scenario,
         layer_ids: Option<Arc<LayerIds>>,
     ) -> Result<Self> {
         // Inputs may have been built field by field (pub fields, serde): check them all here.
@@ -92,13 +92,13 @@ impl PoolConfigurator {
     }
 
     /// The same configurator kind and layer ids with another scenario.
-    pub fn with_scenario(&self, scenario: Scenario) -> Result<Self> {
+    pub fn with_scenario(&self, scenario: &Scenario) -> Result<Self> {
         Self::build(Some(self.kind()), scenario, self.layer_ids.clone())
     }
 
     /// The same configurator kind, layer ids and spec with another serving config.
     pub fn with_serving(&self, serving: ServingConfig) -> Result<Self> {
-        self.with_scenario(Scenario {
+        self.with_scenario(&Scenario {
             serving,
             ..self.scenario
         })

@@ -191,7 +191,7 @@ macro_rules! opt_count_kind {
             #[inline(always)]
             fn from_cell(c: i64) -> (Option<u64>, bool) {
                 // Negative: None; 0..$min: invalid.
-                ((c >= 0).then_some(c as u64), c < 0 || c >= $min)
+                ((c >= 0).then_some(c as u64), !(0..$min).contains(&c))
             }
             fn from_value(name: &str, v: Value<'_>) -> Result<Option<u64>> {
                 match v {

@@ -71,14 +71,13 @@ impl AttentionShape {
             }));
         }
         match (self.kv_lora_rank, self.qk_rope_head_dim) {
-            (None, _) => Ok(()),
             (Some(_), None) => Err(E::invalid_with(|| {
                 "qk_rope_head_dim is required when kv_lora_rank is given (MLA)".into()
             })),
             (Some(r), Some(_)) if n_swa > 0 => Err(E::invalid_with(|| {
                 format!("an MLA model (kv_lora_rank={r}) cannot have SWA layers, got {n_swa} swa_attention_layer_ids")
             })),
-            (Some(_), Some(_)) => Ok(()),
+            (None, _) | (Some(_), Some(_)) => Ok(()),
         }
     }
 

@@ -352,12 +352,12 @@ impl Sizing {
         available_bytes: i64,
         page_size: Option<u64>,
     ) -> Result<MemoryPoolConfig> {
-        self.from_bytes(available_bytes, page_size)
+        self.pools_from_bytes(available_bytes, page_size)
     }
 
     /// [`Self::calculate_pool_sizes`] for any error type.
     #[inline]
-    pub(crate) fn from_bytes<E: Fail>(
+    pub(crate) fn pools_from_bytes<E: Fail>(
         &self,
         available_bytes: i64,
         page_size: Option<u64>,
@@ -383,7 +383,7 @@ impl Sizing {
             }));
         };
         let t = available_bytes.div_euclid(to_i64(c, "cell size")?);
-        self.from_max_tokens_at(t, p)
+        self.pools_from_max_tokens(t, p)
     }
 
     /// HybridSWA's profiling path at page size `p`.
@@ -438,11 +438,11 @@ impl Sizing {
         page_size: Option<u64>,
     ) -> Result<MemoryPoolConfig> {
         let p = self.resolve_page_size::<PlanError>(page_size)?;
-        self.from_max_tokens_at(max_total_num_tokens, p)
+        self.pools_from_max_tokens(max_total_num_tokens, p)
     }
 
     #[inline(always)]
-    fn from_max_tokens_at<E: Fail>(
+    fn pools_from_max_tokens<E: Fail>(
         &self,
         max_total_num_tokens: i64,
         p: i64,

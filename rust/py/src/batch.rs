@@ -250,9 +250,10 @@ pub fn _plan_many<'py>(
     };
     let n = batch.rows()?;
     let mut outputs = Outputs::new(n, out)?;
-    let mut views = outputs.views()?;
-    without_gil(py, n, || batch::plan_many(&batch, &mut views))?;
-    drop(views);
+    {
+        let mut views = outputs.views()?;
+        without_gil(py, n, || batch::plan_many(&batch, &mut views))?;
+    }
     Ok(outputs.into_py(py))
 }
 
@@ -270,12 +271,13 @@ impl PoolConfigurator {
         let a = contiguous("available_bytes", &available_bytes)?;
         let threads = thread_policy(threads)?;
         let mut outputs = Outputs::new(a.len(), out)?;
-        let mut views = outputs.views()?;
-        let sizing = self.0.sizing();
-        without_gil(py, a.len(), || {
-            sizing.calculate_pool_sizes_many(a, &mut views, threads)
-        })?;
-        drop(views);
+        {
+            let mut views = outputs.views()?;
+            let sizing = self.0.sizing();
+            without_gil(py, a.len(), || {
+                sizing.calculate_pool_sizes_many(a, &mut views, threads)
+            })?;
+        }
         Ok(outputs.into_py(py))
     }
 }

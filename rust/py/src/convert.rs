@@ -177,7 +177,7 @@ pub fn changes<'py>(
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Result<Vec<(&'static str, Bound<'py, PyAny>)>> {
     let mut out = Vec::new();
-    for (k, v) in kwargs.into_iter().flat_map(|d| d.iter()) {
+    for (k, v) in kwargs.into_iter().flat_map(PyDictMethods::iter) {
         let key = k
             .cast::<PyString>()
             .map_err(|_| type_error("keywords must be strings"))?;

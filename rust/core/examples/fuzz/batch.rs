@@ -269,8 +269,8 @@ fn row_reference(c: &BatchCase, i: usize) -> (RowResult, Option<RowResult>) {
         return (Err(e), None);
     }
     let a = budget(&c.budgets, i);
-    let via_scenario =
-        PoolConfigurator::from_scenario(None, sc).and_then(|cfg| cfg.calculate_pool_sizes(a, None));
+    let via_scenario = PoolConfigurator::from_scenario(None, &sc)
+        .and_then(|cfg| cfg.calculate_pool_sizes(a, None));
     let (n_f, n_s) = (sc.shape.num_full_layers, sc.shape.num_swa_layers);
     let via_model = (n_f.saturating_add(n_s) <= GEOMETRY_LAYER_LIMIT).then(|| {
         let model = ModelGeometry::new((0..n_f).collect(), (n_f..n_f + n_s).collect(), sc.shape)?;

@@ -68,7 +68,7 @@ fn build_with(
         Build::ForModel(kind) => PoolConfigurator::for_model(kind, model, serving, spec),
         Build::FromScenario(kind) => PoolConfigurator::from_scenario(
             kind,
-            Scenario {
+            &Scenario {
                 shape: model.shape,
                 serving,
                 spec,
@@ -84,7 +84,7 @@ pub fn build_validated(c: &ConfigCase) -> Result<PoolConfigurator, PlanError> {
         let Build::FromScenario(kind) = c.build else {
             unreachable!("only from_scenario has no layer ids")
         };
-        return PoolConfigurator::from_scenario(kind, sc);
+        return PoolConfigurator::from_scenario(kind, &sc);
     };
     let model = ModelGeometry::new(full.clone(), swa.clone(), sc.shape)?;
     // The Python constructors resolve each value on its own first.

@@ -235,7 +235,7 @@ fn check_configurator(cfg: &PoolConfigurator, c: &ConfigCase) -> Check {
         sizing.as_ref() == Ok(cfg.sizing()),
         "Sizing::new of the configurator's own scenario gives {sizing:?}"
     );
-    let again = cfg.with_scenario(sc);
+    let again = cfg.with_scenario(&sc);
     ensure!(
         again.as_ref() == Ok(cfg),
         "with_scenario(own scenario) differs: {:?}",

@@ -158,7 +158,7 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
         }
         return;
     }
-    let mut rows = [batch.base; BLOCK];
+    let mut rows = vec![batch.base; BLOCK];
     let mut by_kind: [[u16; BLOCK]; 3] = [[0; BLOCK]; 3];
     let mut start = 0;
     while start < n {

@@ -42,7 +42,7 @@ pub enum ColumnData<'a> {
     U8(&'a [u8]),
 }
 
-impl<'a> ColumnData<'a> {
+impl ColumnData<'_> {
     /// The number of cells.
     pub fn len(&self) -> usize {
         match self {
@@ -158,7 +158,7 @@ pub trait CellType: Copy + Sized {
     /// The name of the numpy dtype a column of it has.
     const DTYPE: &'static str;
     /// The cells, when `data` holds this type.
-    fn of<'a>(data: ColumnData<'a>) -> Option<&'a [Self]>;
+    fn of(data: ColumnData<'_>) -> Option<&[Self]>;
 }
 
 macro_rules! cell_type {
@@ -166,7 +166,7 @@ macro_rules! cell_type {
         impl CellType for $t {
             const DTYPE: &'static str = $dtype;
             #[inline]
-            fn of<'a>(data: ColumnData<'a>) -> Option<&'a [Self]> {
+            fn of(data: ColumnData<'_>) -> Option<&[Self]> {
                 match data {
                     ColumnData::$variant(a) => Some(a),
                     _ => None,
@@ -214,7 +214,7 @@ pub enum Budgets<'a> {
     Array(&'a [i64]),
 }
 
-impl<'a> Budgets<'a> {
+impl Budgets<'_> {
     /// The rows `start..end`.
     pub(crate) fn slice(self, start: usize, end: usize) -> Self {
         match self {

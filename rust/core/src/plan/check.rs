@@ -5,6 +5,7 @@
 use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TENSOR_ALIGNMENT};
 use crate::dtype::StorageDtype;
 use crate::error::{PlanError, Result};
+use crate::sizing::ConfiguratorKind;
 use std::collections::HashSet;
 
 fn bad(what: impl std::fmt::Display) -> PlanError {
@@ -146,18 +147,15 @@ impl PoolPlan {
         let swa = as_tokens(c.swa_max_total_num_tokens).transpose()?;
         let max_total = u64::try_from(c.max_total_num_tokens)
             .map_err(|_| bad("config holds a negative max_total_num_tokens"))?;
-        let agrees = match self.configurator {
-            ConfiguratorKindRef::Default => {
-                full.is_none() && swa.is_none() && tokens(PoolName::Full) == Some(max_total)
-            }
-            _ => {
-                let full_ok = match tokens(PoolName::Full) {
-                    Some(t) => full == Some(t) && max_total == t,
-                    // an all-SWA target: no full pool, max_total is the SWA pool
-                    None => full == Some(0) && swa == Some(max_total),
-                };
-                full_ok && swa == tokens(PoolName::Swa)
-            }
+        let agrees = if self.configurator == ConfiguratorKind::Default {
+            full.is_none() && swa.is_none() && tokens(PoolName::Full) == Some(max_total)
+        } else {
+            let full_ok = match tokens(PoolName::Full) {
+                Some(t) => full == Some(t) && max_total == t,
+                // an all-SWA target: no full pool, max_total is the SWA pool
+                None => full == Some(0) && swa == Some(max_total),
+            };
+            full_ok && swa == tokens(PoolName::Swa)
         };
         if !agrees {
             return Err(bad(format!(
@@ -172,5 +170,3 @@ impl PoolPlan {
         Ok(())
     }
 }
-
-use crate::sizing::ConfiguratorKind as ConfiguratorKindRef;

@@ -4,7 +4,7 @@
 //! one-setup scenario (REFERENCE example 1) for the budget-only path.
 #![allow(dead_code)]
 
-#[path = "../examples/fuzz/rng.rs"]
+#[path = "../../examples/fuzz/rng.rs"]
 mod rng;
 
 pub use kvbudget_core::batch::Buffers as Outs;
@@ -40,6 +40,9 @@ impl Owner {
     }
 
     /// `plan_many` over it, into `out`, on up to `threads` threads.
+    ///
+    /// # Panics
+    /// On a malformed batch (it never is: the columns are built here).
     pub fn run(&self, columns: &[Column<'_>], out: &mut BatchOutputs<'_>, threads: Threads) {
         let batch = Batch {
             base: self.base,
@@ -157,6 +160,9 @@ pub fn varied(n: usize, seed: u64) -> Owner {
 }
 
 /// REFERENCE example 1 (Gemma-3-27B-like hybrid, EAGLE3 draft, page 64), only the budget varying.
+///
+/// # Panics
+/// If the scenario's values were invalid (they are constants).
 pub fn one_setup(n: usize, seed: u64) -> Owner {
     let mut base = Scenario::default();
     for (name, v) in [

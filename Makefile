@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: venv deps deps-run develop run test test-rust test-python bench bench-instructions fuzz lint lint-rust lint-python fmt stubs
+.PHONY: venv deps deps-run develop run sglang test test-rust test-python test-parity-long bench bench-instructions fuzz lint lint-rust lint-python fmt stubs
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -41,11 +41,21 @@ test-rust:
 fuzz:
 	cargo run --release -q -p kvbudget-core --example fuzz -- --iters $(or $(ITERS),1000000)
 
+# SGLang's released pool-sizing code for the parity test (tests/test_sglang_parity.py):
+# the PyPI wheel, fetched once into ~/.cache/kvbudget/wheels and checked against its RECORD.
+sglang: venv
+	$(PY) tools/fetch_sglang.py
+
 test-python:
 	$(PY) -m pytest -q
 
+# The long parity run: 200,000 cases against SGLang's code (about 2 minutes here).
+test-parity-long: sglang
+	KVBUDGET_PARITY_CASES=$(or $(CASES),200000) KVBUDGET_PARITY_SEED=$(or $(SEED),1000000) \
+	    $(PY) -m pytest -q tests/test_sglang_parity.py -k differential
+
 # Quickstart 2: install what the tests need, run every test.
-test: deps develop test-rust test-python
+test: deps develop sglang test-rust test-python
 
 bench: develop
 	$(PY) -m pytest benches -q --benchmark-enable --benchmark-only

@@ -1,4 +1,4 @@
-"""The batch API against per-row loops: ``plan_many`` vs the scalar API vs the oracle.
+"""The batch API against per-row loops: ``plan_many`` vs the scalar API vs SGLang's own code.
 
 Run ``python benches/bench_batch.py`` for the numbers (one run, one process):
 
@@ -6,17 +6,22 @@ Run ``python benches/bench_batch.py`` for the numbers (one run, one process):
   counts, dims, dtype, window, request-cap inputs, speculative algorithm and
   draft layers, all arrays), 1,000,000 rows: ``kvbudget.plan_many`` in ns/row
   with fresh outputs and with reused ones (``out=``), on one thread and on
-  every core; against a Python loop over the pure-Python reference
-  (``tests/reference.py``) and a Python loop over the scalar API
-  (``ModelGeometry`` + ``ServingConfig`` + ``SpeculativeConfig`` +
-  ``create_pool_configurator`` + ``calculate_pool_sizes`` per row). The loops
-  run on the first 20,000 rows only and are scaled per row (the printout says
-  so);
+  every core; against a Python loop over SGLang 0.5.23's own
+  ``pool_configurator.py`` (run by the test oracle, ``tests/sglang_oracle``:
+  each row builds the oracle's mock inputs and runs SGLang's factory,
+  constructor and ``calculate_pool_sizes``, so the SGLang loop times all of
+  that; a server builds one configurator per start) and a Python loop over
+  the scalar API (``ModelGeometry`` + ``ServingConfig`` +
+  ``SpeculativeConfig`` + ``create_pool_configurator`` +
+  ``calculate_pool_sizes`` per row). The loops run on the first 20,000 rows
+  only and are scaled per row (the printout says so);
 * one setup (only the budget varies), 1,000,000 budgets, under the same
   conditions as the varied rows (fresh and reused outputs, one thread and
   every core): ``plan_many`` with scalar config columns and
   ``calculate_pool_sizes_many``, and the ratio varied / budget-only measured
-  in this run; against loops of ``calculate_pool_sizes`` on one configurator.
+  in this run; against a loop of ``calculate_pool_sizes`` on one configurator
+  and a loop of SGLang's code through the oracle (a fresh configurator per
+  call, as above).
 
 Each timing is the best of a few repeats. ``pytest benches --benchmark-enable``
 gives pytest-benchmark's table on smaller batches; under plain ``pytest``
@@ -36,16 +41,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import reference  # noqa: E402
+import parity_cases  # noqa: E402
+import sglang_oracle  # noqa: E402
 
 import kvbudget  # noqa: E402
 from kvbudget.batch import BATCH_FIELDS, STATUS_CODES  # noqa: E402
+from kvbudget.fields import SCENARIO_FIELDS  # noqa: E402
 
 GIB = 1 << 30
 DTYPES = BATCH_FIELDS["kv_cache_dtype"].choices  # batch code order
 ALGORITHMS = BATCH_FIELDS["algorithm"].choices
-ORACLE_STATUS = {"invalid_config": 1, "overflow": 2, "not_enough_memory": 3, "swa_pool_too_small": 4}
 STATUS_OF_CODE = {code: status for status, code in STATUS_CODES.items()}
+#: The oracle's error kinds -> batch statuses.
+SGLANG_STATUS = {"invalid": STATUS_OF_CODE["invalid_config"],
+                 "not_enough_memory": STATUS_OF_CODE["not_enough_memory"],
+                 "swa_too_small": STATUS_OF_CODE["swa_pool_too_small"]}
+#: Every scenario field at its default (parity_cases' case form).
+DEFAULTS = {name: f.default for name, f in SCENARIO_FIELDS.items()}
 
 Row = tuple[int, int, int, int]
 
@@ -115,16 +127,37 @@ def _none(x: Optional[int]) -> int:
     return -1 if x is None else x
 
 
-def reference_loop(rows: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]]) -> list[Row]:
-    out: list[Row] = []
-    for model, serving, spec, a in rows:
-        try:
-            r = reference.create_pool_configurator(model, serving, spec).calculate_pool_sizes(a)
-            out.append((r["max_total_num_tokens"], _none(r["full_max_total_num_tokens"]),
-                        _none(r["swa_max_total_num_tokens"]), 0))
-        except reference.OracleError as e:
-            out.append((0, 0, 0, ORACLE_STATUS[e.kind]))
+SglangRow = tuple[dict[str, Any], int]
+
+
+def sglang_rows(cols: dict[str, np.ndarray], n: int) -> list[SglangRow]:
+    """The first ``n`` rows as (oracle case, available_bytes): codes decoded to names,
+    a negative optional integer as None (the batch API's rule), dims resolved by kvbudget."""
+    lists = {k: v[:n].tolist() for k, v in cols.items() if k != "available_bytes"}
+    out = []
+    for i in range(n):
+        c = dict(DEFAULTS)
+        for k, v in lists.items():
+            f = SCENARIO_FIELDS[k]
+            c[k] = BATCH_FIELDS[k].choices[v[i]] if f.py == "name" else (
+                None if f.py == "opt_int" and v[i] < 0 else v[i])
+        case = parity_cases.oracle_case(c)
+        assert case is not None, f"row {i}: kvbudget refuses the model"
+        out.append((case, int(cols["available_bytes"][i])))
     return out
+
+
+def sglang_row(o: sglang_oracle.Outcome) -> Row:
+    if o.error is not None:
+        return (0, 0, 0, SGLANG_STATUS[o.error[0]])
+    assert o.config is not None
+    return (_none(o.config["max_total_num_tokens"]), _none(o.config["full_max_total_num_tokens"]),
+            _none(o.config["swa_max_total_num_tokens"]), 0)
+
+
+def sglang_loop(oracle: sglang_oracle.Oracle, rows: list[SglangRow]) -> list[Row]:
+    """SGLang's code per row (mock inputs, factory, constructor, calculate_pool_sizes)."""
+    return [sglang_row(oracle.run(case, entry="bytes", amount=a)) for case, a in rows]
 
 
 def scalar_api_loop(rows: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]]) -> list[Row]:
@@ -157,11 +190,14 @@ ONE_SETUP_KW = dict(num_full_layers=len(FULL), num_swa_layers=len(SWA), num_kv_h
                     sliding_window_size=1024, page_size=64, algorithm="eagle3", draft_num_layers=1)
 
 
-def one_setup_configurators() -> tuple[Any, Any]:
+def one_setup() -> tuple[Any, dict[str, Any]]:
+    """kvbudget's configurator and the oracle case for the one-setup scenario."""
     rust = kvbudget.create_pool_configurator(
         kvbudget.ModelGeometry(**MODEL), kvbudget.ServingConfig(**SERVING), kvbudget.SpeculativeConfig(**SPEC)
     )
-    return rust, reference.create_pool_configurator(MODEL, SERVING, SPEC)
+    case = parity_cases.oracle_case({**DEFAULTS, **ONE_SETUP_KW})
+    assert case is not None
+    return rust, case
 
 
 def budgets(n: int, seed: int = 1) -> np.ndarray:
@@ -189,24 +225,25 @@ def test_bench_scalar_api_loop(benchmark: Any) -> None:
     assert got == batch_rows(kvbudget.plan_many(**cols))
 
 
-def test_bench_reference_loop(benchmark: Any) -> None:
+def test_bench_sglang_loop(benchmark: Any) -> None:
     cols = varied_columns(LOOP_ROWS)
-    rows = row_dicts(cols, LOOP_ROWS)
-    got = benchmark(lambda: reference_loop(rows))
+    oracle, rows = sglang_oracle.load(), sglang_rows(cols, LOOP_ROWS)
+    got = benchmark(lambda: sglang_loop(oracle, rows))
     assert got == batch_rows(kvbudget.plan_many(**cols))
 
 
 def test_bench_calculate_pool_sizes_many(benchmark: Any) -> None:
-    cfg, ref = one_setup_configurators()
+    (cfg, case), oracle = one_setup(), sglang_oracle.load()
     a = budgets(SMOKE_ROWS)
     res = benchmark(lambda: cfg.calculate_pool_sizes_many(a))
     assert res.status.tolist() == [0] * SMOKE_ROWS
     for i in range(0, SMOKE_ROWS, SMOKE_ROWS // 50):
-        assert res.full_max_total_num_tokens[i] == ref.calculate_pool_sizes(int(a[i]))["full_max_total_num_tokens"]
+        got = oracle.run(case, entry="bytes", amount=int(a[i])).config
+        assert got is not None and res.full_max_total_num_tokens[i] == got["full_max_total_num_tokens"]
 
 
 def test_bench_plan_many_one_setup(benchmark: Any) -> None:
-    cfg, _ = one_setup_configurators()
+    cfg, _ = one_setup()
     a = budgets(SMOKE_ROWS)
     res = benchmark(lambda: kvbudget.plan_many(a, **ONE_SETUP_KW))
     for x, y in zip(res, cfg.calculate_pool_sizes_many(a)):
@@ -243,7 +280,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     res = kvbudget.plan_many(**cols)
     mix = {STATUS_CODES[int(s)]: int(c) for s, c in zip(*np.unique(res.status, return_counts=True))}
     print(f"varied columns ({len(cols) - 1} besides the budget), {n:,} rows: status mix {mix}")
-    cfg, ref = one_setup_configurators()
+    cfg, case = one_setup()
+    oracle = sglang_oracle.load()
     a = budgets(n)
     out = kvbudget.BatchResult.empty(n)
 
@@ -261,26 +299,30 @@ def main(argv: Optional[list[str]] = None) -> None:
         print(f"  {label:28s} {tv * 1e9:7.1f} ns {tb * 1e9:9.1f} ns {tv / tb:7.2f}x")
 
     t_batch = rows[0][1]
-    sample = row_dicts(cols, m)
+    sample, sglang_sample = row_dicts(cols, m), sglang_rows(cols, m)
     want = batch_rows(res, m)
-    assert scalar_api_loop(sample) == want and reference_loop(sample) == want, "loops disagree with plan_many"
+    assert scalar_api_loop(sample) == want, "the scalar-API loop disagrees with plan_many"
+    assert sglang_loop(oracle, sglang_sample) == want, "SGLang disagrees with plan_many"
     t_scalar = best(lambda: scalar_api_loop(sample), min(k, 3)) / m
-    t_ref = best(lambda: reference_loop(sample), min(k, 3)) / m
-    print(f"  scalar-API loop   ({m:,}-row sample) {t_scalar * 1e9:10.1f} ns/row  -> plan_many (1 thread) is "
+    t_sglang = best(lambda: sglang_loop(oracle, sglang_sample), min(k, 3)) / m
+    print(f"  scalar-API loop    ({m:,}-row sample) {t_scalar * 1e9:10.1f} ns/row  -> plan_many (1 thread) is "
           f"{t_scalar / t_batch:,.0f}x faster")
-    print(f"  reference loop    ({m:,}-row sample) {t_ref * 1e9:10.1f} ns/row  -> plan_many (1 thread) is "
-          f"{t_ref / t_batch:,.0f}x faster")
+    print(f"  SGLang 0.5.23 loop ({m:,}-row sample) {t_sglang * 1e9:10.1f} ns/row  -> plan_many (1 thread) is "
+          f"{t_sglang / t_batch:,.0f}x faster")
+    print("    (SGLang's pool_configurator.py through tests/sglang_oracle: each row builds the mock inputs,")
+    print("     runs the factory and the constructor, then calculate_pool_sizes)")
 
     a_list = a[:m].tolist()
     t_many = best(lambda: cfg.calculate_pool_sizes_many(a, threads=1), k) / n
     t_s1 = best(lambda: [cfg.calculate_pool_sizes(x) for x in a_list], min(k, 3)) / m
-    t_r1 = best(lambda: [ref.calculate_pool_sizes(x) for x in a_list], min(k, 3)) / m
+    t_sglang1 = best(lambda: [oracle.run(case, entry="bytes", amount=x) for x in a_list], min(k, 3)) / m
     print(f"\none setup (REFERENCE example 1, budgets vary), {n:,} rows:")
     print(f"  calculate_pool_sizes_many (1 thread) {t_many * 1e9:8.1f} ns/row")
     print(f"  calculate_pool_sizes loop (sample)   {t_s1 * 1e9:8.1f} ns/row  -> "
           f"calculate_pool_sizes_many is {t_s1 / t_many:,.0f}x faster")
-    print(f"  reference loop            (sample)   {t_r1 * 1e9:8.1f} ns/row  -> "
-          f"calculate_pool_sizes_many is {t_r1 / t_many:,.0f}x faster")
+    print(f"  SGLang 0.5.23 loop        (sample)   {t_sglang1 * 1e9:8.1f} ns/row  -> "
+          f"calculate_pool_sizes_many is {t_sglang1 / t_many:,.0f}x faster")
+    print("    (a fresh SGLang configurator per call: mock inputs, factory, constructor, calculate_pool_sizes)")
 
 
 if __name__ == "__main__":

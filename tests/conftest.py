@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-# tests/reference.py is imported as the top-level module ``reference``.
+# tests/ is on sys.path: the SGLang oracle (`sglang_oracle`) and `parity_cases` import as top-level modules.
 sys.path.insert(0, str(Path(__file__).parent))
 
 _COMMON = dict(

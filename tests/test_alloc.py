@@ -53,8 +53,8 @@ CPU_EXAMPLES = max(50, _BASE // 40)
 
 
 def primary_tokens(plan: Any) -> int:
-    """Full-pool tokens, or SWA tokens for an all-SWA target."""
-    full = plan.pool("full")
+    """Full-pool tokens (the unified pool's under unified memory), or SWA tokens for an all-SWA target."""
+    full = plan.pool("full") or plan.pool("unified")
     return full.tokens if full is not None else plan.pool("swa").tokens
 
 
@@ -108,7 +108,9 @@ class Case:
 @st.composite
 def cases(draw: st.DrawFn, small: bool = False) -> Case:
     """Random hybrid / all-SWA / default / MLA / chunk-cap configurations with drafts."""
-    kind = draw(st.sampled_from(["hybrid", "all_swa", "default", "mla", "chunk_cap", "gemma_default"]))
+    kind = draw(st.sampled_from(
+        ["hybrid", "all_swa", "default", "mla", "mla_swa", "request_cap", "gemma_default"]
+    ))
     max_layers = 6 if small else 64
     heads_max = 4 if small else 64
     dims = [8, 16, 32, 64] if small else [32, 64, 96, 128, 192, 256, 576]
@@ -123,8 +125,9 @@ def cases(draw: st.DrawFn, small: bool = False) -> Case:
     serving: dict[str, Any] = {"page_size": page, "tp_size": tp}
     if draw(st.booleans()):
         serving["swa_full_tokens_ratio"] = draw(st.floats(0.05, 1.0))
+    serving["enable_unified_memory"] = draw(st.booleans())
 
-    if kind in ("hybrid", "chunk_cap", "gemma_default"):
+    if kind in ("hybrid", "request_cap", "gemma_default", "mla_swa"):
         n = max(n, 2)
         n_full = draw(st.integers(1, n - 1))
         ids = draw(st.permutations(range(n)))
@@ -137,10 +140,19 @@ def cases(draw: st.DrawFn, small: bool = False) -> Case:
             geometry["swa_v_head_dim"] = draw(st.one_of(st.none(), st.sampled_from(dims)))
         if kind == "gemma_default":
             serving["disable_hybrid_swa_memory"] = True
-        if kind == "chunk_cap":
+        if kind == "mla_swa":
+            geometry["kv_lora_rank"] = draw(st.sampled_from([16, 64] if small else [128, 512]))
+            geometry["qk_rope_head_dim"] = draw(st.sampled_from([8, 16] if small else [32, 64]))
+            geometry["swa_kv_lora_rank"] = draw(st.sampled_from([None, 16, 32] if small else [None, 128, 256]))
+        if kind == "request_cap":
+            decode = draw(st.booleans())
             serving.update(
                 max_running_requests=draw(st.integers(1, 8 if small else 256)),
-                chunked_prefill_size=draw(st.sampled_from([16, 64, 512] if small else [512, 2048, 8192])),
+                # PD decode sizes the request cap without a chunk.
+                chunked_prefill_size=draw(st.sampled_from(
+                    ([None] if decode else []) + ([16, 64, 512] if small else [512, 2048, 8192])
+                )),
+                disaggregation_mode="decode" if decode else "null",
                 disable_radix_cache=True,
                 disable_overlap_schedule=draw(st.booleans()),
                 swa_eviction_interval=draw(st.sampled_from([1, 4, 128])),
@@ -159,31 +171,57 @@ def cases(draw: st.DrawFn, small: bool = False) -> Case:
         geometry["qk_rope_head_dim"] = draw(st.sampled_from([8, 16] if small else [32, 64]))
 
     one_pool = kind in ("default", "mla", "gemma_default")
-    dtypes = ["bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8"]
-    serving["kv_cache_dtype"] = draw(st.sampled_from(dtypes + (["fp4_e2m1"] if one_pool else [])))
+    dtypes = ["bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "auto", "nvfp4", "fp4_mx_block16"]
+    serving["kv_cache_dtype"] = draw(st.sampled_from(dtypes))
+    serving["model_dtype"] = draw(st.sampled_from(["bf16", "fp16", "fp32"]))
+    if serving["kv_cache_dtype"] == "nvfp4":
+        backends = ["flashinfer", "trtllm_mha", "triton"]
+        serving["prefill_attention_backend"] = draw(st.sampled_from(backends))
+        serving["decode_attention_backend"] = draw(st.sampled_from(backends))
+        serving["is_sm100"] = draw(st.booleans())
+    # The spec-v2 request cap reads the draft-token count.
+    tokens = {"num_draft_tokens": draw(st.integers(1, 8)),
+              "max_num_draft_tokens": draw(st.one_of(st.none(), st.integers(1, 16)))}
 
-    spec_kind = draw(st.sampled_from(["none", "eagle", "geometry", "banded", "dflash", "ngram"]))
+    spec_kind = draw(st.sampled_from(
+        ["none", "eagle", "geometry", "banded", "draft_swa", "fused", "dflash", "ngram", "uno"]
+    ))
     spec: SpeculativeConfig | None
     if spec_kind == "none":
         spec = None
     elif spec_kind == "eagle":
         spec = SpeculativeConfig(
-            algorithm=draw(st.sampled_from(["eagle", "eagle3", "nextn", "standalone"])),
+            algorithm=draw(st.sampled_from(["eagle", "eagle3", "nextn", "standalone", "frozen_kv_mtp"])),
             draft_num_layers=draw(st.integers(0, 4)),
+            **tokens,
         )
     elif spec_kind == "banded" and not one_pool:
         d = draw(st.integers(1, 4))
         spec = SpeculativeConfig(
-            algorithm="eagle", draft_num_layers=d, banded_draft_layers=draw(st.integers(0, d))
+            algorithm="eagle", draft_num_layers=d, banded_draft_layers=draw(st.integers(0, d)), **tokens
+        )
+    elif spec_kind == "draft_swa":
+        d = draw(st.integers(1, 4))
+        spec = SpeculativeConfig(
+            algorithm="eagle3", draft_num_layers=d, draft_swa_num_layers=draw(st.integers(0, d)), **tokens
+        )
+    elif spec_kind == "fused":
+        entry = st.integers(1, 1 << 12 if small else 1 << 18)
+        spec = SpeculativeConfig(
+            algorithm="eagle", draft_num_layers=draw(st.integers(1, 3)),
+            fused_full_entry_bytes=draw(st.one_of(st.none(), entry)),
+            fused_swa_entry_bytes=None if one_pool else draw(st.one_of(st.none(), entry)),
+            **tokens,
         )
     elif spec_kind == "dflash":
         spec = SpeculativeConfig(
-            algorithm="dflash",
+            algorithm=draw(st.sampled_from(["dflash", "dspark"])),
             draft_num_layers=draw(st.integers(0, 2)),
-            dflash_draft_cell_size_per_token=draw(st.integers(1, 4096)),
+            dflash_draft_cell_size_per_token=draw(st.integers(0, 4096)),
+            **tokens,
         )
-    elif spec_kind == "ngram":
-        spec = SpeculativeConfig(algorithm="ngram")
+    elif spec_kind in ("ngram", "uno"):
+        spec = SpeculativeConfig(algorithm=spec_kind, **tokens)
     else:
         capacities: list[str | None] = [None]
         if not one_pool:
@@ -192,9 +230,8 @@ def cases(draw: st.DrawFn, small: bool = False) -> Case:
                 capacities.append("full")
         elif kind != "gemma_default":
             capacities.append("full")
-        draft_dtypes: list[str | None] = [None, "bf16", "fp16", "fp8_e4m3", "fp32", "mxfp8"]
-        if one_pool:
-            draft_dtypes.append("fp4_e2m1")
+        draft_dtypes: list[str | None] = [None, "bf16", "fp16", "fp8_e4m3", "fp32", "mxfp8", "auto",
+                                          "fp4_mx_block16"]
         g = DraftGeometry(
             num_layers=draw(st.integers(1, 4 if small else 16)),
             num_kv_heads=draw(st.integers(1, heads_max)),
@@ -204,7 +241,8 @@ def cases(draw: st.DrawFn, small: bool = False) -> Case:
             capacity=draw(st.sampled_from(capacities)),
         )
         spec = SpeculativeConfig(
-            algorithm=draw(st.sampled_from(["eagle", "eagle3", "nextn", "standalone"])), draft=g
+            algorithm=draw(st.sampled_from(["eagle", "eagle3", "nextn", "standalone"])), draft=g,
+            draft_swa_num_layers=draw(st.integers(0, g.num_layers)), **tokens,
         )
     return Case(ModelGeometry(**geometry), ServingConfig(**serving), spec, kind)
 
@@ -246,12 +284,17 @@ def check_inv2(cfg: Any, plan: Any, pools: KVPools, expected_primary: int) -> No
     assert cfg.bytes_for_tokens(primary) == plan.total_bytes
     assert cfg.bytes_for_tokens(primary + plan.page_size) > plan.available_bytes
     for pool in plan.pools:
-        assert pool.rows == pool.tokens + plan.page_size
         assert pool.tokens % plan.page_size == 0
         pool_tensor_bytes = sum(t.nbytes for t in pool.tensors)
+        if pool.name == "unified":
+            # One byte buffer of the config's unified_memory_pool_bytes, no padding page.
+            assert (pool.rows, pool.padding_bytes) == (pool.tokens, 0)
+            assert pool_tensor_bytes == pool.nbytes == plan.config.unified_memory_pool_bytes
+            continue
+        assert pool.rows == pool.tokens + plan.page_size
         assert pool.padding_bytes * pool.rows == pool_tensor_bytes * plan.page_size
-    draft = plan.pool("draft")
-    assert plan.draft_bytes == (draft.nbytes if draft is not None else 0)
+    drafts = [plan.pool(name) for name in ("draft", "draft_swa")]
+    assert plan.draft_bytes == sum(d.nbytes for d in drafts if d is not None)
 
 
 # --------------------------------------------------------------------------- INV-2 properties
@@ -266,8 +309,11 @@ def test_inv2_meta_both_strategies(case: Case, data: st.DataObject) -> None:
     check_inv2(cfg, plan, slab, expected)
     check_inv2(cfg, plan, per_layer, expected)
     assert layout(slab) == layout(per_layer)
+    shared = {t.pool for t in plan.tensors if t.kind in ("entry", "bytes")}
     for rec in slab:
-        assert rec.tensors() and all(t.device.type == "meta" for t in rec.tensors().values())
+        # A fused entry or the unified buffer is one tensor on its pool's first layer.
+        assert rec.tensors() or rec.pool in shared
+        assert all(t.device.type == "meta" for t in rec.tensors().values())
 
 
 @settings(max_examples=CPU_EXAMPLES, suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -62,12 +62,13 @@ AWKWARD_RATIOS = (
 )
 BAD_RATIOS = (0.0, -0.0, -0.5, float("nan"), float("inf"), float("-inf"))
 DTYPE_NAMES = (
-    "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "fp4_e2m1",
-    "bfloat16", "float16", "half", "float32", "float", "fp8", "fp4", "float8_e4m3fn", "float8_e5m2",
+    "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "auto", "nvfp4", "fp4_mx_block16",
+    "bfloat16", "float16", "half", "float32", "float", "fp8", "float8_e4m3fn", "float8_e5m2",
     "BF16", "Fp8_E5M2", "MXFP8",
 )
-BAD_DTYPE_NAMES = ("bogus", "int8", "", "fp8-e4m3", "fp6")
-ALGO_NAMES = ("none", "eagle", "eagle3", "nextn", "mtp", "standalone", "ngram", "dflash", "EAGLE", "Mtp", "DFlash", "")
+BAD_DTYPE_NAMES = ("bogus", "int8", "", "fp8-e4m3", "fp6", "fp4_e2m1", "fp4", "mxfp4")
+ALGO_NAMES = ("none", "eagle", "eagle3", "nextn", "mtp", "standalone", "ngram", "dflash", "uno", "dspark",
+              "frozen_kv_mtp", "EAGLE", "Mtp", "DFlash", "")
 BAD_ALGO_NAMES = ("bogus", "eagle4", "medusa")
 MODE_NAMES = ("null", "prefill", "decode", "none", "", "DECODE", "Prefill")
 BAD_MODE_NAMES = ("bogus", "both")
@@ -360,10 +361,11 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any], Optional[dict[str, An
         dict(page_size=64, swa_full_tokens_ratio=0.3), None),
     "all_swa": (dict(full_attention_layer_ids=[], swa_attention_layer_ids=list(range(24)), num_kv_heads=4,
                      head_dim=64, sliding_window_size=128), {}, None),
-    "chunk_cap": (dict(full_attention_layer_ids=[0, 5], swa_attention_layer_ids=[1, 2, 3, 4], num_kv_heads=8,
+    "request_cap": (dict(full_attention_layer_ids=[0, 5], swa_attention_layer_ids=[1, 2, 3, 4], num_kv_heads=8,
                        head_dim=128, sliding_window_size=1024),
                   dict(max_running_requests=64, chunked_prefill_size=8192, disable_radix_cache=True, page_size=32),
-                  dict(algorithm="dflash", draft_num_layers=2, dflash_draft_cell_size_per_token=4096)),
+                  dict(algorithm="dflash", draft_num_layers=2, dflash_draft_cell_size_per_token=4096,
+                       num_draft_tokens=8)),
 }
 
 

@@ -49,6 +49,8 @@ def _other(f: Any, current: Any) -> Any:
         return next(c for c in f.choices if c != current)
     if f.py == "draft":
         return DraftGeometry(1, 4, 64)
+    if f.py == "bool":
+        return not current
     value = OTHER[f.py]
     return value + 1 if value == current else value
 
@@ -74,8 +76,10 @@ def test_replace_changes_one_field_and_keeps_the_others(cls: str) -> None:
     for f in FIELDS[owner]:
         if cls == "ModelGeometry" and f.name in ("num_full_layers", "num_swa_layers"):
             continue  # taken from the id lists
-        if cls == "ModelGeometry" and f.name in ("kv_lora_rank", "qk_rope_head_dim"):
-            continue  # MLA needs both and no SWA layers: covered below
+        if cls == "ModelGeometry" and f.name in (
+            "kv_lora_rank", "qk_rope_head_dim", "swa_kv_lora_rank", "swa_qk_rope_head_dim"
+        ):
+            continue  # MLA dims need kv_lora_rank and its rope dim: covered below
         if cls == "SpeculativeConfig" and f.name == "draft":
             continue  # a draft fixes draft_num_layers: covered below
         new = _other(f, getattr(value, f.name))
@@ -92,8 +96,13 @@ def test_replace_of_model_ids_and_mla() -> None:
     assert (m.num_full_layers, m.num_swa_layers, m.num_kv_heads) == (3, 0, 8)
     mla = m.replace(kv_lora_rank=512, qk_rope_head_dim=64)
     assert mla.is_mla and mla.kv_lora_rank == 512
-    with pytest.raises(InvalidConfigError, match="cannot have SWA layers"):
-        MODEL.replace(kv_lora_rank=512, qk_rope_head_dim=64)
+    # MLA with SWA layers (SGLang 0.5.23): the SWA latent defaults to the full layers'.
+    hybrid = MODEL.replace(kv_lora_rank=512, qk_rope_head_dim=64)
+    assert (hybrid.swa_kv_lora_rank, hybrid.swa_qk_rope_head_dim) == (512, 64)
+    own = hybrid.replace(swa_kv_lora_rank=256, swa_qk_rope_head_dim=32)
+    assert (own.swa_kv_lora_rank, own.swa_qk_rope_head_dim, own.kv_lora_rank) == (256, 32, 512)
+    with pytest.raises(InvalidConfigError, match="MLA dims"):
+        MODEL.replace(swa_kv_lora_rank=256)
     spec = SpeculativeConfig("eagle3").replace(draft=DraftGeometry(2, 8, 128))
     assert spec.draft_num_layers == 2
 

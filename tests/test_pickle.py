@@ -78,7 +78,7 @@ def _servings() -> list[ServingConfig]:
         ServingConfig(),
         ServingConfig("fp8_e5m2", 64, 8, 2, 4, 0.1, 256, 8192, True, True, "decode", 8, -3, True, True),
         ServingConfig("mxfp8", page_size=2**63 - 1, swa_full_tokens_ratio=5e-324),
-        ServingConfig("fp4_e2m1", swa_full_tokens_ratio=1.7976931348623157e308, swa_eviction_interval=-(2**63)),
+        ServingConfig("fp4_mx_block16", swa_full_tokens_ratio=1.7976931348623157e308, swa_eviction_interval=-(2**63)),
     ]
 
 
@@ -89,7 +89,7 @@ def _plans() -> list[PoolPlan]:
         (hybrid, ServingConfig(page_size=16), SpeculativeConfig("eagle", 1)),
         (hybrid, ServingConfig("mxfp8", page_size=64, max_running_requests=8, chunked_prefill_size=512,
                                disable_radix_cache=True), None),
-        (mla, ServingConfig("fp4_e2m1"), SpeculativeConfig("dflash", 1, dflash_draft_cell_size_per_token=300)),
+        (mla, ServingConfig("fp4_mx_block16"), SpeculativeConfig("dflash", 1, dflash_draft_cell_size_per_token=300)),
         (ModelGeometry([], [0, 1], 2, 64), ServingConfig("fp8"),
          SpeculativeConfig("eagle3", draft=DraftGeometry(1, 2, 64, capacity="swa"))),
     ]
@@ -274,13 +274,13 @@ def test_allocation_error_pickles() -> None:
 # Configurators
 
 
-@pytest.mark.parametrize("kind", ["default", "hybrid_swa", "chunk_cap", "factory"])
+@pytest.mark.parametrize("kind", ["default", "hybrid_swa", "request_cap", "factory"])
 def test_configurators_pickle(kind: str) -> None:
     model = ModelGeometry([1, 3], [0, 2], 8, 128, sliding_window_size=127)
     serving = ServingConfig(max_running_requests=8, chunked_prefill_size=512, disable_radix_cache=True)
-    spec = SpeculativeConfig("eagle", 1)
+    spec = SpeculativeConfig("eagle", 1, num_draft_tokens=4)
     classes = {"default": kvbudget.DefaultPoolConfigurator, "hybrid_swa": kvbudget.HybridSWAPoolConfigurator,
-               "chunk_cap": kvbudget.SWAChunkCapPoolConfigurator}
+               "request_cap": kvbudget.SWARequestCapPoolConfigurator}
     cfg = classes[kind](model, serving, spec) if kind in classes else create_pool_configurator(model, serving, spec)
     back = pickle.loads(pickle.dumps(cfg))
     assert type(back) is type(cfg)

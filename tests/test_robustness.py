@@ -116,7 +116,7 @@ float_arg = st.one_of(
 
 bool_arg = st.booleans() | st.booleans() | st.booleans() | st.sampled_from([0, 1, None, "yes", 1.0])
 
-DTYPES = ["bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "fp4_e2m1", "bfloat16", "half",
+DTYPES = ["bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "fp4_mx_block16", "bfloat16", "half",
           "float", "fp8", "FP8_E4M3", "fp4", "int8", "", " bf16"]
 ALGORITHMS = ["none", "eagle", "eagle3", "nextn", "mtp", "standalone", "ngram", "dflash", "EAGLE", "",
               "medusa"]
@@ -243,7 +243,7 @@ page_arg = st.none() | st.none() | int_arg(1, 16, 64)
 fit_arg = st.sampled_from(["exact", "exact", "sglang", "EXACT", "Sglang", "bogus", "", None, 1])
 FACTORIES: list[Callable[..., Any]] = [
     create_pool_configurator, create_pool_configurator,
-    kvbudget.DefaultPoolConfigurator, kvbudget.HybridSWAPoolConfigurator, kvbudget.SWAChunkCapPoolConfigurator,
+    kvbudget.DefaultPoolConfigurator, kvbudget.HybridSWAPoolConfigurator, kvbudget.SWARequestCapPoolConfigurator,
 ]
 
 

@@ -151,7 +151,7 @@ def test_min_budget_chunk_cap_capped() -> None:
     s = kvbudget.ServingConfig(page_size=64, max_running_requests=4, chunked_prefill_size=8192,
                                disable_radix_cache=True)
     cfg = kvbudget.create_pool_configurator(m, s)
-    assert isinstance(cfg, kvbudget.SWAChunkCapPoolConfigurator)
+    assert isinstance(cfg, kvbudget.SWARequestCapPoolConfigurator)
     with pytest.raises(kvbudget.NotEnoughMemoryError, match="capped"):
         workload.min_budget(cfg, 1000, 100_000)
 
@@ -199,7 +199,7 @@ def test_without_draft_terms_adds_up(name: str, page: int) -> None:
     assert type(bare) is type(cfg)
     assert (bare.model, bare.serving) == (cfg.model, cfg.serving)
     assert (bare.spec.algorithm, bare.spec.draft_num_layers, bare.spec.draft) == ("eagle3", 0, None)
-    assert bare.draft_terms == (0, 0, 0)
+    assert bare.draft_terms == (0, 0, 0, 0)
     w = workload.without_draft_terms(cfg, a)
     assert w.config == bare.calculate_pool_sizes(a)
     assert w.cell_size == bare.cell_size

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvbudget._core import (
+    SGLANG_VERSION,
     DraftGeometry,
     MemoryPoolConfig,
     ModelGeometry,
@@ -27,7 +28,7 @@ from kvbudget.configurators import (
     DefaultPoolConfigurator,
     HybridSWAPoolConfigurator,
     PoolConfiguratorBase,
-    SWAChunkCapPoolConfigurator,
+    SWARequestCapPoolConfigurator,
     create_pool_configurator,
 )
 from kvbudget.scenario import Scenario
@@ -41,6 +42,7 @@ from kvbudget.errors import (
 )
 
 if TYPE_CHECKING:
+    from kvbudget.configurators import SWAChunkCapPoolConfigurator
     from kvbudget.alloc import KVPools, LayerKV, allocate
     from kvbudget.workload import MinBudget, SwaRatioSuggestion, WithoutDraftTerms
     from kvbudget.batch import BatchResult, plan_many
@@ -68,7 +70,8 @@ __all__ = [
     "PoolPlan",
     "PoolSpec",
     "RankPlans",
-    "SWAChunkCapPoolConfigurator",
+    "SGLANG_VERSION",
+    "SWARequestCapPoolConfigurator",
     "SWAPoolTooSmallError",
     "Scenario",
     "ServingConfig",
@@ -107,7 +110,9 @@ def __getattr__(name: str) -> Any:
     """Loads the heavier names on first use, so ``import kvbudget`` stays torch- and numpy-free."""
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'kvbudget' has no attribute {name!r}")
+        from kvbudget.configurators import deprecated_name
+
+        return deprecated_name("kvbudget", name)
     import importlib
 
     value = getattr(importlib.import_module(module), name)

@@ -38,8 +38,18 @@ class PlanManyColumns(TypedDict, total=False):
     """MLA latent rank, elements; given, the model is MLA (DeepSeek-style). Default: None."""
     qk_rope_head_dim: IntColumn
     """MLA rotary key dim, elements (required with `kv_lora_rank`). Default: None."""
+    swa_kv_lora_rank: IntColumn
+    """MLA latent rank of an SWA layer, elements (MLA only; default: `kv_lora_rank`). Default:
+    None.
+    """
+    swa_qk_rope_head_dim: IntColumn
+    """MLA rotary key dim of an SWA layer, elements (MLA only; default: `qk_rope_head_dim`).
+    Default: None.
+    """
     kv_cache_dtype: NameColumn
-    """KV-cache dtype (SGLang's `--kv-cache-dtype` names). Default: 'bf16'."""
+    """KV-cache dtype (SGLang's `--kv-cache-dtype` names; `auto` is `model_dtype`). Default:
+    'bf16'.
+    """
     page_size: IntColumn
     """`p`, tokens per page. Default: 1."""
     tp_size: IntColumn
@@ -67,7 +77,17 @@ class PlanManyColumns(TypedDict, total=False):
     disable_hybrid_swa_memory: BoolColumn
     """Price SWA layers as full layers (SGLang's `--disable-hybrid-swa-memory`). Default: False."""
     is_draft_worker: BoolColumn
-    """This is the draft worker (it counts no draft terms). Default: False."""
+    """This is the draft worker (it counts no draft terms; its heads ignore DCP). Default: False."""
+    enable_unified_memory: BoolColumn
+    """Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`). Default:
+    False.
+    """
+    is_sm100: BoolColumn
+    """The GPU is SM100 (B200/GB200): TRT-LLM reads NVFP4's native scale layout (SM120 reads the
+    linear one); read only to price `nvfp4`. Default: True.
+    """
+    model_dtype: NameColumn
+    """The model's dtype: what `kv_cache_dtype="auto"` stores. Default: 'bf16'."""
     algorithm: NameColumn
     """The algorithm (SGLang's `--speculative-algorithm`). Default: 'none'."""
     draft_num_layers: IntColumn
@@ -79,6 +99,22 @@ class PlanManyColumns(TypedDict, total=False):
     num_draft_tokens: IntColumn
     """`--speculative-num-draft-tokens`, tokens. Default: None."""
     banded_draft_layers: IntColumn
-    """`d_sf`: banded draft depths at SWA geometry but full capacity, layers. Default: 0."""
+    """`d_sf`: banded draft depths at SWA geometry but full capacity, layers (SGLang counts the
+    draft layers listed in `mtp_local_layer_ids`). Default: 0.
+    """
     dflash_draft_cell_size_per_token: IntColumn
-    """DFLASH draft bytes per token per DCP rank, bytes. Default: None."""
+    """DFLASH draft bytes per token per DCP rank, bytes (0 or `None`: none given). Default: None."""
+    draft_swa_num_layers: IntColumn
+    """`d_s`: draft layers at SWA geometry and SWA capacity, layers (SGLang's
+    `eagle_draft_swa_num_layers`). Default: 0.
+    """
+    max_num_draft_tokens: IntColumn
+    """The largest draft-token count adaptive speculative decoding may switch to (SGLang's
+    `max_speculative_num_draft_tokens`), tokens. Default: None.
+    """
+    fused_full_entry_bytes: IntColumn
+    """Bytes per token of a full-pool entry that holds the draft's KV too (host, draft and padding;
+    SGLang's `fused_entry_bytes("full")`), bytes. Default: None.
+    """
+    fused_swa_entry_bytes: IntColumn
+    """Bytes per token of an SWA-pool entry that holds the draft's KV too, bytes. Default: None."""

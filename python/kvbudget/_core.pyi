@@ -25,6 +25,7 @@ __all__ = [
     "_plan_many",
     "_choice_codes",
     "_canonical_name",
+    "SGLANG_VERSION",
     "__version__",
     "TENSOR_ALIGNMENT",
     "DETACH_ROWS",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 __version__: str
+SGLANG_VERSION: str
+"""The SGLang release the SGLang-compatible numbers follow (``"0.5.23"``)."""
 TENSOR_ALIGNMENT: int
 """Byte alignment of every tensor's offset inside its pool's slab (256)."""
 DETACH_ROWS: int
@@ -71,8 +74,8 @@ class ModelGeometry:
     heads and dims, the window, or MLA latent dims. Constructor arguments: the two id lists,
     then the fields below (SGLang's defaults: V dim = K dim, SWA geometry = full geometry).
     """
-    def __new__(cls, full_attention_layer_ids: list[int], swa_attention_layer_ids: list[int], num_kv_heads: int, head_dim: int, v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ...) -> Self: ...
-    def replace(self, *, full_attention_layer_ids: list[int] = ..., swa_attention_layer_ids: list[int] = ..., num_kv_heads: int = ..., head_dim: int = ..., v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ...) -> Self:
+    def __new__(cls, full_attention_layer_ids: list[int], swa_attention_layer_ids: list[int], num_kv_heads: int, head_dim: int, v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ..., swa_kv_lora_rank: int | None = ..., swa_qk_rope_head_dim: int | None = ...) -> Self: ...
+    def replace(self, *, full_attention_layer_ids: list[int] = ..., swa_attention_layer_ids: list[int] = ..., num_kv_heads: int = ..., head_dim: int = ..., v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ..., swa_kv_lora_rank: int | None = ..., swa_qk_rope_head_dim: int | None = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
     def full_attention_layer_ids(self) -> list[int]:
@@ -115,6 +118,12 @@ class ModelGeometry:
     @property
     def qk_rope_head_dim(self) -> int | None:
         """MLA rotary key dim, elements (required with `kv_lora_rank`)."""
+    @property
+    def swa_kv_lora_rank(self) -> int:
+        """MLA latent rank of an SWA layer, elements (MLA only; default: `kv_lora_rank`)."""
+    @property
+    def swa_qk_rope_head_dim(self) -> int | None:
+        """MLA rotary key dim of an SWA layer, elements (MLA only; default: `qk_rope_head_dim`)."""
     @classmethod
     def from_hf_config(cls, path_or_dict: object) -> Self:
         """A geometry from a Hugging Face config.json (a dict, a file, or a model directory)."""
@@ -172,8 +181,8 @@ class DraftGeometry:
 @final
 class SpeculativeConfig:
     """Speculative-decoding settings (REFERENCE section 1)."""
-    def __new__(cls, algorithm: str | None = ..., draft_num_layers: int = ..., num_steps: int | None = ..., eagle_topk: int | None = ..., num_draft_tokens: int | None = ..., banded_draft_layers: int = ..., dflash_draft_cell_size_per_token: int | None = ..., draft: DraftGeometry | None = ...) -> Self: ...
-    def replace(self, *, algorithm: str | None = ..., draft_num_layers: int = ..., num_steps: int | None = ..., eagle_topk: int | None = ..., num_draft_tokens: int | None = ..., banded_draft_layers: int = ..., dflash_draft_cell_size_per_token: int | None = ..., draft: DraftGeometry | None = ...) -> Self:
+    def __new__(cls, algorithm: str | None = ..., draft_num_layers: int = ..., num_steps: int | None = ..., eagle_topk: int | None = ..., num_draft_tokens: int | None = ..., banded_draft_layers: int = ..., dflash_draft_cell_size_per_token: int | None = ..., draft: DraftGeometry | None = ..., draft_swa_num_layers: int = ..., max_num_draft_tokens: int | None = ..., fused_full_entry_bytes: int | None = ..., fused_swa_entry_bytes: int | None = ...) -> Self: ...
+    def replace(self, *, algorithm: str | None = ..., draft_num_layers: int = ..., num_steps: int | None = ..., eagle_topk: int | None = ..., num_draft_tokens: int | None = ..., banded_draft_layers: int = ..., dflash_draft_cell_size_per_token: int | None = ..., draft: DraftGeometry | None = ..., draft_swa_num_layers: int = ..., max_num_draft_tokens: int | None = ..., fused_full_entry_bytes: int | None = ..., fused_swa_entry_bytes: int | None = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
     def algorithm(self) -> str:
@@ -192,13 +201,33 @@ class SpeculativeConfig:
         """`--speculative-num-draft-tokens`, tokens."""
     @property
     def banded_draft_layers(self) -> int:
-        """`d_sf`: banded draft depths at SWA geometry but full capacity, layers."""
+        """`d_sf`: banded draft depths at SWA geometry but full capacity, layers (SGLang counts the
+        draft layers listed in `mtp_local_layer_ids`).
+        """
     @property
     def dflash_draft_cell_size_per_token(self) -> int | None:
-        """DFLASH draft bytes per token per DCP rank, bytes."""
+        """DFLASH draft bytes per token per DCP rank, bytes (0 or `None`: none given)."""
     @property
     def draft(self) -> DraftGeometry | None:
         """The draft's own KV geometry for the exact plan (default: the target's full geometry)."""
+    @property
+    def draft_swa_num_layers(self) -> int:
+        """`d_s`: draft layers at SWA geometry and SWA capacity, layers (SGLang's
+        `eagle_draft_swa_num_layers`).
+        """
+    @property
+    def max_num_draft_tokens(self) -> int | None:
+        """The largest draft-token count adaptive speculative decoding may switch to (SGLang's
+        `max_speculative_num_draft_tokens`), tokens.
+        """
+    @property
+    def fused_full_entry_bytes(self) -> int | None:
+        """Bytes per token of a full-pool entry that holds the draft's KV too (host, draft and
+        padding; SGLang's `fused_entry_bytes("full")`), bytes.
+        """
+    @property
+    def fused_swa_entry_bytes(self) -> int | None:
+        """Bytes per token of an SWA-pool entry that holds the draft's KV too, bytes."""
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -209,12 +238,12 @@ class ServingConfig:
     """Serving settings (REFERENCE section 1): dtype, paging, parallelism, SWA ratio and the
     request-cap inputs.
     """
-    def __new__(cls, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ...) -> Self: ...
-    def replace(self, *, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ...) -> Self:
+    def __new__(cls, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ...) -> Self: ...
+    def replace(self, *, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
     def kv_cache_dtype(self) -> str:
-        """KV-cache dtype (SGLang's `--kv-cache-dtype` names)."""
+        """KV-cache dtype (SGLang's `--kv-cache-dtype` names; `auto` is `model_dtype`)."""
     @property
     def page_size(self) -> int:
         """`p`, tokens per page."""
@@ -256,7 +285,24 @@ class ServingConfig:
         """Price SWA layers as full layers (SGLang's `--disable-hybrid-swa-memory`)."""
     @property
     def is_draft_worker(self) -> bool:
-        """This is the draft worker (it counts no draft terms)."""
+        """This is the draft worker (it counts no draft terms; its heads ignore DCP)."""
+    @property
+    def enable_unified_memory(self) -> bool:
+        """Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`)."""
+    @property
+    def prefill_attention_backend(self) -> str | None:
+        """The prefill attention backend (read only to price `nvfp4`)."""
+    @property
+    def decode_attention_backend(self) -> str | None:
+        """The decode attention backend (read only to price `nvfp4`)."""
+    @property
+    def is_sm100(self) -> bool:
+        """The GPU is SM100 (B200/GB200): TRT-LLM reads NVFP4's native scale layout (SM120 reads
+        the linear one); read only to price `nvfp4`.
+        """
+    @property
+    def model_dtype(self) -> str:
+        """The model's dtype: what `kv_cache_dtype="auto"` stores."""
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -265,8 +311,8 @@ class ServingConfig:
 @final
 class MemoryPoolConfig:
     """The pool sizes SGLang resolves, tokens (`None` where SGLang leaves them unset)."""
-    def __new__(cls, max_total_num_tokens: int, full_max_total_num_tokens: int | None = ..., swa_max_total_num_tokens: int | None = ...) -> Self: ...
-    def replace(self, *, max_total_num_tokens: int = ..., full_max_total_num_tokens: int | None = ..., swa_max_total_num_tokens: int | None = ...) -> Self:
+    def __new__(cls, max_total_num_tokens: int, full_max_total_num_tokens: int | None = ..., swa_max_total_num_tokens: int | None = ..., unified_memory_pool_bytes: int | None = ...) -> Self: ...
+    def replace(self, *, max_total_num_tokens: int = ..., full_max_total_num_tokens: int | None = ..., swa_max_total_num_tokens: int | None = ..., unified_memory_pool_bytes: int | None = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
     def max_total_num_tokens(self) -> int:
@@ -277,6 +323,9 @@ class MemoryPoolConfig:
     @property
     def swa_max_total_num_tokens(self) -> int | None:
         """SWA-pool tokens (SWA configurators only)."""
+    @property
+    def unified_memory_pool_bytes(self) -> int | None:
+        """Bytes of the unified pool (unified memory only), bytes."""
     def __hash__(self) -> int: ...
     def to_json(self) -> str: ...
     @classmethod
@@ -435,8 +484,9 @@ class PoolConfigurator:
     def swa_cap(self) -> int | None:
         """ChunkCap's SWA token cap before page alignment, tokens."""
     @property
-    def draft_terms(self) -> tuple[int, int, int]:
-        """(d_f, d_sf, d_c): counted draft layers at full and SWA geometry, DFLASH bytes/token."""
+    def draft_terms(self) -> tuple[int, int, int, int]:
+        """(d_f, d_s, d_sf, d_c): counted draft layers at full geometry, at SWA geometry and
+        capacity, banded depths at SWA geometry and full capacity, DFLASH bytes/token."""
     @property
     def model(self) -> ModelGeometry: ...
     @property

@@ -34,8 +34,11 @@ _DTYPES: dict[str, torch.dtype] = {
     "uint8": torch.uint8,
 }
 
-_KINDS: tuple[str, ...] = ("k", "v", "k_scale", "v_scale", "kv", "kv_scale", "cache")
-_TARGET_POOLS: tuple[str, ...] = ("full", "swa")
+_KINDS: tuple[str, ...] = (
+    "k", "v", "k_scale", "v_scale", "kv", "kv_scale", "cache", "native_k_scale", "native_v_scale",
+    "dq_k", "dq_v", "entry", "bytes",
+)
+_TARGET_POOLS: tuple[str, ...] = ("full", "swa", "unified")
 
 
 class Allocator(Protocol):
@@ -65,12 +68,17 @@ class LayerKV:
     """The tensors of one layer of one pool.
 
     MHA/GQA layers have ``k`` and ``v`` (and ``k_scale``/``v_scale`` for mxfp8
-    and fp4); MLA layers have the latent ``kv`` (and ``kv_scale``) and no
+    and the FP4 recipes; ``native_k_scale``/``native_v_scale`` for NVFP4's
+    native layout); MLA layers have the latent ``kv`` (and ``kv_scale``) and no
     ``k``/``v``; a DFLASH draft given only its bytes per token has one opaque
-    uint8 ``cache`` tensor. The first dimension of every tensor is rows
-    (``tokens + page_size``). ``layer_id`` is the global target layer id for
-    the ``"full"`` and ``"swa"`` pools and the draft-local index for ``"draft"``.
-    Compared by identity (tensors have no boolean equality).
+    uint8 ``cache`` tensor. Buffers a pool keeps once sit on its first layer:
+    NVFP4's dequant workspace (``dq_k``/``dq_v``), a fused draft ``entry`` (the
+    pool's only tensor: its other layers' records are empty), the unified
+    pool's one-dimensional ``bytes``. The first dimension of every tensor is
+    rows (``tokens + page_size``; the unified pool's is its bytes).
+    ``layer_id`` is the global target layer id for the target pools and the
+    draft-local index for ``"draft"`` and ``"draft_swa"``. Compared by
+    identity (tensors have no boolean equality).
     """
 
     pool: str
@@ -82,6 +90,12 @@ class LayerKV:
     kv: torch.Tensor | None = None
     kv_scale: torch.Tensor | None = None
     cache: torch.Tensor | None = None
+    native_k_scale: torch.Tensor | None = None
+    native_v_scale: torch.Tensor | None = None
+    dq_k: torch.Tensor | None = None
+    dq_v: torch.Tensor | None = None
+    entry: torch.Tensor | None = None
+    bytes: torch.Tensor | None = None
 
     @property
     def is_mla(self) -> bool:
@@ -174,8 +188,13 @@ class KVPools:
 
     @property
     def draft(self) -> list[LayerKV]:
-        """The draft pool's layers (draft-local ids ``0..d-1``)."""
-        return list(self._pools.get("draft", ()))
+        """The draft pool's layers (draft-local ids), the SWA-capacity draft pool's after them."""
+        return list(self._pools.get("draft", ())) + list(self._pools.get("draft_swa", ()))
+
+    @property
+    def unified(self) -> list[LayerKV]:
+        """Unified memory's pool: every target layer; the first holds the ``bytes`` buffer."""
+        return list(self._pools.get("unified", ()))
 
     @property
     def pools(self) -> dict[str, list[LayerKV]]:

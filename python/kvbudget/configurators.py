@@ -1,13 +1,14 @@
 """SGLang-compatible pool configurators.
 
 Each class composes a native :class:`kvbudget._core.PoolConfigurator` handle;
-all arithmetic is in the Rust core. The numbers are SGLang's
-(``python/sglang/srt/model_executor/pool_configurator.py``) with the draft
-layers counted (SGLang PR #29622), see REFERENCE.md section 2.
+all arithmetic is in the Rust core. The numbers are SGLang 0.5.23's
+(``sglang/srt/model_executor/pool_configurator.py``, :data:`kvbudget.SGLANG_VERSION`),
+checked against that released code on every CI run (tests/test_sglang_parity.py).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, ClassVar, Optional, Union
 
 from kvbudget._core import (
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DefaultPoolConfigurator",
     "HybridSWAPoolConfigurator",
-    "SWAChunkCapPoolConfigurator",
+    "SWARequestCapPoolConfigurator",
     "PoolConfiguratorBase",
     "create_pool_configurator",
 ]
@@ -39,7 +40,7 @@ class PoolConfiguratorBase:
 
     Args:
         model: the target's attention geometry.
-        serving: dtype, page size, parallelism, ratio and chunk-cap inputs.
+        serving: dtype, page size, parallelism, ratio and request-cap inputs.
         spec: speculative decoding; ``None`` means no speculation.
 
     Raises:
@@ -102,8 +103,9 @@ class PoolConfiguratorBase:
         return self._cfg.cell_size
 
     @property
-    def draft_terms(self) -> tuple[int, int, int]:
-        """``(d_f, d_sf, d_c)``: counted draft layers at full and SWA geometry, DFLASH bytes/token."""
+    def draft_terms(self) -> tuple[int, int, int, int]:
+        """``(d_f, d_s, d_sf, d_c)``: counted draft layers at full geometry, at SWA geometry and
+        capacity, banded depths at SWA geometry and full capacity, and DFLASH bytes per token."""
         return self._cfg.draft_terms
 
     def calculate_pool_sizes(self, available_bytes: int, page_size: int | None = None) -> MemoryPoolConfig:
@@ -201,15 +203,19 @@ class HybridSWAPoolConfigurator(PoolConfiguratorBase):
     __slots__ = ()
 
 
-class SWAChunkCapPoolConfigurator(PoolConfiguratorBase):
-    """SGLang's ``SWAChunkCapPoolConfigurator``: the SWA pool sized from a per-request cap."""
+class SWARequestCapPoolConfigurator(PoolConfiguratorBase):
+    """SGLang's ``SWARequestCapPoolConfigurator``: the SWA pool sized from the worst case of
+    ``max_running_requests`` requests (``compute_swa_request_cap``), the rest to the full pool.
 
-    kind = "chunk_cap"
+    Named ``SWAChunkCapPoolConfigurator`` before SGLang 0.5.23; that name is a deprecated alias.
+    """
+
+    kind = "request_cap"
     __slots__ = ()
 
     @property
     def swa_cap(self) -> int:
-        """The SWA token cap before page alignment (REFERENCE 2.4)."""
+        """The SWA token cap before page alignment (REFERENCE 2.4 and 2.7)."""
         cap = self._cfg.swa_cap
         assert cap is not None
         return cap
@@ -218,12 +224,33 @@ class SWAChunkCapPoolConfigurator(PoolConfiguratorBase):
 _BY_KIND: dict[str, type[PoolConfiguratorBase]] = {
     "default": DefaultPoolConfigurator,
     "hybrid_swa": HybridSWAPoolConfigurator,
-    "chunk_cap": SWAChunkCapPoolConfigurator,
+    "request_cap": SWARequestCapPoolConfigurator,
 }
 
 
-for _cls in (PoolConfiguratorBase, DefaultPoolConfigurator, HybridSWAPoolConfigurator, SWAChunkCapPoolConfigurator):
+for _cls in (PoolConfiguratorBase, DefaultPoolConfigurator, HybridSWAPoolConfigurator, SWARequestCapPoolConfigurator):
     _cls.__module__ = "kvbudget"
+
+if TYPE_CHECKING:
+    #: Deprecated: SGLang 0.5.23 renamed the class :class:`SWARequestCapPoolConfigurator`.
+    SWAChunkCapPoolConfigurator = SWARequestCapPoolConfigurator
+
+_DEPRECATED = {"SWAChunkCapPoolConfigurator": "SWARequestCapPoolConfigurator"}
+
+
+def deprecated_name(module: str, name: str) -> object:
+    """The object an old name stands for, with a :class:`DeprecationWarning` (module ``__getattr__``)."""
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{name} is deprecated: SGLang 0.5.23 renamed it {new}", DeprecationWarning, stacklevel=3
+    )
+    return globals()[new]
+
+
+def __getattr__(name: str) -> object:
+    return deprecated_name(__name__, name)
 
 
 def create_pool_configurator(
@@ -231,12 +258,13 @@ def create_pool_configurator(
     serving: ServingConfig,
     spec: SpeculativeConfig | None = None,
 ) -> PoolConfiguratorBase:
-    """SGLang's factory: ChunkCap when it applies, else HybridSWA for SWA models, else Default.
+    """SGLang's factory: RequestCap when it applies, else HybridSWA for SWA models, else Default.
 
     Hybrid geometry means the model has SWA layers and
-    ``serving.disable_hybrid_swa_memory`` is False. ChunkCap applies when
-    max_running_requests and chunked_prefill_size are set, the radix cache is
-    disabled, the window is set and the model has full layers.
+    ``serving.disable_hybrid_swa_memory`` is False. RequestCap applies when
+    max_running_requests is set, the radix cache is disabled, a chunked-prefill
+    size is set (outside PD decode), the window is set and the model has full
+    layers.
     """
     handle = PoolConfigurator(model, serving, spec, None)
     return _BY_KIND[handle.kind]._wrap(handle)

@@ -65,7 +65,7 @@ class AgreedPlan:
             whose ``available_bytes`` is the bytes ``config`` takes, not this
             rank's budget; compare its ``total_bytes`` with
             ``available_bytes`` below), or ``None`` where the layout cannot
-            reproduce ``config`` (a ChunkCap configurator whose SWA cap
+            reproduce ``config`` (a RequestCap configurator whose SWA cap
             exceeds the agreed token count).
         mode: ``"bytes"`` (MIN of available bytes) or ``"tokens"`` (MIN of max
             token counts, for pipeline parallelism).
@@ -163,7 +163,7 @@ def _plan_at_tokens(
     """The plan (every pool and tensor) of ``config``'s sizes, or ``None`` if they plan nothing.
 
     Built by the core's ``plan_for_config``, so its pools are exactly ``config``'s
-    (ChunkCap's clamped SWA pool included); its ``available_bytes`` is the bytes
+    (RequestCap's clamped SWA pool included); its ``available_bytes`` is the bytes
     it takes (``leftover_bytes`` 0), not a rank's budget.
     """
     try:

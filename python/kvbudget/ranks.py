@@ -179,14 +179,14 @@ class StagePlan:
         serving: the serving config with ``tp_size`` and ``attn_dp_size``
             from the parallelism.
         spec: the speculative config on the last stage; ``None`` elsewhere.
-        configurator_kind: ``"default"``, ``"hybrid_swa"`` or ``"chunk_cap"``
+        configurator_kind: ``"default"``, ``"hybrid_swa"`` or ``"request_cap"``
             (a hybrid model's stage without SWA layers is ``"default"``).
         cell_size: SGLang's bytes per token of ``max_total_num_tokens`` on
             this stage (a float where the SWA ratio enters).
         agreed_config: the pools re-solved from the agreed token count
             (``calculate_pool_sizes_from_max_tokens``).
         agreed_plan: the exact plan (tensors) of ``agreed_config``, or
-            ``None`` when the layout cannot reproduce it (ChunkCap with an SWA
+            ``None`` when the layout cannot reproduce it (RequestCap with an SWA
             cap above the token count); its ``available_bytes`` is the bytes
             the agreed count takes.
         has_draft: whether this stage holds draft KV (the last stage, with a

@@ -69,7 +69,7 @@ def min_budget(configurator: PoolConfiguratorBase, requests: int, context_len: i
     """The smallest budget (bytes) whose exact plan holds ``requests`` requests of ``context_len``.
 
     Raises:
-        NotEnoughMemoryError: no budget does (a ChunkCap SWA pool capped below the need).
+        NotEnoughMemoryError: no budget does (a RequestCap SWA pool capped below the need).
     """
     available, tokens = configurator.handle.min_budget(requests, context_len)
     return MinBudget(available, tokens, configurator.plan(available, fit="exact"))
@@ -134,13 +134,16 @@ def without_draft_configurator(configurator: PoolConfiguratorBase) -> PoolConfig
 
     The speculation keeps its algorithm and its step, top-k and draft-token
     settings; its draft layers (``draft_num_layers``, ``banded_draft_layers``,
-    the DFLASH cell and the draft geometry) are dropped, which is how SGLang
+    ``draft_swa_num_layers``, the DFLASH cell, fused entries and the draft geometry) are dropped, which is how SGLang
     sized the SWA pools before PR #29622 counted the draft.
     """
     spec = configurator.spec.replace(
         draft_num_layers=0,
         banded_draft_layers=0,
+        draft_swa_num_layers=0,
         dflash_draft_cell_size_per_token=None,
+        fused_full_entry_bytes=None,
+        fused_swa_entry_bytes=None,
         draft=None,
     )
     return configurator.scenario.replace(spec=spec).configurator(configurator.kind)

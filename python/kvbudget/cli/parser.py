@@ -281,6 +281,12 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, budget: bool = True) -> No
         _add_field_argument(s, f)
 
 
+def _add_command(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A command's parser; no abbreviated flags (``--model`` is not ``--model-dtype``)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, allow_abbrev=False, **kwargs)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kvbudget`` argument parser; ``args.command`` names the command's module."""
     parser = argparse.ArgumentParser(
@@ -288,11 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Plan LLM KV-cache pools exactly: SGLang's numbers plus an exact plan that "
         "fits. With no command, `kvbudget ...` is `kvbudget plan ...`.",
         epilog="exit status: 0 ok, 1 planning error, 2 usage error",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {kvbudget.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser(
+    p = _add_command(sub, 
         "plan",
         help="plan the pools for a model, draft and budget (the default command)",
         description="Plan the KV pools. Without MODEL: the embedded default "
@@ -309,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    c = sub.add_parser(
+    c = _add_command(sub, 
         "compare",
         help="fit=exact vs fit=sglang, and with vs without the draft in the budget",
         description="Compare fit=exact with fit=sglang, and SGLang with the draft layers in "
@@ -318,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario_args(c)
     c.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
-    s = sub.add_parser(
+    s = _add_command(sub, 
         "sweep",
         help="vary one input, tabulate, write CSV and a plot",
         description="Plan once per value of one input. Values: --values V1 V2 ... (or "
@@ -339,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     _add_scenario_args(s, budget=False)
 
-    r = sub.add_parser(
+    r = _add_command(sub, 
         "ratio",
         help="the SWA ratio at which the full and SWA pools run out together for a workload",
         description="Suggest swa_full_tokens_ratio for a workload of context lengths: the ratio "
@@ -357,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario_args(r)
     r.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    m = sub.add_parser("models", help="list model presets (targets and drafts) and GPUs")
+    m = _add_command(sub, "models", help="list model presets (targets and drafts) and GPUs")
     m.add_argument("--json", action="store_true")
     return parser
 

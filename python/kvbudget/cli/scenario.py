@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import kvbudget
+from kvbudget.models.draft_layers import sglang_draft_layers
 from kvbudget import (
     DraftGeometry,
     InvalidConfigError,
@@ -192,6 +193,22 @@ def _preset_draft(preset: Preset) -> DraftGeometry | None:
     return preset.draft_geometry() if preset.draft_kwargs is not None else None
 
 
+#: An EAGLE head's config as SGLang's rule sees it: never hybrid SWA.
+_NOT_HYBRID = ModelGeometry([0], [], 1, 1)
+
+
+def _config_as_draft_model(path: str, hf_kind: str) -> ModelGeometry | None:
+    """A draft checkpoint as SGLang's rule reads it: a standalone model's own geometry, an
+    EAGLE head's (never hybrid); None for an MTP head (the target's config)."""
+    if hf_kind == "eagle":
+        return _NOT_HYBRID
+    if hf_kind != "standalone":
+        return None
+    from kvbudget.models.hf import geometry_kwargs_from_hf_config
+
+    return ModelGeometry(**geometry_kwargs_from_hf_config(path))
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
@@ -225,7 +242,7 @@ def _draft(
             )
         algorithm = _KIND_ALGORITHM[preset.draft_kind]
         geom = _preset_draft(preset)
-        return _preset_result(preset, text, algorithm, geom, model_info, notes, extra)
+        return _preset_result(preset, text, algorithm, geom, model, model_info, notes, extra)
     algorithm = _ALGORITHMS[kind.lower()]
     value = value.strip()
     if not value:
@@ -241,16 +258,21 @@ def _draft(
         label = (
             f"{kind.upper()} draft, {_plural(layers, 'layer')} at the target's full-layer geometry"
         )
-        spec = SpeculativeConfig(algorithm=algorithm, draft_num_layers=layers, **extra)
+        # An MTP head without a checkpoint of its own: SGLang reads the target's config.
+        counts = sglang_draft_layers(
+            algorithm, layers, target=model, draft_model=None if algorithm == "nextn" else _NOT_HYBRID
+        )
+        spec = SpeculativeConfig(algorithm=algorithm, **counts, **extra)
         return label, info, spec
     if looks_like_path(value):
         target_kwargs = {key: getattr(model, key) for key in GEOMETRY_KEYS}
         hf_kind: Any = _HF_KIND[algorithm]
         geom = DraftGeometry(**draft_kwargs_from_hf_config(value, target_kwargs, kind=hf_kind))
         label = f"{kind.upper()} draft from {value}, {geom.num_layers} layers"
-        spec = SpeculativeConfig(
-            algorithm=algorithm, draft_num_layers=geom.num_layers, draft=geom, **extra
+        counts = sglang_draft_layers(
+            algorithm, geom.num_layers, target=model, draft_model=_config_as_draft_model(value, hf_kind)
         )
+        spec = SpeculativeConfig(algorithm=algorithm, **counts, draft=geom, **extra)
         return label, {**info, "config": value}, spec
     preset = get_preset(value)
     if algorithm == "standalone":
@@ -262,7 +284,7 @@ def _draft(
                 f"(it is a {preset.draft_kind or preset.role}); try --draft {preset.name}"
             )
         geom_or_none = _preset_draft(preset)
-    return _preset_result(preset, text, algorithm, geom_or_none, model_info, notes, extra)
+    return _preset_result(preset, text, algorithm, geom_or_none, model, model_info, notes, extra)
 
 
 def _preset_result(
@@ -270,11 +292,20 @@ def _preset_result(
     text: str,
     algorithm: str,
     geom: DraftGeometry | None,
+    model: ModelGeometry,
     model_info: dict[str, Any],
     notes: list[str],
     extra: dict[str, Any],
 ) -> tuple[str, dict[str, Any], SpeculativeConfig]:
     layers = geom.num_layers if geom is not None else int(preset.draft_num_layers or 1)
+    # SGLang's draft-layer classes: a standalone draft is its own checkpoint; an MTP head
+    # reads the target's config; an EAGLE head is never hybrid.
+    own: ModelGeometry | None = None  # an MTP head reads the target's config
+    if algorithm == "standalone":
+        own = preset.model_geometry()
+    elif algorithm != "nextn":
+        own = _NOT_HYBRID
+    counts = sglang_draft_layers(algorithm, layers, target=model, draft_model=own)
     label = f"{preset.display_name} [{preset.name}]: {_KIND_LABEL[algorithm]}, "
     label += _plural(layers, "layer")
     if geom is None:
@@ -285,7 +316,7 @@ def _preset_result(
             f"draft {preset.name!r} is listed for {', '.join(preset.targets)}, not for {target!r}"
         )
     info = {"spec": text, "preset": preset.name, "hf_id": preset.hf_id, "source": preset.source}
-    spec = SpeculativeConfig(algorithm=algorithm, draft_num_layers=layers, draft=geom, **extra)
+    spec = SpeculativeConfig(algorithm=algorithm, **counts, draft=geom, **extra)
     return label, info, spec
 
 

@@ -502,18 +502,22 @@ def _target_kwargs(v: _View, include_kv_shared_layers: bool) -> dict[str, Any]:
     if v.raw("kv_lora_rank") is not None:
         # MLA (DeepSeek-V2/V3): the cache holds one latent of
         # kv_lora_rank + qk_rope_head_dim elements per token per layer.
-        kinds, _ = _layer_kinds(v, n)
-        if "swa" in kinds:
-            raise ConfigError(
-                f"{v.label}: MLA ('kv_lora_rank') with sliding-window layers is not supported",
-                v.name("kv_lora_rank"),
-            )
+        # Hybrid SWA MLA (SGLang 0.5.23): SWA layers cache a latent of
+        # swa_kv_lora_rank + swa_qk_rope_head_dim (default: the full layers').
+        kinds, window = _layer_kinds(v, n)
         rank = v.req_int("kv_lora_rank")
         rope = v.req_int("qk_rope_head_dim", 0)
         nope = v.req_int("qk_nope_head_dim", 0)
+        swa = [i for i in range(n) if kinds[i] == "swa"]
+        if swa:
+            kw.update(
+                sliding_window_size=window,
+                swa_kv_lora_rank=v.opt_int("swa_kv_lora_rank"),
+                swa_qk_rope_head_dim=v.opt_int("swa_qk_rope_head_dim", 0),
+            )
         kw.update(
-            full_attention_layer_ids=list(range(n)),
-            swa_attention_layer_ids=[],
+            full_attention_layer_ids=[i for i in range(n) if kinds[i] == "full"],
+            swa_attention_layer_ids=swa,
             num_kv_heads=v.opt_int("num_key_value_heads") or v.req_int("num_attention_heads"),
             head_dim=nope + rope,
             v_head_dim=v.req_int("v_head_dim"),

@@ -183,19 +183,17 @@ def _model_kwargs(entry: dict[str, Any]) -> dict[str, Any]:
     keep = set(owning) if owning is not None else None
     full = [i for i in entry["full_layer_ids"] if keep is None or i in keep]
     swa = [i for i in entry["swa_layer_ids"] if keep is None or i in keep]
-    kw: dict[str, Any] = {
-        "full_attention_layer_ids": full,
-        "swa_attention_layer_ids": swa,
-        "num_kv_heads": entry["num_kv_heads"],
-        "head_dim": entry["head_dim"],
-        "v_head_dim": entry["v_head_dim"],
-        "swa_num_kv_heads": None,
-        "swa_head_dim": None,
-        "swa_v_head_dim": None,
-        "sliding_window_size": None,
-        "kv_lora_rank": None,
-        "qk_rope_head_dim": None,
-    }
+    from kvbudget.models.hf import GEOMETRY_KEYS
+
+    # Every geometry key, None (the ModelGeometry default) unless the entry gives it.
+    kw: dict[str, Any] = dict.fromkeys(GEOMETRY_KEYS)
+    kw.update(
+        full_attention_layer_ids=full,
+        swa_attention_layer_ids=swa,
+        num_kv_heads=entry["num_kv_heads"],
+        head_dim=entry["head_dim"],
+        v_head_dim=entry["v_head_dim"],
+    )
     if swa:
         kw["swa_num_kv_heads"] = entry["swa_num_kv_heads"]
         kw["swa_head_dim"] = entry["swa_head_dim"]

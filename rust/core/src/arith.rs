@@ -159,6 +159,24 @@ pub fn py_int<E: Fail>(x: f64, what: &str) -> Result<i64, E> {
     Ok(x as i64) // `as` truncates toward zero, like int()
 }
 
+/// CPython's `int(a / b)` for integers `a >= 0`, `b >= 1`: the true division
+/// rounds the exact quotient to the nearest double (ties to even), then `int`
+/// truncates. Below 2^52 that is `a // b`; from 2^52 a half or more of a unit
+/// rounds up; from 2^53 the quotient is an overflow error naming `what` (far
+/// beyond any byte count the core plans).
+pub fn py_int_true_div<E: Fail>(a: u128, b: u64, what: &str) -> Result<u64, E> {
+    let b = u128::from(b.max(1));
+    let (q, r) = (a / b, a % b);
+    if q < 1 << 52 {
+        Ok(q as u64)
+    } else if q < 1 << 53 {
+        let up = 2 * r > b || (2 * r == b && q % 2 == 1);
+        Ok(q as u64 + u64::from(up))
+    } else {
+        Err(E::overflow_of(what))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,17 +1,16 @@
 //! Bytes per token: KV heads per rank, bytes per layer, and the Default
 //! configurator's cell size (REFERENCE 2.1 and 2.2).
 
-use crate::arith::{add, mul, py_int};
+use crate::arith::{add, mul, py_int_true_div};
 use crate::dtype::KvDtype;
 use crate::error::Fail;
+use crate::fp4::{fp4_buffers, fp4_cell_size, FP4_SCALE_BLOCK};
 use crate::geometry::AttentionShape;
 use crate::serving::ServingConfig;
-use crate::spec::{SpecAlgorithm, SpeculativeConfig};
+use crate::spec::SpeculativeConfig;
 
 /// Elements per mxfp8 scale byte.
 pub const MXFP8_SCALE_BLOCK: u64 = 32;
-/// Elements per fp4 scale byte.
-pub const FP4_SCALE_BLOCK: u64 = 16;
 
 /// KV heads held by one rank in the Default configurator:
 /// `max(1, heads // (tp // dcp))`; with `tp > heads` each rank keeps one replicated head.
@@ -60,20 +59,23 @@ pub fn layer_bytes_per_token<E: Fail>(
 }
 
 /// The Default configurator's cell size `C` in bytes per token, over every
-/// attention layer, with the draft scaling of REFERENCE 2.2.
+/// attention layer, with the draft terms of REFERENCE 2.2 and 2.7: EAGLE
+/// family and standalone add `int(C * d / L)` (as CPython divides), the
+/// DFLASH family adds `d_c` or scales by layers, and a fused full entry
+/// replaces the cell. A draft worker's heads ignore DCP.
 #[inline(always)]
 pub fn default_cell_size<E: Fail>(
     model: &AttentionShape,
     serving: &ServingConfig,
     spec: &SpeculativeConfig,
 ) -> Result<u64, E> {
-    let dtype = serving.kv_cache_dtype;
+    let dtype = serving.kv_dtype();
     let b = dtype.element_bytes();
     let l = model.num_layers();
     let mut cell = if let Some(mla) = &model.mla() {
         let dim = mla.elements()?;
         let c = mul(mul(dim, l, "MLA cell size")?, b, "MLA cell size")?;
-        if dtype == KvDtype::Fp4E2m1 {
+        if dtype.is_fp4() {
             let scale = mul(
                 mul(dim / FP4_SCALE_BLOCK, l, "MLA fp4 scale bytes")?,
                 b,
@@ -84,57 +86,56 @@ pub fn default_cell_size<E: Fail>(
             c
         }
     } else {
-        let n = kv_heads_per_rank(model.num_kv_heads, serving.tp_size, serving.dcp_size);
-        let dk = model.head_dim;
-        let elems_l = mul(
-            mul(n, add(dk, model.v_dim(), "head dims")?, "cell size")?,
-            l,
-            "cell size",
-        )?;
-        let c = mul(elems_l, b, "cell size")?;
-        match dtype {
-            KvDtype::Fp4E2m1 => {
-                let scale = mul(
-                    mul(
-                        mul(mul(n, dk, "fp4 scale")?, l, "fp4 scale")?,
-                        2,
-                        "fp4 scale",
-                    )?,
-                    b,
-                    "fp4 scale",
-                )? / FP4_SCALE_BLOCK;
-                let workspace = mul(
-                    mul(mul(n, dk, "fp4 workspace")?, 2, "fp4 workspace")?,
-                    b,
-                    "fp4 workspace",
-                )?;
-                add(
-                    add(c / 2, scale, "fp4 cell size")?,
-                    workspace,
-                    "fp4 cell size",
-                )?
+        let n = kv_heads_per_rank(
+            model.num_kv_heads,
+            serving.tp_size,
+            serving.heads_dcp_size(),
+        );
+        if let Some(buffers) = fp4_buffers(dtype, serving)? {
+            fp4_cell_size(buffers, n, model.head_dim, l)?
+        } else {
+            let elems_l = mul(
+                mul(
+                    n,
+                    add(model.head_dim, model.v_dim(), "head dims")?,
+                    "cell size",
+                )?,
+                l,
+                "cell size",
+            )?;
+            let c = mul(elems_l, b, "cell size")?;
+            if dtype == KvDtype::Mxfp8 {
+                add(c, elems_l / MXFP8_SCALE_BLOCK, "mxfp8 cell size")?
+            } else {
+                c
             }
-            KvDtype::Mxfp8 => add(c, elems_l / MXFP8_SCALE_BLOCK, "mxfp8 cell size")?,
-            _ => c,
         }
     };
 
     if cell == 0 {
         // SGLang falls back to context_len here; kvbudget has nothing to plan.
         return Err(E::invalid_with(|| {
-            "the KV cell size is 0 bytes per token (fp4 of a 1-element MLA latent); nothing to plan"
+            "the KV cell size is 0 bytes per token (FP4 of head dims below 16); nothing to plan"
                 .into()
         }));
     }
-    let target = !serving.is_draft_worker;
-    let d = spec.num_draft_layers();
-    if target && spec.algorithm.counts_draft_layers() && d > 0 && l > 0 {
-        // SGLang: int(cell * (1 + d / L)) in doubles.
-        let scaled = (cell as f64) * (1.0 + (d as f64) / (l as f64));
-        let v = py_int(scaled, "draft-scaled cell size")?;
-        cell = u64::try_from(v).map_err(|_| E::overflow_of("draft-scaled cell size"))?;
+    if serving.is_draft_worker {
+        return Ok(cell);
     }
-    if target && spec.algorithm == SpecAlgorithm::Dflash && d > 0 && l > 0 {
+    let algorithm = spec.algorithm;
+    let drafting = algorithm.counts_draft_layers() || algorithm.is_dflash_family();
+    if let (true, Some(entry)) = (drafting, spec.fused_full_entry_bytes) {
+        // The draft lives in the target's full entries.
+        return Ok(entry);
+    }
+    let d = spec.num_draft_layers();
+    if algorithm.counts_draft_layers() && d > 0 && l > 0 {
+        // SGLang: cell + int(cell * d / L), a true division of integers.
+        let scaled = u128::from(cell) * u128::from(d);
+        let draft = py_int_true_div(scaled, l, "draft-scaled cell size")?;
+        cell = add(cell, draft, "draft-scaled cell size")?;
+    }
+    if algorithm.is_dflash_family() && d > 0 && l > 0 {
         let d_c = spec.dflash_cell(false, serving.dcp_size)?;
         cell = if d_c > 0 {
             add(cell, d_c, "DFLASH cell size")?

@@ -171,12 +171,19 @@ impl PoolConfigurator {
     pub fn swa_per_token(&self) -> u64 {
         self.sizing.swa_per_token
     }
-    /// `(d_f, d_sf, d_c)`: counted draft layers at full and SWA geometry, DFLASH bytes per token.
-    pub fn draft_terms(&self) -> (u64, u64, u64) {
+    /// `(d_f, d_s, d_sf, d_c)`: counted draft layers at full geometry, at SWA
+    /// geometry and capacity, banded depths at SWA geometry and full capacity,
+    /// and DFLASH bytes per token.
+    pub fn draft_terms(&self) -> (u64, u64, u64, u64) {
         let s = &self.sizing;
-        (s.draft_full_layers, s.draft_swa_layers, s.draft_cell)
+        (
+            s.draft_full_layers,
+            s.draft_swa_layers,
+            s.draft_banded_layers,
+            s.draft_cell,
+        )
     }
-    /// ChunkCap's SWA token cap before page alignment, tokens.
+    /// RequestCap's SWA token cap before page alignment, tokens.
     pub fn swa_cap(&self) -> Option<u64> {
         self.sizing.swa_cap
     }
@@ -188,9 +195,9 @@ impl PoolConfigurator {
     pub fn resolve_page_size(&self, page_size: Option<u64>) -> Result<i64> {
         self.sizing.resolve_page_size(page_size)
     }
-    /// ChunkCap's SWA pool: the cap rounded up to a page of `p` tokens, tokens.
-    pub fn chunk_cap_swa_tokens(&self, p: i64) -> Result<i64> {
-        self.sizing.chunk_cap_swa_tokens(p)
+    /// RequestCap's SWA pool: the cap rounded up to a page of `p` tokens, tokens.
+    pub fn request_cap_swa_tokens(&self, p: i64) -> Result<i64> {
+        self.sizing.request_cap_swa_tokens(p)
     }
     /// `int(full * r)`, truncated toward zero as CPython does.
     pub(crate) fn ratio_tokens(&self, full: i64) -> Result<i64> {

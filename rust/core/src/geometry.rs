@@ -45,6 +45,10 @@ impl AttentionShape {
         self.swa_num_kv_heads = Some(self.swa_heads());
         self.swa_v_head_dim = Some(self.swa_v_dim());
         self.swa_head_dim = Some(self.swa_k_dim());
+        if let Some(swa) = self.swa_mla() {
+            self.swa_kv_lora_rank = Some(swa.kv_lora_rank);
+            self.swa_qk_rope_head_dim = Some(swa.qk_rope_head_dim);
+        }
         Ok(self)
     }
 
@@ -54,8 +58,8 @@ impl AttentionShape {
     }
 
     /// The rules across fields (each field already checked on its own): at
-    /// least one and at most [`MAX_LAYERS`] layers; MLA needs its rope dim and
-    /// no SWA layers. Reads the defaulted dims through their accessors, so it
+    /// least one and at most [`MAX_LAYERS`] layers; MLA needs its rope dim; the
+    /// SWA latent dims belong to MLA models only. Reads the defaulted dims through their accessors, so it
     /// holds before and after [`Self::resolved`] fills them.
     #[inline]
     pub fn check_rules<E: Fail>(&self) -> std::result::Result<(), E> {
@@ -74,9 +78,12 @@ impl AttentionShape {
             (Some(_), None) => Err(E::invalid_with(|| {
                 "qk_rope_head_dim is required when kv_lora_rank is given (MLA)".into()
             })),
-            (Some(r), Some(_)) if n_swa > 0 => Err(E::invalid_with(|| {
-                format!("an MLA model (kv_lora_rank={r}) cannot have SWA layers, got {n_swa} swa_attention_layer_ids")
-            })),
+            (None, _) if self.swa_kv_lora_rank.is_some() || self.swa_qk_rope_head_dim.is_some() => {
+                Err(E::invalid_with(|| {
+                    "swa_kv_lora_rank and swa_qk_rope_head_dim are MLA dims: give kv_lora_rank too"
+                        .into()
+                }))
+            }
             (None, _) | (Some(_), Some(_)) => Ok(()),
         }
     }
@@ -91,6 +98,16 @@ impl AttentionShape {
             }),
             _ => None,
         }
+    }
+
+    /// The MLA latent dims of an SWA layer, for an MLA model (default: the
+    /// full layers'; SGLang's `swa_kv_lora_rank`, `swa_qk_rope_head_dim`).
+    #[inline]
+    pub fn swa_mla(&self) -> Option<MlaDims> {
+        self.mla().map(|full| MlaDims {
+            kv_lora_rank: self.swa_kv_lora_rank.unwrap_or(full.kv_lora_rank),
+            qk_rope_head_dim: self.swa_qk_rope_head_dim.unwrap_or(full.qk_rope_head_dim),
+        })
     }
 
     /// V head dim of a full layer, elements.

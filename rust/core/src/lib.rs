@@ -9,7 +9,8 @@
 //! - [`serving`]: page size, parallelism, ratio, request-cap inputs.
 //! - [`scenario`]: [`Scenario`], the unit every path plans from.
 //! - [`cell`]: heads per rank, bytes per token per layer (`F`, `S`), the Default cell size.
-//! - [`chunk_cap`]: the SWA request cap and the decode allocation per request.
+//! - [`request_cap`]: the SWA request cap and the decode allocation per request.
+//! - [`fp4`]: the FP4 KV recipes (nvfp4, fp4_mx_block16): buffers and cell size.
 //! - [`sizing`]: SGLang's three configurators' coefficients, the factory, both solve paths.
 //! - [`configurator`]: the configurator handle (scenario, layer ids, sizing).
 //! - [`batch`]: many scenarios at once (a base scenario plus varying columns).
@@ -19,16 +20,21 @@
 //!
 //! Units: bytes for memory, tokens for pool capacity, elements for head dims.
 
+/// The SGLang release whose numbers the SGLang-compatible configurators give
+/// (checked against its released `pool_configurator.py` on every CI run).
+pub const SGLANG_VERSION: &str = "0.5.23";
+
 pub mod arith;
 pub mod batch;
 pub mod cell;
-pub mod chunk_cap;
 pub mod configurator;
 pub mod dtype;
 pub mod error;
 pub mod fields;
+pub mod fp4;
 pub mod geometry;
 pub mod plan;
+pub mod request_cap;
 pub mod scenario;
 pub mod serving;
 pub mod sizing;
@@ -36,9 +42,10 @@ pub mod spec;
 pub mod workload;
 
 pub use configurator::{LayerIds, PoolConfigurator};
-pub use dtype::{KvDtype, StorageDtype};
+pub use dtype::{KvDtype, ModelDtype, StorageDtype};
 pub use error::{ErrorCode, PlanError, Result};
 pub use fields::{MemoryPoolConfig, Named, Resolve, ValueType};
+pub use fp4::AttentionBackend;
 pub use geometry::{AttentionShape, DraftCapacity, DraftGeometry, MlaDims, ModelGeometry};
 pub use plan::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
 pub use scenario::Scenario;

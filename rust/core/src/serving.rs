@@ -79,6 +79,23 @@ impl ServingConfig {
         Ok(())
     }
 
+    /// The KV dtype the pools store: `kv_cache_dtype`, with `auto` as `model_dtype`.
+    #[inline(always)]
+    pub fn kv_dtype(&self) -> crate::KvDtype {
+        self.kv_cache_dtype.or_model(self.model_dtype)
+    }
+
+    /// Heads of the Default configurator are split over `tp // dcp` ranks; a
+    /// draft worker's model never joins the DCP group (SGLang sets its dcp to 1).
+    #[inline(always)]
+    pub fn heads_dcp_size(&self) -> u64 {
+        if self.is_draft_worker {
+            1
+        } else {
+            self.dcp_size
+        }
+    }
+
     /// Re-checks a config built field by field (e.g. deserialized) as [`Self::resolved`] would.
     pub fn validate(&self) -> Result<()> {
         self.resolved().map(drop)

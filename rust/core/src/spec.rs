@@ -28,15 +28,33 @@ pub enum SpecAlgorithm {
     Ngram,
     /// DFLASH (draft with its own bytes per token).
     Dflash,
+    /// UNO (no draft KV pool; a decode step allocates one slot beyond the draft tokens).
+    Uno,
+    /// DSPARK (the DFLASH family: a draft with its own bytes per token).
+    Dspark,
+    /// Frozen-KV MTP (SGLang counts it with EAGLE).
+    FrozenKvMtp,
 }
 
 impl SpecAlgorithm {
-    /// EAGLE-family (eagle, eagle3, nextn) or standalone: SGLang counts their draft KV layers.
+    /// EAGLE-family (eagle, eagle3, nextn, frozen_kv_mtp) or standalone: SGLang
+    /// counts their draft KV layers (`is_eagle() or is_standalone()`).
     pub const fn counts_draft_layers(self) -> bool {
         matches!(
             self,
-            Self::Eagle | Self::Eagle3 | Self::NextN | Self::Standalone
+            Self::Eagle | Self::Eagle3 | Self::NextN | Self::FrozenKvMtp | Self::Standalone
         )
+    }
+
+    /// The DFLASH family (dflash, dspark): a draft priced by its own bytes per
+    /// token, or by layer scaling (SGLang's `is_dflash_family()`).
+    pub const fn is_dflash_family(self) -> bool {
+        matches!(self, Self::Dflash | Self::Dspark)
+    }
+
+    /// The draft phase writes KV (every algorithm but ngram; SGLang's `has_draft_kv()`).
+    pub const fn has_draft_kv(self) -> bool {
+        !matches!(self, Self::Ngram)
     }
 
     /// Any speculative algorithm (everything but `None`).
@@ -54,6 +72,9 @@ impl SpecAlgorithm {
             Self::Standalone => "standalone",
             Self::Ngram => "ngram",
             Self::Dflash => "dflash",
+            Self::Uno => "uno",
+            Self::Dspark => "dspark",
+            Self::FrozenKvMtp => "frozen_kv_mtp",
         }
     }
 }
@@ -67,6 +88,9 @@ impl Named for SpecAlgorithm {
         Self::Standalone,
         Self::Ngram,
         Self::Dflash,
+        Self::Uno,
+        Self::Dspark,
+        Self::FrozenKvMtp,
     ];
     const NAMES: &'static [&'static str] = &[
         "none",
@@ -76,6 +100,9 @@ impl Named for SpecAlgorithm {
         "standalone",
         "ngram",
         "dflash",
+        "uno",
+        "dspark",
+        "frozen_kv_mtp",
     ];
     fn name(self) -> &'static str {
         self.as_str()
@@ -93,9 +120,13 @@ impl FromStr for SpecAlgorithm {
             "standalone" => Self::Standalone,
             "ngram" => Self::Ngram,
             "dflash" => Self::Dflash,
+            "uno" => Self::Uno,
+            "dspark" => Self::Dspark,
+            "frozen_kv_mtp" => Self::FrozenKvMtp,
             _ => {
                 return Err(PlanError::invalid(format!(
-                    "algorithm: unknown speculative algorithm {s:?}; expected one of none, eagle, eagle3, nextn (mtp), standalone, ngram, dflash"
+                    "algorithm: unknown speculative algorithm {s:?}; expected one of none, eagle, eagle3, \
+                     nextn (mtp), standalone, ngram, dflash, uno, dspark, frozen_kv_mtp"
                 )))
             }
         })
@@ -125,7 +156,10 @@ impl SpeculativeConfig {
 
     /// The rules across fields (each field already checked on its own): a draft
     /// geometry agrees with `draft_num_layers`, `d` is at most
-    /// [`crate::geometry::MAX_LAYERS`], the banded depths at most `d`.
+    /// [`crate::geometry::MAX_LAYERS`], the banded depths and the SWA draft
+    /// layers at most `d` and not both given (SGLang reads `d_s` only without
+    /// `mtp_local_layer_ids`), and no fused entries with a draft geometry of
+    /// its own.
     #[inline]
     pub fn check_rules<E: Fail>(&self) -> std::result::Result<(), E> {
         if let Some(g) = &self.draft {
@@ -145,12 +179,28 @@ impl SpeculativeConfig {
                 format!("draft_num_layers must be <= {limit}, got {d}")
             }));
         }
-        if self.banded_draft_layers > d {
+        for (name, n) in [
+            ("banded_draft_layers", self.banded_draft_layers),
+            ("draft_swa_num_layers", self.draft_swa_num_layers),
+        ] {
+            if n > d {
+                return Err(E::invalid_with(|| {
+                    format!("{name}={n} exceeds draft_num_layers={d}")
+                }));
+            }
+        }
+        if self.banded_draft_layers > 0 && self.draft_swa_num_layers > 0 {
             return Err(E::invalid_with(|| {
-                format!(
-                    "banded_draft_layers={} exceeds draft_num_layers={d}",
-                    self.banded_draft_layers
-                )
+                "banded_draft_layers and draft_swa_num_layers exclude each other: SGLang counts SWA draft \
+                 layers only for a draft without mtp_local_layer_ids"
+                    .into()
+            }));
+        }
+        if self.draft.is_some() && self.is_fused() {
+            return Err(E::invalid_with(|| {
+                "a fused draft lives in the target's entries and has no pool of its own: give \
+                 fused entries or a draft geometry, not both"
+                    .into()
             }));
         }
         Ok(())
@@ -161,29 +211,53 @@ impl SpeculativeConfig {
         self.resolved().map(drop)
     }
 
-    /// `(d_f, d_sf)`: draft layers at full geometry and banded depths at SWA
-    /// geometry, as the SWA configurators count them; `(0, 0)` on the draft
-    /// worker or for an algorithm whose draft KV SGLang does not count.
-    pub fn counted_draft_layers(&self, is_draft_worker: bool) -> (u64, u64) {
+    /// A fused draft entry is given (the draft lives in the target's entries).
+    #[inline]
+    pub fn is_fused(&self) -> bool {
+        self.fused_full_entry_bytes.is_some() || self.fused_swa_entry_bytes.is_some()
+    }
+
+    /// `(d_f, d_s, d_sf)`: draft layers at full geometry, at SWA geometry and
+    /// capacity, and banded depths at SWA geometry but full capacity, as the
+    /// SWA configurators count them; zeros on the draft worker or for an
+    /// algorithm whose draft KV SGLang does not count. (Fused entries zero them
+    /// too; [`crate::Sizing`] applies that.)
+    #[inline]
+    pub fn counted_draft_layers(&self, is_draft_worker: bool) -> (u64, u64, u64) {
         let d = self.num_draft_layers();
         if is_draft_worker || !self.algorithm.counts_draft_layers() || d == 0 {
-            (0, 0)
+            (0, 0, 0)
+        } else if self.banded_draft_layers > 0 {
+            (d - self.banded_draft_layers, 0, self.banded_draft_layers)
         } else {
-            (d - self.banded_draft_layers, self.banded_draft_layers)
+            (d - self.draft_swa_num_layers, self.draft_swa_num_layers, 0)
         }
     }
 
-    /// `d_c`: DFLASH draft bytes per token on the target worker (`cell * dcp`), else 0.
+    /// `d_c`: DFLASH-family draft bytes per token on the target worker
+    /// (`cell * dcp`), else 0 (also for a given cell of 0, as SGLang reads it).
     pub fn dflash_cell<E: Fail>(
         &self,
         is_draft_worker: bool,
         dcp_size: u64,
     ) -> std::result::Result<u64, E> {
-        match (self.algorithm, self.dflash_draft_cell_size_per_token) {
-            (SpecAlgorithm::Dflash, Some(c)) if !is_draft_worker => c
+        match self.dflash_draft_cell_size_per_token {
+            Some(c) if c > 0 && self.algorithm.is_dflash_family() && !is_draft_worker => c
                 .checked_mul(dcp_size)
+                .filter(|v| *v <= crate::arith::MAX_QUANTITY)
                 .ok_or_else(|| E::overflow_of("dflash draft cell size")),
             _ => Ok(0),
+        }
+    }
+
+    /// The draft-token bound a decode step allocates for (SGLang's
+    /// `max_speculative_num_draft_tokens()`: the larger of `num_draft_tokens`
+    /// and `max_num_draft_tokens`, `None` when neither is given), tokens.
+    #[inline]
+    pub fn max_draft_tokens(&self) -> Option<u64> {
+        match (self.num_draft_tokens, self.max_num_draft_tokens) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
         }
     }
 }

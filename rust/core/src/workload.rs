@@ -114,13 +114,14 @@ pub fn min_budget(cfg: &PoolConfigurator, requests: u64, context_len: u64) -> Re
             max_total_num_tokens: x,
             full_max_total_num_tokens: Some(full),
             swa_max_total_num_tokens: Some(swa),
+            unified_memory_pool_bytes: None,
         };
         let floor_ok =
             !has_swa_pool(cfg) || cfg.is_all_swa() || cfg.check_admission_floor(swa).is_ok();
         Ok(floor_ok && concurrency(cfg, &config, context_len)? >= requests)
     };
-    if cfg.kind() == ConfiguratorKind::ChunkCap {
-        let swa = cfg.chunk_cap_swa_tokens(p)? as u64;
+    if cfg.kind() == ConfiguratorKind::RequestCap {
+        let swa = cfg.request_cap_swa_tokens(p)? as u64;
         if swa < mul(requests, f.swa_tokens, "SWA tokens needed")? {
             return Err(PlanError::not_enough_memory(format!(
                 "no budget holds {requests} requests of {context_len} tokens: the SWA pool is capped at {swa} tokens \
@@ -399,6 +400,7 @@ mod tests {
             max_total_num_tokens: 1_000_000,
             full_max_total_num_tokens: Some(1_000_000),
             swa_max_total_num_tokens: Some(800_000),
+            unified_memory_pool_bytes: None,
         };
         // Short requests: full 128 and SWA 128 per request; SWA (800k) limits.
         assert_eq!(concurrency(&cfg, &c, 100).unwrap(), 800_000 / 128);

@@ -21,8 +21,8 @@ fn int_cell(name: &str) -> BoxedStrategy<i64> {
             prop_oneof![pick(&[64, 128, 256, -1]), 1i64..600, Just(1 << 40)].boxed()
         }
         "sliding_window_size" => pick(&[-1, 0, 127, 1023, 4095, 1 << 50]),
-        "kv_lora_rank" => pick(&[-1, -1, -1, 512, 0]),
-        "qk_rope_head_dim" => pick(&[-1, 64, 0]),
+        "kv_lora_rank" | "swa_kv_lora_rank" => pick(&[-1, -1, -1, 512, 0]),
+        "qk_rope_head_dim" | "swa_qk_rope_head_dim" => pick(&[-1, 64, 0]),
         "page_size" => pick(&[1, 16, 64, 3, 0]),
         "tp_size" => pick(&[1, 2, 4, 8, 3]),
         "dcp_size" => pick(&[1, 1, 2, 3]),
@@ -32,9 +32,12 @@ fn int_cell(name: &str) -> BoxedStrategy<i64> {
         "disaggregation_decode_extra_slots" => pick(&[0, 2, 8, -1]),
         "swa_eviction_interval" => pick(&[128, 0, -5, 4, i64::MIN]),
         "draft_num_layers" => pick(&[0, 1, 2, 3, 1 << 30]),
-        "banded_draft_layers" => pick(&[0, 0, 1, 5]),
-        "num_steps" | "eagle_topk" | "num_draft_tokens" => pick(&[-1, 0, 1, 3, 4]),
+        "banded_draft_layers" | "draft_swa_num_layers" => pick(&[0, 0, 1, 5]),
+        "num_steps" | "eagle_topk" | "num_draft_tokens" | "max_num_draft_tokens" => {
+            pick(&[-1, 0, 1, 3, 4])
+        }
         "dflash_draft_cell_size_per_token" => pick(&[-1, 4096, 0]),
+        "fused_full_entry_bytes" | "fused_swa_entry_bytes" => pick(&[-1, -1, 0, 4096, 1 << 20]),
         other => panic!("no cell strategy for {other}"),
     }
 }
@@ -54,7 +57,7 @@ fn cells(field: ScenarioField, n: usize) -> BoxedStrategy<Cells> {
         "bool" => prop::collection::vec(any::<bool>(), n)
             .prop_map(Cells::Bool)
             .boxed(),
-        _ => prop::collection::vec(prop_oneof![0u8..7, Just(200)], n)
+        _ => prop::collection::vec(prop_oneof![0u8..10, Just(200)], n)
             .prop_map(Cells::U8)
             .boxed(),
     }

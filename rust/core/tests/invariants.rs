@@ -16,14 +16,17 @@ fn algorithm() -> impl Strategy<Value = SpecAlgorithm> {
 prop_compose! {
     fn model()(n_f in 0u64..8, n_s in 0u64..10, heads in 1u64..64, dk in 1u64..300, dv in prop::option::of(1u64..300),
                swa_heads in prop::option::of(1u64..64), swa_dk in prop::option::of(1u64..300),
-               window in prop::option::of(0u64..5000), mla in prop::option::of((1u64..600, 0u64..128)))
+               window in prop::option::of(0u64..5000), mla in prop::option::of((1u64..600, 0u64..128)),
+               swa_mla in prop::option::of((1u64..600, prop::option::of(0u64..128))))
         -> Option<ModelGeometry> {
         let n_f = if n_f + n_s == 0 { 1 } else { n_f };
         let full: Vec<u64> = (0..n_f).map(|i| 2 * i + 1).collect();
         let swa: Vec<u64> = (0..n_s).map(|i| 2 * i).collect();
-        let (swa, mla) = match mla { Some(m) if n_s % 3 == 0 => (vec![], Some(m)), _ => (swa, None) };
+        // MLA: some all-full, some hybrid SWA with their own SWA latent dims.
+        let (swa, mla) = match mla { Some(m) if n_s % 3 == 0 => (vec![], Some(m)), Some(m) if n_s % 3 == 1 => (swa, Some(m)), _ => (swa, None) };
         let swa = if swa.is_empty() && n_f == 0 { vec![0] } else { swa };
-        ModelGeometry::new(full, swa, AttentionShape { num_kv_heads: heads, head_dim: dk, v_head_dim: dv, swa_num_kv_heads: swa_heads, swa_head_dim: swa_dk, sliding_window_size: window, kv_lora_rank: mla.map(|m| m.0), qk_rope_head_dim: mla.map(|m| m.1), ..AttentionShape::default() }).ok()
+        let swa_mla = swa_mla.filter(|_| mla.is_some());
+        ModelGeometry::new(full, swa, AttentionShape { num_kv_heads: heads, head_dim: dk, v_head_dim: dv, swa_num_kv_heads: swa_heads, swa_head_dim: swa_dk, sliding_window_size: window, kv_lora_rank: mla.map(|m| m.0), qk_rope_head_dim: mla.map(|m| m.1), swa_kv_lora_rank: swa_mla.map(|m| m.0), swa_qk_rope_head_dim: swa_mla.and_then(|m| m.1), ..AttentionShape::default() }).ok()
     }
 }
 
@@ -32,25 +35,42 @@ prop_compose! {
                  tp in prop::sample::select(vec![1u64, 2, 4, 8, 16]), dcp_div in 0u32..2,
                  ratio in 0.01f64..2.0, chunk in prop::option::of((1u64..512, 1u64..16384)),
                  overlap_off in any::<bool>(), decode in any::<bool>(), extra in 0u64..8, e in -2i64..300,
-                 draft_worker in prop::bool::weighted(0.1))
+                 draft_worker in prop::bool::weighted(0.1), unified in prop::bool::weighted(0.2),
+                 model_dtype in prop::sample::select(dtype::ModelDtype::ALL.to_vec()),
+                 backends in prop::option::of((0usize..9, 0usize..9)), sm100 in any::<bool>(),
+                 no_chunk in prop::bool::weighted(0.2))
         -> ServingConfig {
         let dcp = if dcp_div == 1 && tp % 2 == 0 { 2 } else { 1 };
+        let backend = |i: usize| fp4::AttentionBackend::ALL[i];
         ServingConfig {
-            kv_cache_dtype: dtype, page_size: page, tp_size: tp, dcp_size: dcp, swa_full_tokens_ratio: ratio,
-            max_running_requests: chunk.map(|c| c.0), chunked_prefill_size: chunk.map(|c| c.1),
+            kv_cache_dtype: dtype, model_dtype, page_size: page, tp_size: tp, dcp_size: dcp, swa_full_tokens_ratio: ratio,
+            max_running_requests: chunk.map(|c| c.0),
+            // PD decode sizes the request cap without a chunk.
+            chunked_prefill_size: chunk.filter(|_| !(decode && no_chunk)).map(|c| c.1),
             disable_radix_cache: chunk.is_some(), disable_overlap_schedule: overlap_off,
             disaggregation_mode: if decode { DisaggregationMode::Decode } else { DisaggregationMode::Null },
             disaggregation_decode_extra_slots: extra, swa_eviction_interval: e, is_draft_worker: draft_worker,
+            enable_unified_memory: unified, prefill_attention_backend: backends.map(|b| backend(b.0)),
+            decode_attention_backend: backends.map(|b| backend(b.1)), is_sm100: sm100,
             ..ServingConfig::default()
         }
     }
 }
 
 prop_compose! {
-    fn spec()(alg in algorithm(), d in 0u64..5, banded in 0u64..3, steps in prop::option::of(0u64..6),
-              topk in prop::option::of(0u64..5), k in prop::option::of(0u64..9), cell in prop::option::of(1u64..100_000))
+    fn spec()(alg in algorithm(), d in 0u64..5, banded in 0u64..3, d_s in 0u64..3, steps in prop::option::of(0u64..6),
+              topk in prop::option::of(0u64..5), k in prop::option::of(0u64..9), max_k in prop::option::of(0u64..12),
+              cell in prop::option::of(0u64..100_000),
+              fused in prop::option::of((prop::option::of(1u64..1 << 20), prop::option::of(1u64..1 << 20))))
         -> SpeculativeConfig {
-        SpeculativeConfig { algorithm: alg, draft_num_layers: d, num_steps: steps, eagle_topk: topk, num_draft_tokens: k, banded_draft_layers: banded.min(d), dflash_draft_cell_size_per_token: cell, ..SpeculativeConfig::default() }.resolved().unwrap()
+        let banded = banded.min(d);
+        let d_s = if banded > 0 { 0 } else { d_s.min(d) };
+        // Fused entries only with a drafting algorithm (the configurators refuse others).
+        let fused = fused.filter(|_| alg.counts_draft_layers() || alg.is_dflash_family());
+        SpeculativeConfig { algorithm: alg, draft_num_layers: d, num_steps: steps, eagle_topk: topk, num_draft_tokens: k,
+            max_num_draft_tokens: max_k, banded_draft_layers: banded, draft_swa_num_layers: d_s,
+            dflash_draft_cell_size_per_token: cell, fused_full_entry_bytes: fused.and_then(|f| f.0),
+            fused_swa_entry_bytes: fused.and_then(|f| f.1), ..SpeculativeConfig::default() }.resolved().unwrap()
     }
 }
 
@@ -107,15 +127,17 @@ proptest! {
 
     /// INV-6: counted draft layers make the cell larger; none or a non-drafting algorithm leaves it unchanged.
     #[test]
-    fn inv6_draft_grows_cell(m in model(), s in serving(), alg in algorithm(), d in 1u64..6) {
+    fn inv6_draft_grows_cell(m in model(), s in serving(), alg in algorithm(), d in 1u64..6, d_s in 0u64..6, k in 1u64..8) {
         let Some(m) = m else { return Ok(()) };
-        let Ok(base) = PoolConfigurator::create(m.clone(), s, SpeculativeConfig::default()) else { return Ok(()) };
-        let sp = SpeculativeConfig { algorithm: alg, draft_num_layers: d, ..SpeculativeConfig::default() }.resolved().unwrap();
+        // The request cap's spec-v2 decode allocation needs num_draft_tokens.
+        let base_spec = SpeculativeConfig { num_draft_tokens: Some(k), ..SpeculativeConfig::default() };
+        let Ok(base) = PoolConfigurator::create(m.clone(), s, base_spec) else { return Ok(()) };
+        let sp = SpeculativeConfig { algorithm: alg, draft_num_layers: d, draft_swa_num_layers: d_s.min(d), ..base_spec }.resolved().unwrap();
         let with = PoolConfigurator::create(m, s, sp).unwrap();
         let as_f = |c: CellSize| match c { CellSize::Int(v) => v as f64, CellSize::Float(v) => v };
         let (b, w) = (as_f(base.cell_size()), as_f(with.cell_size()));
-        // DFLASH without a cell size is priced by SGLang's layer scaling in Default only.
-        let drafts = alg.counts_draft_layers() || (alg == SpecAlgorithm::Dflash && base.kind() == ConfiguratorKind::Default);
+        // The DFLASH family without a cell size is priced by SGLang's layer scaling in Default only.
+        let drafts = alg.counts_draft_layers() || (alg.is_dflash_family() && base.kind() == ConfiguratorKind::Default);
         if drafts && !s.is_draft_worker {
             prop_assert!(w > b, "{w} > {b}");
         } else {

@@ -1,4 +1,8 @@
-//! REFERENCE section 5, number for number.
+//! REFERENCE section 5 and SGLang's request-cap unit tests (REFERENCE 2.4),
+//! number for number. tests/test_reference_examples.py checks each number
+//! against SGLang 0.5.23's own code: 0.5.23 (REFERENCE 2.7) changes none of
+//! them, only the configurator's name (`SWAChunkCapPoolConfigurator` is now
+//! `SWARequestCapPoolConfigurator`).
 mod common;
 use common::*;
 use kvbudget_core::*;
@@ -112,7 +116,7 @@ fn example3_all_swa() {
     );
 }
 
-fn chunk_serving() -> ServingConfig {
+fn request_cap_serving() -> ServingConfig {
     ServingConfig {
         page_size: 64,
         max_running_requests: Some(64),
@@ -123,7 +127,7 @@ fn chunk_serving() -> ServingConfig {
 }
 
 #[test]
-fn example4_chunk_cap() {
+fn example4_request_cap() {
     let a = 40 * GIB;
     let spec = SpeculativeConfig {
         algorithm: SpecAlgorithm::Eagle3,
@@ -135,8 +139,9 @@ fn example4_chunk_cap() {
     }
     .resolved()
     .unwrap();
-    let cfg = PoolConfigurator::create(gpt_oss_120b(), chunk_serving(), spec).unwrap();
-    assert_eq!(cfg.kind(), ConfiguratorKind::ChunkCap);
+    let cfg = PoolConfigurator::create(gpt_oss_120b(), request_cap_serving(), spec).unwrap();
+    // REFERENCE 2.7: SGLang's SWARequestCapPoolConfigurator (was SWAChunkCapPoolConfigurator).
+    assert_eq!(cfg.kind(), ConfiguratorKind::RequestCap);
     assert_eq!(cfg.swa_cap(), Some(61_952));
     assert_eq!(
         cfg.calculate_pool_sizes(a, None)
@@ -148,7 +153,7 @@ fn example4_chunk_cap() {
     let pd = ServingConfig {
         disaggregation_mode: DisaggregationMode::Decode,
         disaggregation_decode_extra_slots: 8,
-        ..chunk_serving()
+        ..request_cap_serving()
     };
     let cfg = PoolConfigurator::create(gpt_oss_120b(), pd, spec).unwrap();
     assert_eq!(cfg.swa_cap(), Some(47_032));
@@ -159,7 +164,7 @@ fn example4_chunk_cap() {
 
     let off = ServingConfig {
         disable_overlap_schedule: true,
-        ..chunk_serving()
+        ..request_cap_serving()
     };
     let cfg = PoolConfigurator::create(gpt_oss_120b(), off, spec).unwrap();
     assert_eq!(cfg.swa_cap(), Some(57_344));
@@ -195,8 +200,8 @@ fn example5_admission_floor() {
 }
 
 #[test]
-fn sglang_chunk_cap_unit_tests() {
-    // SGLang's own tests: window 8, E = 4, 1 full + 1 SWA layer.
+fn sglang_request_cap_unit_tests() {
+    // SGLang's own request-cap tests: window 8 (4 in PD decode), E = 4, 1 full + 1 SWA layer.
     let m = |w| {
         ModelGeometry::new(
             vec![0],

@@ -30,6 +30,7 @@ mod _core {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add("SGLANG_VERSION", kvbudget_core::SGLANG_VERSION)?;
         m.add("TENSOR_ALIGNMENT", kvbudget_core::plan::TENSOR_ALIGNMENT)?;
         m.add("DETACH_ROWS", crate::batch::DETACH_ROWS)?;
         m.add("FIELDS", crate::convert::fields_table(m.py())?)?;

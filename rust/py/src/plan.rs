@@ -31,7 +31,8 @@ pub fn page_arg(page_size: Option<i64>) -> Result<Option<u64>> {
 
 #[pymethods]
 impl PoolConfigurator {
-    /// `kind`: None picks SGLang's factory choice; else "default", "hybrid_swa" or "chunk_cap".
+    /// `kind`: None picks SGLang's factory choice; else "default", "hybrid_swa" or
+    /// "request_cap" ("chunk_cap" is its old name).
     #[new]
     #[pyo3(signature = (model, serving, spec=None, kind=None))]
     fn new(
@@ -70,7 +71,7 @@ impl PoolConfigurator {
         self.0.swa_cap()
     }
     #[getter]
-    fn draft_terms(&self) -> (u64, u64, u64) {
+    fn draft_terms(&self) -> (u64, u64, u64, u64) {
         self.0.draft_terms()
     }
     #[getter]
@@ -291,7 +292,11 @@ impl PoolPlan {
     }
     #[getter]
     fn draft_bytes(&self) -> u64 {
-        self.0.pool(core::PoolName::Draft).map_or(0, |p| p.nbytes)
+        self.0
+            .pools
+            .iter()
+            .filter(|p| p.name.is_draft())
+            .fold(0u64, |acc, p| acc.saturating_add(p.nbytes))
     }
     #[getter]
     fn page_size(&self) -> u64 {
@@ -313,18 +318,14 @@ impl PoolPlan {
             .flat_map(|p| p.tensors.iter().cloned().map(TensorSpec))
             .collect()
     }
-    /// The pool named "full", "swa" or "draft", or None when the plan has none.
+    /// The pool named "full", "swa", "unified", "draft" or "draft_swa", or None
+    /// when the plan has none.
     fn pool(&self, name: &str) -> Result<Option<PoolSpec>> {
-        let n = match name {
-            "full" => core::PoolName::Full,
-            "swa" => core::PoolName::Swa,
-            "draft" => core::PoolName::Draft,
-            _ => {
-                return Err(invalid(format!(
-                    "pool name: expected full, swa or draft, got {name:?}"
-                )))
-            }
-        };
+        let n = core::PoolName::from_name(name).ok_or_else(|| {
+            invalid(format!(
+                "pool name: expected full, swa, unified, draft or draft_swa, got {name:?}"
+            ))
+        })?;
         Ok(self.0.pool(n).cloned().map(PoolSpec))
     }
     /// The plan as a JSON string.

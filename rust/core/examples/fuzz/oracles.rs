@@ -134,7 +134,12 @@ fn check_sizes(cfg: &PoolConfigurator, m: &MemoryPoolConfig, p: u64, path: Sizes
                     swa >= 0 && i128::from(swa) % pi == 0,
                     "swa {swa} not aligned to {p}"
                 );
-                if let Some(w) = cfg.shape().sliding_window_size {
+                // Unified memory has no admission floor (SGLang skips it).
+                if let Some(w) = cfg
+                    .shape()
+                    .sliding_window_size
+                    .filter(|_| !cfg.sizing().unified)
+                {
                     ensure!(
                         i128::from(swa) > i128::from(w) + i128::from(s.page_size),
                         "admission floor: swa {swa} <= W {w} + page {} yet no error",
@@ -143,7 +148,7 @@ fn check_sizes(cfg: &PoolConfigurator, m: &MemoryPoolConfig, p: u64, path: Sizes
                 }
             }
         }
-        ConfiguratorKind::ChunkCap => {
+        ConfiguratorKind::RequestCap => {
             let (Some(full), Some(swa)) = (m.full_max_total_num_tokens, m.swa_max_total_num_tokens)
             else {
                 return Err(format!("ChunkCap without full/swa counts: {m:?}"));

@@ -10,7 +10,7 @@
 use crate::gen::ConfigCase;
 use crate::oracles::{check_err, Check, Stats};
 use kvbudget_core::{
-    ConfiguratorKind, Fit, LayerIds, PlanError, PoolConfigurator, PoolName, PoolPlan,
+    ConfiguratorKind, Fit, LayerIds, PlanError, PoolConfigurator, PoolName, PoolPlan, TensorKind,
 };
 
 /// Layer totals above this are not planned (a plan lists every layer's tensors).
@@ -53,13 +53,23 @@ fn check_plan(cfg: &PoolConfigurator, plan: &PoolPlan) -> Check {
         // Tensors come layer by layer, in the pool's layer order.
         let mut layers = pool.tensors.iter().map(|t| t.layer_id).collect::<Vec<_>>();
         layers.dedup();
+        // A fused entry or the unified buffer: one tensor, on the pool's first layer.
+        let shared = pool
+            .tensors
+            .iter()
+            .any(|t| matches!(t.kind, TensorKind::Entry | TensorKind::Bytes));
+        let want = if shared {
+            pool.layer_ids[..1].to_vec()
+        } else {
+            pool.layer_ids.clone()
+        };
         ensure!(
-            layers == pool.layer_ids,
+            layers == want,
             "pool {:?}: tensors are not in the order of the pool's layer_ids",
             pool.name
         );
         ensure!(
-            pool.name == PoolName::Draft || pool.kv_cache_dtype == cfg.serving().kv_cache_dtype,
+            pool.name.is_draft() || pool.kv_cache_dtype == cfg.serving().kv_dtype(),
             "target pool {:?} is {:?}, the serving dtype {:?}",
             pool.name,
             pool.kv_cache_dtype,
@@ -78,21 +88,32 @@ fn check_plan(cfg: &PoolConfigurator, plan: &PoolPlan) -> Check {
             .map(|p| p.layer_ids.clone())
             .unwrap_or_default()
     };
-    ensure!(
-        ids(PoolName::Full) == full,
-        "full pool layer ids differ from the model's"
-    );
-    ensure!(
-        ids(PoolName::Swa) == swa,
-        "swa pool layer ids differ from the model's"
-    );
-    if let Some(d) = plan.pool(PoolName::Draft) {
-        let n = d.layer_ids.len() as u64;
+    if plan.pool(PoolName::Unified).is_some() {
+        // Unified memory: one pool of every target layer.
+        full.append(&mut swa);
+        full.sort_unstable();
         ensure!(
-            d.layer_ids == (0..n).collect::<Vec<_>>(),
-            "draft layer ids are not 0..{n}"
+            ids(PoolName::Unified) == full,
+            "unified pool layer ids differ from the model's"
+        );
+    } else {
+        ensure!(
+            ids(PoolName::Full) == full,
+            "full pool layer ids differ from the model's"
+        );
+        ensure!(
+            ids(PoolName::Swa) == swa,
+            "swa pool layer ids differ from the model's"
         );
     }
+    // The draft's layers: 0..n over its pool and then its SWA-capacity pool.
+    let mut draft = ids(PoolName::Draft);
+    draft.extend(ids(PoolName::DraftSwa));
+    let n = draft.len() as u64;
+    ensure!(
+        draft == (0..n).collect::<Vec<_>>(),
+        "draft layer ids are not 0..{n}"
+    );
     Ok(())
 }
 

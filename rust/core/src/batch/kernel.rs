@@ -194,7 +194,7 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
                 let r = match kind {
                     ConfiguratorKind::Default => solve_row(ConfiguratorKind::Default, row, a),
                     ConfiguratorKind::HybridSwa => solve_row(ConfiguratorKind::HybridSwa, row, a),
-                    ConfiguratorKind::ChunkCap => solve_row(ConfiguratorKind::ChunkCap, row, a),
+                    ConfiguratorKind::RequestCap => solve_row(ConfiguratorKind::RequestCap, row, a),
                 };
                 out.write(start + i, r);
             }
@@ -217,7 +217,7 @@ fn solve_row(
     match kind {
         ConfiguratorKind::Default => s.default_from_bytes(available_bytes, p),
         ConfiguratorKind::HybridSwa => s.hybrid_from_bytes(available_bytes, p),
-        ConfiguratorKind::ChunkCap => s.chunk_cap_from_bytes(available_bytes, p),
+        ConfiguratorKind::RequestCap => s.request_cap_from_bytes(available_bytes, p),
     }
 }
 
@@ -241,8 +241,8 @@ fn solve_rows(
         ConfiguratorKind::HybridSwa => {
             rows.for_each(|(i, a)| out.write(i, sizing.hybrid_from_bytes(a, p)));
         }
-        ConfiguratorKind::ChunkCap => {
-            rows.for_each(|(i, a)| out.write(i, sizing.chunk_cap_from_bytes(a, p)));
+        ConfiguratorKind::RequestCap => {
+            rows.for_each(|(i, a)| out.write(i, sizing.request_cap_from_bytes(a, p)));
         }
     }
 }

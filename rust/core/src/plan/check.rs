@@ -48,9 +48,38 @@ impl PoolPlan {
         self.check_config()
     }
 
+    /// Checks the unified pool: one byte buffer of `config`'s
+    /// `unified_memory_pool_bytes`, rows = tokens (no padding page).
+    fn check_unified(&self, pool: &PoolSpec) -> Result<u64> {
+        let ok = pool.rows == pool.tokens
+            && pool.padding_bytes == 0
+            && pool.tensors.len() == 1
+            && pool.tensors.iter().all(|t| {
+                t.kind == TensorKind::Bytes
+                    && t.pool == PoolName::Unified
+                    && t.dtype == StorageDtype::Uint8
+                    && t.shape == [pool.nbytes]
+                    && t.nbytes == pool.nbytes
+                    && t.offset == 0
+                    && pool.layer_ids.first() == Some(&t.layer_id)
+            })
+            && u64::try_from(self.config.unified_memory_pool_bytes.unwrap_or(-1)).ok()
+                == Some(pool.nbytes);
+        if !ok {
+            return Err(bad(
+                "the unified pool must be one uint8 byte buffer of the config's unified_memory_pool_bytes, \
+                 listed with its first layer, rows = tokens",
+            ));
+        }
+        Ok(pool.nbytes)
+    }
+
     /// Checks one pool; returns its slab bytes.
     fn check_pool(&self, pool: &PoolSpec) -> Result<u64> {
         let name = pool.name.as_str();
+        if pool.name == PoolName::Unified {
+            return self.check_unified(pool);
+        }
         if pool.tokens.checked_add(self.page_size) != Some(pool.rows) {
             return Err(bad(format!("pool {name} has rows != tokens + page_size")));
         }
@@ -87,7 +116,13 @@ impl PoolPlan {
                 TensorKind::KScale
                 | TensorKind::VScale
                 | TensorKind::KvScale
-                | TensorKind::Cache => StorageDtype::Uint8,
+                | TensorKind::Cache
+                | TensorKind::NativeKScale
+                | TensorKind::NativeVScale
+                | TensorKind::DqK
+                | TensorKind::DqV
+                | TensorKind::Entry
+                | TensorKind::Bytes => StorageDtype::Uint8,
             };
             if t.dtype != want_dtype {
                 return Err(bad(format!(
@@ -120,7 +155,18 @@ impl PoolPlan {
                 .ok_or_else(|| bad(format!("{what}: row bytes overflow")))?;
         }
         let with_tensors: HashSet<u64> = seen.iter().map(|(l, _)| *l).collect();
-        if let Some(id) = pool.layer_ids.iter().find(|id| !with_tensors.contains(id)) {
+        // A fused entry is one buffer for every layer of its pool, listed with the first.
+        let fused = seen.iter().any(|(_, k)| *k == TensorKind::Entry);
+        if fused && (pool.tensors.len() != 1 || pool.tensors[0].layer_id != pool.layer_ids[0]) {
+            return Err(bad(format!(
+                "pool {name} holds a fused entry: it must be the pool's one tensor, listed with its first layer"
+            )));
+        }
+        if let Some(id) = pool
+            .layer_ids
+            .iter()
+            .find(|id| !fused && !with_tensors.contains(id))
+        {
             return Err(bad(format!("layer {id} of pool {name} has no tensors")));
         }
         if end != pool.nbytes {
@@ -138,7 +184,11 @@ impl PoolPlan {
 
     /// `config` must name the pools' token counts.
     fn check_config(&self) -> Result<()> {
-        let tokens = |n: PoolName| self.pool(n).map(|p| p.tokens);
+        let unified = self.pool(PoolName::Unified);
+        let tokens = |n: PoolName| match (n, unified) {
+            (PoolName::Full, Some(u)) => Some(u.tokens),
+            _ => self.pool(n).map(|p| p.tokens),
+        };
         let c = &self.config;
         let as_tokens = |v: Option<i64>| {
             v.map(|x| u64::try_from(x).map_err(|_| bad("config holds a negative count")))
@@ -155,16 +205,41 @@ impl PoolPlan {
                 // an all-SWA target: no full pool, max_total is the SWA pool
                 None => full == Some(0) && swa == Some(max_total),
             };
-            full_ok && swa == tokens(PoolName::Swa)
+            let swa_ok = match unified {
+                Some(_) => swa.is_some(),
+                None => swa == tokens(PoolName::Swa),
+            };
+            full_ok && swa_ok
         };
         if !agrees {
             return Err(bad(format!(
                 "config {c:?} disagrees with the pools' token counts"
             )));
         }
+        if unified.is_none() && c.unified_memory_pool_bytes.is_some() {
+            return Err(bad(
+                "config names unified_memory_pool_bytes but the plan has no unified pool",
+            ));
+        }
         if let Some(d) = self.pool(PoolName::Draft) {
-            if Some(d.tokens) != tokens(PoolName::Full) && Some(d.tokens) != tokens(PoolName::Swa) {
+            let span_ok = unified.is_some_and(|u| {
+                // Sized over the unified pool's virtual ids, ceil_p(bytes // U - 1)
+                // tokens with U >= 1 bytes per full token: page-aligned, its rows
+                // at least the full tokens, its tokens at most the pool's bytes.
+                d.tokens % self.page_size.max(1) == 0
+                    && d.rows >= u.tokens
+                    && d.tokens <= u.nbytes.saturating_add(self.page_size)
+            });
+            if !span_ok
+                && Some(d.tokens) != tokens(PoolName::Full)
+                && Some(d.tokens) != tokens(PoolName::Swa)
+            {
                 return Err(bad("the draft pool's tokens match neither target pool"));
+            }
+        }
+        if let Some(d) = self.pool(PoolName::DraftSwa) {
+            if swa != Some(d.tokens) {
+                return Err(bad("the draft_swa pool's tokens are not the SWA pool's"));
             }
         }
         Ok(())

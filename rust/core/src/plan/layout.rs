@@ -2,155 +2,20 @@
 //! per row, the slab layout at a token count, and the exact fit (the largest
 //! page-aligned count whose bytes fit a budget).
 
-use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec, TENSOR_ALIGNMENT};
-use crate::arith::{add, align_down, last_fitting, mul};
-use crate::cell::{kv_heads_per_rank, swa_kv_heads_per_rank, FP4_SCALE_BLOCK, MXFP8_SCALE_BLOCK};
+use super::tensors::{
+    dequant_workspace, layers_of, layout_pool, mha_layer, mla_layer, pool, tensor, PoolLayout,
+    Sized, TensorLayout,
+};
+use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
+use crate::arith::{add, align_down, last_fitting, mul, narrow};
+use crate::cell::{kv_heads_per_rank, swa_kv_heads_per_rank};
 use crate::configurator::PoolConfigurator;
 use crate::dtype::{KvDtype, StorageDtype};
 use crate::error::{PlanError, Result};
 use crate::fields::MemoryPoolConfig;
-use crate::geometry::{DraftCapacity, MlaDims};
+use crate::fp4::{fp4_buffers, Fp4Buffers};
+use crate::geometry::DraftCapacity;
 use crate::sizing::ConfiguratorKind;
-use crate::spec::SpecAlgorithm;
-
-/// Per-row shape of one tensor (every dimension after rows).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct TensorLayout {
-    kind: TensorKind,
-    inner: Vec<u64>,
-    dtype: StorageDtype,
-    row_bytes: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct PoolLayout {
-    name: PoolName,
-    capacity: DraftCapacity,
-    kv_cache_dtype: KvDtype,
-    layers: Vec<(u64, Vec<TensorLayout>)>,
-    /// Bytes per row summed over every layer and tensor.
-    row_bytes: u64,
-}
-
-fn tensor(kind: TensorKind, inner: Vec<u64>, dtype: StorageDtype) -> Result<TensorLayout> {
-    let mut row_bytes = dtype.bytes();
-    for d in &inner {
-        row_bytes = mul(row_bytes, *d, "tensor row bytes")?;
-    }
-    Ok(TensorLayout {
-        kind,
-        inner,
-        dtype,
-        row_bytes,
-    })
-}
-
-/// The tensors of one MHA/GQA layer.
-fn mha_layer(heads: u64, dk: u64, dv: u64, dtype: KvDtype) -> Result<Vec<TensorLayout>> {
-    let st = dtype.storage();
-    let u8t = StorageDtype::Uint8;
-    Ok(match dtype {
-        KvDtype::Fp4E2m1 => vec![
-            tensor(TensorKind::K, vec![heads, dk.div_ceil(2)], st)?,
-            tensor(TensorKind::V, vec![heads, dv.div_ceil(2)], st)?,
-            tensor(
-                TensorKind::KScale,
-                vec![heads, dk.div_ceil(FP4_SCALE_BLOCK)],
-                u8t,
-            )?,
-            tensor(
-                TensorKind::VScale,
-                vec![heads, dv.div_ceil(FP4_SCALE_BLOCK)],
-                u8t,
-            )?,
-        ],
-        KvDtype::Mxfp8 => vec![
-            tensor(TensorKind::K, vec![heads, dk], st)?,
-            tensor(TensorKind::V, vec![heads, dv], st)?,
-            tensor(
-                TensorKind::KScale,
-                vec![heads, dk.div_ceil(MXFP8_SCALE_BLOCK)],
-                u8t,
-            )?,
-            tensor(
-                TensorKind::VScale,
-                vec![heads, dv.div_ceil(MXFP8_SCALE_BLOCK)],
-                u8t,
-            )?,
-        ],
-        _ => vec![
-            tensor(TensorKind::K, vec![heads, dk], st)?,
-            tensor(TensorKind::V, vec![heads, dv], st)?,
-        ],
-    })
-}
-
-/// The tensors of one MLA layer.
-fn mla_layer(mla: &MlaDims, dtype: KvDtype) -> Result<Vec<TensorLayout>> {
-    let dim = mla.elements()?;
-    let st = dtype.storage();
-    let u8t = StorageDtype::Uint8;
-    Ok(match dtype {
-        KvDtype::Fp4E2m1 => vec![
-            tensor(TensorKind::Kv, vec![1, dim.div_ceil(2)], st)?,
-            tensor(
-                TensorKind::KvScale,
-                vec![1, dim.div_ceil(FP4_SCALE_BLOCK)],
-                u8t,
-            )?,
-        ],
-        KvDtype::Mxfp8 => vec![
-            tensor(TensorKind::Kv, vec![1, dim], st)?,
-            tensor(
-                TensorKind::KvScale,
-                vec![1, dim.div_ceil(MXFP8_SCALE_BLOCK)],
-                u8t,
-            )?,
-        ],
-        _ => vec![tensor(TensorKind::Kv, vec![1, dim], st)?],
-    })
-}
-
-fn pool(
-    name: PoolName,
-    capacity: DraftCapacity,
-    kv_cache_dtype: KvDtype,
-    layers: Vec<(u64, Vec<TensorLayout>)>,
-) -> Result<PoolLayout> {
-    let mut row_bytes = 0u64;
-    for (_, ts) in &layers {
-        for t in ts {
-            row_bytes = add(row_bytes, t.row_bytes, "pool row bytes")?;
-        }
-    }
-    Ok(PoolLayout {
-        name,
-        capacity,
-        kv_cache_dtype,
-        layers,
-        row_bytes,
-    })
-}
-
-/// Lays out one pool's tensors at `rows` rows: calls `emit(layer_id, tensor,
-/// offset, nbytes)` for each, every offset a multiple of [`TENSOR_ALIGNMENT`];
-/// returns the slab size in bytes, or `None` on overflow.
-fn layout_pool(
-    pl: &PoolLayout,
-    rows: u64,
-    mut emit: impl FnMut(u64, &TensorLayout, u64, u64),
-) -> Option<u64> {
-    let mut end = 0u64;
-    for (layer_id, ts) in &pl.layers {
-        for t in ts {
-            let offset = end.checked_next_multiple_of(TENSOR_ALIGNMENT)?;
-            let nbytes = rows.checked_mul(t.row_bytes)?;
-            emit(*layer_id, t, offset, nbytes);
-            end = offset.checked_add(nbytes)?;
-        }
-    }
-    (end <= crate::arith::MAX_QUANTITY).then_some(end)
-}
 
 /// The planner's view of a configurator: its pools, and how their token
 /// counts follow from one primary count `x` (full tokens, or SWA tokens for
@@ -159,6 +24,76 @@ fn layout_pool(
 pub struct PlanLayout<'a> {
     cfg: &'a PoolConfigurator,
     pools: Vec<PoolLayout>,
+}
+
+/// Which layers a pool holds and what each layer's tensors are.
+struct Geometry<'s> {
+    cfg: &'s PoolConfigurator,
+    dtype: KvDtype,
+    buffers: Option<Fp4Buffers>,
+}
+
+impl Geometry<'_> {
+    fn heads(&self, h: u64) -> u64 {
+        let s = self.cfg.serving();
+        if self.cfg.kind() == ConfiguratorKind::Default {
+            kv_heads_per_rank(h, s.tp_size, s.heads_dcp_size())
+        } else {
+            swa_kv_heads_per_rank(h, s.tp_size)
+        }
+    }
+
+    /// A full layer's tensors, and the pool-wide workspace they need.
+    fn full(&self) -> Result<(Vec<TensorLayout>, Vec<TensorLayout>)> {
+        let m = self.cfg.shape();
+        match &m.mla() {
+            Some(mla) => Ok((mla_layer(mla, self.dtype)?, Vec::new())),
+            None => self.mha(self.heads(m.num_kv_heads), m.head_dim, m.v_dim()),
+        }
+    }
+
+    /// An SWA layer's tensors, and the pool-wide workspace they need.
+    fn swa(&self) -> Result<(Vec<TensorLayout>, Vec<TensorLayout>)> {
+        let m = self.cfg.shape();
+        match &m.swa_mla() {
+            Some(mla) => Ok((mla_layer(mla, self.dtype)?, Vec::new())),
+            None => self.mha(self.heads(m.swa_heads()), m.swa_k_dim(), m.swa_v_dim()),
+        }
+    }
+
+    fn mha(&self, heads: u64, dk: u64, dv: u64) -> Result<(Vec<TensorLayout>, Vec<TensorLayout>)> {
+        let ws = match self.buffers {
+            Some(b) if b.dequant_workspace => dequant_workspace(heads, dk)?,
+            _ => Vec::new(),
+        };
+        Ok((mha_layer(heads, dk, dv, self.dtype, self.buffers)?, ws))
+    }
+
+    /// A pool of the target layers `ids` at one geometry, or its fused entry.
+    fn target_pool(
+        &self,
+        name: PoolName,
+        sized: Sized,
+        ids: Vec<u64>,
+        layer: &(Vec<TensorLayout>, Vec<TensorLayout>),
+        fused_entry: Option<u64>,
+    ) -> Result<PoolLayout> {
+        let mut ids = ids;
+        ids.sort_unstable();
+        let layers = match fused_entry {
+            // One entry per token holds the target's layers, the draft's and the padding.
+            Some(bytes) => {
+                let entry = tensor(TensorKind::Entry, vec![bytes], StorageDtype::Uint8)?;
+                let mut layers: Vec<_> = ids.iter().map(|id| (*id, Vec::new())).collect();
+                if let Some(first) = layers.first_mut() {
+                    first.1.push(entry);
+                }
+                layers
+            }
+            None => layers_of(ids, &layer.0, &layer.1),
+        };
+        pool(name, sized, self.dtype, layers)
+    }
 }
 
 impl<'a> PlanLayout<'a> {
@@ -171,126 +106,167 @@ impl<'a> PlanLayout<'a> {
         } = cfg.layer_ids();
         let s = cfg.serving();
         let spec = cfg.spec();
-        let dtype = s.kv_cache_dtype;
-        let default_kind = cfg.kind() == ConfiguratorKind::Default;
-        let heads_rule = |h: u64| {
-            if default_kind {
-                kv_heads_per_rank(h, s.tp_size, s.dcp_size)
+        let dtype = s.kv_dtype();
+        let geo = Geometry {
+            cfg,
+            dtype,
+            buffers: if m.mla().is_some() {
+                None
             } else {
-                swa_kv_heads_per_rank(h, s.tp_size)
-            }
+                fp4_buffers::<PlanError>(dtype, s)?
+            },
         };
-        let full_layer = || -> Result<Vec<TensorLayout>> {
-            match &m.mla() {
-                Some(mla) => mla_layer(mla, dtype),
-                None => mha_layer(heads_rule(m.num_kv_heads), m.head_dim, m.v_dim(), dtype),
-            }
-        };
-        let swa_layer = || {
-            mha_layer(
-                heads_rule(m.swa_heads()),
-                m.swa_k_dim(),
-                m.swa_v_dim(),
-                dtype,
-            )
-        };
+        let sizing = cfg.sizing();
+        let default_kind = cfg.kind() == ConfiguratorKind::Default;
+        let unified = sizing.unified;
+        let fused_full = spec.fused_full_entry_bytes;
+        let full_cap = Sized::Tokens(DraftCapacity::Full);
+        let swa_cap = Sized::Tokens(DraftCapacity::Swa);
 
         let mut pools = Vec::new();
         if default_kind {
+            let ids: Vec<u64> = full_ids.iter().chain(&swa_ids).copied().collect();
+            pools.push(geo.target_pool(PoolName::Full, full_cap, ids, &geo.full()?, fused_full)?);
+        } else if unified {
+            // One byte buffer for the full and SWA layers (SGLang's unified pool).
             let mut ids: Vec<u64> = full_ids.iter().chain(&swa_ids).copied().collect();
             ids.sort_unstable();
-            let proto = full_layer()?;
-            let layers = ids.into_iter().map(|id| (id, proto.clone())).collect();
-            pools.push(pool(PoolName::Full, DraftCapacity::Full, dtype, layers)?);
+            let bytes = tensor(TensorKind::Bytes, Vec::new(), StorageDtype::Uint8)?;
+            let layers = layers_of(ids, &[], std::slice::from_ref(&bytes));
+            pools.push(pool(PoolName::Unified, Sized::UnifiedBytes, dtype, layers)?);
         } else {
             if m.num_full_layers > 0 {
-                let mut ids = full_ids;
-                ids.sort_unstable();
-                let proto = full_layer()?;
-                pools.push(pool(
+                pools.push(geo.target_pool(
                     PoolName::Full,
-                    DraftCapacity::Full,
-                    dtype,
-                    ids.into_iter().map(|id| (id, proto.clone())).collect(),
+                    full_cap,
+                    full_ids,
+                    &geo.full()?,
+                    fused_full,
                 )?);
             }
-            let mut ids = swa_ids;
-            ids.sort_unstable();
-            let proto = swa_layer()?;
-            pools.push(pool(
-                PoolName::Swa,
-                DraftCapacity::Swa,
-                dtype,
-                ids.into_iter().map(|id| (id, proto.clone())).collect(),
-            )?);
+            let fused_swa = spec.fused_swa_entry_bytes;
+            pools.push(geo.target_pool(PoolName::Swa, swa_cap, swa_ids, &geo.swa()?, fused_swa)?);
         }
+        for p in Self::draft_pools(cfg, &geo)? {
+            pools.push(p);
+        }
+        Ok(Self { cfg, pools })
+    }
 
-        // The draft pool (target worker only).
+    /// The draft's pools on the target worker: a private pool at the full (or
+    /// an all-SWA target's SWA) capacity, an SWA-capacity pool for `d_s`, or
+    /// under unified memory one pool over the virtual-id span. None when the
+    /// draft is fused into the target's entries.
+    fn draft_pools(cfg: &PoolConfigurator, geo: &Geometry<'_>) -> Result<Vec<PoolLayout>> {
+        let (s, spec, sizing) = (cfg.serving(), cfg.spec(), cfg.sizing());
+        let default_kind = cfg.kind() == ConfiguratorKind::Default;
         let all_swa = cfg.is_all_swa();
-        let rule_capacity = if all_swa {
+        let rule = if all_swa {
             DraftCapacity::Swa
         } else {
             DraftCapacity::Full
         };
-        let target = !s.is_draft_worker;
-        let drafting = spec.algorithm.counts_draft_layers() && spec.num_draft_layers() > 0;
-        let dflash = spec.algorithm == SpecAlgorithm::Dflash;
-        if target && (drafting || dflash) {
-            let draft_pool = if let Some(g) = &spec.draft {
-                let dt = g.kv_cache_dtype.unwrap_or(dtype);
-                let proto = mha_layer(heads_rule(g.num_kv_heads), g.head_dim, g.v_dim(), dt)?;
-                let layers = (0..g.num_layers).map(|i| (i, proto.clone())).collect();
-                Some(pool(
-                    PoolName::Draft,
-                    g.capacity.unwrap_or(rule_capacity),
-                    dt,
-                    layers,
-                )?)
-            } else if drafting {
-                // Default prices every draft layer at the full geometry (layer ratio);
-                // the SWA kinds price banded depths at the SWA geometry.
-                let (d_f, d_sf, _) = cfg.draft_terms();
-                let (d_f, d_sf) = if default_kind {
-                    (d_f + d_sf, 0)
-                } else {
-                    (d_f, d_sf)
-                };
-                let fp = full_layer()?;
-                let sp = if d_sf > 0 { swa_layer()? } else { Vec::new() };
-                let layers = (0..d_f)
-                    .map(|i| (i, fp.clone()))
-                    .chain((d_f..d_f + d_sf).map(|i| (i, sp.clone())))
-                    .collect();
-                Some(pool(PoolName::Draft, rule_capacity, dtype, layers)?)
-            } else {
-                let (_, _, d_c) = cfg.draft_terms();
-                if d_c > 0 {
-                    let t = tensor(TensorKind::Cache, vec![d_c], StorageDtype::Uint8)?;
-                    Some(pool(
-                        PoolName::Draft,
-                        rule_capacity,
-                        dtype,
-                        vec![(0, vec![t])],
-                    )?)
-                } else {
-                    None
-                }
+        let algorithm = spec.algorithm;
+        let d = spec.num_draft_layers();
+        let drafting = algorithm.counts_draft_layers() && d > 0;
+        if s.is_draft_worker || spec.is_fused() || !(drafting || algorithm.is_dflash_family()) {
+            return Ok(Vec::new());
+        }
+        let sized = if sizing.unified {
+            Sized::VirtualSpan
+        } else {
+            Sized::Tokens(rule)
+        };
+        let mut out = Vec::new();
+        if let Some(g) = &spec.draft {
+            let dt = g
+                .kv_cache_dtype
+                .map_or(geo.dtype, |t| t.or_model(s.model_dtype));
+            let buffers = fp4_buffers::<PlanError>(dt, s)?;
+            let heads = geo.heads(g.num_kv_heads);
+            let ws = match buffers {
+                Some(b) if b.dequant_workspace => dequant_workspace(heads, g.head_dim)?,
+                _ => Vec::new(),
             };
-            if let Some(p) = draft_pool {
-                if p.capacity == DraftCapacity::Swa && default_kind {
-                    return Err(PlanError::invalid(
-                        "draft capacity \"swa\" needs an SWA pool, but DefaultPoolConfigurator plans a single full pool",
-                    ));
-                }
-                if p.capacity == DraftCapacity::Full && all_swa {
-                    return Err(PlanError::invalid(
-                        "draft capacity \"full\" needs a full pool, but this all-SWA target has none",
-                    ));
-                }
-                pools.push(p);
+            let proto = mha_layer(heads, g.head_dim, g.v_dim(), dt, buffers)?;
+            // The last d_s draft layers keep the SWA pool's token count (SGLang's d_s).
+            let (_, d_s, _, _) = cfg.draft_terms();
+            let private_swa = if all_swa || sizing.unified || default_kind {
+                0
+            } else {
+                d_s
+            };
+            let own = g.num_layers - private_swa.min(g.num_layers);
+            if private_swa > 0 {
+                let layers = layers_of(own..g.num_layers, &proto, &ws);
+                let swa = Sized::Tokens(DraftCapacity::Swa);
+                out.push(pool(PoolName::DraftSwa, swa, dt, layers)?);
+            }
+            let layers = layers_of(0..own, &proto, &ws);
+            if layers.is_empty() {
+                return Ok(out);
+            }
+            let sized = match (g.capacity, sizing.unified) {
+                (_, true) => Sized::VirtualSpan,
+                (Some(c), false) => Sized::Tokens(c),
+                (None, false) => Sized::Tokens(rule),
+            };
+            if sized == Sized::Tokens(DraftCapacity::Swa) && default_kind {
+                return Err(PlanError::invalid(
+                    "draft capacity \"swa\" needs an SWA pool, but DefaultPoolConfigurator plans a single full pool",
+                ));
+            }
+            if sized == Sized::Tokens(DraftCapacity::Full) && all_swa {
+                return Err(PlanError::invalid(
+                    "draft capacity \"full\" needs a full pool, but this all-SWA target has none",
+                ));
+            }
+            out.insert(0, pool(PoolName::Draft, sized, dt, layers)?);
+            return Ok(out);
+        }
+        let (d_f, d_s, d_sf, d_c) = cfg.draft_terms();
+        // Default prices every draft layer at the full geometry (layer ratio).
+        let (d_f, d_s, d_sf) = if default_kind {
+            (d, 0, 0)
+        } else {
+            (d_f, d_s, d_sf)
+        };
+        let (fp, fws) = geo.full()?;
+        let (sp, sws) = if d_s + d_sf > 0 {
+            geo.swa()?
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        // d_s shares the draft pool where it shares its capacity (all-SWA, unified).
+        let private_swa = d_s > 0 && !all_swa && !sizing.unified;
+        let banded = if private_swa { d_sf } else { d_s + d_sf };
+        let mut layers: Vec<(u64, Vec<TensorLayout>)> = layers_of(0..d_f, &fp, &fws);
+        layers.extend(layers_of(
+            d_f..d_f + banded,
+            &sp,
+            if d_f == 0 { &sws } else { &[] },
+        ));
+        if d_c > 0 {
+            let cache = tensor(TensorKind::Cache, vec![d_c], StorageDtype::Uint8)?;
+            match layers.first_mut() {
+                Some(first) => first.1.push(cache),
+                None => layers.push((0, vec![cache])),
             }
         }
-        Ok(Self { cfg, pools })
+        if !layers.is_empty() {
+            out.push(pool(PoolName::Draft, sized, geo.dtype, layers)?);
+        }
+        if private_swa {
+            let first = d_f + banded;
+            let layers = layers_of(first..first + d_s, &sp, &sws);
+            out.push(pool(
+                PoolName::DraftSwa,
+                Sized::Tokens(DraftCapacity::Swa),
+                geo.dtype,
+                layers,
+            )?);
+        }
+        Ok(out)
     }
 
     /// `(full_tokens, swa_tokens)` for a primary count `x` (a multiple of `p`), tokens.
@@ -300,8 +276,44 @@ impl<'a> PlanLayout<'a> {
             ConfiguratorKind::Default => (x, 0),
             _ if cfg.is_all_swa() => (0, x),
             ConfiguratorKind::HybridSwa => (x, align_down(cfg.ratio_tokens(x)?, p)?),
-            ConfiguratorKind::ChunkCap => (x, cfg.chunk_cap_swa_tokens(p)?),
+            ConfiguratorKind::RequestCap => (x, cfg.request_cap_swa_tokens(p)?),
         })
+    }
+
+    /// A pool's token and row counts at `(full, swa)` tokens: `None` if they
+    /// overflow or are negative.
+    fn rows_of(&self, pl: &PoolLayout, full: i64, swa: i64, p: i64) -> Option<(u64, u64)> {
+        let sizing = self.cfg.sizing();
+        let tokens = match pl.sized {
+            Sized::Tokens(DraftCapacity::Full) => full,
+            Sized::Tokens(DraftCapacity::Swa) => swa,
+            Sized::UnifiedBytes => {
+                // The buffer is a byte count: rows are the full tokens, no padding page.
+                let t = u64::try_from(full).ok()?;
+                return Some((t, t));
+            }
+            Sized::VirtualSpan => {
+                let bytes = sizing.unified_pool_bytes(full, swa);
+                let u = i128::from(sizing.unified_full_cell().max(1));
+                let span = (bytes / u - 1).max(0);
+                let tokens = (span + i128::from(p) - 1) / i128::from(p) * i128::from(p);
+                i64::try_from(tokens).ok()?
+            }
+        };
+        let t = u64::try_from(tokens).ok()?;
+        Some((t, t.checked_add(p as u64)?))
+    }
+
+    /// A pool's bytes at `(full, swa)` tokens, `None` on overflow.
+    fn pool_bytes(&self, pl: &PoolLayout, full: i64, swa: i64, p: i64) -> Option<u64> {
+        if pl.sized == Sized::UnifiedBytes {
+            let b = self.cfg.sizing().unified_pool_bytes(full, swa);
+            return u64::try_from(b)
+                .ok()
+                .filter(|b| *b <= crate::arith::MAX_QUANTITY);
+        }
+        let (_, rows) = self.rows_of(pl, full, swa, p)?;
+        layout_pool(pl, rows, |_, _, _, _| {})
     }
 
     /// Total bytes of the plan at primary count `x`, or `None` if it overflows.
@@ -309,17 +321,13 @@ impl<'a> PlanLayout<'a> {
         let (full, swa) = self.tokens_for(x, p).ok()?;
         let mut total = 0u64;
         for pl in &self.pools {
-            let tokens = match pl.capacity {
-                DraftCapacity::Full => full,
-                DraftCapacity::Swa => swa,
-            };
-            let rows = u64::try_from(tokens.checked_add(p)?).ok()?;
-            total = total.checked_add(layout_pool(pl, rows, |_, _, _, _| {})?)?;
+            total = total.checked_add(self.pool_bytes(pl, full, swa, p)?)?;
         }
         Some(total)
     }
 
-    /// Bytes per primary token of the pools whose size is the primary count itself.
+    /// Bytes per primary token of the pools whose size is the primary count
+    /// itself (a lower bound of the plan's growth per token).
     fn primary_row_bytes(&self) -> u64 {
         let primary = if self.cfg.is_all_swa() {
             DraftCapacity::Swa
@@ -328,8 +336,11 @@ impl<'a> PlanLayout<'a> {
         };
         self.pools
             .iter()
-            .filter(|p| p.capacity == primary)
-            .map(|p| p.row_bytes)
+            .map(|p| match p.sized {
+                Sized::Tokens(c) if c == primary => p.row_bytes,
+                Sized::UnifiedBytes => self.cfg.sizing().unified_full_cell(),
+                _ => 0,
+            })
             .sum()
     }
 
@@ -361,21 +372,23 @@ impl<'a> PlanLayout<'a> {
     pub fn plan_at(&self, x: i64, p: i64, fit: Fit, available_bytes: i64) -> Result<PoolPlan> {
         let (full, swa) = self.tokens_for(x, p)?;
         let cfg = self.cfg;
-        let config = match cfg.kind() {
-            ConfiguratorKind::Default => MemoryPoolConfig {
-                max_total_num_tokens: full,
-                full_max_total_num_tokens: None,
-                swa_max_total_num_tokens: None,
-            },
-            _ if cfg.is_all_swa() => MemoryPoolConfig {
-                max_total_num_tokens: swa,
-                full_max_total_num_tokens: Some(0),
-                swa_max_total_num_tokens: Some(swa),
-            },
-            _ => MemoryPoolConfig {
-                max_total_num_tokens: full,
-                full_max_total_num_tokens: Some(full),
-                swa_max_total_num_tokens: Some(swa),
+        let (max_total, full_cfg, swa_cfg) = match cfg.kind() {
+            ConfiguratorKind::Default => (full, None, None),
+            _ if cfg.is_all_swa() => (swa, Some(0), Some(swa)),
+            _ => (full, Some(full), Some(swa)),
+        };
+        let unified = cfg.sizing().unified;
+        let config = MemoryPoolConfig {
+            max_total_num_tokens: max_total,
+            full_max_total_num_tokens: full_cfg,
+            swa_max_total_num_tokens: swa_cfg,
+            unified_memory_pool_bytes: if unified {
+                Some(narrow(
+                    cfg.sizing().unified_pool_bytes(full, swa),
+                    "unified pool bytes",
+                )?)
+            } else {
+                None
             },
         };
         self.build(config, full, swa, p, fit, available_bytes)
@@ -394,34 +407,49 @@ impl<'a> PlanLayout<'a> {
         let mut pools = Vec::with_capacity(self.pools.len());
         let mut total = 0u64;
         for pl in &self.pools {
-            let tokens = match pl.capacity {
-                DraftCapacity::Full => full,
-                DraftCapacity::Swa => swa,
-            };
-            let tokens = u64::try_from(tokens).map_err(|_| {
+            let (tokens, rows) = self.rows_of(pl, full, swa, p).ok_or_else(|| {
                 PlanError::not_enough_memory(format!(
-                    "{} pool would hold {tokens} tokens",
+                    "the {} pool would hold a negative or overflowing token count",
                     pl.name.as_str()
                 ))
             })?;
-            let rows = add(tokens, pu, "pool rows")?;
             let mut tensors = Vec::new();
-            let slab = layout_pool(pl, rows, |layer_id, t, offset, nbytes| {
-                let mut shape = Vec::with_capacity(t.inner.len() + 1);
-                shape.push(rows);
-                shape.extend_from_slice(&t.inner);
-                tensors.push(TensorSpec {
-                    pool: pl.name,
-                    layer_id,
-                    kind: t.kind,
-                    shape,
-                    dtype: t.dtype,
-                    nbytes,
-                    offset,
-                });
-            })
-            .ok_or_else(|| PlanError::overflow("pool bytes"))?;
-            let padding = mul(pu, pl.row_bytes, "padding bytes")?;
+            let (slab, padding) = if pl.sized == Sized::UnifiedBytes {
+                let nbytes = self
+                    .pool_bytes(pl, full, swa, p)
+                    .ok_or_else(|| PlanError::overflow("unified pool bytes"))?;
+                if let Some((layer_id, ts)) = pl.layers.first() {
+                    for t in ts {
+                        tensors.push(TensorSpec {
+                            pool: pl.name,
+                            layer_id: *layer_id,
+                            kind: t.kind,
+                            shape: vec![nbytes],
+                            dtype: t.dtype,
+                            nbytes,
+                            offset: 0,
+                        });
+                    }
+                }
+                (nbytes, 0)
+            } else {
+                let slab = layout_pool(pl, rows, |layer_id, t, offset, nbytes| {
+                    let mut shape = Vec::with_capacity(t.inner.len() + 1);
+                    shape.push(rows);
+                    shape.extend_from_slice(&t.inner);
+                    tensors.push(TensorSpec {
+                        pool: pl.name,
+                        layer_id,
+                        kind: t.kind,
+                        shape,
+                        dtype: t.dtype,
+                        nbytes,
+                        offset,
+                    });
+                })
+                .ok_or_else(|| PlanError::overflow("pool bytes"))?;
+                (slab, mul(pu, pl.row_bytes, "padding bytes")?)
+            };
             total = add(total, slab, "plan bytes")?;
             pools.push(PoolSpec {
                 name: pl.name,

@@ -6,11 +6,19 @@
 //! `[rows, heads, dv]` with `rows = tokens + page_size` (slot 0 is the dummy
 //! page); MLA keeps one latent tensor `[rows, 1, kv_lora_rank + qk_rope_head_dim]`.
 //! fp8 is stored as uint8; mxfp8 adds a uint8 scale tensor per K and V with
-//! `ceil(dim / 32)` scales per head; fp4 packs two elements per byte
-//! (`ceil(dim / 2)`) with `ceil(dim / 16)` uint8 scales per head.
+//! `ceil(dim / 32)` scales per head. The FP4 recipes store K and V at the K
+//! head dim, packed (`dk // 2` bytes per head), with the scale layouts the
+//! attention backends read (`dk // 16` per head each; block-16 FP4 flattens
+//! them to `heads * dk // 16`) and, for NVFP4 with FlashInfer prefill, one FP8
+//! dequant workspace per pool ([`crate::fp4`]); FP4 MLA packs the latent with
+//! `ceil(dim / 16)` scales. A fused draft entry replaces a pool's tensors by
+//! one `[rows, entry_bytes]` buffer; unified memory replaces the target pools
+//! by one byte buffer of `full * U + swa * S * n_s` bytes (no padding page),
+//! and sizes the draft over its virtual ids.
 
 mod check;
 mod layout;
+mod tensors;
 
 pub use layout::PlanLayout;
 
@@ -55,18 +63,44 @@ pub enum PoolName {
     Full,
     /// The target's sliding-window pool.
     Swa,
-    /// The draft model's pool.
+    /// The draft model's pool (at the full capacity, or an all-SWA target's SWA
+    /// capacity; under unified memory, over the unified pool's virtual ids).
     Draft,
+    /// The draft layers at SWA geometry and SWA capacity (`d_s`).
+    DraftSwa,
+    /// Unified memory: one byte buffer the full and SWA layers share.
+    Unified,
 }
 
 impl PoolName {
-    /// `"full"`, `"swa"` or `"draft"`.
+    /// Every pool name, in plan order.
+    pub const ALL: &'static [Self] = &[
+        Self::Full,
+        Self::Swa,
+        Self::Unified,
+        Self::Draft,
+        Self::DraftSwa,
+    ];
+
+    /// `"full"`, `"swa"`, `"unified"`, `"draft"` or `"draft_swa"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Full => "full",
             Self::Swa => "swa",
             Self::Draft => "draft",
+            Self::DraftSwa => "draft_swa",
+            Self::Unified => "unified",
         }
+    }
+
+    /// The pool called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|p| p.as_str() == name)
+    }
+
+    /// A draft pool (`"draft"` or `"draft_swa"`): its layer ids are draft-local.
+    pub const fn is_draft(self) -> bool {
+        matches!(self, Self::Draft | Self::DraftSwa)
     }
 }
 
@@ -88,6 +122,20 @@ pub enum TensorKind {
     KvScale,
     /// An opaque per-token cache (a DFLASH draft given only its bytes per token).
     Cache,
+    /// NVFP4 key scales in the native HND layout TRT-LLM reads on SM100 (SGLang
+    /// views them as `[rows / page, heads, page, dim / 16]`; the same bytes).
+    NativeKScale,
+    /// NVFP4 value scales in the native HND layout.
+    NativeVScale,
+    /// NVFP4's FP8 key dequant workspace (once per pool, listed with its first layer).
+    DqK,
+    /// NVFP4's FP8 value dequant workspace.
+    DqV,
+    /// A fused entry per token: the target's layers, the draft's and padding
+    /// (once per pool, listed with its first layer).
+    Entry,
+    /// The unified pool's byte buffer (one-dimensional, listed with its first layer).
+    Bytes,
 }
 
 impl TensorKind {
@@ -101,6 +149,12 @@ impl TensorKind {
             Self::Kv => "kv",
             Self::KvScale => "kv_scale",
             Self::Cache => "cache",
+            Self::NativeKScale => "native_k_scale",
+            Self::NativeVScale => "native_v_scale",
+            Self::DqK => "dq_k",
+            Self::DqV => "dq_v",
+            Self::Entry => "entry",
+            Self::Bytes => "bytes",
         }
     }
 }
@@ -241,7 +295,10 @@ impl PoolConfigurator {
                     )));
                 }
                 let plan = layout.plan_at(x, p, fit, available_bytes)?;
-                if self.kind() != ConfiguratorKind::Default && !self.is_all_swa() {
+                if self.kind() != ConfiguratorKind::Default
+                    && !self.is_all_swa()
+                    && !self.sizing().unified
+                {
                     let swa = plan.config.swa_max_total_num_tokens.unwrap_or(0);
                     self.check_admission_floor(swa)?;
                 }

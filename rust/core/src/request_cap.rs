@@ -1,5 +1,6 @@
-//! The SWA chunk cap: how many SWA tokens a bounded number of requests can
-//! hold at once (REFERENCE 2.4, SGLang's `SWAChunkCapPoolConfigurator`).
+//! The SWA request cap: how many SWA tokens `max_running_requests` requests
+//! can hold live at once (REFERENCE 2.4 and 2.7; SGLang 0.5.23's
+//! `compute_swa_request_cap` and `SWARequestCapPoolConfigurator.is_applicable`).
 
 use crate::arith::{add, mul};
 use crate::error::Fail;
@@ -12,8 +13,12 @@ fn ceil_to<E: Fail>(a: u64, p: u64, what: &str) -> Result<u64, E> {
 
 /// Tokens one request allocates ahead per decode step, in tokens.
 ///
-/// No speculation: `p`. Overlap disabled (spec v1) and enabled (spec v2)
-/// follow REFERENCE 2.4; `steps`, `topk` and `k` default to 1 when unset or 0.
+/// No speculation: `p`. Overlap disabled (spec v1): SGLang's
+/// `spec_decode_alloc_len_per_request` (`steps`, `topk`, `k` default to 1 when
+/// unset or 0). Overlap enabled (spec v2): `2 * get_alloc_len_per_decode()`,
+/// which pages by `p * dcp`, reads the adaptive bound
+/// [`SpeculativeConfig::max_draft_tokens`] (required: SGLang fails without
+/// it), and gives UNO `tokens + 1`.
 pub fn decode_alloc_per_request<E: Fail>(
     serving: &ServingConfig,
     spec: &SpeculativeConfig,
@@ -25,10 +30,10 @@ pub fn decode_alloc_per_request<E: Fail>(
     let or1 = |v: Option<u64>| v.filter(|x| *x > 0).unwrap_or(1);
     let steps = or1(spec.num_steps);
     let topk = or1(spec.eagle_topk);
-    let k = or1(spec.num_draft_tokens);
     let what = "decode allocation per request";
     if serving.disable_overlap_schedule {
         // spec v1
+        let k = or1(spec.num_draft_tokens);
         if p > 1 && topk > 1 {
             Ok(mul(ceil_to(add(steps, p, what)?, p, what)?, topk, what)?.max(ceil_to(k, p, what)?))
         } else if p > 1 {
@@ -38,13 +43,22 @@ pub fn decode_alloc_per_request<E: Fail>(
         }
     } else {
         // spec v2: the overlap allocator keeps two allocations outstanding.
+        let Some(k) = spec.max_draft_tokens() else {
+            return Err(E::invalid_with(|| {
+                format!(
+                    "the spec-v2 decode allocation of {} needs num_draft_tokens (SGLang's \
+                     get_alloc_len_per_decode reads it)",
+                    spec.algorithm.as_str()
+                )
+            }));
+        };
         let pp = mul(p, serving.dcp_size, what)?;
-        let inner = if pp == 1 || topk == 1 || spec.algorithm == SpecAlgorithm::Ngram {
+        let inner = if spec.algorithm == SpecAlgorithm::Uno {
+            add(k, 1, what)?
+        } else if pp == 1 || topk == 1 || !spec.algorithm.has_draft_kv() {
             mul(steps, topk, what)?.max(k)
         } else {
-            // SGLang's get_alloc_len_per_decode: ((p'-1) + steps + p'-1) // p' pages per topk
-            // branch, i.e. floor((2(p'-1) + steps) / p') = ceil((p'-1 + steps) / p').
-            // REFERENCE 2.4 prints `ceil(...)` here; SGLang's floor wins (INV-1).
+            // ((p'-1) + steps + p'-1) // p' pages per topk branch.
             let num = add(mul(2, pp - 1, what)?, steps, what)?;
             mul(mul(num / pp, pp, what)?, topk, what)?.max(k)
         };
@@ -52,8 +66,10 @@ pub fn decode_alloc_per_request<E: Fail>(
     }
 }
 
-/// Why the chunk cap does not apply, or `None` when it does (SGLang's `is_applicable`).
-pub fn chunk_cap_inapplicable_reason(
+/// Why the request cap does not apply, or `None` when it does (SGLang's
+/// `is_applicable`): it needs `max_running_requests`, the radix cache off, a
+/// positive chunked-prefill size outside PD decode, a window and full layers.
+pub fn request_cap_inapplicable_reason(
     serving: &ServingConfig,
     window: Option<u64>,
     num_full_layers: u64,
@@ -62,8 +78,10 @@ pub fn chunk_cap_inapplicable_reason(
         Some("max_running_requests is not set")
     } else if !serving.disable_radix_cache {
         Some("the radix cache is enabled (disable_radix_cache=False)")
-    } else if serving.chunked_prefill_size.is_none() {
-        Some("chunked_prefill_size is not set")
+    } else if serving.disaggregation_mode != DisaggregationMode::Decode
+        && serving.chunked_prefill_size.is_none()
+    {
+        Some("chunked_prefill_size is not set (needed outside PD decode)")
     } else if window.is_none() {
         Some("sliding_window_size is not set")
     } else if num_full_layers == 0 {
@@ -75,16 +93,17 @@ pub fn chunk_cap_inapplicable_reason(
 
 /// The SWA token cap (before page alignment), in tokens.
 ///
-/// `trailing = W + max(1, E) * k + p`; `per_request = trailing + decode_alloc`;
-/// `N = max_running_requests // attn_dp_size`; PD decode adds `(W + p)` per
-/// extra slot, otherwise `c * chunked_prefill_size + p` with `c` = 1 (overlap
-/// off) or 2. `p` here is the serving page size.
-pub fn swa_chunk_cap<E: Fail>(
+/// `trailing = W + max(1, E) * k + p` (`k` = `num_draft_tokens`, 1 when unset
+/// or 0); `per_request = trailing + decode_alloc`; `N = max(1,
+/// max_running_requests // attn_dp_size)`; PD decode adds `(W + p)` per extra
+/// slot, otherwise `c * chunked_prefill_size + p` with `c` = 1 (overlap off)
+/// or 2. `p` here is the serving page size.
+pub fn swa_request_cap<E: Fail>(
     serving: &ServingConfig,
     spec: &SpeculativeConfig,
     window: u64,
 ) -> Result<u64, E> {
-    let what = "SWA chunk cap";
+    let what = "SWA request cap";
     let p = serving.page_size;
     let k = spec.num_draft_tokens.filter(|x| *x > 0).unwrap_or(1);
     let e = serving.swa_eviction_interval.max(1) as u64;
@@ -92,8 +111,8 @@ pub fn swa_chunk_cap<E: Fail>(
     let per_request = add(trailing, decode_alloc_per_request(serving, spec)?, what)?;
     let mrr = serving
         .max_running_requests
-        .ok_or_else(|| E::invalid_with(|| "the chunk cap needs max_running_requests".into()))?;
-    let n = mrr / serving.attn_dp_size;
+        .ok_or_else(|| E::invalid_with(|| "the request cap needs max_running_requests".into()))?;
+    let n = (mrr / serving.attn_dp_size).max(1);
     let base = mul(per_request, n, what)?;
     if serving.disaggregation_mode == DisaggregationMode::Decode {
         add(
@@ -106,9 +125,9 @@ pub fn swa_chunk_cap<E: Fail>(
             what,
         )
     } else {
-        let chunk = serving
-            .chunked_prefill_size
-            .ok_or_else(|| E::invalid_with(|| "the chunk cap needs chunked_prefill_size".into()))?;
+        let chunk = serving.chunked_prefill_size.ok_or_else(|| {
+            E::invalid_with(|| "the request cap needs chunked_prefill_size".into())
+        })?;
         let c = if serving.disable_overlap_schedule {
             1
         } else {

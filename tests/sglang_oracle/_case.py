@@ -1,0 +1,313 @@
+"""A kvbudget case dict -> SGLang's inputs: a KVCacheConfigurator and the runtime context.
+
+The mapping is documented field by field in the package docstring
+(:mod:`sglang_oracle`); this module is its implementation. Every object built
+here is a :class:`~._strict.StrictNamespace`, so SGLang reading an input the
+oracle does not map fails loudly instead of getting a made-up value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from ._sandbox import HFConfig, Sandbox
+from ._strict import StrictNamespace, StubError
+
+#: Keys every case must carry (geometry and the serving values without an "off" state).
+REQUIRED: tuple[str, ...] = (
+    "num_full_layers",
+    "num_swa_layers",
+    "num_kv_heads",
+    "head_dim",
+    "v_head_dim",
+    "swa_num_kv_heads",
+    "swa_head_dim",
+    "swa_v_head_dim",
+    "kv_cache_dtype",
+    "model_dtype",
+    "page_size",
+    "swa_full_tokens_ratio",
+    "swa_eviction_interval",
+)
+
+#: Keys a case may leave out, with the "feature off" value used then.
+OPTIONAL: dict[str, object] = {
+    "sliding_window_size": None,
+    "kv_lora_rank": None,
+    "qk_rope_head_dim": None,
+    "swa_kv_lora_rank": None,
+    "swa_qk_rope_head_dim": None,
+    "tp_size": 1,
+    "dcp_size": 1,
+    "attn_dp_size": 1,
+    "max_running_requests": None,
+    "chunked_prefill_size": None,
+    "disable_radix_cache": False,
+    "disable_overlap_schedule": False,
+    "disaggregation_mode": "null",
+    "disaggregation_decode_extra_slots": 0,
+    "disable_hybrid_swa_memory": False,
+    "is_draft_worker": False,
+    "enable_unified_memory": False,
+    "prefill_attention_backend": None,
+    "decode_attention_backend": None,
+    "is_sm100": False,
+    "algorithm": "none",
+    "draft_num_layers": 0,
+    "num_steps": None,
+    "eagle_topk": None,
+    "num_draft_tokens": None,
+    "max_num_draft_tokens": None,
+    "banded_draft_layers": 0,
+    "draft_swa_num_layers": 0,
+    "dflash_draft_cell_size_per_token": None,
+    "fused_full_entry_bytes": None,
+    "fused_swa_entry_bytes": None,
+    "context_len": 131072,
+}
+
+#: kvbudget kv_cache_dtype -> (SGLang --kv-cache-dtype, model dtype forced by it or None).
+KV_CACHE_DTYPES: dict[str, tuple[str, torch.dtype | None]] = {
+    "auto": ("auto", None),
+    "bf16": ("bf16", None),
+    "fp16": ("auto", torch.float16),
+    "fp32": ("auto", torch.float32),
+    "fp8_e4m3": ("fp8_e4m3", None),
+    "fp8_e5m2": ("fp8_e5m2", None),
+    "mxfp8": ("mxfp8", None),
+    "nvfp4": ("nvfp4", None),
+    "fp4_mx_block16": ("fp4_mx_block16", None),
+}
+MODEL_DTYPES: dict[str, torch.dtype] = {
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp32": torch.float32,
+}
+ALGORITHMS = (
+    "none",
+    "eagle",
+    "eagle3",
+    "nextn",
+    "standalone",
+    "ngram",
+    "dflash",
+    "uno",
+    "dspark",
+    "frozen_kv_mtp",
+)
+DISAGGREGATION_MODES = ("null", "prefill", "decode")
+
+#: Hugging Face config attributes SGLang probes with getattr/hasattr that a plain
+#: Llama/DeepSeek-V2 text config does not have (so the probe must see "unset").
+HF_ABSENT: frozenset[str] = frozenset(
+    {
+        "multi_query",  # ModelConfig.get_total_num_kv_heads (falcon MQA)
+        "n_head_kv",
+        "num_kv_heads",  # get_total_num_kv_heads, probed before num_key_value_heads
+        "text_config",  # kimi_linear_config, qsa _text_config: not a multimodal config
+        "indexer_n_heads",  # parse_qsa_profile: no QSA indexer
+        "mtp_local_layer_ids",  # HybridSWAPoolConfigurator: set only with banded_draft_layers > 0
+    }
+)
+
+CONFIG_KEYS = (
+    "max_total_num_tokens",
+    "full_max_total_num_tokens",
+    "swa_max_total_num_tokens",
+    "unified_memory_pool_bytes",
+)
+
+
+class CaseError(ValueError):
+    """The case dict itself is malformed (unknown key, missing key, unknown name)."""
+
+
+def resolve_case(case: Mapping[str, object]) -> dict[str, Any]:
+    """The case with defaults filled; unknown or missing keys and unknown names raise CaseError."""
+    unknown = sorted(set(case) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise CaseError(f"unknown case keys: {unknown}")
+    missing = [k for k in REQUIRED if k not in case]
+    if missing:
+        raise CaseError(f"missing case keys: {missing}")
+    c: dict[str, Any] = {**OPTIONAL, **case}
+    for key, allowed in (
+        ("kv_cache_dtype", KV_CACHE_DTYPES),
+        ("model_dtype", MODEL_DTYPES),
+        ("algorithm", ALGORITHMS),
+        ("disaggregation_mode", DISAGGREGATION_MODES),
+    ):
+        if c[key] not in allowed:
+            raise CaseError(f"{key}={c[key]!r}: expected one of {sorted(allowed)}")
+    return c
+
+
+def _positive_or_none(value: Any) -> Any:
+    return value if value is not None and value > 0 else None
+
+
+def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, StrictNamespace]:
+    """``(kvc, runtime context)`` for one resolved case; fresh objects every call."""
+    algo_name = c["algorithm"]
+    spec_algorithm = sb.speculative_algorithm.from_string(
+        None if algo_name == "none" else algo_name.upper()
+    )
+    is_mla = c["kv_lora_rank"] is not None
+    is_draft = bool(c["is_draft_worker"])
+
+    sglang_dtype, forced_model_dtype = KV_CACHE_DTYPES[c["kv_cache_dtype"]]
+    model_dtype = forced_model_dtype or MODEL_DTYPES[c["model_dtype"]]
+    resolved_str, kv_cache_dtype = sb.configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=sglang_dtype,
+        model=None,
+        model_dtype=model_dtype,
+        is_draft_worker=is_draft,
+        is_dflash=spec_algorithm.is_dflash_family(),
+        speculative_draft_attention_backend=None,
+        speculative_draft_kv_cache_dtype=None,
+    )
+
+    hf_attrs: dict[str, Any] = {
+        "architectures": ["DeepseekV2ForCausalLM" if is_mla else "LlamaForCausalLM"],
+        "model_type": "deepseek_v2" if is_mla else "llama",
+        "num_key_value_heads": c["num_kv_heads"],
+        "swa_num_key_value_heads": c["swa_num_kv_heads"],
+    }
+    absent = HF_ABSENT
+    if c["banded_draft_layers"] > 0:
+        hf_attrs["mtp_local_layer_ids"] = list(range(c["banded_draft_layers"]))
+        absent = absent - {"mtp_local_layer_ids"}
+    hf = HFConfig("hf_config", absent, **hf_attrs)
+
+    mc_attrs: dict[str, Any] = {
+        "hf_config": hf,
+        "hf_text_config": hf,
+        "is_draft_model": is_draft,
+        "attention_arch": sb.attention_arch.MLA if is_mla else sb.attention_arch.MHA,
+        "head_dim": c["head_dim"],
+        "v_head_dim": c["v_head_dim"],
+        "swa_head_dim": c["swa_head_dim"],
+        "swa_v_head_dim": c["swa_v_head_dim"],
+        "context_len": c["context_len"],
+        "linear_attn_registry_result": None,
+    }
+    if is_mla:
+        mc_attrs.update(
+            kv_lora_rank=c["kv_lora_rank"],
+            qk_rope_head_dim=c["qk_rope_head_dim"],
+            swa_kv_lora_rank=c["swa_kv_lora_rank"],
+            swa_qk_rope_head_dim=c["swa_qk_rope_head_dim"],
+        )
+    model_config = sb.model_config_cls("ModelConfig", (), **mc_attrs)
+
+    n_f, n_s = c["num_full_layers"], c["num_swa_layers"]
+    is_hybrid_swa = n_s > 0 and not c["disable_hybrid_swa_memory"]
+    layer_info = StrictNamespace(
+        "ModelLayerInfo",
+        start_layer=0,
+        end_layer=n_f + n_s,
+        num_effective_layers=n_f + n_s,
+        full_attention_layer_ids=list(range(n_f)) if is_hybrid_swa else None,
+        swa_attention_layer_ids=list(range(n_f, n_f + n_s)) if is_hybrid_swa else None,
+        is_hybrid_swa_mtp_draft=False,
+    )
+
+    eagle_like = spec_algorithm.is_eagle() or spec_algorithm.is_standalone()
+    dflash_like = spec_algorithm.is_dflash_family()
+    spec_aux = StrictNamespace(
+        "SpecAuxHiddenStateConfig",
+        eagle_draft_num_layers=_positive_or_none(c["draft_num_layers"]) if eagle_like else None,
+        eagle_draft_swa_num_layers=_positive_or_none(c["draft_swa_num_layers"])
+        if eagle_like
+        else None,
+        dflash_draft_num_layers=_positive_or_none(c["draft_num_layers"]) if dflash_like else None,
+        dspark_num_stages=None,
+    )
+
+    fused = {"full": c["fused_full_entry_bytes"], "swa": c["fused_swa_entry_bytes"]}
+
+    def fused_entry_bytes(sub_pool_name: str) -> Any:
+        if sub_pool_name not in fused:
+            raise StubError(
+                f"sglang_oracle: kvc.fused_entry_bytes({sub_pool_name!r}) is not mapped"
+            )
+        return fused[sub_pool_name]
+
+    kvc = StrictNamespace(
+        "KVCacheConfigurator",
+        device="cpu",
+        attn_dp_size=c["attn_dp_size"],
+        pp_size=1,
+        model_config=model_config,
+        server_args=StrictNamespace("ServerArgs", enable_hisparse=False),
+        kv_cache_dtype=kv_cache_dtype,
+        kv_cache_dtype_str=resolved_str if resolved_str is not None else sglang_dtype,
+        model_dtype=model_dtype,
+        page_size=c["page_size"],
+        sliding_window_size=c["sliding_window_size"],
+        spec_algorithm=spec_algorithm,
+        is_draft_worker=is_draft,
+        spec_aux_config=spec_aux,
+        is_hybrid_swa=is_hybrid_swa,
+        use_mla_backend=is_mla,
+        layer_info=layer_info,
+        dflash_draft_cell_size_per_token=c["dflash_draft_cell_size_per_token"],
+        mambaish_config=sb.mambaish_config(model_config),
+        token_to_kv_pool_allocator=None,
+        fused_entry_bytes=fused_entry_bytes,
+    )
+
+    ctx = StrictNamespace(
+        "runtime context",
+        parallel=StrictNamespace(
+            "get_parallel()",
+            attn_tp_size=c["tp_size"],
+            attn_dcp_size=c["dcp_size"],
+            attn_dp_size=c["attn_dp_size"],
+            enable_dsa_cache_layer_split=False,
+            enable_kv_cache_sharding=False,
+        ),
+        schedule=StrictNamespace(
+            "get_schedule()",
+            page_size=c["page_size"],
+            max_total_tokens=None,
+            swa_full_tokens_ratio=c["swa_full_tokens_ratio"],
+            max_running_requests=c["max_running_requests"],
+            chunked_prefill_size=c["chunked_prefill_size"],
+            disable_overlap_schedule=c["disable_overlap_schedule"],
+        ),
+        spec=StrictNamespace(
+            "get_spec()",
+            speculative_algorithm=None if spec_algorithm.is_none() else spec_algorithm.name,
+            speculative_num_steps=c["num_steps"],
+            speculative_eagle_topk=c["eagle_topk"],
+            speculative_num_draft_tokens=c["num_draft_tokens"],
+            max_speculative_num_draft_tokens=c["max_num_draft_tokens"],
+            enable_multi_layer_eagle=False,
+        ),
+        memory=StrictNamespace(
+            "get_memory()",
+            enable_hisparse=False,
+            enable_unified_memory=c["enable_unified_memory"],
+            disable_radix_cache=c["disable_radix_cache"],
+        ),
+        disagg=StrictNamespace(
+            "get_disagg()",
+            disaggregation_mode=c["disaggregation_mode"],
+            disaggregation_decode_extra_slots=c["disaggregation_decode_extra_slots"],
+        ),
+        platform=StrictNamespace("get_platform()", is_sm100=c["is_sm100"]),
+        model=StrictNamespace("get_model()"),
+        exec=StrictNamespace("get_exec()"),
+        envs={
+            "SGLANG_SWA_EVICTION_INTERVAL": c["swa_eviction_interval"],
+            "SGLANG_NPU_ENABLE_SPARSE_KV_OFFLOAD": False,
+        },
+        resolved_view=StrictNamespace(
+            "resolved_view(server_args)",
+            attention_backends=(c["prefill_attention_backend"], c["decode_attention_backend"]),
+        ),
+    )
+    return kvc, ctx

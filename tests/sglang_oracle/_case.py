@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import torch
 
+from kvbudget.fields import SCENARIO_FIELDS
+
 from ._sandbox import HFConfig, Sandbox
 from ._strict import StrictNamespace, StubError
 
@@ -85,19 +87,10 @@ MODEL_DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16,
     "fp32": torch.float32,
 }
-ALGORITHMS = (
-    "none",
-    "eagle",
-    "eagle3",
-    "nextn",
-    "standalone",
-    "ngram",
-    "dflash",
-    "uno",
-    "dspark",
-    "frozen_kv_mtp",
-)
-DISAGGREGATION_MODES = ("null", "prefill", "decode")
+#: kvbudget's names, from its field table (SGLang takes the algorithm upper-cased,
+#: the mode as is).
+ALGORITHMS = SCENARIO_FIELDS["algorithm"].choices
+DISAGGREGATION_MODES = SCENARIO_FIELDS["disaggregation_mode"].choices
 
 #: Hugging Face config attributes SGLang probes with getattr/hasattr that a plain
 #: Llama/DeepSeek-V2 text config does not have (so the probe must see "unset").
@@ -122,6 +115,13 @@ CONFIG_KEYS = (
 
 class CaseError(ValueError):
     """The case dict itself is malformed (unknown key, missing key, unknown name)."""
+
+
+# Every kvbudget name must have its SGLang mapping (a new dtype fails here, loudly).
+for _field, _mapping in (("kv_cache_dtype", KV_CACHE_DTYPES), ("model_dtype", MODEL_DTYPES)):
+    if set(_mapping) != set(SCENARIO_FIELDS[_field].choices):
+        raise CaseError(f"the oracle maps {sorted(_mapping)}, kvbudget's {_field} has "
+                        f"{sorted(SCENARIO_FIELDS[_field].choices)}: map the new names")
 
 
 def resolve_case(case: Mapping[str, object]) -> dict[str, Any]:

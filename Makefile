@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: venv deps deps-run develop run sglang test test-rust test-python test-parity-long bench bench-instructions fuzz lint lint-rust lint-python fmt stubs
+.PHONY: venv deps deps-run develop run sglang test test-rust test-python test-parity-long bench bench-instructions fuzz fuzz-cov fuzz-cov-short check-wheel lint lint-rust lint-python fmt stubs
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -41,6 +41,21 @@ test-rust:
 fuzz:
 	cargo run --release -q -p kvbudget-core --example fuzz -- --iters $(or $(ITERS),1000000)
 
+# Coverage-guided fuzzing (cargo-fuzz, libFuzzer; a nightly toolchain): rust/fuzz/.
+# RUNS executions of each target (api, plan_json, batch); the corpus grows in rust/fuzz/corpus
+# (local), seeded by rust/fuzz/seeds/<target> (committed: every input that once crashed).
+FUZZ_TARGETS := api plan_json batch
+FUZZ = mkdir -p rust/fuzz/corpus/$$t rust/fuzz/seeds/$$t && \
+	cargo +nightly fuzz run --fuzz-dir rust/fuzz -s none $$t rust/fuzz/corpus/$$t rust/fuzz/seeds/$$t
+fuzz-cov:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	for t in $(FUZZ_TARGETS); do $(FUZZ) -- -runs=$(or $(RUNS),10000000) || exit 1; done
+
+# The short pass CI runs: FUZZ_SECONDS seconds per target.
+fuzz-cov-short:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	for t in $(FUZZ_TARGETS); do $(FUZZ) -- -max_total_time=$(or $(FUZZ_SECONDS),15) || exit 1; done
+
 # SGLang's released pool-sizing code for the parity test (tests/test_sglang_parity.py):
 # the PyPI wheel, fetched once into ~/.cache/kvbudget/wheels and checked against its RECORD.
 sglang: venv
@@ -53,6 +68,10 @@ test-python:
 test-parity-long: sglang
 	KVBUDGET_PARITY_CASES=$(or $(CASES),200000) KVBUDGET_PARITY_SEED=$(or $(SEED),1000000) \
 	    $(PY) -m pytest -q tests/test_sglang_parity.py -k differential
+
+# A plain pip install of the built wheel in a fresh venv: the CLI works, allocate names its extra.
+check-wheel: venv
+	MATURIN=$(VENV)/bin/maturin bash tools/check_wheel.sh
 
 # Quickstart 2: install what the tests need, run every test.
 test: deps develop sglang test-rust test-python
@@ -72,6 +91,7 @@ lint: lint-rust lint-python
 
 lint-rust:
 	cargo fmt --all -- --check
+	cargo fmt --manifest-path rust/fuzz/Cargo.toml -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
 # Needs the package built (make develop) and the test deps (make deps).

@@ -1,23 +1,202 @@
 """allocate() on CPU against one raw torch allocation of the same total bytes.
 
-Run with ``pytest benches/bench_alloc.py --benchmark-enable`` (``make bench``).
-Both strategies and both raw baselines are measured in one run (these machines
-are noisy, so only ratios are reported); the ratios are printed at the end of
-the module. Under the default ``--benchmark-disable`` each body runs once, as a
-smoke test.
+Two ways to run it:
+
+* ``python benches/bench_alloc.py``: the ratio table of issue 13. Three plans,
+  a llama-like dense 4-layer model, the Gemma-3-27B preset (62 layers: 10
+  full + 52 sliding-window) with a one-layer EAGLE3 draft, and a
+  126-layer dense model (Llama-3.1-405B-like), each planned for 1 GiB of
+  ``bf16`` KV. For each, ``allocate(plan, "cpu", zero=False)`` (every view
+  built) is timed against one raw ``torch.empty(plan.total_bytes,
+  dtype=torch.uint8)``, interleaved sample by sample in one process (one call
+  per sample, the result dropped outside the timed region, the garbage
+  collector off), and the best of ``--samples`` is reported. Columns: raw
+  ``torch.empty`` in microseconds; ``slab`` on a plan already allocated once
+  (its layout cached, the steady state); ``slab cold`` on a plan never
+  allocated before (the layout cache emptied before each sample: the
+  one-time plan walk and ``PoolPlan.check``); ``per_layer`` (one
+  ``torch.empty`` per tensor, as SGLang allocates); and ``floor``: the torch
+  work no implementation of the slab strategy can skip, one raw
+  ``torch.empty`` per pool plus one tensor object per planned tensor (made
+  by a single ``unbind``), as a ratio too. Memory is not touched
+  (``zero=False``), so the 1 GiB plans take no RAM.
+* pytest-benchmark (``pytest benches/bench_alloc.py --benchmark-enable``,
+  ``make bench``): a gpt-oss-120b-like plan of 64 MiB, both strategies,
+  ``torch.empty`` and ``torch.zeros`` baselines; the median ratios are printed
+  at the end of the module. Under the default ``--benchmark-disable`` each body
+  runs once as a smoke test, and the script's table runs once with a few
+  samples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+import kvbudget  # noqa: E402
+import kvbudget._alloc_layout  # noqa: E402
 from kvbudget import ModelGeometry, ServingConfig, SpeculativeConfig, create_pool_configurator  # noqa: E402
 from kvbudget.alloc import allocate  # noqa: E402
+from kvbudget.models import get_preset  # noqa: E402
+
+GIB = 1 << 30
+
+
+# --------------------------------------------------------------------------- the ratio table
+
+
+def llama_4() -> Any:
+    """Dense llama-like model, 4 layers, 8 KV heads, D 128, bf16, page 16."""
+    model = ModelGeometry(
+        full_attention_layer_ids=list(range(4)), swa_attention_layer_ids=[], num_kv_heads=8, head_dim=128
+    )
+    return create_pool_configurator(model, ServingConfig(kv_cache_dtype="bf16", page_size=16)).plan(GIB)
+
+
+def gemma3_27b_eagle3() -> Any:
+    """Gemma-3-27B (the preset: 62 layers, full every 6th from 5, window 1023), a 1-layer EAGLE3 draft."""
+    cfg = create_pool_configurator(
+        get_preset("gemma-3-27b").model_geometry(),
+        ServingConfig(kv_cache_dtype="bf16", page_size=64),
+        SpeculativeConfig(algorithm="eagle3", draft_num_layers=1),
+    )
+    return cfg.plan(GIB)
+
+
+def dense_126() -> Any:
+    """Llama-3.1-405B-like: 126 dense layers, 8 KV heads, D 128, bf16, page 64."""
+    model = ModelGeometry(
+        full_attention_layer_ids=list(range(126)), swa_attention_layer_ids=[], num_kv_heads=8, head_dim=128
+    )
+    return create_pool_configurator(model, ServingConfig(kv_cache_dtype="bf16", page_size=64)).plan(GIB)
+
+
+MODELS: tuple[tuple[str, Callable[[], Any]], ...] = (
+    ("llama-like, 4 layers", llama_4),
+    ("Gemma-3-27B + EAGLE3, 62 layers", gemma3_27b_eagle3),
+    ("dense, 126 layers", dense_126),
+)
+
+
+def _clear_layout_cache() -> None:
+    """Forgets every cached plan layout (a no-op for an allocate without a cache)."""
+    cache = getattr(kvbudget._alloc_layout, "CACHE", None)
+    if cache is not None:
+        cache.clear()
+
+
+def _floor(plan: Any) -> Callable[[], Any]:
+    """One raw torch.empty per pool, then as many tensor objects as the plan has, by one unbind."""
+    sizes = [p.nbytes for p in plan.pools]
+    n = len(plan.tensors)
+
+    def run() -> Any:
+        slabs = [torch.empty(s, dtype=torch.uint8) for s in sizes]
+        return slabs, slabs[0][:n].unbind(0)
+
+    return run
+
+
+def _one(fn: Callable[[], Any]) -> float:
+    """Seconds of one call; its result is dropped after the clock stops."""
+    t0 = time.perf_counter()
+    out = fn()
+    t1 = time.perf_counter()
+    del out
+    return t1 - t0
+
+
+def measure(plan: Any, samples: int) -> dict[str, list[float]]:
+    """Seconds of each contender, ``samples`` calls each, interleaved sample by sample.
+
+    Two passes: the slab contenders and the floor with their own raw
+    ``torch.empty``, then ``per_layer`` with its own (its many mid-sized
+    allocations move glibc's mmap threshold, which changes the raw baseline).
+    """
+    total = plan.total_bytes
+
+    def raw() -> Any:
+        return torch.empty(total, dtype=torch.uint8)
+
+    passes: tuple[dict[str, Callable[[], Any]], ...] = (
+        {
+            "raw": raw,
+            "slab": lambda: allocate(plan, "cpu", "slab", zero=False),
+            "slab_cold": lambda: allocate(plan, "cpu", "slab", zero=False),
+            "floor": _floor(plan),
+        },
+        {"raw_per_layer": raw, "per_layer": lambda: allocate(plan, "cpu", "per_layer", zero=False)},
+    )
+    pools = allocate(plan, "cpu", zero=False)  # every view is built, the layout is cached
+    assert pools.nbytes == total
+    assert sum(len(r.tensors()) for r in pools) == len(plan.tensors)
+    del pools
+    times: dict[str, list[float]] = {name: [] for contenders in passes for name in contenders}
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for contenders in passes:
+            for _ in range(samples):
+                for name, fn in contenders.items():
+                    if name == "slab_cold":
+                        _clear_layout_cache()
+                    times[name].append(_one(fn))
+    finally:
+        if was_enabled:
+            gc.enable()
+    return times
+
+
+_COLUMNS = (("slab", "raw"), ("slab_cold", "raw"), ("per_layer", "raw_per_layer"), ("floor", "raw"))
+
+
+def table(samples: int) -> list[str]:
+    """The report's lines: per model, raw torch.empty in us and each contender's ratio to it."""
+    blank = " " * (2 + 38 + 1 + 7 + 1 + 5)  # under the model, tensors and pools columns
+    lines = [
+        f"allocate(plan, 'cpu', zero=False) / one torch.empty(total_bytes, uint8) on CPU, "
+        f"{samples} interleaved samples (torch {torch.__version__}, Python {sys.version.split()[0]})",
+        f"  {'model':<38} {'tensors':>7} {'pools':>5} {'raw us':>7} {'slab':>9} {'cold':>9} "
+        f"{'per_layer':>9} {'floor':>9}",
+    ]
+    for label, make in MODELS:
+        plan = make()
+        t = measure(plan, samples)
+        for stat, pick in (("best", min), ("median", statistics.median)):
+            v = {name: pick(values) for name, values in t.items()}
+            first = f"  {label:<38} {len(plan.tensors):>7} {len(plan.pools):>5}" if stat == "best" else blank
+            cells = " ".join(f"{v[a] / v[b]:>8.1f}x" for a, b in _COLUMNS)
+            lines.append(f"{first} {v['raw'] * 1e6:>7.1f} {cells}  {stat}")
+            us = " ".join(f"{v[a] * 1e6:>9.1f}" for a, _ in _COLUMNS)
+            lines.append(f"{blank} {'':>7} {us}  {stat}, us")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Prints the ratio table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=2000, help="interleaved samples per model (default 2000)")
+    args = ap.parse_args(argv)
+    print("\n".join(table(args.samples)))
+    return 0
+
+
+def test_ratio_table_smoke() -> None:
+    """The script's table runs (a few samples; the figures are not checked)."""
+    lines = table(3)
+    assert len(lines) == 2 + 4 * len(MODELS)
+
+
+# --------------------------------------------------------------------------- pytest-benchmark
 
 BUDGET = 64 << 20  # small enough for CPU zeroing to stay quick
 
@@ -103,3 +282,7 @@ def test_allocate(benchmark: Any, strategy: str, zero: bool) -> None:
     pools = benchmark(lambda: allocate(PLAN, device="cpu", strategy=strategy, zero=zero))  # type: ignore[arg-type]
     assert pools.nbytes == TOTAL
     _record(f"{strategy}_{'zeros' if zero else 'empty'}", benchmark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

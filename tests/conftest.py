@@ -14,10 +14,13 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # tests/ is on sys.path: the SGLang oracle (`sglang_oracle`) and `parity_cases` import as top-level modules.
 sys.path.insert(0, str(Path(__file__).parent))
+# Shared helper modules that assert: pytest's detailed assertion messages there too.
+pytest.register_assert_rewrite("robustness_guard", "cli_helpers", "batch_common")
 
 _COMMON = dict(
     deadline=None,

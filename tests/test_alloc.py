@@ -27,7 +27,9 @@ from kvbudget import (  # noqa: E402
     SpeculativeConfig,
     create_pool_configurator,
 )
-from kvbudget.alloc import KVPools, LayerKV, allocate  # noqa: E402
+from kvbudget.alloc import KVPools, allocate  # noqa: E402
+
+from alloc_cases import gemma3_27b  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -350,23 +352,6 @@ def test_inv2_cpu_both_strategies(case: Case, data: st.DataObject) -> None:
 # --------------------------------------------------------------------------- worked examples
 
 
-def gemma3_27b(page: int, window: int = 1024) -> Any:
-    """REFERENCE example 1's model; a small ``window`` lets tiny CPU budgets pass the admission floor."""
-    full = list(range(5, 62, 6))
-    model = ModelGeometry(
-        full_attention_layer_ids=full,
-        swa_attention_layer_ids=[i for i in range(62) if i not in full],
-        num_kv_heads=16,
-        head_dim=128,
-        sliding_window_size=window,
-    )
-    return create_pool_configurator(
-        model,
-        ServingConfig(kv_cache_dtype="bf16", page_size=page),
-        SpeculativeConfig(algorithm="eagle3", draft_num_layers=1),
-    )
-
-
 def test_example1_sglang_fit_overcommits_and_exact_fits() -> None:
     a = 40 * GIB
     cfg = gemma3_27b(64)
@@ -552,111 +537,3 @@ def test_allocate_roundtrips_through_json() -> None:
     plan = gemma3_27b(64).plan(40 * GIB)
     again = kvbudget.PoolPlan.from_json(plan.to_json())
     assert layout(allocate(again, device="meta")) == layout(allocate(plan, device="meta"))
-
-
-# --------------------------------------------------------------------------- failure path
-
-
-class FailAt:
-    """An allocator that fails at the n-th call (1-based) and tracks what it made."""
-
-    def __init__(self, n: int, exc: type[Exception] = torch.OutOfMemoryError) -> None:
-        self.n = n
-        self.calls = 0
-        self.exc = exc
-        self.refs: list[StorageWeakRef] = []
-        self.made_bytes = 0
-
-    def __call__(self, shape: tuple[int, ...], dtype: Any, device: Any, zero: bool) -> Any:
-        self.calls += 1
-        if self.calls == self.n:
-            raise self.exc(f"injected failure at call {self.n}")
-        t = torch.zeros(shape, dtype=dtype, device=device)
-        self.refs.append(StorageWeakRef(t.untyped_storage()))
-        self.made_bytes += t.untyped_storage().nbytes()
-        return t
-
-
-@pytest.mark.parametrize("strategy", ["slab", "per_layer"])
-@pytest.mark.parametrize("exc", [torch.OutOfMemoryError, RuntimeError, ValueError])
-def test_failure_part_way_releases_everything(strategy: str, exc: type[Exception]) -> None:
-    plan = gemma3_27b(16, window=8).plan(48 << 20)
-    n_allocs = len(plan.pools) if strategy == "slab" else len(plan.tensors)
-    for n in sorted({1, 2, n_allocs // 2, n_allocs}):
-        fail = FailAt(n, exc)
-        with pytest.raises(AllocationError) as info:
-            allocate(plan, device="cpu", strategy=strategy, _allocator=fail)  # type: ignore[arg-type]
-        err = info.value
-        # Held while the exception (and its traceback frames) is alive, without gc.
-        assert len(fail.refs) == n - 1
-        assert all(r.expired() for r in fail.refs), "a tensor outlived the failed allocation"
-        assert isinstance(err, MemoryError) and isinstance(err, KVBudgetError)
-        assert err.code == "allocation_failed"
-        assert isinstance(err.__cause__, exc)
-        assert err.held_bytes == fail.made_bytes
-        if strategy == "slab":
-            pool = plan.pools[n - 1]
-            assert (err.pool, err.layer_id, err.kind) == (pool.name, None, "slab")
-            assert err.requested_bytes == pool.nbytes
-            assert err.held_bytes == sum(p.nbytes for p in plan.pools[: n - 1])
-        else:
-            spec = plan.tensors[n - 1]
-            assert (err.pool, err.layer_id, err.kind) == (spec.pool, spec.layer_id, spec.kind)
-            assert err.requested_bytes == spec.nbytes
-            assert err.held_bytes == sum(t.nbytes for t in plan.tensors[: n - 1])
-            assert f"layer {spec.layer_id}" in str(err)
-        assert repr(err.pool) in str(err) and str(err.requested_bytes) in str(err)
-        del info, err
-    gc.collect()
-
-
-def test_failure_after_success_of_other_pools_keeps_nothing_via_views() -> None:
-    """Slab views handed to records must not keep a slab alive after a later pool fails."""
-    plan = gemma3_27b(16, window=8).plan(48 << 20)
-    fail = FailAt(3)  # full and swa slabs succeed, the draft slab fails
-    with pytest.raises(AllocationError) as info:
-        allocate(plan, device="cpu", strategy="slab", _allocator=fail)  # type: ignore[arg-type]
-    assert info.value.pool == "draft"
-    assert len(fail.refs) == 2 and all(r.expired() for r in fail.refs)
-
-
-# --------------------------------------------------------------------------- gpu_check dry run
-
-
-def _load_gpu_check() -> Any:
-    path = Path(__file__).resolve().parent.parent / "benches" / "gpu_check.py"
-    spec = importlib.util.spec_from_file_location("kvbudget_gpu_check", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_gpu_check_dry_run(tmp_path: Path) -> None:
-    mod = _load_gpu_check()
-    out = tmp_path / "gpu_check.json"
-    rc = mod.main(["--dry-run", "--out", str(out)])
-    report = json.loads(out.read_text())
-    assert rc == 0, report
-    assert report["ok"] is True and report["mode"] == "dry-run"
-    assert len(report["models"]) == 3
-    for m in report["models"]:
-        for s in ("slab", "per_layer"):
-            r = m["strategies"][s]
-            assert r["storage_bytes"] == m["total_bytes"] and r["ok"]
-        assert m["failure"]["raised"] and m["failure"]["ok"]
-
-
-def test_gpu_check_without_cuda_exits_zero(tmp_path: Path) -> None:
-    if torch.cuda.is_available():
-        pytest.skip("CUDA present")
-    mod = _load_gpu_check()
-    out = tmp_path / "x.json"
-    assert mod.main(["--out", str(out)]) == 0
-    assert json.loads(out.read_text())["cuda"] is False
-
-
-def test_layerkv_is_frozen() -> None:
-    rec = LayerKV("full", 0, k=torch.zeros(1))
-    with pytest.raises(AttributeError):
-        rec.k = None  # type: ignore[misc]

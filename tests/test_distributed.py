@@ -1,10 +1,12 @@
-"""agree(): three gloo processes on CPU agree on one plan and name the rank that limits it.
+"""agree(): three gloo processes on CPU agree on one plan, name the rank that limits it,
+and refuse, on every rank at once, ranks that plan different things or fail first.
 
-The test starts this file three times as a worker (``python test_distributed.py
---worker RANK WORLD INIT_FILE OUT_DIR``); each worker joins a gloo group through
-a ``file://`` rendezvous, runs every scenario below, and writes what it got as
-JSON. The parent compares the ranks with each other and with plans computed
-here, in one process, for the smallest budget.
+The fixture starts tests/_agree_worker.py three times; the workers join one
+gloo group through a ``file://`` rendezvous, run every scenario there on that
+group, and write what they got as JSON. The tests compare the ranks with each
+other and with plans computed here, in one process. The whole spawn is bounded
+(``SPAWN_TIMEOUT_S``) and so is every collective (the group's timeout), so a
+hang fails the tests instead of blocking CI.
 """
 
 from __future__ import annotations
@@ -13,143 +15,82 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kvbudget as kb
-from kvbudget.ranks import Parallelism, plan_ranks, pp_layer_ranges
+from _agree_worker import (
+    BYTES_EXACT_TIE,
+    BYTES_SGLANG,
+    GIB,
+    PG_TIMEOUT_S,
+    SUBGROUP,
+    TOKENS,
+    WORLD,
+    model,
+    serving,
+    spec,
+    stage_configurator,
+    tp_configurator,
+)
+from kvbudget.ranks import Parallelism, plan_ranks
 
-GIB = 2**30
-WORLD = 3
-
-# Gemma-3-27B-like hybrid (REFERENCE 5, example 1).
-FULL = list(range(5, 62, 6))
-SWA = [i for i in range(62) if i not in FULL]
-
-# Scenario budgets, indexed by rank.
-BYTES_SGLANG = [40 * GIB, 30 * GIB + 12_345, 35 * GIB]  # rank 1 is short
-BYTES_EXACT_TIE = [25 * GIB, 20 * GIB, 20 * GIB]  # ranks 1 and 2 tie: 1 is named
-TOKENS = [40 * GIB, 40 * GIB, 40 * GIB]  # PP 3: the last stage carries the draft
-TOKENS_FAIL = [40 * GIB, 1_000, 40 * GIB]  # rank 1 cannot hold one page
-SUBGROUP = {1: 18 * GIB, 2: 17 * GIB}  # group [1, 2]: global rank 2 is group rank 1
-
-
-def model() -> kb.ModelGeometry:
-    return kb.ModelGeometry(FULL, SWA, 16, 128, sliding_window_size=1023)
-
-
-def spec() -> kb.SpeculativeConfig:
-    return kb.SpeculativeConfig("eagle3", 1)
-
-
-def serving() -> kb.ServingConfig:
-    return kb.ServingConfig(page_size=64)
-
-
-def tp_configurator() -> kb.PoolConfiguratorBase:
-    return kb.create_pool_configurator(model(), serving(), spec())
-
-
-def stage_configurator(stage: int) -> kb.PoolConfiguratorBase:
-    """Pipeline stage ``stage`` of 3 (SGLang's split), the draft on the last stage."""
-    start, end = pp_layer_ranges(62, WORLD)[stage]
-    geo = kb.ModelGeometry(
-        [i for i in FULL if start <= i < end],
-        [i for i in SWA if start <= i < end],
-        16,
-        128,
-        sliding_window_size=1023,
-    )
-    return kb.create_pool_configurator(geo, serving(), spec() if stage == WORLD - 1 else None)
-
-
-# --------------------------------------------------------------------------- worker
-
-
-def _dump(agreed: Any) -> dict[str, Any]:
-    return {
-        "config": agreed.config.to_json(),
-        "plan": None if agreed.plan is None else agreed.plan.to_json(),
-        "limiting_rank": agreed.limiting_rank,
-        "per_rank": list(agreed.per_rank),
-        "reason": agreed.reason,
-        "mode": agreed.mode,
-        "fit": agreed.fit,
-    }
-
-
-def _worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
-    import datetime
-
-    import torch.distributed as dist
-
-    from kvbudget.distributed import agree
-
-    dist.init_process_group(
-        "gloo",
-        init_method=f"file://{init_file}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
-    out: dict[str, Any] = {}
-    try:
-        cfg = tp_configurator()
-        out["bytes_sglang"] = _dump(agree(cfg, BYTES_SGLANG[rank]))
-        out["bytes_exact"] = _dump(agree(cfg, BYTES_EXACT_TIE[rank], fit="exact"))
-
-        stage = stage_configurator(rank)
-        out["tokens_sglang"] = _dump(agree(stage, TOKENS[rank], mode="tokens"))
-        out["tokens_exact"] = _dump(agree(stage, TOKENS[rank], mode="tokens", fit="exact"))
-        try:
-            agree(stage, TOKENS_FAIL[rank], mode="tokens")
-            out["tokens_fail"] = None
-        except kb.KVBudgetError as e:
-            out["tokens_fail"] = {"type": type(e).__name__, "message": str(e)}
-
-        sub = dist.new_group([1, 2])  # every rank must call new_group
-        if rank in SUBGROUP:
-            out["subgroup"] = _dump(agree(cfg, SUBGROUP[rank], group=sub))
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
-    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(out))
-
-
-# --------------------------------------------------------------------------- the test
+WORKER = Path(__file__).with_name("_agree_worker.py")
+SPAWN_TIMEOUT_S = 90  # the three workers together: torch import, rendezvous, every scenario
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def spawn(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Run the three workers: every rank's exit code, log and results (``None`` if none)."""
     torch = pytest.importorskip("torch")
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
     tmp = tmp_path_factory.mktemp("agree")
     init_file = tmp / "rendezvous"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--worker", str(r), str(WORLD), str(init_file), str(tmp)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        for r in range(WORLD)
-    ]
-    logs = []
-    for p in procs:
-        try:
-            stdout, _ = p.communicate(timeout=180)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-        logs.append(stdout.decode(errors="replace"))
-    for r, p in enumerate(procs):
-        assert p.returncode == 0, f"rank {r} failed:\n{logs[r]}"
-    return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    logs = [tmp / f"rank{r}.log" for r in range(WORLD)]
+    procs = []
+    for r in range(WORLD):
+        with logs[r].open("wb") as log:  # a file, not a pipe: a chatty rank cannot block
+            procs.append(subprocess.Popen(
+                [sys.executable, str(WORKER), str(r), str(WORLD), str(init_file), str(tmp)],
+                stdout=log, stderr=subprocess.STDOUT, env=env,
+            ))
+    deadline = time.monotonic() + SPAWN_TIMEOUT_S
+    try:
+        for p in procs:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    files = [tmp / f"rank{r}.json" for r in range(WORLD)]
+    return {
+        "returncodes": [p.returncode for p in procs],
+        "logs": [log.read_text(errors="replace") for log in logs],
+        "results": [json.loads(f.read_text()) if f.exists() else None for f in files],
+    }
+
+
+@pytest.fixture(scope="module")
+def results(spawn: dict[str, Any]) -> list[dict[str, Any]]:
+    for r, got in enumerate(spawn["results"]):
+        if got is None:
+            pytest.fail(f"rank {r} wrote no results:\n{spawn['logs'][r]}")
+    return list(spawn["results"])
+
+
+@pytest.mark.torch
+def test_every_worker_exits_cleanly(spawn: dict[str, Any]) -> None:
+    """No rank crashed or hung (a hang is killed after SPAWN_TIMEOUT_S: a negative code)."""
+    for r, code in enumerate(spawn["returncodes"]):
+        assert code == 0, f"rank {r} exited with {code}:\n{spawn['logs'][r]}"
 
 
 def _same_on_every_rank(results: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -225,18 +166,58 @@ def test_tokens_mode_pipeline_stages_agree_on_the_min(
         assert results[r][key]["config"] == rp.stages[r].agreed_config.to_json()
 
 
+# Each fault: (scenario, class every rank raises, text every rank's message holds,
+# the rank that failed before the collective and the cause it chains there, if one did).
+FAULTS = [
+    # rank 1 cannot hold one page; a hybrid model hits the SWA admission floor
+    # before "not enough memory" (REFERENCE 2.3)
+    ("tokens_fail", "SWAPoolTooSmallError",
+     "rank 1 cannot size its KV pools from its own budget: SWAPoolTooSmallError: ",
+     1, "SWAPoolTooSmallError"),
+    ("other_model", "InvalidConfigError", "ranks 0, 2 plan model.num_kv_heads 16, rank 1 plans 8",
+     None, None),
+    ("mixed_page", "InvalidConfigError", "ranks 0, 2 plan page_size 64, rank 1 plans 16",
+     None, None),
+    ("mixed_mode", "InvalidConfigError", 'ranks 0, 1 plan mode "bytes", rank 2 plans "tokens"',
+     None, None),
+    ("mixed_fit", "InvalidConfigError", 'rank 0 plans fit "exact", ranks 1, 2 plan "sglang"',
+     None, None),
+    ("mixed_spec", "InvalidConfigError",
+     'ranks 0, 1 plan spec.algorithm "eagle3", rank 2 plans "none"', None, None),
+    ("tokens_serving", "InvalidConfigError",
+     'rank 0 plans serving.kv_cache_dtype "fp8_e4m3", ranks 1, 2 plan "bf16"', None, None),
+    ("bad_input", "InvalidConfigError",
+     "rank 2 failed before agreeing: InvalidConfigError: available_bytes must be an int",
+     2, "InvalidConfigError"),
+    # a foreign error (the configurator's own plan raising RuntimeError)
+    ("raising_plan", "KVBudgetError",
+     "rank 0 cannot size its KV pools from its own budget: RuntimeError: the allocator probe",
+     0, "RuntimeError"),
+]
+
+
+@pytest.mark.parametrize(("key", "cls", "text", "failed", "cause"), FAULTS,
+                         ids=[f[0] for f in FAULTS])
 @pytest.mark.torch
-def test_tokens_mode_failure_raises_on_every_rank(results: list[dict[str, Any]]) -> None:
+def test_faults_raise_on_every_rank_at_once(
+    results: list[dict[str, Any]], key: str, cls: str, text: str,
+    failed: int | None, cause: str | None,
+) -> None:
+    got = results[0][key]
+    for r in range(WORLD):  # the same class and message on every rank
+        assert (results[r][key]["type"], results[r][key]["message"]) == (cls, got["message"]), r
+    assert text in got["message"]
     for r in range(WORLD):
-        fail = results[r]["tokens_fail"]
-        assert fail is not None, f"rank {r} did not raise"
-        # Every rank raises the same class, naming rank 1. A hybrid model hits
-        # the SWA admission floor before "not enough memory" (REFERENCE 2.3).
-        assert fail["type"] == "SWAPoolTooSmallError"
-        assert fail["message"].startswith("rank 1 cannot size its KV pools")
-    # Rank 1 carries its own solver's message; the others point to it.
-    assert "admission floor" in results[1]["tokens_fail"]["message"]
-    assert "see that rank's error" in results[0]["tokens_fail"]["message"]
+        # At once, not after the group's timeout: a failed rank still joins.
+        assert results[r][key]["seconds"] < PG_TIMEOUT_S / 3, (r, results[r][key])
+        assert results[r][key]["cause"] == (cause if r == failed else None)
+    if key == "tokens_fail":
+        assert "admission floor" in got["message"]  # rank 1's own message, on every rank
+
+
+@pytest.mark.torch
+def test_the_group_still_agrees_after_the_faults(results: list[dict[str, Any]]) -> None:
+    assert _same_on_every_rank(results, "after_faults") == results[0]["bytes_sglang"]
 
 
 @pytest.mark.torch
@@ -259,6 +240,45 @@ def test_agree_validates_before_the_collective() -> None:
         agree(cfg, GIB, fit="best")  # type: ignore[arg-type]
     with pytest.raises(kb.InvalidConfigError, match="available_bytes"):
         agree(cfg, 1.5)  # type: ignore[arg-type]
+    with pytest.raises(kb.InvalidConfigError, match="configurator must be"):
+        agree(object(), GIB)  # type: ignore[arg-type]
+
+
+def _rows(*calls: tuple[kb.PoolConfiguratorBase, str, str]) -> list[list[int]]:
+    """The rows ranks making these ``(configurator, mode, fit)`` calls would send."""
+    from kvbudget.distributed import _prepare
+
+    rows = []
+    for cfg, mode, fit in calls:
+        local = _prepare(cfg, 40 * GIB, mode, fit)
+        rows.append(local.row(len(local.detail())))
+    return rows
+
+
+def test_fingerprint_rule_per_mode() -> None:
+    """Which differences each mode refuses, checked on the rows alone (no processes)."""
+    from kvbudget.distributed import _ROW, _clause, _mismatches
+
+    stages = [stage_configurator(r) for r in range(WORLD)]
+    assert _mismatches(_rows(*[(c, "tokens", "sglang") for c in stages]))[0] == []
+    # The same stages in "bytes" mode: other layers and another spec.
+    fields = [f for f, _ in _mismatches(_rows(*[(c, "bytes", "sglang") for c in stages]))[0]]
+    assert fields == ["layers", "spec"]
+    # In "tokens" mode the drafting stages must carry the same draft.
+    eagle = kb.SpeculativeConfig("eagle", 2)
+    other = kb.create_pool_configurator(stages[1].model, serving(), eagle)
+    got = _mismatches(_rows((stages[0], "tokens", "sglang"), (other, "tokens", "sglang"),
+                            (stages[2], "tokens", "sglang")))[0]
+    assert got == [("spec", [1, 2])]
+    # A rank whose inputs are invalid has no fingerprint: it is a failure, not a mismatch.
+    cfg = tp_configurator()
+    assert _mismatches(_rows((cfg, "bytes", "sglang"), (cfg, "bytes", "best")))[0] == []
+    # One fixed-size row, whatever the model.
+    small = kb.create_pool_configurator(kb.ModelGeometry([0], [], 1, 64), serving())
+    assert {len(r) for r in _rows((cfg, "bytes", "exact"), (small, "tokens", "sglang"))} == {_ROW}
+    assert _clause("page_size", {2: "32", 0: "64", 1: "16"}) == (
+        "rank 0 plans page_size 64, rank 1 plans 16, rank 2 plans 32"
+    )
 
 
 def test_agree_needs_an_initialized_group() -> None:
@@ -296,9 +316,3 @@ def test_agreed_plan_is_frozen_and_pickles() -> None:
     back = pickle.loads(pickle.dumps(a))
     assert back.config == a.config and back.per_rank == a.per_rank
     assert back.plan is not None and back.plan.to_json() == plan.to_json()
-
-
-
-
-if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "--worker":
-    _worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvbudget._core import (
+    MAX_PLAN_LAYERS,
     SGLANG_VERSION,
     DraftGeometry,
     MemoryPoolConfig,
@@ -39,6 +40,7 @@ from kvbudget.errors import (
     NotEnoughMemoryError,
     PlanOverflowError,
     SWAPoolTooSmallError,
+    UnknownNameError,
 )
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ __all__ = [
     "KVBudgetError",
     "KVPools",
     "LayerKV",
+    "MAX_PLAN_LAYERS",
     "MemoryPoolConfig",
     "MinBudget",
     "ModelGeometry",
@@ -78,6 +81,7 @@ __all__ = [
     "SpeculativeConfig",
     "SwaRatioSuggestion",
     "TensorSpec",
+    "UnknownNameError",
     "WithoutDraftTerms",
     "__version__",
     "agree",
@@ -86,6 +90,20 @@ __all__ = [
     "plan_many",
     "plan_ranks",
 ]
+
+#: The optional dependencies and the extra that installs each.
+_EXTRAS = {"torch": "torch", "matplotlib": "plot"}
+
+
+def _missing_extra(what: str, e: ModuleNotFoundError) -> ModuleNotFoundError:
+    """``e`` (an optional dependency that is not installed) with the install line that fixes it."""
+    extra = _EXTRAS.get((e.name or "").partition(".")[0])
+    if extra is None:
+        return e
+    return ModuleNotFoundError(
+        f"{what} needs {e.name}, which is not installed: pip install 'kvbudget[{extra}]'", name=e.name
+    )
+
 
 # Loaded on first use: torch (alloc), numpy (batch) and dataclasses stay out of
 # `import kvbudget`.
@@ -115,6 +133,10 @@ def __getattr__(name: str) -> Any:
         return deprecated_name("kvbudget", name)
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise _missing_extra(f"kvbudget.{name}", e) from None
+    value = getattr(loaded, name)
     globals()[name] = value
     return value

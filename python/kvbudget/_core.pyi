@@ -28,6 +28,7 @@ __all__ = [
     "SGLANG_VERSION",
     "__version__",
     "TENSOR_ALIGNMENT",
+    "MAX_PLAN_LAYERS",
     "DETACH_ROWS",
     "FIELDS",
     "KVBudgetError",
@@ -42,6 +43,10 @@ SGLANG_VERSION: str
 """The SGLang release the SGLang-compatible numbers follow (``"0.5.23"``)."""
 TENSOR_ALIGNMENT: int
 """Byte alignment of every tensor's offset inside its pool's slab (256)."""
+MAX_PLAN_LAYERS: int
+"""The most target plus draft layers an exact plan (``plan``, ``plan_for_config``,
+``PoolPlan.from_json``) holds, 65,536: a plan lists every layer's tensors. Sizing
+(``calculate_pool_sizes``) has no such limit, as in SGLang."""
 DETACH_ROWS: int
 """Batch rows from which the GIL is released (4096)."""
 FIELDS: dict[str, tuple[dict[str, Any], ...]]

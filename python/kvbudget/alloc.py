@@ -6,19 +6,34 @@ SGLang lays out its KV pools: per layer, K ``[rows, heads, dk]`` and V
 page_size``. The storage it takes is exactly ``plan.total_bytes`` (one slab per pool) or
 ``plan.tensor_bytes`` (one tensor per K/V, as SGLang allocates).
 
+Checked once, cached per plan: the first :func:`allocate` of a plan object runs
+the core's checker (``PoolPlan.check``) and derives the plan's layout
+(:mod:`kvbudget._alloc_layout`); later calls with the same object reuse it.
+
+Few torch calls: with ``strategy="slab"`` each pool costs one allocation, one
+dtype view of its slab, and one ``as_strided`` view per run of same-shaped
+tensors at a constant byte step (K and V of every layer, when they share a
+shape, are one run), split into the per-layer tensors by one ``unbind``.
+Records are ``__slots__`` objects made without ``__init__``.
+
+Interrupt-safe release: whatever leaves :func:`allocate` (``KeyboardInterrupt``
+included), every tensor it made is unreferenced first, including from the
+frames its traceback keeps (their locals are cleared).
+
 This module imports torch at its top; ``import kvbudget`` does not import it
 (``kvbudget.allocate`` and ``kvbudget.KVPools`` load this module on first use).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import traceback
 from collections.abc import Iterator
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeAlias, overload
 
 import torch
 
-from kvbudget._core import PoolPlan, PoolSpec, TensorSpec
+from kvbudget._alloc_layout import KINDS, Info, PoolLayout, layout_of
+from kvbudget._core import PoolPlan
 from kvbudget.errors import AllocationError, InvalidConfigError
 
 __all__ = ["Allocator", "KVPools", "LayerKV", "Strategy", "allocate"]
@@ -27,17 +42,6 @@ Strategy = Literal["slab", "per_layer"]
 """``"slab"``: one allocation per pool, tensors are views into it.
 ``"per_layer"``: one allocation per tensor, as SGLang does."""
 
-_DTYPES: dict[str, torch.dtype] = {
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "float32": torch.float32,
-    "uint8": torch.uint8,
-}
-
-_KINDS: tuple[str, ...] = (
-    "k", "v", "k_scale", "v_scale", "kv", "kv_scale", "cache", "native_k_scale", "native_v_scale",
-    "dq_k", "dq_v", "entry", "bytes",
-)
 _TARGET_POOLS: tuple[str, ...] = ("full", "swa", "unified")
 
 
@@ -63,9 +67,35 @@ def _torch_allocator(
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+_OptT: TypeAlias = "torch.Tensor | None"
+
+
+class _TensorField:
+    """A read-only :class:`LayerKV` attribute: the layer's tensor of one kind, or None."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self.kind = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.kind = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _TensorField: ...
+    @overload
+    def __get__(self, obj: LayerKV, owner: type | None = None) -> torch.Tensor | None: ...
+    def __get__(self, obj: LayerKV | None, owner: type | None = None) -> torch.Tensor | None | _TensorField:
+        if obj is None:
+            return self
+        i = obj._info[2].get(self.kind)
+        return None if i is None else obj._vals[i]
+
+    def __set__(self, obj: LayerKV, value: object) -> None:
+        raise AttributeError(f"LayerKV is read-only: cannot assign to {self.kind!r}")
+
+
 class LayerKV:
-    """The tensors of one layer of one pool.
+    """The tensors of one layer of one pool (read-only).
 
     MHA/GQA layers have ``k`` and ``v`` (and ``k_scale``/``v_scale`` for mxfp8
     and the FP4 recipes; ``native_k_scale``/``native_v_scale`` for NVFP4's
@@ -78,43 +108,71 @@ class LayerKV:
     rows (``tokens + page_size``; the unified pool's is its bytes).
     ``layer_id`` is the global target layer id for the target pools and the
     draft-local index for ``"draft"`` and ``"draft_swa"``. Compared by
-    identity (tensors have no boolean equality).
+    identity (tensors have no boolean equality); assigning or deleting an
+    attribute raises ``AttributeError``.
+
+    Two slots: ``_info`` (:data:`Info`) and ``_vals``, the tensors in kind order.
     """
 
-    pool: str
-    layer_id: int
-    k: torch.Tensor | None = None
-    v: torch.Tensor | None = None
-    k_scale: torch.Tensor | None = None
-    v_scale: torch.Tensor | None = None
-    kv: torch.Tensor | None = None
-    kv_scale: torch.Tensor | None = None
-    cache: torch.Tensor | None = None
-    native_k_scale: torch.Tensor | None = None
-    native_v_scale: torch.Tensor | None = None
-    dq_k: torch.Tensor | None = None
-    dq_v: torch.Tensor | None = None
-    entry: torch.Tensor | None = None
-    bytes: torch.Tensor | None = None
+    __slots__ = ("__weakref__", "_info", "_vals")
+    __match_args__ = (
+        "pool", "layer_id", "k", "v", "k_scale", "v_scale", "kv", "kv_scale", "cache", "native_k_scale",
+        "native_v_scale", "dq_k", "dq_v", "entry", "bytes",
+    )
+
+    _info: Info
+    _vals: tuple[torch.Tensor, ...]
+
+    def __init__(
+        self, pool: str, layer_id: int, k: _OptT = None, v: _OptT = None, k_scale: _OptT = None,
+        v_scale: _OptT = None, kv: _OptT = None, kv_scale: _OptT = None, cache: _OptT = None,
+        native_k_scale: _OptT = None, native_v_scale: _OptT = None, dq_k: _OptT = None,
+        dq_v: _OptT = None, entry: _OptT = None, bytes: _OptT = None,  # noqa: A002 - a tensor kind
+    ) -> None:
+        """A record of ``pool``'s layer ``layer_id`` holding the tensors given, by kind."""
+        given = (k, v, k_scale, v_scale, kv, kv_scale, cache, native_k_scale, native_v_scale,
+                 dq_k, dq_v, entry, bytes)
+        present = [(kind, t) for kind, t in zip(KINDS, given) if t is not None]
+        self._info = (pool, layer_id, {kind: i for i, (kind, _) in enumerate(present)})
+        self._vals = tuple(t for _, t in present)
+
+    @property
+    def pool(self) -> str:
+        """The pool's name: ``"full"``, ``"swa"``, ``"unified"``, ``"draft"`` or ``"draft_swa"``."""
+        return self._info[0]
+
+    @property
+    def layer_id(self) -> int:
+        """Global target layer id (target pools) or draft-local index (draft pools)."""
+        return self._info[1]
+
+    k = _TensorField("Keys ``[rows, heads, dk]`` (MHA/GQA), or None.")
+    v = _TensorField("Values ``[rows, heads, dv]`` (MHA/GQA), or None.")
+    k_scale = _TensorField("Key block scales (mxfp8, FP4 recipes), or None.")
+    v_scale = _TensorField("Value block scales (mxfp8, FP4 recipes), or None.")
+    kv = _TensorField("The MLA latent (keys and values together), or None.")
+    kv_scale = _TensorField("The MLA latent's block scales, or None.")
+    cache = _TensorField("A DFLASH draft layer's opaque uint8 cache, or None.")
+    native_k_scale = _TensorField("NVFP4's native-layout key scales, or None.")
+    native_v_scale = _TensorField("NVFP4's native-layout value scales, or None.")
+    dq_k = _TensorField("NVFP4's key dequant workspace (first layer of the pool), or None.")
+    dq_v = _TensorField("NVFP4's value dequant workspace (first layer of the pool), or None.")
+    entry = _TensorField("A fused draft pool's one entry tensor (its first layer), or None.")
+    bytes = _TensorField("The unified pool's 1-D uint8 buffer (its first layer), or None.")
 
     @property
     def is_mla(self) -> bool:
         """True for an MLA layer (one latent ``kv`` tensor, no separate V)."""
-        return self.kv is not None
+        return "kv" in self._info[2]
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """The tensors present, by kind (``"k"``, ``"v"``, ``"k_scale"``, ...), in plan order."""
-        out: dict[str, torch.Tensor] = {}
-        for kind in _KINDS:
-            t = getattr(self, kind)
-            if t is not None:
-                out[kind] = t
-        return out
+        return dict(zip(self._info[2], self._vals))
 
     @property
     def nbytes(self) -> int:
         """Bytes of this layer's tensors (elements times element size; views counted as views)."""
-        return sum(t.numel() * t.element_size() for t in self.tensors().values())
+        return sum(t.numel() * t.element_size() for t in self._vals)
 
     def __repr__(self) -> str:
         parts = ", ".join(
@@ -149,17 +207,18 @@ class KVPools:
         pools: dict[str, list[LayerKV]],
         roots: list[torch.Tensor],
         slabs: dict[str, torch.Tensor],
+        index: dict[tuple[str, int], LayerKV] | None = None,
     ) -> None:
-        """Built by :func:`allocate`; not meant to be called directly."""
+        """Built by :func:`allocate` (which passes ``index``); not meant to be called directly."""
         self._plan = plan
         self._device = device
         self._strategy: Strategy = strategy
         self._pools = pools
         self._roots = roots
         self._slabs = slabs
-        self._index: dict[tuple[str, int], LayerKV] = {
-            (rec.pool, rec.layer_id): rec for records in pools.values() for rec in records
-        }
+        if index is None:
+            index = {(rec.pool, rec.layer_id): rec for records in pools.values() for rec in records}
+        self._index = index
 
     @property
     def plan(self) -> PoolPlan:
@@ -236,8 +295,8 @@ class KVPools:
         Args:
             layer_id: a global target layer id, or a draft-local index when
                 ``pool="draft"``.
-            pool: ``None`` searches the target pools (``"full"``, ``"swa"``);
-                otherwise the pool to look in.
+            pool: ``None`` searches the target pools (``"full"``, ``"swa"``,
+                ``"unified"``); otherwise the pool to look in.
 
         Raises:
             KeyError: no such layer in those pools.
@@ -294,99 +353,128 @@ class KVPools:
         )
 
 
-@dataclasses.dataclass
-class _Build:
-    """Everything allocated so far; the only owner of the tensors until :class:`KVPools` exists.
+# --------------------------------------------------------------------------- allocation
 
-    On failure :meth:`clear` drops them all, so the frames kept alive by the
-    exception's traceback hold no tensor.
+
+class _Build:
+    """Everything allocated so far: the only owner of the tensors until :class:`KVPools` exists.
+
+    ``at_pool``/``at_tensor`` say what is being made (for the error); on
+    failure :meth:`clear` drops every tensor.
     """
 
-    roots: list[torch.Tensor] = dataclasses.field(default_factory=list)
-    slabs: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
-    pools: dict[str, list[LayerKV]] = dataclasses.field(default_factory=dict)
-    partial: dict[int, dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
-    held_bytes: int = 0
-    pool: str = ""
-    layer_id: int | None = None
-    kind: str = ""
-    requested_bytes: int = 0
+    __slots__ = ("at_pool", "at_tensor", "index", "pools", "roots", "slabs")
 
-    def at(self, pool: str, layer_id: int | None, kind: str, nbytes: int) -> None:
-        """Notes the allocation about to be attempted."""
-        self.pool, self.layer_id, self.kind, self.requested_bytes = pool, layer_id, kind, nbytes
+    def __init__(self) -> None:
+        self.roots: list[torch.Tensor] = []
+        self.slabs: dict[str, torch.Tensor] = {}
+        self.pools: dict[str, list[LayerKV]] = {}
+        self.index: dict[tuple[str, int], LayerKV] = {}
+        self.at_pool = 0
+        self.at_tensor: int | None = None
 
     def clear(self) -> None:
         """Drops every tensor reference."""
         self.roots.clear()
         self.slabs.clear()
         self.pools.clear()
-        self.partial.clear()
+        self.index.clear()
+
+    def add(self, pl: PoolLayout, made: tuple[torch.Tensor, ...]) -> None:
+        """The pool's :class:`LayerKV` objects from its run-order tensors, without ``__init__``."""
+        new = object.__new__
+        out: list[LayerKV] = []
+        for info, get in pl.records:
+            rec = new(LayerKV)
+            rec._info = info
+            rec._vals = get(made)
+            out.append(rec)
+        self.pools[pl.name] = out
+        self.index.update(zip(pl.keys, out))
+
+
+def _fill_slab(
+    build: _Build, layout: tuple[PoolLayout, ...], device: torch.device, zero: bool,
+    allocator: Allocator,
+) -> None:
+    """One uint8 slab per pool, its tensors views at their planned offsets (kept in ``build``)."""
+    uint8 = torch.uint8
+    for i, pl in enumerate(layout):
+        build.at_pool = i
+        slab = allocator((pl.nbytes,), uint8, device, zero)
+        build.roots.append(slab)
+        build.slabs[pl.name] = slab
+        bases = [slab if dt is uint8 else (slab if n is None else slab[:n]).view(dt)
+                 for dt, n in pl.bases]
+        made: tuple[torch.Tensor, ...] = ()
+        for base, size, stride, offset, many in pl.views:
+            view = bases[base].as_strided(size, stride, offset)
+            made += view.unbind(0) if many else (view,)
+        build.add(pl, made)
+
+
+def _fill_per_layer(
+    build: _Build, layout: tuple[PoolLayout, ...], device: torch.device, zero: bool,
+    allocator: Allocator,
+) -> None:
+    """One allocation per tensor, in plan order (kept in ``build``)."""
+    for i, pl in enumerate(layout):
+        build.at_pool, first = i, len(build.roots)
+        for j, (shape, dtype, _, _, _) in enumerate(pl.tensors):
+            build.at_tensor = j
+            build.roots.append(allocator(shape, dtype, device, zero))
+        build.at_tensor = None
+        build.add(pl, pl.to_runs(tuple(build.roots[first:])))
 
 
 def _resolve_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a torch.device; a ValueError naming it when torch cannot parse it."""
+    if isinstance(device, torch.device):
+        return device
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def _dtype(spec: TensorSpec) -> torch.dtype:
     try:
-        return _DTYPES[spec.dtype]
-    except KeyError:
-        raise InvalidConfigError(
-            f"tensor {spec.pool}/{spec.layer_id}/{spec.kind}: unknown storage dtype {spec.dtype!r}"
+        return torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{device!r} is not a torch device (\"cpu\", \"cuda\", \"cuda:1\", \"meta\", ...): {exc}"
         ) from None
 
 
-def _check_plan(plan: PoolPlan, pools: list[tuple[PoolSpec, list[TensorSpec]]]) -> None:
-    """Validates what the slab views rely on, before anything is allocated: the core's
-    one plan checker (``PoolPlan.check``), and that torch has every storage dtype."""
-    plan.check()
-    for _pool, tensors in pools:
-        for t in tensors:
-            _dtype(t)
+def _clear_traceback_frames(exc: BaseException) -> None:
+    """Clears the locals of every finished frame in the tracebacks of ``exc`` and its chain."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is not None and id(e) not in seen:
+            seen.add(id(e))
+            traceback.clear_frames(e.__traceback__)
+            todo += [e.__cause__, e.__context__]
 
 
-def _records(pool: PoolSpec, tensors: dict[int, dict[str, torch.Tensor]]) -> list[LayerKV]:
-    """One :class:`LayerKV` per layer of ``pool``, in the pool's layer order."""
-    return [LayerKV(pool.name, layer_id, **tensors.get(layer_id, {})) for layer_id in pool.layer_ids]
-
-
-def _slab_views(tensors: list[TensorSpec], slab: torch.Tensor) -> dict[int, dict[str, torch.Tensor]]:
-    """Views of ``slab`` at the planned offsets: ``slab[off:off+n].view(dtype).view(shape)``."""
-    out: dict[int, dict[str, torch.Tensor]] = {}
-    for t in tensors:
-        view = slab[t.offset : t.offset + t.nbytes].view(_dtype(t)).view(tuple(t.shape))
-        out.setdefault(t.layer_id, {})[t.kind] = view
-    return out
-
-
-def _fill(
-    build: _Build,
-    pools: list[tuple[PoolSpec, list[TensorSpec]]],
-    device: torch.device,
-    strategy: Strategy,
-    zero: bool,
-    allocator: Allocator,
-) -> None:
-    """Allocates every pool into ``build``. Tensors live only inside ``build``."""
-    for pool, tensors in pools:
-        if strategy == "slab":
-            build.at(pool.name, None, "slab", pool.nbytes)
-            build.roots.append(allocator((pool.nbytes,), torch.uint8, device, zero))
-            build.held_bytes += pool.nbytes
-            build.slabs[pool.name] = build.roots[-1]
-            build.pools[pool.name] = _records(pool, _slab_views(tensors, build.roots[-1]))
-        else:
-            build.partial.clear()
-            for t in tensors:
-                build.at(pool.name, t.layer_id, t.kind, t.nbytes)
-                build.roots.append(allocator(tuple(t.shape), _dtype(t), device, zero))
-                build.held_bytes += t.nbytes
-                build.partial.setdefault(t.layer_id, {})[t.kind] = build.roots[-1]
-            build.pools[pool.name] = _records(pool, build.partial)
-            build.partial.clear()
+def _failure(
+    build: _Build, layout: tuple[PoolLayout, ...], dev: object, exc: Exception
+) -> AllocationError:
+    """The AllocationError naming where allocation stopped; call it before :meth:`_Build.clear`."""
+    pl, done = layout[build.at_pool], len(build.roots)
+    layer_id: int | None = None
+    if build.at_tensor is None or build.at_tensor >= len(pl.tensors):
+        held, kind, requested = sum(p.nbytes for p in layout[:done]), "slab", pl.nbytes
+        where = f"pool {pl.name!r} slab"
+    else:
+        held = sum([t[2] for p in layout for t in p.tensors][:done])
+        _, _, requested, layer_id, kind = pl.tensors[build.at_tensor]
+        where = f"pool {pl.name!r} layer {layer_id} {kind}"
+    return AllocationError(
+        f"allocating {where} ({requested} bytes) on {dev} failed with "
+        f"{held} bytes already allocated (all released): {type(exc).__name__}: {exc}",
+        pool=pl.name,
+        layer_id=layer_id,
+        kind=kind,
+        requested_bytes=requested,
+        held_bytes=held,
+    )
 
 
 def allocate(
@@ -404,15 +492,16 @@ def allocate(
     ``plan.tensor_bytes`` with ``"per_layer"``; both are at most the plan's budget.
 
     Args:
-        plan: an exact plan from ``configurator.plan(...)``.
+        plan: an exact plan from ``configurator.plan(...)``; checked
+            (``plan.check()``) on its first allocation only (module docstring).
         device: where to allocate; default ``"cuda"`` when available, else
             ``"cpu"``. ``"meta"`` is a dry run: shapes and dtypes, no memory, no
             zeroing.
         strategy: ``"slab"`` makes one uint8 allocation of ``pool.nbytes`` per
-            pool and hands out views at the planned offsets
-            (``slab[off:off+n].view(dtype).view(shape)``); ``"per_layer"`` makes
-            one ``torch.zeros``/``torch.empty`` per tensor, as SGLang does. The
-            shapes and dtypes are the same either way.
+            pool and hands out views at the planned offsets (one
+            ``as_strided`` per run of same-shaped tensors, split by
+            ``unbind``); ``"per_layer"`` makes one ``torch.zeros``/``torch.empty``
+            per tensor, as SGLang does. The shapes and dtypes are the same either way.
         zero: zero the memory (SGLang zeroes its KV buffers); ignored on meta.
         _allocator: private test hook replacing the tensor factory.
 
@@ -420,38 +509,36 @@ def allocate(
         The pools, with per-layer records and :meth:`KVPools.layer` lookup.
 
     Raises:
-        AllocationError: an allocation failed (out of memory or any other
-            error). Everything allocated before it was released first; the
-            error names the pool, the layer (``None`` for a slab) and kind, the
-            bytes asked for and the bytes that had been held.
-        InvalidConfigError: an unknown strategy, or a plan whose tensors are
-            not at their planned (aligned, consecutive) offsets.
+        AllocationError: an allocation failed (out of memory, an unknown
+            device such as ``"bogus"`` or ``"cuda:9"``, or any other error).
+            Everything allocated before it was released first; the error names
+            the pool, the layer (``None`` for a slab) and kind, the bytes asked
+            for and the bytes that had been held (for an unknown device: the
+            first allocation, nothing held).
+        InvalidConfigError: an unknown strategy, or a plan that fails its check.
+
+    Any other exception (``KeyboardInterrupt``, ``SystemExit``) leaves as it is,
+    after every tensor made was released and its traceback's frames cleared.
     """
     if strategy not in ("slab", "per_layer"):
         raise InvalidConfigError(f"strategy: expected \"slab\" or \"per_layer\", got {strategy!r}")
-    dev = _resolve_device(device)
-    if dev.type == "meta":
-        zero = False
-    pools = [(pool, list(pool.tensors)) for pool in plan.pools]  # fetched once from the native plan
-    _check_plan(plan, pools)
     alloc: Allocator = _torch_allocator if _allocator is None else _allocator
     build = _Build()
+    layout: tuple[PoolLayout, ...] = ()
+    dev: torch.device | str | None = device
     try:
-        _fill(build, pools, dev, strategy, zero, alloc)
-    except Exception as exc:
+        layout = layout_of(plan)
+        if strategy == "per_layer":
+            build.at_tensor = 0  # what an unknown device fails to allocate
+        dev = _resolve_device(device)
+        if dev.type == "meta":
+            zero = False
+        (_fill_slab if strategy == "slab" else _fill_per_layer)(build, layout, dev, zero, alloc)
+        return KVPools(plan, dev, strategy, build.pools, build.roots, build.slabs, build.index)
+    except BaseException as exc:
+        error = _failure(build, layout, dev, exc) if isinstance(exc, Exception) and layout else None
         build.clear()
-        where = f"pool {build.pool!r}" + (
-            " slab" if build.layer_id is None else f" layer {build.layer_id} {build.kind}"
-        )
-        raise AllocationError(
-            f"allocating {where} ({build.requested_bytes} bytes) on {dev} failed with "
-            f"{build.held_bytes} bytes already allocated (all released): "
-            f"{type(exc).__name__}: {exc}",
-            pool=build.pool,
-            layer_id=build.layer_id,
-            kind=build.kind,
-            requested_bytes=build.requested_bytes,
-            held_bytes=build.held_bytes,
-        ) from exc
-    return KVPools(plan, dev, strategy, build.pools, build.roots, build.slabs)
-
+        _clear_traceback_frames(exc)
+        if error is None:
+            raise
+        raise error from exc

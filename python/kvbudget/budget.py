@@ -229,8 +229,14 @@ def probe(device: int | str | None = None) -> tuple[int, int]:
 
     Raises:
         RuntimeError: torch sees no CUDA device.
+        ModuleNotFoundError: torch is not installed (the message names the extra).
     """
-    import torch
+    try:
+        import torch
+    except ModuleNotFoundError as e:
+        from kvbudget import _missing_extra
+
+        raise _missing_extra("kvbudget.budget.probe", e) from None
 
     if not torch.cuda.is_available():
         raise RuntimeError("kvbudget.budget.probe: no CUDA device is available to torch")

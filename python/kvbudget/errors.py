@@ -12,6 +12,8 @@ Every error kvbudget raises derives from :class:`KVBudgetError`, itself a
   admit one request (``window + page_size >= swa tokens``).
 - ``AllocationError`` (``"allocation_failed"``): allocating a plan failed part
   way; everything allocated so far was released. Also a :class:`MemoryError`.
+- ``UnknownNameError`` (``"unknown_name"``): no model or GPU preset has this
+  name (``UnknownPresetError``, ``UnknownGpuError``). Also a :class:`KeyError`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "NotEnoughMemoryError",
     "PlanOverflowError",
     "SWAPoolTooSmallError",
+    "UnknownNameError",
 ]
 
 
@@ -78,3 +81,31 @@ class AllocationError(KVBudgetError, MemoryError):
 
 def _rebuild_allocation_error(message: str, fields: dict[str, Any]) -> AllocationError:
     return AllocationError(message, **fields)
+
+
+class UnknownNameError(KVBudgetError, KeyError):
+    """No preset of this kind has the name; ``suggestions`` holds the closest names.
+
+    A :class:`KeyError` too (presets are looked up by name), so ``except KeyError``
+    keeps working.
+    """
+
+    code = "unknown_name"
+    #: What kind of preset (``"model preset"``, ``"GPU preset"``).
+    what: str = "preset"
+    #: The function that lists every name.
+    lister: str = ""
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        self.name = name
+        self.suggestions = suggestions
+        self.message = f"unknown {self.what} {name!r}{hint} ({self.lister}() lists them all)"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickles as its name and suggestions."""
+        return (type(self), (self.name, self.suggestions))

@@ -8,6 +8,8 @@ prefill). The draft pool mirrors the pool it shares capacity with.
 
 from __future__ import annotations
 
+import numbers
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
@@ -122,11 +124,31 @@ def suggest_swa_ratio(
         SWAPoolTooSmallError / NotEnoughMemoryError: no ratio plans at this budget.
     """
     d = configurator.handle.suggest_swa_ratio(
-        [int(x) for x in context_lengths],
-        None if weights is None else [float(w) for w in weights],
+        _integers("context_lengths", context_lengths),
+        None if weights is None else _reals("weights", weights),
         available_bytes,
     )
     return SwaRatioSuggestion(**d)
+
+
+def _integers(name: str, values: Sequence[int]) -> list[int]:
+    """``values`` as ints: integers only (numpy's too), not bools, floats or strings."""
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{name} must hold integers, got {v!r}")
+        out.append(int(v))
+    return out
+
+
+def _reals(name: str, values: Sequence[float]) -> list[float]:
+    """``values`` as floats: real numbers only, not bools or strings (finiteness is the core's check)."""
+    out: list[float] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must hold numbers, got {v!r}")
+        out.append(float(v))
+    return out
 
 
 def without_draft_configurator(configurator: PoolConfiguratorBase) -> PoolConfiguratorBase:

@@ -6,37 +6,50 @@ field table (:data:`kvbudget.fields.SCENARIO_FIELDS`): flag ``--`` + the name
 with ``-``, type, choices, default and help from its :class:`~kvbudget.fields.Field`.
 A new ``ServingConfig`` field needs no edit here. :data:`ALIASES` keeps the
 short spellings (``--tp``, ``--kv-dtype``, ``--ratio``, ...).
+
+Every number is parsed by :mod:`kvbudget.cli.numbers`, bounded to signed 64
+bits before it is computed. A bad command line raises :class:`ArgumentsError`
+(a :class:`UsageError`), which ``kvbudget.cli.main`` prints as one line,
+instead of argparse's usage-and-exit.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import re
+import difflib
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NoReturn, TypeVar
 
 import kvbudget
+from kvbudget.cli.numbers import INT64_MAX, parse_bytes, parse_finite_float, parse_int, shown
 from kvbudget.fields import SCENARIO_FIELDS, Field, canonical_name
 
 __all__ = [
     "ALIASES",
+    "ArgumentsError",
     "COMMANDS",
+    "MAX_SWEEP_STEPS",
     "SERVING_FIELDS",
     "SPEC_FIELDS",
     "UsageError",
     "VARY_CHOICES",
     "VARY_FIELDS",
     "build_parser",
+    "close_command",
     "normalize_argv",
+    "value_options",
     "parse_bytes",
     "serving_values",
     "spec_values",
 ]
 
+_T = TypeVar("_T")
+
 GIB: Final = 1 << 30
 PROG: Final = "kvbudget"
 COMMANDS: Final = ("plan", "compare", "sweep", "ratio", "models")
+#: The most values ``sweep --steps`` makes (each is planned twice).
+MAX_SWEEP_STEPS: Final = 10_000
 
 # The embedded default scenario: REFERENCE section 5, example 1.
 DEFAULT_MODEL: Final = "gemma-3-27b"
@@ -75,100 +88,80 @@ _CLI_DEFAULTS: Final[dict[str, tuple[Any, str]]] = {
     "kv_cache_dtype": (None, "the model's dtype, else bf16"),
 }
 
-_UNITS: Final[dict[str, int]] = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-}
-_BYTES_RE: Final = re.compile(
-    r"^\s*([0-9][0-9_,]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([0-9]+))?\s*([a-zA-Z]*)\s*$"
-)
-
 
 class UsageError(Exception):
-    """A bad command line value found after parsing (exit status 2)."""
+    """A bad command line value (exit status 2)."""
+
+
+class ArgumentsError(UsageError):
+    """argparse found a bad command line (exit status 2); ``command`` is the subcommand or ''."""
+
+    def __init__(self, message: str, command: str) -> None:
+        super().__init__(message)
+        self.command = command
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are raised (one line, printed by ``main``), not printed
+    with the usage and exited; the subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog[len(PROG) :].strip()
+        raise ArgumentsError(message, command)
 
 
 # --------------------------------------------------------------------------- value types
 
 
-def parse_bytes(text: str) -> int:
-    """Parse a byte count: ``42949672960``, ``40GiB``, ``40GB``, ``1.5 TiB``, ``512MiB``.
+def _arg_type(parse: Callable[[str], _T]) -> Callable[[str], _T]:
+    """``parse`` as an argparse type: its ValueError becomes argparse's message."""
 
-    Decimal units (kB, MB, GB, TB) are powers of 1000, binary units (KiB, MiB,
-    GiB, TiB) powers of 1024; no unit means bytes. Fractions are rounded down
-    to a whole byte.
-
-    Raises:
-        ValueError: not a byte count, or an unknown unit.
-    """
-    m = _BYTES_RE.match(text)
-    if m is None:
-        raise ValueError(f"not a byte count: {text!r} (e.g. 42949672960, 40GiB, 40GB)")
-    number, exp, unit = m.groups()
-    factor = _UNITS.get(unit.lower())
-    if factor is None:
-        raise ValueError(
-            f"unknown unit {unit!r} in {text!r}; use B, kB, MB, GB, TB (powers of 1000) "
-            "or KiB, MiB, GiB, TiB (powers of 1024)"
-        )
-    digits = number.replace("_", "").replace(",", "")
-    if "." in digits or exp:
-        from fractions import Fraction
-
-        value = Fraction(digits) * (10 ** int(exp or 0)) * factor
-        return int(value)
-    return int(digits) * factor
-
-
-def _bytes_arg(text: str) -> int:
-    try:
-        return parse_bytes(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _int_at_least(minimum: int | None) -> Callable[[str], int]:
-    def parse(text: str) -> int:
+    def convert(text: str) -> _T:
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if minimum is not None and value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
-    return parse
+    return convert
+
+
+_bytes_arg = _arg_type(parse_bytes)
+
+
+def _int_at_least(minimum: int | None, maximum: int = INT64_MAX) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[minimum, maximum]`` (int64 when not given)."""
+
+    def parse(text: str) -> int:
+        return parse_int(text, minimum, maximum)
+
+    return _arg_type(parse)
 
 
 _positive_int = _int_at_least(1)
 _nonneg_int = _int_at_least(0)
 
 
+@_arg_type
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = parse_finite_float(text)
     if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {value}")
+        raise ValueError(f"expected a fraction in (0, 1], got {value}")
     return value
 
 
-def _nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0.0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+@_arg_type
+def _finite_float(text: str) -> float:
+    return parse_finite_float(text)
+
+
+@_arg_type
+def _weights_gib(text: str) -> float:
+    """GiB of weights: a finite number >= 0 whose bytes fit 64 bits."""
+    value = parse_finite_float(text)
+    if not value >= 0.0:
+        raise ValueError(f"expected a number >= 0, got {shown(text.strip())}")
+    if value * GIB > INT64_MAX:
+        raise ValueError(f"{text.strip()} GiB is beyond 2**63-1 bytes")
     return value
 
 
@@ -193,7 +186,7 @@ _KIND_TYPES: Final[dict[str, tuple[Callable[[str], Any], str]]] = {
     "count": (_nonneg_int, "N"),
     "opt_count": (_nonneg_int, "N"),
     "signed": (_int_at_least(None), "N"),
-    "ratio": (float, "R"),
+    "ratio": (_finite_float, "R"),
 }
 
 
@@ -271,7 +264,7 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, budget: bool = True) -> No
     )
     b.add_argument(
         "--weights-gib",
-        type=_nonneg_float,
+        type=_weights_gib,
         metavar="W",
         help="with --gpu: GiB of weights (target and draft) on each GPU; budget = memory x F - W",
     )
@@ -289,7 +282,7 @@ def _add_command(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``kvbudget`` argument parser; ``args.command`` names the command's module."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Plan LLM KV-cache pools exactly: SGLang's numbers plus an exact plan that "
         "fits. With no command, `kvbudget ...` is `kvbudget plan ...`.",
@@ -299,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {kvbudget.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = _add_command(sub, 
+    p = _add_command(
+        sub,
         "plan",
         help="plan the pools for a model, draft and budget (the default command)",
         description="Plan the KV pools. Without MODEL: the embedded default "
@@ -316,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    c = _add_command(sub, 
+    c = _add_command(
+        sub,
         "compare",
         help="fit=exact vs fit=sglang, and with vs without the draft in the budget",
         description="Compare fit=exact with fit=sglang, and SGLang with the draft layers in "
@@ -325,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario_args(c)
     c.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
-    s = _add_command(sub, 
+    s = _add_command(
+        sub,
         "sweep",
         help="vary one input, tabulate, write CSV and a plot",
         description="Plan once per value of one input. Values: --values V1 V2 ... (or "
@@ -338,7 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--start", metavar="A")
     s.add_argument("--stop", metavar="B")
-    s.add_argument("--steps", type=_positive_int, metavar="N", help="number of values (default 10)")
+    s.add_argument(
+        "--steps",
+        type=_int_at_least(1, MAX_SWEEP_STEPS),
+        metavar="N",
+        help=f"number of values (default 10, at most {MAX_SWEEP_STEPS:,})",
+    )
     s.add_argument(
         "--out", metavar="CSV", help="write the rows as CSV ('-' for stdout instead of the table)"
     )
@@ -346,7 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     _add_scenario_args(s, budget=False)
 
-    r = _add_command(sub, 
+    r = _add_command(
+        sub,
         "ratio",
         help="the SWA ratio at which the full and SWA pools run out together for a workload",
         description="Suggest swa_full_tokens_ratio for a workload of context lengths: the ratio "
@@ -369,10 +371,59 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def normalize_argv(argv: list[str]) -> list[str]:
-    """``kvbudget`` alone, or ``kvbudget MODEL ...``, means ``kvbudget plan ...``."""
+def value_options(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """The option strings (all commands) that take exactly one value, such as ``--available``."""
+    parsers = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.extend(action.choices.values())
+    return frozenset(
+        option
+        for p in parsers
+        for action in p._actions
+        if action.nargs is None
+        for option in action.option_strings
+    )
+
+
+def _looks_negative(token: str) -> bool:
+    return len(token) > 1 and token[0] == "-" and token[1] in "0123456789."
+
+
+def normalize_argv(
+    argv: list[str], options: frozenset[str] | None = None
+) -> list[str]:
+    """``kvbudget`` alone, or ``kvbudget MODEL ...``, means ``kvbudget plan ...``.
+
+    With ``options`` (:func:`value_options`), a value that starts like a negative number
+    (``--available -5GiB``) is joined to its flag (``--available=-5GiB``): argparse would take
+    it for an option and say "expected one argument" instead of what is wrong with it.
+    """
     if not argv:
         return ["plan"]
-    if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
+    if not (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version")):
+        argv = ["plan", *argv]
+    if options is None:
         return argv
-    return ["plan", *argv]
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            out.extend(argv[i:])
+            break
+        if token in options and i + 1 < len(argv) and _looks_negative(argv[i + 1]):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def close_command(name: str) -> str | None:
+    """The command ``name`` is probably a typo of (``plna`` -> ``plan``), or None."""
+    if name in COMMANDS or name.startswith("-"):
+        return None
+    close = difflib.get_close_matches(name.lower(), COMMANDS, n=1, cutoff=0.6)
+    return close[0] if close else None

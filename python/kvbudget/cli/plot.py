@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kvbudget.cli import render
+from kvbudget.cli.files import OutputError, open_output, output_error
 from kvbudget.cli.render import GIB
 from kvbudget.cli.scenario import CliScenario
 
 
 def plot(rows: list[dict[str, Any]], sc: CliScenario, vary: str, x_label: str, path: str) -> None:
-    """Write the sweep's rows as a PNG at ``path``."""
+    """Write the sweep's rows as a plot at ``path`` (its suffix is the format; none is PNG).
+
+    Raises:
+        OutputError: ``path`` cannot be written.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -90,5 +96,13 @@ def plot(rows: list[dict[str, Any]], sc: CliScenario, vary: str, x_label: str, p
     )
     ax1.set_title(render.serving_summary(sc.scenario.serving, skip=vary), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    try:
+        with open_output(path, "--plot", binary=True) as fh:
+            fig.savefig(fh, format=fmt, dpi=120)
+    except OutputError:
+        raise
+    except OSError as exc:  # a write, or the flush at close
+        raise output_error("--plot", path, exc) from exc
+    finally:
+        plt.close(fig)

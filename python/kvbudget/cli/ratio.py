@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections.abc import Sequence
+from typing import Final
 
 from kvbudget.cli import render
+from kvbudget.cli.numbers import parse_finite_float, parse_int, shown
 from kvbudget.cli.parser import UsageError
 from kvbudget.cli.render import b
 from kvbudget.cli.scenario import build_scenario
+
+
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
 
 
 def context_lengths(values: Sequence[str]) -> list[int]:
@@ -20,15 +26,37 @@ def context_lengths(values: Sequence[str]) -> list[int]:
             part = part.strip()
             if not part:
                 continue
+            if not _INTEGER.fullmatch(part):
+                raise UsageError(f"--context-lengths: not an integer: {shown(part)}")
             try:
-                n = int(part)
-            except ValueError:
-                raise UsageError(f"--context-lengths: not an integer: {part!r}") from None
-            if n < 1:
-                raise UsageError(f"--context-lengths: must be >= 1, got {n}")
+                n = parse_int(part, 1)
+            except ValueError as exc:
+                raise UsageError(f"--context-lengths: {exc}") from None
             out.append(n)
     if not out:
         raise UsageError("--context-lengths: give at least one length")
+    return out
+
+
+def weights(values: Sequence[str] | None) -> list[float] | None:
+    """``--weights``: finite numbers >= 0, space or comma separated (None when not given)."""
+    if values is None:
+        return None
+    out: list[float] = []
+    for v in values:
+        for part in str(v).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                w = parse_finite_float(part)
+            except ValueError as exc:
+                raise UsageError(f"--weights: {exc}") from None
+            if w < 0:
+                raise UsageError(f"--weights: must be >= 0, got {shown(part)}")
+            out.append(w)
+    if not out:
+        raise UsageError("--weights: give at least one weight")
     return out
 
 
@@ -39,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     available = sc.require_budget()
     cfg = sc.configurator()
     lengths = context_lengths(args.context_lengths)
-    weights = None if args.weights is None else [float(w) for w in args.weights]
-    r = suggest_swa_ratio(cfg, lengths, available, weights=weights)
+    weight_list = weights(args.weights)
+    r = suggest_swa_ratio(cfg, lengths, available, weights=weight_list)
     if args.json:
         # Every number of the suggestion, as the library returns it (pool sizes flattened).
         numbers = {
@@ -51,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 "ratio",
                 sc,
                 context_lengths=lengths,
-                weights=weights,
+                weights=weight_list,
                 **numbers,
                 full_tokens=r.config.full_max_total_num_tokens,
                 swa_tokens=r.config.swa_max_total_num_tokens,

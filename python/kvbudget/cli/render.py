@@ -5,6 +5,7 @@ rich is imported inside the functions that draw, never at import.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -70,13 +71,29 @@ def sizes(config: MemoryPoolConfig) -> dict[str, int | None]:
 
 
 def console(stderr: bool = False, min_width: int = 120) -> Console:
-    """A rich console; when not writing to a terminal, at least ``min_width`` columns wide."""
+    """A rich console; when not writing to a terminal, at least ``min_width`` columns wide.
+
+    A closed pipe raises ``BrokenPipeError`` (``kvbudget.cli.main`` reports it in one
+    line, exit status 1) instead of rich's silent ``SystemExit(1)``.
+    """
     from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, "broken pipe")
 
     width = None
     if not (sys.stderr if stderr else sys.stdout).isatty():
-        width = max(min_width, int(os.environ.get("COLUMNS", "0") or 0))
-    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=True)
+        width = max(min_width, _columns())
+    return _Console(stderr=stderr, width=width, highlight=False, soft_wrap=True)
+
+
+def _columns() -> int:
+    """``$COLUMNS`` as a width (0 when unset or not a sane number)."""
+    text = os.environ.get("COLUMNS", "").strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 5:
+        return 0
+    return int(text)
 
 
 def serving_summary(s: ServingConfig, skip: str = "") -> str:

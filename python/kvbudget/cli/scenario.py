@@ -24,6 +24,8 @@ from kvbudget import (
     SpeculativeConfig,
 )
 from kvbudget.cli import render
+from kvbudget.cli.files import read_config
+from kvbudget.cli.numbers import INT64_MAX
 from kvbudget.cli.parser import (
     DEFAULT_AVAILABLE,
     DEFAULT_DRAFT,
@@ -124,8 +126,14 @@ class CliScenario:
 
 
 def looks_like_path(name: str) -> bool:
+    """Whether a MODEL (or ``--draft KIND:VALUE``) names a config file rather than a preset."""
+    if name.endswith(".json"):
+        return True
     p = Path(name)
-    return name.endswith(".json") or (p.exists() and (p.is_file() or (p / "config.json").is_file()))
+    try:
+        return p.exists() and (p.is_file() or (p / "config.json").is_file())
+    except (OSError, ValueError):  # a name too long for a path, say: not a path
+        return False
 
 
 def _hf_dtype(cfg: dict[str, Any]) -> str | None:
@@ -142,7 +150,7 @@ def _load_model(
 ) -> tuple[str, dict[str, Any], ModelGeometry, str | None, bool]:
     """(label, info, geometry, suggested kv dtype, is_default)."""
     from kvbudget.models import get_preset
-    from kvbudget.models.hf import geometry_kwargs_from_hf_config, load_hf_config
+    from kvbudget.models.hf import geometry_kwargs_from_hf_config
 
     config_path: str | None = args.config
     name: str | None = args.model
@@ -151,7 +159,7 @@ def _load_model(
     if config_path is None and name is not None and looks_like_path(name):
         config_path = name
     if config_path is not None:
-        cfg = load_hf_config(config_path)
+        cfg = read_config(config_path)  # bounded: size, UTF-8, nesting, 64-bit integers
         model = ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
         label = f"config {config_path}"
         arch = cfg.get("architectures") or []
@@ -197,7 +205,7 @@ def _preset_draft(preset: Preset) -> DraftGeometry | None:
 _NOT_HYBRID = ModelGeometry([0], [], 1, 1)
 
 
-def _config_as_draft_model(path: str, hf_kind: str) -> ModelGeometry | None:
+def _config_as_draft_model(cfg: dict[str, Any], hf_kind: str) -> ModelGeometry | None:
     """A draft checkpoint as SGLang's rule reads it: a standalone model's own geometry, an
     EAGLE head's (never hybrid); None for an MTP head (the target's config)."""
     if hf_kind == "eagle":
@@ -206,7 +214,7 @@ def _config_as_draft_model(path: str, hf_kind: str) -> ModelGeometry | None:
         return None
     from kvbudget.models.hf import geometry_kwargs_from_hf_config
 
-    return ModelGeometry(**geometry_kwargs_from_hf_config(path))
+    return ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
 
 
 def _plural(n: int, word: str) -> str:
@@ -248,8 +256,11 @@ def _draft(
     if not value:
         raise UsageError(f"--draft {text!r}: give a layer count, a preset or a config after ':'")
     info: dict[str, Any] = {"spec": text, "preset": None, "config": None}
-    if value.isdigit():
-        layers = int(value)
+    if value.isascii() and value.isdigit():
+        digits = value.lstrip("0") or "0"
+        if len(digits) > 19 or int(digits) > INT64_MAX:  # length first: no huge int
+            raise UsageError(f"--draft {text[:60]!r}: the layer count is beyond 2**63-1")
+        layers = int(digits)
         if algorithm == "standalone":
             raise UsageError(
                 f"--draft {text!r}: a standalone draft is a model; "
@@ -267,10 +278,11 @@ def _draft(
     if looks_like_path(value):
         target_kwargs = {key: getattr(model, key) for key in GEOMETRY_KEYS}
         hf_kind: Any = _HF_KIND[algorithm]
-        geom = DraftGeometry(**draft_kwargs_from_hf_config(value, target_kwargs, kind=hf_kind))
+        cfg = read_config(value)  # bounded: size, UTF-8, nesting, 64-bit integers
+        geom = DraftGeometry(**draft_kwargs_from_hf_config(cfg, target_kwargs, kind=hf_kind))
         label = f"{kind.upper()} draft from {value}, {geom.num_layers} layers"
         counts = sglang_draft_layers(
-            algorithm, geom.num_layers, target=model, draft_model=_config_as_draft_model(value, hf_kind)
+            algorithm, geom.num_layers, target=model, draft_model=_config_as_draft_model(cfg, hf_kind)
         )
         spec = SpeculativeConfig(algorithm=algorithm, **counts, draft=geom, **extra)
         return label, {**info, "config": value}, spec

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 from collections.abc import Iterator, Sequence
+from fractions import Fraction
 from typing import IO, Any, Final
 
 from kvbudget import KVBudgetError
 from kvbudget.cli import render
-from kvbudget.cli.parser import VARY_FIELDS, UsageError, parse_bytes
+from kvbudget.cli.files import OutputError, check_output, open_output, output_error
+from kvbudget.cli.numbers import INT64_MAX, INT64_MIN, parse_finite_float, parse_int
+from kvbudget.cli.parser import MAX_SWEEP_STEPS, VARY_FIELDS, UsageError, parse_bytes
 from kvbudget.cli.render import MissingDependency, b
 from kvbudget.cli.scenario import CliScenario, build_scenario
 from kvbudget.fields import SCENARIO_FIELDS
@@ -51,7 +55,25 @@ def _is_int(vary: str) -> bool:
     return name is None or SCENARIO_FIELDS[name].py == "int"
 
 
+def _value(vary: str, item: str) -> float | int:
+    """One swept value, bounded: a byte count, an int64, or a finite float.
+
+    Raises:
+        ValueError: not such a value (the message says why).
+    """
+    if vary == "available":
+        return parse_bytes(item)
+    if _is_int(vary):
+        return parse_int(item)
+    return parse_finite_float(item)
+
+
 def sweep_values(args: argparse.Namespace) -> list[float | int]:
+    """The swept values: ``--values`` (at most MAX_SWEEP_STEPS) or ``--start/--stop/--steps``.
+
+    Raises:
+        UsageError: a bad, non-finite or out-of-range value (each is bounded to 64 bits).
+    """
     vary: str = args.vary
     integer = _is_int(vary)
     values: list[float | int] = []
@@ -59,31 +81,33 @@ def sweep_values(args: argparse.Namespace) -> list[float | int]:
         if args.start is not None or args.stop is not None or args.steps is not None:
             raise UsageError("give --values or --start/--stop/--steps, not both")
         items = [v for raw in args.values for v in raw.replace(",", " ").split()]
+        if len(items) > MAX_SWEEP_STEPS:
+            raise UsageError(f"--values: {len(items):,} values; at most {MAX_SWEEP_STEPS:,}")
         for item in items:
             try:
-                if vary == "available":
-                    values.append(parse_bytes(item))
-                elif integer:
-                    values.append(int(item))
-                else:
-                    values.append(float(item))
+                values.append(_value(vary, item))
             except ValueError as exc:
-                raise UsageError(
-                    f"--values: {exc}" if vary == "available" else f"--values: bad {vary} {item!r}"
-                ) from None
+                raise UsageError(f"--values: bad {vary} value: {exc}") from None
     else:
         if args.start is None or args.stop is None:
             raise UsageError("sweep needs --values V1 V2 ... or --start A --stop B [--steps N]")
         steps = 10 if args.steps is None else args.steps
         try:
             lo, hi = (
-                parse_bytes(x) if vary == "available" else float(x) for x in (args.start, args.stop)
+                parse_bytes(x) if vary == "available" else parse_finite_float(x)
+                for x in (args.start, args.stop)
             )
         except ValueError as exc:
             raise UsageError(f"--start/--stop: {exc}") from None
-        raw_vals = [lo + (hi - lo) * i / (steps - 1) for i in range(steps)] if steps > 1 else [lo]
-        for v in raw_vals:
-            values.append(int(round(v)) if integer else round(v, 12))
+        if integer and not (INT64_MIN <= min(lo, hi) and max(lo, hi) < 2.0**63):
+            raise UsageError(f"--start/--stop: {vary} values must be within 64-bit integers")
+        if integer:  # evenly spaced, exactly: no float rounding at 64-bit magnitudes
+            flo, fhi = Fraction(lo), Fraction(hi)
+            exact = [flo + (fhi - flo) * i / (steps - 1) for i in range(1, steps)]
+            values.extend(min(round(v), INT64_MAX) for v in [flo, *exact])
+        else:
+            raw = [lo + (hi - lo) * i / (steps - 1) for i in range(steps)] if steps > 1 else [lo]
+            values.extend(round(v, 12) for v in raw)
         values = list(dict.fromkeys(values))
     if not values:
         raise UsageError("sweep: no values")
@@ -161,7 +185,8 @@ def write_csv(rows: list[dict[str, Any]], out: IO[str]) -> None:
         writer.writerow(r)
 
 
-def _check_matplotlib() -> None:
+def _check_matplotlib(path: str) -> None:
+    """matplotlib is installed and writes ``path``'s format (its suffix; none is PNG)."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -169,6 +194,36 @@ def _check_matplotlib() -> None:
             "--plot needs matplotlib, which is not installed: pip install 'kvbudget[plot]' "
             "(or pip install matplotlib)"
         ) from None
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = os.path.splitext(path)[1].lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise UsageError(
+            f"--plot {path}: matplotlib cannot write .{suffix} files; use one of "
+            + ", ".join(f".{f}" for f in sorted(formats))
+        )
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """--out and --plot can be written (checked before any planning)."""
+    check_output(args.out, "--out")
+    check_output(args.plot, "--plot")
+    if args.out not in (None, "-") and args.plot is not None:
+        if os.path.abspath(args.out) == os.path.abspath(args.plot):
+            raise UsageError(f"--out and --plot name the same file: {args.out}")
+    if args.plot is not None:
+        _check_matplotlib(args.plot)
+
+
+def _write_csv_file(rows: list[dict[str, Any]], path: str) -> None:
+    try:
+        with open_output(path, "--out") as fh:
+            write_csv(rows, fh)
+    except OutputError:
+        raise
+    except OSError as exc:  # a write, or the flush at close
+        raise output_error("--out", path, exc) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,8 +231,7 @@ def run(args: argparse.Namespace) -> int:
     if vary == "available" and args.available is not None:
         raise UsageError("--vary available sets the budget; drop --available")
     values = sweep_values(args)
-    if args.plot is not None:
-        _check_matplotlib()
+    _check_outputs(args)
     if vary == "available":
         args.available = int(values[0])
     sc = build_scenario(args)
@@ -187,8 +241,7 @@ def run(args: argparse.Namespace) -> int:
         write_csv(rows, sys.stdout)
     else:
         if args.out is not None:
-            with open(args.out, "w", newline="", encoding="utf-8") as fh:
-                write_csv(rows, fh)
+            _write_csv_file(rows, args.out)
         _table(rows, sc, vary)
     if args.plot is not None:
         from kvbudget.cli.plot import plot

@@ -22,6 +22,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from kvbudget.errors import UnknownNameError
+
 __all__ = ["GpuSpec", "UnknownGpuError", "get_gpu", "list_gpus", "GPUS"]
 
 BytesBasis = Literal["stated_gb_x_1e9", "device_reported"]
@@ -154,18 +156,11 @@ GPUS: Final[dict[str, GpuSpec]] = {
 }
 
 
-class UnknownGpuError(KeyError):
+class UnknownGpuError(UnknownNameError):
     """No GPU preset has this name; the message lists the closest names."""
 
-    def __init__(self, name: str, suggestions: list[str]) -> None:
-        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
-        self.name = name
-        self.suggestions = suggestions
-        self.message = f"unknown GPU preset {name!r}{hint} (list_gpus() lists them all)"
-        super().__init__(self.message)
-
-    def __str__(self) -> str:
-        return self.message
+    what = "GPU preset"
+    lister = "list_gpus"
 
 
 def _norm(name: str) -> str:

@@ -203,7 +203,8 @@ def load_hf_config(path_or_dict: PathOrDict) -> dict[str, Any]:
     ``config.json`` file, or a directory that contains ``config.json``.
 
     Raises:
-        ConfigError: the file is missing, is not JSON, or is not a JSON object.
+        ConfigError: the file is missing, unreadable, over 16 MiB, not UTF-8, not
+            JSON (or nested too deep), or not a JSON object.
     """
     if isinstance(path_or_dict, Mapping):
         return dict(path_or_dict)
@@ -215,16 +216,21 @@ def load_hf_config(path_or_dict: PathOrDict) -> dict[str, Any]:
     path = Path(path_or_dict)
     if path.is_dir():
         path = path / "config.json"
+    from kvbudget.models.config_io import MAX_CONFIG_BYTES, read_bounded
+
+    raw = read_bounded(path)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config.json")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from exc
-    try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (offset {exc.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deep") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
+    except ValueError:  # Python's limit on the digits of an integer
+        raise ConfigError(f"{path}: not valid JSON: a number with thousands of digits") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
@@ -289,6 +295,8 @@ class _View:
                 raise self.fail(key, f"must be an integer, got {v!r}")
         if v < minimum:
             raise self.fail(key, f"must be >= {minimum}, got {v}")
+        if v > 2**63 - 1:
+            raise self.fail(key, f"must be <= 2**63-1, got {v}")
         return v
 
     def req_int(self, key: str, minimum: int = 1) -> int:

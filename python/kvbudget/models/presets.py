@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Final, Literal
 
+from kvbudget.errors import UnknownNameError
+
 __all__ = [
     "Preset",
     "UnknownPresetError",
@@ -47,18 +49,11 @@ _ROLE_KIND: Final[dict[str, DraftKindName]] = {
 }
 
 
-class UnknownPresetError(KeyError):
-    """No preset has this name; the message lists the closest names."""
+class UnknownPresetError(UnknownNameError):
+    """No model preset has this name; the message lists the closest names."""
 
-    def __init__(self, name: str, suggestions: list[str]) -> None:
-        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
-        self.name = name
-        self.suggestions = suggestions
-        self.message = f"unknown model preset {name!r}{hint} (list_presets() lists them all)"
-        super().__init__(self.message)
-
-    def __str__(self) -> str:
-        return self.message
+    what = "model preset"
+    lister = "list_presets"
 
 
 @dataclass(frozen=True)

@@ -228,24 +228,24 @@ pub fn suggest_swa_ratio(
             )))
         }
         Some(ws)
-            if ws.iter().any(|x| !x.is_finite() || *x < 0.0) || ws.iter().sum::<f64>() <= 0.0 =>
+            if ws.iter().any(|x| !x.is_finite() || *x < 0.0)
+                || !(ws.iter().sum::<f64>().is_finite() && ws.iter().sum::<f64>() > 0.0) =>
         {
             return Err(PlanError::invalid(
-                "weights must be finite, >= 0, and not all 0",
+                "weights must be finite, >= 0, not all 0, and sum to a finite number",
             ))
         }
         Some(ws) => ws.to_vec(),
         None => vec![1.0; context_lengths.len()],
     };
+    // Normalized weights (each at most 1), so the weighted sums cannot overflow.
     let total_w: f64 = w.iter().sum();
     let (mut f, mut s) = (0.0, 0.0);
     for (l, wi) in context_lengths.iter().zip(&w) {
         let fp = footprint(cfg, *l)?;
-        f += wi * fp.full_tokens as f64;
-        s += wi * fp.swa_tokens as f64;
+        f += wi / total_w * fp.full_tokens as f64;
+        s += wi / total_w * fp.swa_tokens as f64;
     }
-    f /= total_w;
-    s /= total_w;
 
     let at = |r: f64| -> Option<(MemoryPoolConfig, u64, u64, u64)> {
         let c = cfg

@@ -63,21 +63,6 @@ fn cells(field: ScenarioField, n: usize) -> BoxedStrategy<Cells> {
     }
 }
 
-/// The scalar API's value for a cell (the batch encoding decoded).
-fn value_of(field: ScenarioField, cells: &Cells, i: usize) -> Value<'static> {
-    let info = field.info();
-    match cells {
-        Cells::I64(v) if v[i] < 0 && info.py == fields::PyRepr::OptInt => Value::None,
-        Cells::I64(v) => Value::Int(i128::from(v[i])),
-        Cells::F64(v) => Value::Float(v[i]),
-        Cells::Bool(v) => Value::Bool(v[i]),
-        Cells::U8(v) => info
-            .choices
-            .get(usize::from(v[i]))
-            .map_or(Value::Str("no such name"), |s| Value::Str(s)),
-    }
-}
-
 fn batch_case() -> impl Strategy<Value = (usize, Vec<(ScenarioField, Cells)>, Vec<i64>)> {
     let batch_fields: Vec<ScenarioField> = ScenarioField::ALL
         .iter()
@@ -125,7 +110,7 @@ fn scalar(
 ) -> (i64, i64, i64, u8) {
     let err = |e: PlanError| (0, 0, 0, e.code.status());
     for (f, c) in cols {
-        if let Err(e) = sc.set(f.info().name, value_of(*f, c, i)) {
+        if let Err(e) = sc.set(f.info().name, c.scalar_value(*f, i)) {
             return err(e);
         }
     }

@@ -32,6 +32,7 @@ mod _core {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("SGLANG_VERSION", kvbudget_core::SGLANG_VERSION)?;
         m.add("TENSOR_ALIGNMENT", kvbudget_core::plan::TENSOR_ALIGNMENT)?;
+        m.add("MAX_PLAN_LAYERS", kvbudget_core::plan::MAX_PLAN_LAYERS)?;
         m.add("DETACH_ROWS", crate::batch::DETACH_ROWS)?;
         m.add("FIELDS", crate::convert::fields_table(m.py())?)?;
         errors::register(m)

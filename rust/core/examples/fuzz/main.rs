@@ -75,6 +75,7 @@ mod oracles;
 mod plans;
 mod rng;
 mod table;
+mod workload;
 
 use batch::BatchCase;
 use gen::ConfigCase;

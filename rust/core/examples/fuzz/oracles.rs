@@ -374,5 +374,6 @@ pub fn run_config(c: &ConfigCase, st: &mut Stats) -> Check {
             }
         }
     }
-    check_plans(&cfg, c, st)
+    check_plans(&cfg, c, st)?;
+    crate::workload::check_workload(&cfg, c.available, c.mutation, st)
 }

@@ -13,21 +13,11 @@ use kvbudget_core::{
     ConfiguratorKind, Fit, LayerIds, PlanError, PoolConfigurator, PoolName, PoolPlan, TensorKind,
 };
 
-/// Layer totals above this are not planned (a plan lists every layer's tensors).
-pub const PLAN_LAYER_LIMIT: u64 = 1 << 16;
+/// Layer totals above this are not planned (the core refuses them: a plan lists every layer's tensors).
+pub const PLAN_LAYER_LIMIT: u64 = kvbudget_core::plan::MAX_PLAN_LAYERS;
 
-fn tractable(cfg: &PoolConfigurator) -> bool {
-    let s = cfg.shape();
-    let spec = cfg.spec();
-    let draft = spec
-        .draft
-        .map_or(spec.draft_num_layers, |g| g.num_layers)
-        .max(spec.draft_num_layers);
-    s.num_full_layers
-        .saturating_add(s.num_swa_layers)
-        .saturating_add(draft)
-        .saturating_add(spec.banded_draft_layers)
-        <= PLAN_LAYER_LIMIT
+pub fn tractable(cfg: &PoolConfigurator) -> bool {
+    cfg.shape().num_layers() + cfg.spec().num_draft_layers() <= PLAN_LAYER_LIMIT
 }
 
 /// `PoolPlan::check`, and what only the configurator knows.
@@ -195,6 +185,7 @@ pub fn check_plans(cfg: &PoolConfigurator, c: &ConfigCase, st: &mut Stats) -> Ch
         Ok(plan) => {
             check_plan(cfg, plan).map_err(|e| format!("exact plan: {e}"))?;
             check_checker(plan, c.mutation, st)?;
+            crate::workload::check_plan_json(plan, c.mutation)?;
             ensure!(
                 plan.config.max_total_num_tokens > 0,
                 "exact plan with max_total {}",

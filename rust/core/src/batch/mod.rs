@@ -20,7 +20,7 @@ pub(crate) mod kernel;
 pub use kernel::{plan_many, Threads, PARALLEL_ROWS};
 
 use crate::error::{ErrorCode, PlanError, Result};
-use crate::fields::{MemoryPoolConfig, ScenarioField};
+use crate::fields::{MemoryPoolConfig, PyRepr, ScenarioField, Value};
 use crate::scenario::Scenario;
 
 /// Status of a successful row; failed rows carry [`crate::ErrorCode::status`].
@@ -92,6 +92,27 @@ pub enum Cells {
 }
 
 impl Cells {
+    /// The value the scalar API reads for cell `i` of a column of `field`
+    /// (the batch encoding decoded): a negative integer of an optional
+    /// integer field is None, a code is its choice's name, and a code past
+    /// the choices reads as a name no choice has (so setting it fails with
+    /// the error the kernel gives that row). Panics if `i` is out of range.
+    pub fn scalar_value(&self, field: ScenarioField, i: usize) -> Value<'static> {
+        let info = field.info();
+        match self {
+            Self::I64(v) if v[i] < 0 && info.py == PyRepr::OptInt => Value::None,
+            Self::I64(v) => Value::Int(i128::from(v[i])),
+            Self::F64(v) => Value::Float(v[i]),
+            Self::Bool(v) => Value::Bool(v[i]),
+            Self::U8(v) => Value::Str(
+                info.choices
+                    .get(usize::from(v[i]))
+                    .copied()
+                    .unwrap_or("<no such code>"),
+            ),
+        }
+    }
+
     /// The borrowed view.
     pub fn data(&self) -> ColumnData<'_> {
         match self {

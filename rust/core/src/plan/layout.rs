@@ -17,6 +17,10 @@ use crate::fp4::{fp4_buffers, Fp4Buffers};
 use crate::geometry::DraftCapacity;
 use crate::sizing::ConfiguratorKind;
 
+/// The most target plus draft layers an exact plan holds (far above any real
+/// model; it bounds a plan to a few hundred thousand tensors).
+pub const MAX_PLAN_LAYERS: u64 = 1 << 16;
+
 /// The planner's view of a configurator: its pools, and how their token
 /// counts follow from one primary count `x` (full tokens, or SWA tokens for
 /// an all-SWA target).
@@ -98,8 +102,17 @@ impl Geometry<'_> {
 
 impl<'a> PlanLayout<'a> {
     /// Lays out the pools of `cfg` (shapes per row; token counts come later).
+    /// At most [`MAX_PLAN_LAYERS`] target and draft layers: a plan lists every
+    /// layer's tensors.
     pub fn new(cfg: &'a PoolConfigurator) -> Result<Self> {
         let m = cfg.shape();
+        let layers = m.num_layers() + cfg.spec().num_draft_layers();
+        if layers > MAX_PLAN_LAYERS {
+            return Err(PlanError::invalid(format!(
+                "an exact plan lists every layer's tensors: at most {MAX_PLAN_LAYERS} target and draft \
+                 layers, got {layers} (SGLang's sizing, calculate_pool_sizes, has no such limit)"
+            )));
+        }
         let crate::LayerIds {
             full: full_ids,
             swa: swa_ids,
@@ -323,7 +336,8 @@ impl<'a> PlanLayout<'a> {
         for pl in &self.pools {
             total = total.checked_add(self.pool_bytes(pl, full, swa, p)?)?;
         }
-        Some(total)
+        // Every byte count the core returns fits an i64.
+        (total <= crate::arith::MAX_QUANTITY).then_some(total)
     }
 
     /// Bytes per primary token of the pools whose size is the primary count

@@ -20,7 +20,7 @@ mod check;
 mod layout;
 mod tensors;
 
-pub use layout::PlanLayout;
+pub use layout::{PlanLayout, MAX_PLAN_LAYERS};
 
 use crate::arith::{align_up, to_i64};
 use crate::configurator::PoolConfigurator;
@@ -317,12 +317,19 @@ impl PoolConfigurator {
     ) -> Result<PoolPlan> {
         let layout = PlanLayout::new(self)?;
         let p = self.resolve_page_size(None)?;
+        self.check_given_config(config, p)?;
         let full = config
             .full_max_total_num_tokens
             .unwrap_or(config.max_total_num_tokens);
         let swa = config.swa_max_total_num_tokens.unwrap_or(0);
+        let mut config = *config;
+        if self.sizing().unified {
+            let bytes = self.sizing().unified_pool_bytes(full, swa);
+            config.unified_memory_pool_bytes =
+                Some(crate::arith::narrow(bytes, "unified pool bytes")?);
+        }
         let mut plan = layout.build(
-            *config,
+            config,
             full,
             swa,
             p,
@@ -333,6 +340,74 @@ impl PoolConfigurator {
             plan.available_bytes = to_i64(plan.total_bytes, "plan bytes")?;
         }
         Ok(plan)
+    }
+
+    /// Given pool sizes must have this configurator's shape and be page-aligned
+    /// (INV-4 for "given" plans): Default names one pool; an SWA kind names the
+    /// full pool (0 for an all-SWA target, else `max_total_num_tokens` > 0) and
+    /// the SWA pool (an all-SWA target's `max_total_num_tokens`); unified
+    /// memory's pool bytes are the configurator's for those sizes. One
+    /// exception, SGLang's own: RequestCap's constraint path clamps the SWA
+    /// pool to the token cap asked for (`min(cap, max_total_num_tokens)`), so
+    /// an SWA count below the cap pool, within a page above the full pool, is
+    /// the configurator's output and need not be page-aligned.
+    fn check_given_config(&self, c: &MemoryPoolConfig, p: i64) -> Result<()> {
+        let bad = |what: String| Err(PlanError::invalid(format!("plan_for_config: {what}")));
+        let clamped_swa = match (self.kind(), c.swa_max_total_num_tokens) {
+            (ConfiguratorKind::RequestCap, Some(swa)) => {
+                let full = c.max_total_num_tokens;
+                swa < self.sizing().request_cap_swa_tokens::<PlanError>(p)?
+                    && swa.checked_sub(full).is_some_and(|d| (0..p).contains(&d))
+            }
+            _ => false,
+        };
+        let counts = [
+            ("max_total_num_tokens", Some(c.max_total_num_tokens)),
+            ("full_max_total_num_tokens", c.full_max_total_num_tokens),
+            (
+                "swa_max_total_num_tokens",
+                c.swa_max_total_num_tokens.filter(|_| !clamped_swa),
+            ),
+        ];
+        for (name, v) in counts {
+            if let Some(v) = v.filter(|v| *v < 0 || v % p != 0) {
+                return bad(format!(
+                    "{name}={v} is not a non-negative multiple of page_size {p}"
+                ));
+            }
+        }
+        let (t, full, swa) = (
+            c.max_total_num_tokens,
+            c.full_max_total_num_tokens,
+            c.swa_max_total_num_tokens,
+        );
+        let shaped = match self.kind() {
+            ConfiguratorKind::Default => full.is_none() && swa.is_none() && t > 0,
+            _ if self.is_all_swa() => full.is_none_or(|f| f == 0) && swa == Some(t) && t > 0,
+            _ => full == Some(t) && t > 0 && swa.is_some(),
+        };
+        if !shaped {
+            return bad(format!(
+                "{c:?} is not the shape of a {} plan{}",
+                self.kind().class_name(),
+                if self.is_all_swa() {
+                    " of an all-SWA model"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let unified = self.sizing().unified.then(|| {
+            self.sizing()
+                .unified_pool_bytes(full.unwrap_or(t), swa.unwrap_or(0))
+        });
+        match (c.unified_memory_pool_bytes, unified) {
+            (None, _) => Ok(()),
+            (Some(b), Some(want)) if i128::from(b) == want => Ok(()),
+            (Some(b), _) => bad(format!(
+                "unified_memory_pool_bytes={b} is not this configurator's unified pool for these sizes"
+            )),
+        }
     }
 
     /// Exact bytes of the plan whose primary pool (full, or SWA for an all-SWA

@@ -205,8 +205,6 @@ impl Sizing {
             let r = s.swa_full_tokens_ratio;
             CellSize::Float((ints as f64 + r * (self.swa_cell as f64)) + d_c as f64)
         };
-        // The bytes the unified pool and the private draft pool take per token.
-        self.draft_pool_cell()?;
         if self.kind == ConfiguratorKind::RequestCap {
             if let Some(reason) = request_cap_inapplicable_reason(s, m.sliding_window_size, n_f) {
                 return Err(E::invalid_with(|| {

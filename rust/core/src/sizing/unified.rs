@@ -15,6 +15,7 @@ impl Sizing {
         if self.fused_full {
             self.full_cell
         } else {
+            // F * n_f <= F * (n_f + d_f), which init_swa computed checked.
             self.full_per_token * self.num_full_layers
         }
     }
@@ -24,7 +25,9 @@ impl Sizing {
     #[inline(always)]
     pub fn unified_pool_bytes(&self, full: i64, swa: i64) -> i128 {
         // Saturating: a count beyond i128 is beyond any budget (and refused as an overflow).
-        let swa_row = i128::from(self.swa_per_token) * i128::from(self.num_swa_layers);
+        let swa_row =
+            i128::from(self.swa_per_token).saturating_mul(i128::from(self.num_swa_layers));
+        // i64 * u64 fits in i128; the saturating sum keeps "beyond any budget" monotone.
         (i128::from(full) * i128::from(self.unified_full_cell()))
             .saturating_add(i128::from(swa).saturating_mul(swa_row))
     }
@@ -47,7 +50,12 @@ impl Sizing {
         let u = i128::from(self.unified_full_cell().max(1));
         let span = (target.div_euclid(u) - 1).max(0);
         let p128 = i128::from(p);
-        let draft_tokens = (span + p128 - 1).div_euclid(p128) * p128 + p128;
+        // ceil_p(span) + p, saturating: a span near i128::MAX comes from a saturated target.
+        let draft_tokens = span
+            .saturating_add(p128 - 1)
+            .div_euclid(p128)
+            .saturating_mul(p128)
+            .saturating_add(p128);
         // Saturated sums stand for "more than any budget", as Python's unbounded ints compare.
         let draft = draft_tokens.saturating_mul(i128::from(self.draft_pool_cell::<E>()?));
         Ok(target.saturating_add(draft))
@@ -138,5 +146,42 @@ mod tests {
                 * 16;
             assert_eq!(got, want, "budget {a}");
         }
+    }
+
+    /// Found by the coverage-guided fuzzer (batch and api targets): fused
+    /// entries with a huge SWA row saturate the pool's bytes at i128::MAX, and
+    /// the draft span's page rounding overflowed (a panic in the wheel).
+    #[test]
+    fn a_saturated_pool_size_is_over_budget_not_a_panic() {
+        let shape = AttentionShape {
+            num_full_layers: 1,
+            num_swa_layers: 129,
+            num_kv_heads: 1,
+            head_dim: 64,
+            sliding_window_size: Some(127),
+            ..AttentionShape::default()
+        };
+        let serving = ServingConfig {
+            enable_unified_memory: true,
+            ..ServingConfig::default()
+        };
+        let sc = Scenario {
+            shape,
+            serving,
+            spec: SpeculativeConfig::default(),
+        }
+        .resolved()
+        .unwrap();
+        let cfg = PoolConfigurator::from_scenario(None, &sc).unwrap();
+        let mut s = *cfg.sizing();
+        (s.swa_per_token, s.full_cell, s.fused_full) = (2_314_168_040_099_108_324, 1, true);
+        let p = 1_457_990_165_580_554_601;
+        let bytes = s.unified_allocation_bytes::<ErrorCode>(3, p, None).unwrap();
+        assert_eq!(bytes, i128::MAX);
+        assert_eq!(
+            s.max_unified_full_tokens::<ErrorCode>(i64::MAX, p, None)
+                .unwrap(),
+            p
+        );
     }
 }

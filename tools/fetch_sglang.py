@@ -60,6 +60,10 @@ PINNED_SHA256: dict[str, str] = {
     "sglang/srt/layers/cp/utils.py": "_Bm8RbjFCIa3RHbzHrvhuyLYlBZS0BICX8DBJuWj-40",
     "sglang/srt/mem_cache/kv_cache_configurator.py": "HjFoUVHqbtEQwqZZ6g7ZdUk9Dsz1KVGWVndWvVWRiHs",
     "sglang/srt/layers/attention/qsa/config.py": "VKfw-I8Ym5F07wT3IqvQPxJd5SQgknT_gMl5SEnzbj4",
+    # The model overrides that turn hybrid SWA memory off (model resolution).
+    "sglang/srt/arg_groups/model_overrides/gemma2_gemma3.py": "8MRWXN5bkPze-2T6ZGkV5NRc5Wq_pWWAAVe8GU0O62U",
+    "sglang/srt/arg_groups/model_overrides/exaone.py": "0gfqzylg2Ef-WkTK31CQ865D4EWqAdECTS6ZYabTP_U",
+    "sglang/srt/arg_groups/model_overrides/olmo2.py": "JhtGY51K1Fe3Kb3icbpFBBaOiBoGD0SDVo70YEGBKcs",
 }
 FILES: tuple[str, ...] = tuple(PINNED_SHA256)
 

@@ -134,6 +134,8 @@ def header(out: Console, title: str, sc: CliScenario, cfg: PoolConfiguratorBase)
     out.print(f"  budget:  {escape(sc.budget_label)}")
     out.print(f"  serving: {escape(serving_summary(cfg.serving))}")
     out.print(f"  SGLang:  {type(cfg).__name__}, cell size {b(cfg.cell_size)} bytes per token")
+    if sc.sglang_pools is not None and sc.sglang_pools["hybrid_swa"] is not None:
+        out.print(f"  SGLang 0.5.23 pools: {escape(sc.sglang_pools['reason'])}")
     for note in sc.notes:
         out.print(f"  [yellow]note:[/yellow] {escape(note)}")
 

@@ -97,6 +97,8 @@ class CliScenario:
     budget_info: dict[str, Any]
     is_default: bool = False
     notes: list[str] = field(default_factory=list)
+    #: SGLang 0.5.23's pool choice for the model and why (None: no architecture known).
+    sglang_pools: dict[str, Any] | None = None
 
     def configurator(self) -> PoolConfiguratorBase:
         """SGLang's configurator for the scenario (the factory's choice)."""
@@ -119,6 +121,7 @@ class CliScenario:
             "draft": {**self.draft_info, "speculative": spec},
             "serving": json.loads(s.serving.to_json()),
             "budget": {"available_bytes": self.available, **self.budget_info},
+            "sglang_pools": self.sglang_pools,
         }
 
 
@@ -165,7 +168,12 @@ def _load_model(
         arch = cfg.get("architectures") or []
         if isinstance(arch, list) and arch:
             label += f" ({arch[0]})"
-        info = {"preset": None, "config": str(config_path), "hf_id": None, "display_name": None}
+        info: dict[str, Any] = {
+            "preset": None, "config": str(config_path), "hf_id": None, "display_name": None,
+            "architectures": list(arch) if isinstance(arch, list) else [],
+        }  # fmt: skip
+        text = cfg.get("text_config")
+        info["_sglang_text_config"] = text if isinstance(text, dict) else cfg
         return label, info, model, _hf_dtype(cfg), False
     is_default = name is None
     preset = get_preset(DEFAULT_MODEL if name is None else name)
@@ -178,8 +186,36 @@ def _load_model(
         "display_name": preset.display_name,
         "role": preset.role,
         "source": preset.source,
+        "architectures": list(preset.architectures),
+        "_sglang_text_config": preset.sglang_text_config(),
     }
     return label, info, preset.model_geometry(), preset.kv_cache_dtype, is_default
+
+
+def _sglang_pools(info: dict[str, Any], scenario: kvbudget.Scenario, notes: list[str]) -> dict[str, Any] | None:
+    """SGLang 0.5.23's pool choice for the model (kvbudget.models.sglang_hybrid), with a note
+    when kvbudget's configurator is another family (its numbers are then a what-if for SGLang)."""
+    from kvbudget.models.sglang_hybrid import sglang_hybrid_swa
+
+    archs, text = info.get("architectures") or [], info.pop("_sglang_text_config", None)
+    if not archs or text is None:
+        return None
+    disable = scenario.serving.disable_hybrid_swa_memory
+    try:
+        got = sglang_hybrid_swa(archs, text, disable_hybrid_swa_memory=disable)
+    except ValueError as exc:
+        notes.append(f"SGLang 0.5.23 would not load this model: {exc}")
+        return {"architectures": archs, "hybrid_swa": None, "reason": str(exc)}
+    ours = scenario.configurator().kind != "default"
+    if got.hybrid_swa != ours:
+        layers = scenario.model.num_full_layers + scenario.model.num_swa_layers
+        notes.append(
+            f"SGLang 0.5.23 plans {archs[0]} with "
+            + ("one DefaultPoolConfigurator pool over all " f"{layers} layers"
+               if not got.hybrid_swa else "separate full and SWA pools")
+            + "; the numbers here are for kvbudget's geometry as given, a what-if for SGLang"
+        )  # fmt: skip
+    return {"architectures": archs, "hybrid_swa": got.hybrid_swa, "reason": got.reason}
 
 
 # --------------------------------------------------------------------------- the draft
@@ -403,6 +439,7 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         values["kv_cache_dtype"] = "bf16"
         notes.append("the model's dtype is unknown: kv_cache_dtype bf16 (set --kv-dtype)")
     scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
+    sglang_pools = _sglang_pools(info, scenario, notes)
     available, budget_label, budget_info = _budget(args, is_default, notes)
     return CliScenario(
         scenario=scenario,
@@ -415,4 +452,5 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         budget_info=budget_info,
         is_default=is_default,
         notes=notes,
+        sglang_pools=sglang_pools,
     )

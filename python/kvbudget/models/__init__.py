@@ -4,6 +4,8 @@
   ``DraftGeometry`` keyword arguments.
 * :mod:`kvbudget.models.presets`: every model of the bundled model table.
 * :mod:`kvbudget.models.gpus`: vendor-stated GPU memory.
+* :mod:`kvbudget.models.sglang_hybrid`: whether SGLang gives a model separate
+  full and SWA pools (its architecture list), and why.
 
 Nothing here imports torch.
 """
@@ -24,11 +26,13 @@ from kvbudget.models.presets import (
     get_preset,
     list_presets,
 )
+from kvbudget.models.sglang_hybrid import SGLangHybrid, sglang_hybrid_swa
 
 __all__ = [
     "ConfigError",
     "GpuSpec",
     "Preset",
+    "SGLangHybrid",
     "UnknownGpuError",
     "UnknownPresetError",
     "draft_kwargs_from_hf_config",
@@ -39,4 +43,5 @@ __all__ = [
     "list_gpus",
     "list_presets",
     "load_hf_config",
+    "sglang_hybrid_swa",
 ]

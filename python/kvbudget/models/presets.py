@@ -27,9 +27,12 @@ import importlib
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from kvbudget.errors import UnknownNameError
+
+if TYPE_CHECKING:
+    from kvbudget.models.sglang_hybrid import SGLangHybrid
 
 __all__ = [
     "Preset",
@@ -84,6 +87,8 @@ class Preset:
         kv_cache_dtype_note: why that dtype.
         hf_sliding_window: the HF (inclusive) ``sliding_window``, if any.
         aliases: other names ``get_preset`` accepts.
+        architectures: the checkpoint's HF ``architectures`` (what SGLang reads
+            to choose its pools; see :meth:`sglang_hybrid`).
         entry: the full table entry (extra keys documented in models.md).
     """
 
@@ -103,7 +108,34 @@ class Preset:
     kv_cache_dtype_note: str
     hf_sliding_window: int | None
     aliases: tuple[str, ...]
+    architectures: tuple[str, ...]
     entry: dict[str, Any] = field(hash=False, repr=False, compare=False)
+
+    def sglang_text_config(self) -> dict[str, Any]:
+        """The HF text-config keys SGLang's pool choice reads, rebuilt from the table:
+        ``num_hidden_layers``, ``layer_types`` (from the layer ids), ``sliding_window``, and
+        MiMo-V2's ``hybrid_layer_pattern``."""
+        e = self.entry
+        n = e["num_layers"]
+        swa = set(e["swa_layer_ids"])
+        cfg: dict[str, Any] = {
+            "num_hidden_layers": n,
+            "layer_types": ["sliding_attention" if i in swa else "full_attention" for i in range(n)],
+            "sliding_window": e["sliding_window"],
+        }
+        if "hybrid_layer_pattern" in e.get("layer_type_convention", ""):
+            cfg["hybrid_layer_pattern"] = [int(i in swa) for i in range(n)]
+        return cfg
+
+    def sglang_hybrid(self, disable_hybrid_swa_memory: bool = False) -> SGLangHybrid:
+        """Whether SGLang 0.5.23 gives this model separate full and SWA pools, and why
+        (:func:`kvbudget.models.sglang_hybrid.sglang_hybrid_swa` on :attr:`architectures`)."""
+        from kvbudget.models.sglang_hybrid import sglang_hybrid_swa
+
+        return sglang_hybrid_swa(
+            self.architectures, self.sglang_text_config(),
+            disable_hybrid_swa_memory=disable_hybrid_swa_memory,
+        )  # fmt: skip
 
     def model_geometry(self) -> Any:
         """Build ``kvbudget.ModelGeometry(**self.model_kwargs)``."""
@@ -257,6 +289,7 @@ def _build(row: dict[str, Any]) -> Preset:
         kv_cache_dtype_note=row["kv_cache_dtype_note"],
         hf_sliding_window=entry["sliding_window"],
         aliases=tuple(row["aliases"]),
+        architectures=tuple(row["architectures"]),
         entry=entry,
     )
 

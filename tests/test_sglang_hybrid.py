@@ -166,6 +166,9 @@ def test_the_default_run_says_which_pools_sglang_picks_and_why(tmp_path: Any) ->
     out = run()
     assert "SGLang 0.5.23 pools: Gemma3ForConditionalGeneration is not on SGLang's hybrid-SWA list" in out
     assert "plans Gemma3ForConditionalGeneration with one DefaultPoolConfigurator pool over all 62" in out
+    assert "--disable-hybrid-swa-memory plans one Default pool" in out
+    off_gemma = json.loads(run("plan", "--disable-hybrid-swa-memory", "--json"))
+    assert off_gemma["configurator"] == "default" and off_gemma["sglang_pools"]["hybrid_swa"] is False
     gpt = run("plan", "gpt-oss-120b", "--available", "40GiB")
     assert "SGLang 0.5.23 pools: GptOssForCausalLM is on SGLang's hybrid-SWA list" in gpt
     assert "what-if" not in gpt

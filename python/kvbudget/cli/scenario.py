@@ -214,6 +214,8 @@ def _sglang_pools(info: dict[str, Any], scenario: kvbudget.Scenario, notes: list
             + ("one DefaultPoolConfigurator pool over all " f"{layers} layers"
                if not got.hybrid_swa else "separate full and SWA pools")
             + "; the numbers here are for kvbudget's geometry as given, a what-if for SGLang"
+            + ("" if got.hybrid_swa else
+               " (--disable-hybrid-swa-memory plans one Default pool over this geometry's layers)")
         )  # fmt: skip
     return {"architectures": archs, "hybrid_swa": got.hybrid_swa, "reason": got.reason}
 

@@ -31,7 +31,7 @@ PLAIN = (
 
 
 @pytest.fixture(scope="module")
-def decide() -> Any:
+def oracle() -> oracle_hybrid.HybridOracle:
     return oracle_hybrid.load(sglang_root())
 
 
@@ -69,9 +69,12 @@ def _ours(archs: list[str], cfg: dict[str, Any], disable: bool) -> tuple[Any, ..
     return ("ok", got.hybrid_swa, got.full_attention_layer_ids, got.swa_attention_layer_ids)
 
 
-def test_every_architecture_sglang_names_is_decided_as_sglang_decides(decide: Any) -> None:
-    archs = sorted(decide.architectures | HYBRID_SWA_ARCHITECTURES | set(PLAIN))
-    assert decide.architectures - set(PLAIN) >= HYBRID_SWA_ARCHITECTURES  # SGLang names each of ours
+def test_every_architecture_sglang_names_is_decided_as_sglang_decides(
+    oracle: oracle_hybrid.HybridOracle,
+) -> None:
+    decide = oracle.decide
+    archs = sorted(oracle.architectures | HYBRID_SWA_ARCHITECTURES | set(PLAIN))
+    assert oracle.architectures - set(PLAIN) >= HYBRID_SWA_ARCHITECTURES  # SGLang names each of ours
     rng = random.Random(20261201)
     outcomes: Counter[tuple[str, str]] = Counter()
     mismatches = []
@@ -129,9 +132,12 @@ def test_refusals_say_why() -> None:
 # --------------------------------------------------------------------------- presets and the CLI
 
 
-def test_every_preset_names_its_architecture_and_sglang_agrees_on_its_pools(decide: Any) -> None:
+def test_every_preset_names_its_architecture_and_sglang_agrees_on_its_pools(
+    oracle: oracle_hybrid.HybridOracle,
+) -> None:
     from kvbudget.models import get_preset, list_presets
 
+    decide = oracle.decide
     hybrid = []
     for name in list_presets("target"):
         p = get_preset(name)

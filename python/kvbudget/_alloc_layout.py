@@ -88,30 +88,22 @@ def _getter(positions: Sequence[int]) -> Getter:
 
 
 def _specs(pool: PoolSpec) -> list[tuple[int, str, tuple[int, ...], torch.dtype, int, int]]:
-    """The pool's tensors as ``(layer_id, kind, shape, dtype, nbytes, offset)``, validated.
+    """The pool's tensors as ``(layer_id, kind, shape, dtype, nbytes, offset)``.
 
-    Raises InvalidConfigError for what the views cannot hold: an unknown dtype
-    or kind, an unlisted layer, a repeat, a shape that does not give its bytes,
-    an offset off its element size or outside the slab.
+    The core's plan checker (``PoolPlan.check``, run by :func:`layout_of` first)
+    holds the layout contract: each listed layer's tensors once, shapes giving
+    their bytes, offsets 256-byte aligned inside the slab. Only torch's side is
+    looked up here: InvalidConfigError for a storage dtype or kind torch views
+    cannot make.
     """
-    listed, seen = set(pool.layer_ids), set()
     out: list[tuple[int, str, tuple[int, ...], torch.dtype, int, int]] = []
     for t in pool.tensors:
-        what = f"tensor {pool.name}/{t.layer_id}/{t.kind}"
         dtype = DTYPES.get(t.dtype)
-        if dtype is None:
-            raise InvalidConfigError(f"{what}: unknown storage dtype {t.dtype!r}")
-        shape, off, elements = tuple(t.shape), t.offset, 1
-        for d in shape:
-            elements *= d
-        if t.kind not in KIND_RANK or t.layer_id not in listed or (t.layer_id, t.kind) in seen:
-            raise InvalidConfigError(f"{what}: an unknown kind, an unlisted layer or a repeat")
-        if elements * dtype.itemsize != t.nbytes or off % dtype.itemsize or not (
-            0 <= off <= pool.nbytes - t.nbytes
-        ):
-            raise InvalidConfigError(f"{what}: {shape}, {t.nbytes} bytes at {off} miss the slab")
-        seen.add((t.layer_id, t.kind))
-        out.append((t.layer_id, t.kind, shape, dtype, t.nbytes, off))
+        if dtype is None or t.kind not in KIND_RANK:
+            raise InvalidConfigError(
+                f"tensor {pool.name}/{t.layer_id}/{t.kind}: no torch view for dtype {t.dtype!r}, kind {t.kind!r}"
+            )
+        out.append((t.layer_id, t.kind, tuple(t.shape), dtype, t.nbytes, t.offset))
     return out
 
 

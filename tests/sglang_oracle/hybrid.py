@@ -19,7 +19,7 @@ import logging
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._lift import Source
 from ._plumbing import pick
@@ -30,6 +30,13 @@ _OVERRIDES = ("gemma2_gemma3", "exaone", "olmo2")
 
 Outcome = tuple[Any, ...]
 """``("ok", hybrid, full_ids, swa_ids)`` or ``("error", exception type name)``."""
+
+
+class HybridOracle(NamedTuple):
+    """SGLang's decision, and every architecture its rule names (read from its code)."""
+
+    decide: Callable[[list[str], Mapping[str, Any], bool], Outcome]
+    architectures: frozenset[str]
 
 
 class Attrs:
@@ -46,7 +53,7 @@ class _Self:
         self.hf_config, self.hf_text_config, self.disable_hybrid_swa_memory = hf_config, text, disable
 
 
-def load(root: Path) -> Callable[[list[str], Mapping[str, Any], bool], Outcome]:
+def load(root: Path) -> HybridOracle:
     """SGLang's decision as ``decide(architectures, text_config, disable_flag) -> Outcome``."""
     src = Source(root, "sglang/srt/configs/model_config.py")
     ns: dict[str, Any] = {
@@ -112,8 +119,7 @@ def load(root: Path) -> Callable[[list[str], Mapping[str, Any], bool], Outcome]:
     named = set(ns["SWA_SINK_ARCHS"]) | set(ns["MIMO_V2_MODEL_ARCHS"]) | set(providers)
     for fn_name in ("is_hybrid_swa_model", "get_hybrid_layer_ids"):
         named |= set(_arch_strings(src, fn_name))
-    decide.architectures = frozenset(named)  # type: ignore[attr-defined]
-    return decide
+    return HybridOracle(decide, frozenset(named))
 
 
 def _arch_strings(src: Source, function: str) -> list[str]:

@@ -148,10 +148,14 @@ def _hf_dtype(cfg: dict[str, Any]) -> str | None:
     return None
 
 
+#: What SGLang reads to choose a model's pools: its architectures and HF text config.
+_SGLangModel = tuple[list[str], dict[str, Any]]
+
+
 def _load_model(
     args: argparse.Namespace,
-) -> tuple[str, dict[str, Any], ModelGeometry, str | None, bool]:
-    """(label, info, geometry, suggested kv dtype, is_default)."""
+) -> tuple[str, dict[str, Any], ModelGeometry, str | None, bool, _SGLangModel | None]:
+    """(label, info, geometry, suggested kv dtype, is_default, what SGLang reads of the model)."""
     from kvbudget.models import get_preset
     from kvbudget.models.hf import geometry_kwargs_from_hf_config
 
@@ -173,8 +177,8 @@ def _load_model(
             "architectures": list(arch) if isinstance(arch, list) else [],
         }  # fmt: skip
         text = cfg.get("text_config")
-        info["_sglang_text_config"] = text if isinstance(text, dict) else cfg
-        return label, info, model, _hf_dtype(cfg), False
+        sglang = (info["architectures"], text if isinstance(text, dict) else cfg)
+        return label, info, model, _hf_dtype(cfg), False, sglang
     is_default = name is None
     preset = get_preset(DEFAULT_MODEL if name is None else name)
     label = f"{preset.display_name} [{preset.name}"
@@ -187,19 +191,21 @@ def _load_model(
         "role": preset.role,
         "source": preset.source,
         "architectures": list(preset.architectures),
-        "_sglang_text_config": preset.sglang_text_config(),
     }
-    return label, info, preset.model_geometry(), preset.kv_cache_dtype, is_default
+    sglang = (list(preset.architectures), preset.sglang_text_config())
+    return label, info, preset.model_geometry(), preset.kv_cache_dtype, is_default, sglang
 
 
-def _sglang_pools(info: dict[str, Any], scenario: kvbudget.Scenario, notes: list[str]) -> dict[str, Any] | None:
+def _sglang_pools(
+    model: _SGLangModel | None, scenario: kvbudget.Scenario, notes: list[str]
+) -> dict[str, Any] | None:
     """SGLang 0.5.23's pool choice for the model (kvbudget.models.sglang_hybrid), with a note
     when kvbudget's configurator is another family (its numbers are then a what-if for SGLang)."""
     from kvbudget.models.sglang_hybrid import sglang_hybrid_swa
 
-    archs, text = info.get("architectures") or [], info.pop("_sglang_text_config", None)
-    if not archs or text is None:
+    if model is None or not model[0]:
         return None
+    archs, text = model
     disable = scenario.serving.disable_hybrid_swa_memory
     try:
         got = sglang_hybrid_swa(archs, text, disable_hybrid_swa_memory=disable)
@@ -429,7 +435,7 @@ def _budget(
 def build_scenario(args: argparse.Namespace) -> CliScenario:
     """Turn parsed arguments into a CliScenario (may raise UsageError, KeyError, KVBudgetError)."""
     notes: list[str] = []
-    label, info, model, preset_dtype, is_default = _load_model(args)
+    label, info, model, preset_dtype, is_default, sglang_model = _load_model(args)
     draft_text = args.draft
     if draft_text is None and is_default:
         draft_text = DEFAULT_DRAFT
@@ -441,7 +447,7 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         values["kv_cache_dtype"] = "bf16"
         notes.append("the model's dtype is unknown: kv_cache_dtype bf16 (set --kv-dtype)")
     scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
-    sglang_pools = _sglang_pools(info, scenario, notes)
+    sglang_pools = _sglang_pools(sglang_model, scenario, notes)
     available, budget_label, budget_info = _budget(args, is_default, notes)
     return CliScenario(
         scenario=scenario,

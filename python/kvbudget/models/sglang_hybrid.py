@@ -43,12 +43,9 @@ _DEEPSEEK_V4 = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "Deepseek
 
 #: The architectures SGLang 0.5.23 plans with separate full and SWA pools.
 HYBRID_SWA_ARCHITECTURES: frozenset[str] = frozenset({
-    "BeamForCausalLM", "Llama4ForConditionalGeneration", *_DEEPSEEK_V4, *_SWA_SINK, *_MIMO_V2,
-    "MiMoV2MTP", "Step3p5ForCausalLM", "Step3p5MTP", "Step3p7ForConditionalGeneration",
-    "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "EmbeddingGemma2Model",
-    "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion", "LagunaForCausalLM",
-    "MellumForCausalLM", "MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration",
-    "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP", "UnlimitedOCRForCausalLM",
+    "Llama4ForConditionalGeneration", *_DEEPSEEK_V4, *_SWA_SINK, *_MIMO_V2, "MiMoV2MTP", *_STEP,
+    "Step3p5MTP", *_LAYER_TYPES, "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP",
+    "UnlimitedOCRForCausalLM",
 })  # fmt: skip
 
 #: Architectures (``architectures[0]``) whose SGLang model override turns hybrid SWA

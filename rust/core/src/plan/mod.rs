@@ -347,20 +347,26 @@ impl PoolConfigurator {
     /// full pool (0 for an all-SWA target, else `max_total_num_tokens` > 0) and
     /// the SWA pool (an all-SWA target's `max_total_num_tokens`); unified
     /// memory's pool bytes are the configurator's for those sizes. One
-    /// exception, SGLang's own: RequestCap's constraint path clamps the SWA
-    /// pool to the token cap asked for (`min(cap, max_total_num_tokens)`), so
-    /// an SWA count below the cap pool, within a page above the full pool, is
-    /// the configurator's output and need not be page-aligned.
+    /// exception, SGLang's own: sizes this configurator's constraint path
+    /// returns for a token count are its output even when not page-aligned
+    /// (RequestCap clamps its SWA pool to the count asked for,
+    /// `min(cap, max_total_num_tokens)`), so an unaligned SWA count is accepted
+    /// exactly when `calculate_pool_sizes_from_max_tokens(swa)` gives these sizes.
     fn check_given_config(&self, c: &MemoryPoolConfig, p: i64) -> Result<()> {
         let bad = |what: String| Err(PlanError::invalid(format!("plan_for_config: {what}")));
-        let clamped_swa = match (self.kind(), c.swa_max_total_num_tokens) {
-            (ConfiguratorKind::RequestCap, Some(swa)) => {
-                let full = c.max_total_num_tokens;
-                swa < self.sizing().request_cap_swa_tokens::<PlanError>(p)?
-                    && swa.checked_sub(full).is_some_and(|d| (0..p).contains(&d))
-            }
-            _ => false,
+        let sizes = |m: &MemoryPoolConfig| {
+            (
+                m.max_total_num_tokens,
+                m.full_max_total_num_tokens,
+                m.swa_max_total_num_tokens,
+            )
         };
+        let clamped_swa = c.swa_max_total_num_tokens.is_some_and(|swa| {
+            swa % p != 0
+                && self
+                    .calculate_pool_sizes_from_max_tokens(swa, Some(p.unsigned_abs()))
+                    .is_ok_and(|own| sizes(&own) == sizes(c))
+        });
         let counts = [
             ("max_total_num_tokens", Some(c.max_total_num_tokens)),
             ("full_max_total_num_tokens", c.full_max_total_num_tokens),

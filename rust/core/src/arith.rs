@@ -165,8 +165,15 @@ pub fn py_int<E: Fail>(x: f64, what: &str) -> Result<i64, E> {
 /// rounds up; from 2^53 the quotient is an overflow error naming `what` (far
 /// beyond any byte count the core plans).
 pub fn py_int_true_div<E: Fail>(a: u128, b: u64, what: &str) -> Result<u64, E> {
-    let b = u128::from(b.max(1));
-    let (q, r) = (a / b, a % b);
+    let b64 = b.max(1);
+    let b = u128::from(b64);
+    // A 64-bit dividend (every realistic cell size times draft layers) takes the
+    // 64-bit division: the same quotient and remainder, without the 128-bit
+    // division's library call.
+    let (q, r) = match u64::try_from(a) {
+        Ok(a) => (u128::from(a / b64), u128::from(a % b64)),
+        Err(_) => (a / b, a % b),
+    };
     if q < 1 << 52 {
         Ok(q as u64)
     } else if q < 1 << 53 {

@@ -19,6 +19,7 @@ fn ceil_to<E: Fail>(a: u64, p: u64, what: &str) -> Result<u64, E> {
 /// which pages by `p * dcp`, reads the adaptive bound
 /// [`SpeculativeConfig::max_draft_tokens`] (required: SGLang fails without
 /// it), and gives UNO `tokens + 1`.
+#[inline(always)]
 pub fn decode_alloc_per_request<E: Fail>(
     serving: &ServingConfig,
     spec: &SpeculativeConfig,
@@ -69,6 +70,7 @@ pub fn decode_alloc_per_request<E: Fail>(
 /// Why the request cap does not apply, or `None` when it does (SGLang's
 /// `is_applicable`): it needs `max_running_requests`, the radix cache off, a
 /// positive chunked-prefill size outside PD decode, a window and full layers.
+#[inline]
 pub fn request_cap_inapplicable_reason(
     serving: &ServingConfig,
     window: Option<u64>,
@@ -91,6 +93,26 @@ pub fn request_cap_inapplicable_reason(
     }
 }
 
+/// True when the request cap applies: [`request_cap_inapplicable_reason`] is
+/// `None` (the same conditions, as one branch-free expression for the batch
+/// kernel's classification of rows; a test checks the two agree on every
+/// combination of the conditions).
+// `&` and `|`, not `&&` and `||`: no branch (the batch rows come in any order).
+#[allow(clippy::needless_bitwise_bool)]
+#[inline(always)]
+pub fn request_cap_applies(
+    serving: &ServingConfig,
+    window: Option<u64>,
+    num_full_layers: u64,
+) -> bool {
+    serving.max_running_requests.is_some()
+        & serving.disable_radix_cache
+        & ((serving.disaggregation_mode == DisaggregationMode::Decode)
+            | serving.chunked_prefill_size.is_some())
+        & window.is_some()
+        & (num_full_layers > 0)
+}
+
 /// The SWA token cap (before page alignment), in tokens.
 ///
 /// `trailing = W + max(1, E) * k + p` (`k` = `num_draft_tokens`, 1 when unset
@@ -98,6 +120,7 @@ pub fn request_cap_inapplicable_reason(
 /// max_running_requests // attn_dp_size)`; PD decode adds `(W + p)` per extra
 /// slot, otherwise `c * chunked_prefill_size + p` with `c` = 1 (overlap off)
 /// or 2. `p` here is the serving page size.
+#[inline(always)]
 pub fn swa_request_cap<E: Fail>(
     serving: &ServingConfig,
     spec: &SpeculativeConfig,
@@ -134,5 +157,46 @@ pub fn swa_request_cap<E: Fail>(
             2
         };
         add(add(base, mul(c, chunk, what)?, what)?, p, what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::Named;
+
+    /// The branch-free predicate and the reasons agree on every combination of
+    /// the conditions they read (each condition's values: set or not, on or off,
+    /// every mode, zero or some full layers).
+    #[test]
+    fn request_cap_applies_exactly_when_no_reason_is_given() {
+        let mut seen = 0;
+        for mrr in [None, Some(64)] {
+            for radix_off in [false, true] {
+                for mode in DisaggregationMode::ALL {
+                    for chunk in [None, Some(8192)] {
+                        for window in [None, Some(1023)] {
+                            for n_f in [0, 1, 7] {
+                                let serving = ServingConfig {
+                                    max_running_requests: mrr,
+                                    disable_radix_cache: radix_off,
+                                    disaggregation_mode: *mode,
+                                    chunked_prefill_size: chunk,
+                                    ..ServingConfig::default()
+                                };
+                                assert_eq!(
+                                    request_cap_applies(&serving, window, n_f),
+                                    request_cap_inapplicable_reason(&serving, window, n_f)
+                                        .is_none(),
+                                    "{serving:?} window {window:?} n_f {n_f}"
+                                );
+                                seen += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(seen, 2 * 2 * DisaggregationMode::ALL.len() * 2 * 2 * 3);
     }
 }

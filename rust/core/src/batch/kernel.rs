@@ -1,11 +1,18 @@
 //! The batch kernel: blocks of rows, columns applied one loop per column,
 //! rows solved one loop per configurator kind, large batches across threads.
+//!
+//! When no rarely used option varies or leaves its default ([`PINNED`],
+//! checked once per batch), the rows are solved by the "lean" instantiation of
+//! the same loop: each row's copy gets those fields set to their defaults
+//! again (a no-op on the values), which makes them constants the compiler
+//! folds through the scalar API's own functions. Same functions, same
+//! scenario, so the same results, errors included (INV-7).
 
-use super::{Batch, BatchOutputs, Column, STATUS_OK};
+use super::{Batch, BatchOutputs, Budgets, Column, STATUS_OK};
 use crate::error::{ErrorCode, PlanError, Result};
 use crate::fields::{Kind, MemoryPoolConfig, Named, ScenarioField};
 use crate::scenario::Scenario;
-use crate::sizing::{select_kind, ConfiguratorKind, Sizing};
+use crate::sizing::{kind_index, ConfiguratorKind, Sizing};
 
 /// Rows sized together: a block's scenarios stay in cache while its columns
 /// are applied.
@@ -158,6 +165,10 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
         }
         return;
     }
+    // Checked once per batch: when no pinned field varies and the base holds
+    // each at its default, every row holds them at their defaults too (rows
+    // start as the base; columns set only their own field).
+    let lean = is_lean(batch);
     let mut rows = vec![batch.base; BLOCK];
     let mut by_kind: [[u16; BLOCK]; 3] = [[0; BLOCK]; 3];
     let mut start = 0;
@@ -171,35 +182,119 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
             let _ =
                 Scenario::apply_column(&mut rows[..m], status, c.field, c.data.slice(start, end));
         }
+        let rows = &rows[..m];
+        let mut block = out.rows(start, end);
         // Rows go to their configurator kind's loop (a bad cell's row is written now).
         let mut counts = [0usize; 3];
-        for (i, row) in rows[..m].iter().enumerate() {
-            let st = out.status[start + i];
+        for (i, row) in rows.iter().enumerate() {
+            let st = block.status[i];
             if st == STATUS_OK {
-                let k = select_kind(&row.shape, &row.serving) as usize;
+                // Branch free: the kinds of consecutive rows are unrelated.
+                let k = kind_index(&row.shape, &row.serving);
                 by_kind[k][counts[k]] = i as u16;
                 counts[k] += 1;
             } else {
-                out.write_err(start + i, st);
+                block.write_err(i, st);
             }
         }
-        // Each kind in a loop of its own: the kind is a constant there, so the
-        // sizing and the solve carry no branch on it.
-        let budgets = &batch.available_bytes;
-        for (k, kind) in <ConfiguratorKind as Named>::ALL.iter().enumerate() {
-            for &i in &by_kind[k][..counts[k]] {
-                let i = usize::from(i);
-                let row = &rows[i];
-                let a = budgets.get(start + i);
-                let r = match kind {
-                    ConfiguratorKind::Default => solve_row(ConfiguratorKind::Default, row, a),
-                    ConfiguratorKind::HybridSwa => solve_row(ConfiguratorKind::HybridSwa, row, a),
-                    ConfiguratorKind::RequestCap => solve_row(ConfiguratorKind::RequestCap, row, a),
-                };
-                out.write(start + i, r);
-            }
+        let budgets = batch.available_bytes.slice(start, end);
+        if lean {
+            solve_block::<true>(rows, &by_kind, counts, budgets, &mut block);
+        } else {
+            solve_block::<false>(rows, &by_kind, counts, budgets, &mut block);
         }
         start = end;
+    }
+}
+
+/// Declares the fields the lean loops pin to their defaults: [`PINNED`] and
+/// [`pin`] from one list, so that the two cannot disagree.
+macro_rules! pinned_fields {
+    ($( $part:ident . $f:ident ),* $(,)?) => {
+        /// The fields the lean loops hold at their defaults: options whose
+        /// default keeps the arithmetic on its common path (no MLA, no
+        /// decode context parallelism, no disaggregation, no fused entries or
+        /// draft geometry, not the draft worker, no unified memory, no FP4
+        /// backends). The batch columns autoscalers vary are not among them.
+        pub(crate) const PINNED: &[ScenarioField] = &[$( ScenarioField::$f ),*];
+
+        /// Sets every [`PINNED`] field of `sc` to its value in `d`.
+        #[inline(always)]
+        fn pin(sc: &mut Scenario, d: &Scenario) {
+            $( sc.$part.$f = d.$part.$f; )*
+        }
+    };
+}
+
+pinned_fields!(
+    shape.v_head_dim,
+    shape.swa_num_kv_heads,
+    shape.swa_head_dim,
+    shape.swa_v_head_dim,
+    shape.kv_lora_rank,
+    shape.qk_rope_head_dim,
+    shape.swa_kv_lora_rank,
+    shape.swa_qk_rope_head_dim,
+    serving.dcp_size,
+    serving.attn_dp_size,
+    serving.disable_overlap_schedule,
+    serving.disaggregation_mode,
+    serving.disaggregation_decode_extra_slots,
+    serving.disable_hybrid_swa_memory,
+    serving.is_draft_worker,
+    serving.enable_unified_memory,
+    serving.prefill_attention_backend,
+    serving.decode_attention_backend,
+    serving.is_sm100,
+    serving.model_dtype,
+    spec.banded_draft_layers,
+    spec.draft,
+    spec.draft_swa_num_layers,
+    spec.max_num_draft_tokens,
+    spec.fused_full_entry_bytes,
+    spec.fused_swa_entry_bytes,
+);
+
+/// True when every row of `batch` holds each [`PINNED`] field at its default:
+/// none is a column, and the base holds the default.
+fn is_lean(batch: &Batch<'_>) -> bool {
+    let mut pinned = batch.base;
+    pin(&mut pinned, &Scenario::default());
+    pinned == batch.base && !batch.columns.iter().any(|c| PINNED.contains(&c.field))
+}
+
+/// The valid rows of one block, one loop per configurator kind. With `LEAN`
+/// (every row holds the [`PINNED`] fields at their defaults, [`is_lean`]),
+/// each row is solved from a copy with those fields set to their defaults
+/// again: the same scenario, the same functions, but the defaults are
+/// constants there, so the compiler folds the branches they decide (MLA, DCP,
+/// fused entries, the draft worker, unified memory...) out of the loop.
+#[inline(always)]
+fn solve_block<const LEAN: bool>(
+    rows: &[Scenario],
+    by_kind: &[[u16; BLOCK]; 3],
+    counts: [usize; 3],
+    budgets: Budgets<'_>,
+    out: &mut BatchOutputs<'_>,
+) {
+    let defaults = Scenario::default();
+    // Each kind in a loop of its own: the kind is a constant there, so the
+    // sizing and the solve carry no branch on it.
+    for (k, kind) in <ConfiguratorKind as Named>::ALL.iter().enumerate() {
+        for &i in &by_kind[k][..counts[k]] {
+            let i = usize::from(i);
+            let a = budgets.get(i);
+            let mut row = rows[i];
+            if LEAN {
+                pin(&mut row, &defaults);
+            }
+            let r = match kind {
+                ConfiguratorKind::Default => solve_row(ConfiguratorKind::Default, &row, a),
+                ConfiguratorKind::HybridSwa => solve_row(ConfiguratorKind::HybridSwa, &row, a),
+                ConfiguratorKind::RequestCap => solve_row(ConfiguratorKind::RequestCap, &row, a),
+            };
+            out.write(i, r);
+        }
     }
 }
 
@@ -288,5 +383,84 @@ pub(crate) fn apply_cells<K: Kind>(
         let (v, ok) = K::from_cell(cells[i]);
         set(&mut rows[i], v);
         status[i] |= INVALID * u8::from(!ok);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_lean, pin, Threads, PINNED};
+    use crate::batch::{Batch, Budgets, Column, ColumnData};
+    use crate::fields::{FieldInfo, ScenarioField, SCENARIO_FIELDS};
+    use crate::Scenario;
+
+    fn batch<'a>(base: &Scenario, columns: &'a [Column<'a>]) -> Batch<'a> {
+        Batch {
+            base: *base,
+            base_status: 0,
+            available_bytes: Budgets::Scalar(1 << 30),
+            columns,
+            threads: Threads::Fixed(1),
+        }
+    }
+
+    /// `pin` resets exactly the fields `PINNED` lists: a scenario with every
+    /// field off its default keeps the others.
+    #[test]
+    fn pin_resets_the_pinned_fields_only() {
+        let default = Scenario::default();
+        let changed = |f: &FieldInfo| {
+            let mut sc = default;
+            let v = match (f.default)() {
+                crate::fields::Value::Int(i) => crate::fields::Value::Int(i + 3),
+                crate::fields::Value::None if f.choices.is_empty() => {
+                    if f.kind == "draft" {
+                        return None;
+                    }
+                    crate::fields::Value::Int(5)
+                }
+                crate::fields::Value::None => crate::fields::Value::Str(f.choices[1]),
+                crate::fields::Value::Bool(b) => crate::fields::Value::Bool(!b),
+                crate::fields::Value::Float(x) => crate::fields::Value::Float(x / 2.0),
+                crate::fields::Value::Str(d) => {
+                    crate::fields::Value::Str(f.choices.iter().find(|c| **c != d).expect("choices"))
+                }
+                crate::fields::Value::Draft(_) => return None,
+            };
+            assert!(sc.set(f.name, v).expect(f.name), "{}", f.name);
+            assert_ne!(sc, default, "{} did not change", f.name);
+            Some(sc)
+        };
+        for (k, f) in SCENARIO_FIELDS.iter().enumerate() {
+            let field = ScenarioField::ALL[k];
+            let Some(mut sc) = changed(f) else {
+                assert!(PINNED.contains(&field), "{}", f.name);
+                continue;
+            };
+            let before = sc;
+            pin(&mut sc, &default);
+            if PINNED.contains(&field) {
+                assert_eq!(sc, default, "{} is pinned", f.name);
+                assert!(!is_lean(&batch(&before, &[])), "{}", f.name);
+            } else {
+                assert_eq!(sc, before, "{} is not pinned", f.name);
+                assert!(is_lean(&batch(&before, &[])), "{}", f.name);
+            }
+        }
+    }
+
+    /// A pinned field given as a column, even at its default, leaves the lean loops.
+    #[test]
+    fn a_pinned_column_is_not_lean() {
+        let cells = [1i64, 1];
+        let dcp = [Column {
+            field: ScenarioField::dcp_size,
+            data: ColumnData::I64(&cells),
+        }];
+        let tp = [Column {
+            field: ScenarioField::tp_size,
+            data: ColumnData::I64(&cells),
+        }];
+        assert!(!is_lean(&batch(&Scenario::default(), &dcp)));
+        assert!(is_lean(&batch(&Scenario::default(), &tp)));
     }
 }

@@ -307,6 +307,17 @@ impl BatchOutputs<'_> {
         )
     }
 
+    /// The rows `start..end`, reborrowed.
+    #[inline]
+    pub(crate) fn rows(&mut self, start: usize, end: usize) -> BatchOutputs<'_> {
+        BatchOutputs {
+            max_total_num_tokens: &mut self.max_total_num_tokens[start..end],
+            full_max_total_num_tokens: &mut self.full_max_total_num_tokens[start..end],
+            swa_max_total_num_tokens: &mut self.swa_max_total_num_tokens[start..end],
+            status: &mut self.status[start..end],
+        }
+    }
+
     /// Every output array must have `n` rows.
     pub fn check_rows(&self, n: usize) -> Result<()> {
         let lens = [

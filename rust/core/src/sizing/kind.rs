@@ -3,7 +3,7 @@
 
 use crate::error::{PlanError, Result};
 use crate::fields::Named;
-use crate::request_cap::request_cap_inapplicable_reason;
+use crate::request_cap::request_cap_applies;
 use crate::serving::ServingConfig;
 use crate::AttentionShape;
 use serde::{Deserialize, Serialize};
@@ -79,19 +79,26 @@ pub enum CellSize {
 /// The configurator SGLang's factory picks (REFERENCE 2.5).
 #[inline]
 pub fn select_kind(shape: &AttentionShape, serving: &ServingConfig) -> ConfiguratorKind {
-    if shape.num_swa_layers > 0 && !serving.disable_hybrid_swa_memory {
-        if request_cap_inapplicable_reason(
-            serving,
-            shape.sliding_window_size,
-            shape.num_full_layers,
-        )
-        .is_none()
-        {
-            ConfiguratorKind::RequestCap
-        } else {
-            ConfiguratorKind::HybridSwa
-        }
-    } else {
-        ConfiguratorKind::Default
-    }
+    const KINDS: [ConfiguratorKind; 3] = [
+        ConfiguratorKind::Default,
+        ConfiguratorKind::HybridSwa,
+        ConfiguratorKind::RequestCap,
+    ];
+    KINDS[kind_index(shape, serving)]
+}
+
+/// [`select_kind`]'s index in [`ConfiguratorKind`]'s `Named::ALL`, without
+/// branches (the batch kernel classifies every row by it): SWA layers with
+/// hybrid memory on pick an SWA kind, the request cap when it applies.
+// `&` and `|`, not `&&` and `||`: no branch (the batch rows come in any order).
+#[allow(clippy::needless_bitwise_bool)]
+#[inline(always)]
+pub(crate) fn kind_index(shape: &AttentionShape, serving: &ServingConfig) -> usize {
+    let swa = usize::from((shape.num_swa_layers > 0) & !serving.disable_hybrid_swa_memory);
+    let cap = usize::from(request_cap_applies(
+        serving,
+        shape.sliding_window_size,
+        shape.num_full_layers,
+    ));
+    swa + (swa & cap)
 }

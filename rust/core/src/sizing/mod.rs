@@ -15,6 +15,7 @@ mod kind;
 mod solve;
 mod unified;
 
+pub(crate) use kind::kind_index;
 pub use kind::{select_kind, CellSize, ConfiguratorKind};
 
 use crate::arith::{add, align_up, mul, py_int, to_i64};

@@ -22,7 +22,8 @@ deps-run: venv
 # Everything the tests need, torch included (installed once, then reused).
 deps: venv
 	$(PIP) install -q "maturin>=1.16,<2" "numpy>=1.24" "rich>=13" "pytest>=8" \
-	    "hypothesis>=6.100" "pytest-benchmark>=4" "mypy>=1.10" "matplotlib>=3.7" torch
+	    "hypothesis>=6.100" "pytest-benchmark>=4" "mypy>=1.10" "matplotlib>=3.7" torch \
+	    "transformers==5.19.0"
 
 develop: venv
 	$(VENV)/bin/maturin develop --release -q

@@ -310,7 +310,7 @@ def test_unknown_draft_suggests_close_names() -> None:
     ("config", "key"),
     [
         (
-            {"model_type": "llama", "num_attention_heads": 32, "hidden_size": 4096},
+            {"model_type": "custom", "num_attention_heads": 32, "hidden_size": 4096},
             "num_hidden_layers",
         ),
         (
@@ -323,7 +323,7 @@ def test_unknown_draft_suggests_close_names() -> None:
             "num_hidden_layers",
         ),
         (
-            {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096},
+            {"model_type": "custom", "num_hidden_layers": 32, "hidden_size": 4096},
             "num_attention_heads",
         ),
     ],

@@ -229,6 +229,7 @@ def test_defaults_head_dim_and_kv_heads() -> None:
 
 def test_missing_key_is_named() -> None:
     cfg = llama(ENTRIES["Llama-3.1-8B"])
+    cfg["model_type"] = "custom_llama"  # no config class: no defaults to fall back on
     del cfg["num_attention_heads"]
     with pytest.raises(ConfigError) as info:
         geometry_kwargs_from_hf_config(cfg)
@@ -239,6 +240,7 @@ def test_missing_key_is_named() -> None:
 
 def test_nested_missing_key_is_dotted() -> None:
     cfg = llama4(ENTRIES["Llama-4-Scout-17B-16E-Instruct (text)"])
+    cfg["text_config"]["model_type"] = "custom_llama4_text"  # no class defaults
     del cfg["text_config"]["num_hidden_layers"]
     with pytest.raises(ConfigError, match=r"'text_config\.num_hidden_layers'"):
         geometry_kwargs_from_hf_config(cfg)

@@ -41,30 +41,18 @@ from pathlib import Path
 
 SGLANG_VERSION = "0.5.23"
 
-#: Wheel paths of the files the oracle reads, with their sha256 digests as
-#: recorded in the 0.5.23 wheel's RECORD (urlsafe base64, no padding). A wheel
-#: whose RECORD disagrees is not the release this project audited.
-PINNED_SHA256: dict[str, str] = {
-    "sglang/srt/model_executor/pool_configurator.py": "Thyj5IccUQdEKY3xOsoipbU_cbazCpsUW4LViwT7ESc",
-    "sglang/srt/mem_cache/allocation_sizing.py": "wKdXgnq4g4UAWKUXYpyYuc-raaKp4NJqPVubRzDy9IQ",
-    "sglang/srt/speculative/spec_info.py": "EdJbco6hiu_4K8JpxlpmCLXJY4sKt1TyhLLfdr6teRA",
-    "sglang/srt/speculative/spec_registry.py": "wIDtc2KKA554DILDNgD9SVUm1P1PzaAOIfqlNphhq98",
-    "sglang/srt/layers/quantization/fp4_kv_cache_quant_method.py": "mADbOrCWjJIcpmzoBvHoQrnGHU21dzWHEtb90EZt4tI",  # noqa: E501
-    "sglang/srt/speculative/dflash_utils.py": "cicLfU4BAS5LDQSyg9sPVxIL436gyUyCAFatmlqaDVo",
-    "sglang/srt/utils/common.py": "YMO1FPyrpH3OKx97dEhNuAnA1jW6ZG2UVUVSFwzwHXM",
-    "sglang/srt/configs/model_config.py": "9RieAu55_Q3nJR244-B4NaHMaY9Vn0Y9W_AJmWAu4-M",
-    "sglang/srt/runtime_context.py": "w2Zz7Dq7OOf5XIQP1tqFUt47P15KtaSYwilY45iLSx4",
-    "sglang/srt/mem_cache/kv_cache_dtype.py": "G01bH2rfbzm_NkQ5w6fJuk67tbTW5LeVpaC6OdLFYbs",
-    "sglang/srt/mem_cache/page_interleave.py": "K8Fu1ZdLsxISL-16SKCPexo4uJOXJ0GmWbBXXz9qU60",
-    "sglang/srt/configs/hybrid_arch.py": "DYojyOuIq9kwBBxBeSOw4vQ60CigS87O03hEVJJqM8M",
-    "sglang/srt/layers/cp/utils.py": "_Bm8RbjFCIa3RHbzHrvhuyLYlBZS0BICX8DBJuWj-40",
-    "sglang/srt/mem_cache/kv_cache_configurator.py": "HjFoUVHqbtEQwqZZ6g7ZdUk9Dsz1KVGWVndWvVWRiHs",
-    "sglang/srt/layers/attention/qsa/config.py": "VKfw-I8Ym5F07wT3IqvQPxJd5SQgknT_gMl5SEnzbj4",
-    # The model overrides that turn hybrid SWA memory off (model resolution).
-    "sglang/srt/arg_groups/model_overrides/gemma2_gemma3.py": "8MRWXN5bkPze-2T6ZGkV5NRc5Wq_pWWAAVe8GU0O62U",
-    "sglang/srt/arg_groups/model_overrides/exaone.py": "0gfqzylg2Ef-WkTK31CQ865D4EWqAdECTS6ZYabTP_U",
-    "sglang/srt/arg_groups/model_overrides/olmo2.py": "JhtGY51K1Fe3Kb3icbpFBBaOiBoGD0SDVo70YEGBKcs",
-}
+#: Wheel paths of the files the oracles read, with their sha256 digests as
+#: recorded in the 0.5.23 wheel's RECORD (urlsafe base64, no padding), in
+#: ``tools/sglang_pins.json``: the pool-sizing code (``model_executor``,
+#: ``mem_cache``, ``speculative``, ...), the model resolution (``configs/*.py``,
+#: ``utils/hf_transformers/{common,config}.py``, the model overrides,
+#: ``load_model_utils.py``) and the model files of the hybrid-SWA architectures
+#: whose window rule the resolution oracle reads. A wheel whose RECORD disagrees
+#: is not the release this project audited.
+_PINS = json.loads((Path(__file__).with_name("sglang_pins.json")).read_text())
+if _PINS["version"] != SGLANG_VERSION:
+    raise RuntimeError(f"tools/sglang_pins.json pins sglang {_PINS['version']}, not {SGLANG_VERSION}")
+PINNED_SHA256: dict[str, str] = _PINS["files"]
 FILES: tuple[str, ...] = tuple(PINNED_SHA256)
 
 MARKER = "verified.json"

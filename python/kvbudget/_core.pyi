@@ -130,8 +130,12 @@ class ModelGeometry:
     def swa_qk_rope_head_dim(self) -> int | None:
         """MLA rotary key dim of an SWA layer, elements (MLA only; default: `qk_rope_head_dim`)."""
     @classmethod
-    def from_hf_config(cls, path_or_dict: object) -> Self:
-        """A geometry from a Hugging Face config.json (a dict, a file, or a model directory)."""
+    def from_hf_config(cls, path_or_dict: object, engine: str = "sglang") -> Self:
+        """A geometry from a Hugging Face config.json (a dict, a file, or a model directory).
+        engine="sglang" (default): the pools SGLang 0.5.23 builds for it
+        (kvbudget.models.resolve_sglang); engine="hf": the model's own layer kinds
+        (kvbudget.models.geometry_kwargs_from_hf_config), a what-if for SGLang.
+        """
     @property
     def is_mla(self) -> bool:
         """True for an MLA model (kv_lora_rank given)."""

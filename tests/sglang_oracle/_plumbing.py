@@ -77,8 +77,9 @@ def pick(namespace: dict[str, Any], names: str) -> dict[str, Any]:
 class Builder:
     """Holds the module table and makes namespaces whose imports it answers."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, real: frozenset[str] = frozenset()) -> None:
         self.root = root
+        self.real = REAL_MODULES | real
         self.active = Active()
         self.modules: dict[str, StrictModule] = {}
         self.builtins = dict(builtins.__dict__)
@@ -102,7 +103,7 @@ class Builder:
             if not fromlist:
                 raise StubError(f"sglang_oracle: plain `import {name}` is not supported")
             return module
-        if name.partition(".")[0] not in REAL_MODULES:
+        if name.partition(".")[0] not in self.real:
             raise StubError(f"sglang_oracle: import of {name!r} is not allowed in the sandbox")
         return builtins.__import__(name, globals, locals, fromlist, level)
 

@@ -81,6 +81,7 @@ class Sandbox:
     mambaish_config: Callable[[Any], Any]
     model_config_cls: type  # StrictNamespace with the lifted ModelConfig methods
     pool_configurator_ns: dict[str, Any]
+    modules: dict[str, Any]  # the sandbox's ``sglang.srt.*`` modules, by full name
 
 
 def _stub_modules(b: Builder) -> None:
@@ -156,4 +157,5 @@ def build(root: Path) -> Sandbox:
         mambaish_config=helpers.mambaish_config,
         model_config_cls=helpers.model_config_cls,
         pool_configurator_ns=pc,
+        modules=b.modules,
     )

@@ -53,17 +53,10 @@ class _Self:
         self.hf_config, self.hf_text_config, self.disable_hybrid_swa_memory = hf_config, text, disable
 
 
-def load(root: Path) -> HybridOracle:
-    """SGLang's decision as ``decide(architectures, text_config, disable_flag) -> Outcome``."""
-    src = Source(root, "sglang/srt/configs/model_config.py")
-    ns: dict[str, Any] = {
-        "__name__": "kvbudget_oracle.model_config", **_TYPING, "PretrainedConfig": object,
-        "logger": logging.getLogger("kvbudget_oracle.model_config"),
-    }  # fmt: skip
-    src.lift(ns, "MIMO_V2_MODEL_ARCHS", "SWA_SINK_ARCHS", "is_hybrid_swa_model", "get_hybrid_layer_ids")
-    methods = {m: src.lift_method(ns, "ModelConfig", m) for m in ("_derive_hybrid_model", "_detect_attention_sinks")}
-    model_config = type("ModelConfig", (_Self,), methods)
-
+def overrides(root: Path) -> tuple[Callable[[list[str], Any], bool], frozenset[str]]:
+    """``(off, architectures)``: ``off(architectures, hf_config)`` says whether the model
+    overrides of ``architectures[0]`` turn hybrid SWA memory off (as
+    ``handle_model_specific_adjustments`` applies them); the architectures they cover."""
     logging.getLogger("kvbudget_oracle").setLevel(logging.ERROR)  # the overrides' warnings
     providers: dict[str, Callable[..., dict[str, Any]]] = {}
 
@@ -94,15 +87,33 @@ def load(root: Path) -> HybridOracle:
             "__builtins__": {**vars(builtins), "__import__": importer},
         })  # fmt: skip
 
+    def off(archs: list[str], hf_config: Any) -> bool:
+        fn = providers.get(archs[0]) if archs else None
+        # attention_backend set: the providers' platform branches are not reached.
+        args = StrictNamespace("server_args", attention_backend="fa3")
+        return bool(fn(args, hf_config).get("disable_hybrid_swa_memory")) if fn else False
+
+    return off, frozenset(providers)
+
+
+def load(root: Path) -> HybridOracle:
+    """SGLang's decision as ``decide(architectures, text_config, disable_flag) -> Outcome``."""
+    src = Source(root, "sglang/srt/configs/model_config.py")
+    ns: dict[str, Any] = {
+        "__name__": "kvbudget_oracle.model_config", **_TYPING, "PretrainedConfig": object,
+        "logger": logging.getLogger("kvbudget_oracle.model_config"),
+    }  # fmt: skip
+    src.lift(ns, "MIMO_V2_MODEL_ARCHS", "SWA_SINK_ARCHS", "is_hybrid_swa_model", "get_hybrid_layer_ids")
+    methods = {m: src.lift_method(ns, "ModelConfig", m) for m in ("_derive_hybrid_model", "_detect_attention_sinks")}
+    model_config = type("ModelConfig", (_Self,), methods)
+
+    off_by_override, overridden = overrides(root)
+
     def decide(archs: list[str], text_config: Mapping[str, Any], disable: bool) -> Outcome:
         hf_config = Attrs({**text_config, "architectures": list(archs)})
         text = Attrs(text_config)
         try:
-            fn = providers.get(archs[0]) if archs else None
-            # attention_backend set: the providers' platform branches are not reached.
-            args = StrictNamespace("server_args", attention_backend="fa3")
-            off = bool(fn(args, hf_config).get("disable_hybrid_swa_memory")) if fn else False
-            mc = model_config(hf_config, text, disable or off)
+            mc = model_config(hf_config, text, disable or off_by_override(archs, hf_config))
             mc._derive_hybrid_model()
         except Exception as exc:  # noqa: BLE001 - SGLang's own failure is an outcome
             return ("error", type(exc).__name__)
@@ -116,7 +127,7 @@ def load(root: Path) -> HybridOracle:
         return ("ok", True, tuple(full), tuple(swa))
 
     # Every architecture SGLang's rule names, read from its code (the test covers each).
-    named = set(ns["SWA_SINK_ARCHS"]) | set(ns["MIMO_V2_MODEL_ARCHS"]) | set(providers)
+    named = set(ns["SWA_SINK_ARCHS"]) | set(ns["MIMO_V2_MODEL_ARCHS"]) | set(overridden)
     for fn_name in ("is_hybrid_swa_model", "get_hybrid_layer_ids"):
         named |= set(_arch_strings(src, fn_name))
     return HybridOracle(decide, frozenset(named))

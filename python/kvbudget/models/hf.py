@@ -141,53 +141,29 @@ class ConfigError(_ErrorBase):
         self.code = "invalid_config"
 
 
-# transformers class defaults for keys that released configs leave out
-# (huggingface/transformers src/transformers/models/<family>/configuration_<family>.py).
-_CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = {
-    # Gemma2Config
-    "gemma2": {
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "sliding_window": 4096,
-    },
-    # Gemma3TextConfig (the released multimodal configs nest a sparse text_config)
-    "gemma3_text": {
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "sliding_window": 4096,
-        "sliding_window_pattern": 6,
-    },
-    # Gemma3nTextConfig (E4B is these defaults)
-    "gemma3n_text": {
-        "num_hidden_layers": 35,
-        "hidden_size": 2048,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "sliding_window": 512,
-        "num_kv_shared_layers": 15,
-    },
-    # Cohere2Config
-    "cohere2": {
-        "sliding_window": 4096,
-        "sliding_window_pattern": 4,
-    },
-    # Llama4TextConfig
-    "llama4_text": {
-        "num_attention_heads": 40,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "attention_chunk_size": 8192,
-        "no_rope_layer_interval": 4,
-    },
-}
+def _class_defaults() -> dict[str, dict[str, Any]]:
+    """Per model type, the config-class defaults of the keys the readers use.
+
+    Generated from transformers 5.19.0 (SGLang's own classes for the model types
+    of its registry) by ``tools/gen_hf_defaults.py`` into ``data/hf_defaults.json``;
+    plus the layer-pattern parameters the classes apply in ``__post_init__``
+    without keeping them as attributes (Gemma 3's 6, Cohere2's 4).
+    """
+    path = Path(__file__).with_name("data") / "hf_defaults.json"
+    table: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["model_types"]
+    for model_type, pattern in (("gemma3_text", 6), ("cohere2", 4)):
+        table.setdefault(model_type, {})["sliding_window_pattern"] = pattern
+    return table
+
+
+# transformers class defaults for keys that released configs leave out.
+_CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = _class_defaults()
 
 # Outer (multimodal) model_type -> model_type of its text_config.
 _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
     "gemma3": "gemma3_text",
     "gemma3n": "gemma3n_text",
+    "gemma4": "gemma4_text",
     "llama4": "llama4_text",
 }
 

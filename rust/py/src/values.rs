@@ -206,14 +206,17 @@ impl ModelGeometry {
         )
     }
 
-    /// Builds a geometry from a Hugging Face config.json (a dict, a file, or a model directory).
+    /// Builds a geometry from a Hugging Face config.json (a dict, a file, or a model
+    /// directory), read as `engine` reads it (`kvbudget.models.geometry_kwargs_for`).
     #[classmethod]
+    #[pyo3(signature = (path_or_dict, engine = "sglang"))]
     fn from_hf_config<'py>(
         cls: &Bound<'py, PyType>,
         path_or_dict: &Bound<'py, PyAny>,
+        engine: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let hf = cls.py().import("kvbudget.models.hf")?;
-        let kwargs = hf.call_method1("geometry_kwargs_from_hf_config", (path_or_dict,))?;
+        let models = cls.py().import("kvbudget.models")?;
+        let kwargs = models.call_method1("geometry_kwargs_for", (path_or_dict, engine))?;
         cls.call((), Some(kwargs.cast::<PyDict>()?))
     }
 

@@ -1,0 +1,191 @@
+"""kvbudget inside an SGLang 0.5.23 launch: its pool configurators, backed by kvbudget.
+
+:func:`install` replaces SGLang's ``create_memory_pool_configurator`` (module
+``sglang.srt.model_executor.pool_configurator``, which SGLang's
+``KVCacheConfigurator`` imports at each call) with a factory that reads the
+same ``KVCacheConfigurator`` and runtime context SGLang's configurators read
+(:func:`scenario_from_kvc`), plans with kvbudget, and returns SGLang's own
+``MemoryPoolConfig``:
+
+* ``fit="sglang"``: SGLang's numbers, exactly (``tests/test_sglang_install.py``
+  holds the installed factory to SGLang's on the parity cases);
+* ``fit="exact"``: the profiling path returns the exact plan's pools, whose
+  tensors fit the budget (SGLang's coefficient model can over-commit by a few
+  pages and padding rows); the constraint path (a token cap the caller chose)
+  is SGLang's.
+
+Models kvbudget does not plan (DeepSeek-V4's compressed pools, Mamba-like state
+pools, the DSA indexer, MiniMax sparse attention) keep SGLang's own
+configurator. Nothing here imports SGLang (or torch) at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, Literal
+
+import kvbudget
+from kvbudget.errors import NotEnoughMemoryError
+
+__all__ = ["Runtime", "install", "scenario_from_kvc"]
+
+Fit = Literal["sglang", "exact"]
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+class Runtime:
+    """SGLang's runtime context as the pool configurators read it: ``get_<bag>()``, ``envs``
+    and the resolved attention backends (the real modules by default)."""
+
+    def __init__(self, runtime_context: Any = None, environ: Any = None, overrides: Any = None) -> None:
+        def load(name: str, given: Any) -> Any:
+            return given if given is not None else importlib.import_module(f"sglang.srt.{name}")
+
+        self.context = load("runtime_context", runtime_context)
+        self.envs = load("environ", environ).envs
+        self.overrides = load("arg_groups.overrides", overrides)
+
+    def get(self, bag: str) -> Any:
+        return getattr(self.context, f"get_{bag}")()
+
+    def attention_backends(self, server_args: Any) -> tuple[Any, Any]:
+        prefill, decode = self.overrides.attention_backends_of(self.overrides.resolved_view(server_args))
+        return prefill, decode
+
+
+def _model(kvc: Any) -> kvbudget.ModelGeometry:
+    mc, info = kvc.model_config, kvc.layer_info
+    if kvc.is_hybrid_swa:
+        full, swa = list(info.full_attention_layer_ids), list(info.swa_attention_layer_ids)
+    else:  # one pool over the effective layers, priced at the full geometry
+        full, swa = list(range(info.num_effective_layers)), []
+    text = mc.hf_text_config
+    swa_heads = text.swa_num_key_value_heads if hasattr(text, "swa_num_key_value_heads") else None
+    shape: dict[str, Any] = {"num_kv_heads": mc.get_total_num_kv_heads(), "head_dim": mc.head_dim,
+                             "v_head_dim": mc.v_head_dim}  # fmt: skip
+    if kvc.use_mla_backend:
+        shape.update(kv_lora_rank=mc.kv_lora_rank, qk_rope_head_dim=mc.qk_rope_head_dim)
+        if swa:
+            shape.update(swa_kv_lora_rank=mc.swa_kv_lora_rank, swa_qk_rope_head_dim=mc.swa_qk_rope_head_dim)
+    if swa:
+        shape.update(sliding_window_size=kvc.sliding_window_size, swa_num_kv_heads=swa_heads,
+                     swa_head_dim=mc.swa_head_dim, swa_v_head_dim=mc.swa_v_head_dim)  # fmt: skip
+    return kvbudget.ModelGeometry(full, swa, **shape)
+
+
+def _kv_cache_dtype(kvc: Any) -> str:
+    name = kvc.kv_cache_dtype_str
+    choices = kvbudget.fields.SCENARIO_FIELDS["kv_cache_dtype"].choices
+    return name if name in choices else "auto"
+
+
+def scenario_from_kvc(kvc: Any, runtime: Runtime | None = None) -> kvbudget.Scenario:
+    """The kvbudget scenario of an SGLang 0.5.23 ``KVCacheConfigurator`` and its runtime context."""
+    rt = runtime or Runtime()
+    par, sched, spec = rt.get("parallel"), rt.get("schedule"), rt.get("spec")
+    mem, disagg = rt.get("memory"), rt.get("disagg")
+    prefill, decode = rt.attention_backends(kvc.server_args)
+    serving = kvbudget.ServingConfig(
+        kv_cache_dtype=_kv_cache_dtype(kvc), model_dtype=_DTYPES[str(kvc.model_dtype).removeprefix("torch.")],
+        page_size=kvc.page_size, tp_size=par.attn_tp_size, dcp_size=par.attn_dcp_size,
+        attn_dp_size=kvc.attn_dp_size, swa_full_tokens_ratio=sched.swa_full_tokens_ratio,
+        max_running_requests=sched.max_running_requests, chunked_prefill_size=sched.chunked_prefill_size,
+        disable_overlap_schedule=sched.disable_overlap_schedule, disable_radix_cache=mem.disable_radix_cache,
+        enable_unified_memory=mem.enable_unified_memory, disaggregation_mode=disagg.disaggregation_mode,
+        disaggregation_decode_extra_slots=disagg.disaggregation_decode_extra_slots,
+        swa_eviction_interval=rt.envs.SGLANG_SWA_EVICTION_INTERVAL.get(),
+        is_draft_worker=kvc.is_draft_worker, is_sm100=rt.get("platform").is_sm100,
+        prefill_attention_backend=prefill, decode_attention_backend=decode,
+    )  # fmt: skip
+    aux, algo = kvc.spec_aux_config, kvc.spec_algorithm
+    name = "none" if algo.is_none() else algo.name.lower()
+    dflash = algo.is_dflash_family()
+    layers = int((aux.dflash_draft_num_layers if dflash else aux.eagle_draft_num_layers) or 0)
+    # The draft's sliding-window layers: the first draft layers named in the text config's
+    # mtp_local_layer_ids (a banded draft), else eagle_draft_swa_num_layers.
+    text = kvc.model_config.hf_text_config
+    local = getattr(text, "mtp_local_layer_ids", None) if not dflash else None
+    banded = sum(i in set(local) for i in range(layers)) if local is not None else 0
+    swa_layers = 0 if local is not None or dflash else int(aux.eagle_draft_swa_num_layers or 0)
+    speculative = kvbudget.SpeculativeConfig(
+        algorithm=name, draft_num_layers=layers, num_steps=spec.speculative_num_steps,
+        eagle_topk=spec.speculative_eagle_topk, num_draft_tokens=spec.speculative_num_draft_tokens,
+        max_num_draft_tokens=spec.max_speculative_num_draft_tokens, draft_swa_num_layers=swa_layers,
+        banded_draft_layers=banded, dflash_draft_cell_size_per_token=kvc.dflash_draft_cell_size_per_token,
+        fused_full_entry_bytes=kvc.fused_entry_bytes("full"), fused_swa_entry_bytes=kvc.fused_entry_bytes("swa"),
+    )  # fmt: skip
+    return kvbudget.Scenario(_model(kvc), serving, speculative)
+
+
+class _Configurator:
+    """An SGLang ``MemoryPoolConfigurator`` whose numbers come from kvbudget."""
+
+    def __init__(self, cfg: Any, config_cls: type, fit: Fit) -> None:
+        self._cfg, self._config_cls, self._fit = cfg, config_cls, fit
+        self._cell_size = cfg.cell_size
+
+    def _sglang(self, ours: Any) -> Any:
+        return self._config_cls(
+            max_total_num_tokens=ours.max_total_num_tokens, full_max_total_num_tokens=ours.full_max_total_num_tokens,
+            swa_max_total_num_tokens=ours.swa_max_total_num_tokens,
+            unified_memory_pool_bytes=ours.unified_memory_pool_bytes,
+        )  # fmt: skip
+
+    def _solve(self, solve: Callable[[], Any]) -> Any:
+        try:
+            return self._sglang(solve())
+        except NotEnoughMemoryError as exc:  # SGLang raises RuntimeError("Not enough memory...")
+            raise RuntimeError(f"Not enough memory (kvbudget: {exc})") from exc
+
+    def calculate_pool_sizes(self, available_bytes: int, page_size: int) -> Any:
+        if self._fit == "exact":
+            return self._solve(lambda: self._cfg.plan(available_bytes, fit="exact").config)
+        return self._solve(lambda: self._cfg.calculate_pool_sizes(available_bytes, page_size))
+
+    def calculate_pool_sizes_from_max_tokens(self, max_total_num_tokens: int, page_size: int) -> Any:
+        return self._solve(lambda: self._cfg.calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_size))
+
+    def finalize_with_max_running_requests(self, config: Any) -> Any:
+        return config
+
+
+def _kvbudget_plans(kvc: Any) -> bool:
+    """False for the pools kvbudget does not model (SGLang's configurator keeps them)."""
+    from kvbudget.models.sglang_model import UNMODELLED_ARCHITECTURES
+
+    archs = set(getattr(kvc.model_config.hf_config, "architectures", None) or ())
+    return not (archs & UNMODELLED_ARCHITECTURES or kvc.mambaish_config is not None)
+
+
+def install(fit: Fit = "sglang", *, pool_configurator: Any = None, runtime: Runtime | None = None) -> Callable[[], None]:
+    """Replace SGLang's ``create_memory_pool_configurator`` with kvbudget's; returns the undo.
+
+    Args:
+        fit: ``"sglang"`` (SGLang's own numbers) or ``"exact"`` (the exact plan's pools).
+        pool_configurator: the module to patch (default: SGLang's, imported now).
+        runtime: SGLang's runtime context (default: the real modules).
+    """
+    if fit not in ("sglang", "exact"):
+        raise kvbudget.InvalidConfigError(f"fit={fit!r}: expected 'sglang' or 'exact'")
+    module: Any = pool_configurator or importlib.import_module("sglang.srt.model_executor.pool_configurator")
+    original = module.create_memory_pool_configurator
+    config_cls = module.MemoryPoolConfig
+    rt = runtime or Runtime()
+
+    def create_memory_pool_configurator(kvc: Any) -> Any:
+        if not _kvbudget_plans(kvc):
+            return original(kvc)
+        sc = scenario_from_kvc(kvc, rt)
+        try:
+            cfg = kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
+        except NotEnoughMemoryError as exc:
+            raise RuntimeError(f"Not enough memory (kvbudget: {exc})") from exc
+        return _Configurator(cfg, config_cls, fit)
+
+    module.create_memory_pool_configurator = create_memory_pool_configurator
+
+    def uninstall() -> None:
+        module.create_memory_pool_configurator = original
+
+    return uninstall

@@ -1,0 +1,318 @@
+"""A model as SGLang 0.5.23 sees it: the geometry its pool configurators are given.
+
+SGLang does not plan the layers a config describes; it plans what its
+``ModelConfig`` derives from the config: separate full and SWA pools only for
+the architectures on its hybrid-SWA list (:mod:`kvbudget.models.sglang_hybrid`),
+otherwise one ``DefaultPoolConfigurator`` pool over ``num_attention_layers``
+layers priced at the full-attention geometry (Gemma 2/3/3n, Cohere2, Mistral
+with a sliding window, Llama 4 text-only: every layer, sliding ones included;
+Gemma 3n's KV-shared layers too). :func:`resolve_sglang` states those rules for
+attention models:
+
+* the text config: ``text_config`` of a multimodal config, else the config;
+  Gemma 4's per-layer shapes flattened as SGLang's ``get_config`` does (full
+  layers' ``head_dim`` and KV heads from ``per_layer_config`` or
+  ``global_head_dim`` / ``num_global_key_value_heads``, the sliding layers'
+  as ``swa_*``);
+* KV heads by ``get_total_num_kv_heads`` (``multi_query`` -> 1, then
+  ``n_head_kv``, ``num_kv_heads``, ``num_key_value_heads``,
+  ``multi_query_group_num``, ``num_attention_groups``, else the attention
+  heads); SWA heads from ``swa_num_key_value_heads`` or Step3p5's
+  ``attention_other_setting``;
+* head dims: ``head_dim`` or ``hidden_size // num_attention_heads``;
+  ``v_head_dim`` defaults to it, ``swa_head_dim`` to ``head_dim``,
+  ``swa_v_head_dim`` to ``swa_head_dim``; MLA for SGLang's MLA architectures
+  (``kv_lora_rank`` + ``qk_rope_head_dim``);
+* the window, read for a hybrid model only (the configurators use it only
+  there): HF ``sliding_window`` minus one where SGLang's model class defines
+  ``get_attention_sliding_window_size`` (gpt-oss, Gemma 4), else the config's
+  ``sliding_window_size`` / ``sliding_window`` / ``window_size`` as is
+  (MiMo-V2, Step3p5, GraniteSWA, Laguna), else ``attention_chunk_size``
+  (Llama 4).
+
+Models SGLang plans with state pools beside the KV pool (Mamba-like and
+linear-attention hybrids), the DSA indexer (DeepSeek-V3.2) and architectures
+whose window rule kvbudget has not checked against SGLang's code are refused
+with a :class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never
+plans a geometry SGLang would not build. ``tests/test_sglang_model.py`` holds
+these rules to SGLang's released code on configs built by transformers 5.19.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
+from kvbudget.models.sglang_hybrid import SGLangHybrid, sglang_hybrid_swa
+
+__all__ = ["SGLangModel", "resolve_sglang"]
+
+#: Architectures SGLang 0.5.23 serves with MLA (``_derive_model_shapes``' list).
+MLA_ARCHITECTURES = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN",
+    "Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN", "KimiK25ForConditionalGeneration",
+    "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle",
+})  # fmt: skip
+#: Hybrid-SWA architectures whose SGLang class defines ``get_attention_sliding_window_size``
+#: as HF ``sliding_window`` minus one, and where it reads it: the config, or its text config.
+_WINDOW_MINUS_ONE = {
+    "GptOssForCausalLM": "config", "Gemma4ForCausalLM": "config",
+    "Gemma4ForConditionalGeneration": "text_config",
+}  # fmt: skip
+#: Hybrid-SWA architectures whose class defines no window method (SGLang reads the config).
+_WINDOW_AS_IS = frozenset({
+    "Llama4ForConditionalGeneration", "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM",
+    "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "LagunaForCausalLM",
+})  # fmt: skip
+#: Architectures SGLang plans with more than the KV pool (kvbudget models the KV pool only).
+_STATEFUL = frozenset({
+    "JambaForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", "KimiLinearForCausalLM",
+    "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM",
+    "GraniteMoeHybridForCausalLM", "OlmoHybridForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM",
+})  # fmt: skip
+_DSA = frozenset({"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN"})
+_DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
+#: Architectures whose SGLang pools are not (only) the KV pools kvbudget plans.
+UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | _DSA | _DEEPSEEK_V4
+_GEMMA4_TYPES = frozenset({
+    "gemma4", "gemma4_assistant", "gemma4_unified", "gemma4_unified_assistant", "diffusion_gemma",
+    "embedding_gemma2",
+})  # fmt: skip
+_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                 "num_attention_groups")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SGLangModel:
+    """What SGLang 0.5.23's ``ModelConfig`` gives its pool configurators for one model.
+
+    Attributes:
+        architecture: ``architectures[0]``, the class SGLang serves the model with.
+        pools: the pool decision (``hybrid_swa``, layer ids, ``reason``).
+        num_attention_layers: the layers a one-pool (Default) plan counts.
+        num_kv_heads: total KV heads of a full-attention layer (SGLang divides by TP).
+        swa_num_kv_heads: total KV heads of a sliding-window layer.
+        head_dim, v_head_dim, swa_head_dim, swa_v_head_dim: K and V dims per head,
+            elements (None for MLA).
+        kv_lora_rank, qk_rope_head_dim: the MLA latent and rotary dims, elements
+            (None unless MLA).
+        qk_nope_head_dim: MLA's non-rotary key dim, elements (None unless MLA).
+        sliding_window_size: SGLang's exclusive window, tokens (hybrid models only).
+    """
+
+    architecture: str
+    pools: SGLangHybrid
+    num_attention_layers: int
+    num_kv_heads: int
+    swa_num_kv_heads: int
+    head_dim: int | None
+    v_head_dim: int | None
+    swa_head_dim: int | None
+    swa_v_head_dim: int | None
+    kv_lora_rank: int | None
+    qk_rope_head_dim: int | None
+    qk_nope_head_dim: int | None
+    sliding_window_size: int | None
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def reason(self) -> str:
+        """Why SGLang picks its configurator family for this model (one sentence)."""
+        return self.pools.reason
+
+    def model_geometry(self) -> Any:
+        """The ``kvbudget.ModelGeometry`` of the pools SGLang builds (:meth:`geometry_kwargs`)."""
+        from kvbudget import ModelGeometry
+
+        return ModelGeometry(**self.geometry_kwargs())
+
+    def geometry_kwargs(self) -> dict[str, Any]:
+        """``kvbudget.ModelGeometry`` keyword arguments for the pools SGLang builds.
+
+        A hybrid model keeps SGLang's full and SWA layer ids, heads, dims and
+        window; any other model is ``num_attention_layers`` full-attention
+        layers at the full geometry, which is what SGLang's one Default pool
+        prices (``engine="hf"`` readings in :mod:`kvbudget.models.hf` keep a
+        model's own layer kinds instead, for a what-if).
+        """
+        p = self.pools
+        if p.hybrid_swa:
+            full, swa = list(p.full_attention_layer_ids or ()), list(p.swa_attention_layer_ids or ())
+        else:
+            full, swa = list(range(self.num_attention_layers)), []
+        kw: dict[str, Any] = {"full_attention_layer_ids": full, "swa_attention_layer_ids": swa,
+                              "num_kv_heads": self.num_kv_heads}  # fmt: skip
+        if self.is_mla:
+            kw.update(head_dim=(self.qk_nope_head_dim or 0) + (self.qk_rope_head_dim or 0),
+                      v_head_dim=self.v_head_dim, kv_lora_rank=self.kv_lora_rank,
+                      qk_rope_head_dim=self.qk_rope_head_dim)  # fmt: skip
+        else:
+            kw.update(head_dim=self.head_dim, v_head_dim=self.v_head_dim)
+        if swa:
+            kw.update(sliding_window_size=self.sliding_window_size)
+            if not self.is_mla:
+                kw.update(swa_num_kv_heads=self.swa_num_kv_heads, swa_head_dim=self.swa_head_dim,
+                          swa_v_head_dim=self.swa_v_head_dim)  # fmt: skip
+        return kw
+
+
+#: Whether layer ``i`` slides, for the classes that derive ``layer_types`` when a config has none.
+_SLIDES: dict[str, Callable[[int], bool]] = {
+    "gpt_oss": lambda i: (i + 1) % 2 == 1, "granite_swa": lambda i: i % 4 != 0, "laguna": lambda i: False,
+    "mimo_v2_flash": lambda i: i != 0 and (i + 1) % 6 != 0, "gemma4_text": lambda i: (i + 1) % 6 != 0,
+}  # fmt: skip
+
+
+def _layer_types(model_type: str, n: int, given: Any) -> list[str] | None:
+    """``layer_types`` as transformers 5.19.0's config classes leave it after ``__post_init__``."""
+    if given is None:
+        rule = _SLIDES.get(model_type)
+        if rule is None:
+            return None
+        given = ["sliding_attention" if rule(i) else "full_attention" for i in range(n)]
+    types = list(given) if isinstance(given, list) else given
+    if model_type == "gemma4_text" and isinstance(types, list) and types:
+        types[-1] = "full_attention"  # transformers forces Gemma 4's last layer to full attention
+    return types
+
+
+def _total_kv_heads(v: _View) -> int:
+    if v.raw("multi_query") and not (
+        v.outer.get("model_type") in ("falcon", "RefinedWeb", "RefinedWebModel")
+        and v.outer.get("new_decoder_architecture")
+    ):
+        return 1
+    if v.outer.get("model_type") in ("mpt", "dbrx", "nemotron-nas"):
+        raise ConfigError(f"{v.label}: kvbudget does not resolve SGLang's KV heads for model_type "
+                          f"{v.outer.get('model_type')!r}")  # fmt: skip
+    for key in _KV_HEAD_KEYS:
+        if v.raw(key) is not None:
+            return v.req_int(key)
+    return v.req_int("num_attention_heads")
+
+
+def _gemma4_base(v: _View) -> tuple[int, int]:
+    return v.req_int("head_dim"), v.req_int("num_key_value_heads")
+
+
+def _gemma4_shapes(v: _View, types: list[str] | None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Gemma 4's (head_dim, KV heads) of full and sliding layers, as SGLang flattens them."""
+    types = list(types or ())
+    base = _gemma4_base(v)
+    per_layer = v.raw("per_layer_config")
+    if per_layer is None:
+        over: dict[str, Any] = {"head_dim": v.opt_int("global_head_dim") or 512}
+        heads = v.opt_int("num_global_key_value_heads")
+        if heads is not None and v.raw("attention_k_eq_v"):
+            over["num_key_value_heads"] = heads
+        per_layer = {i: over for i, t in enumerate(types) if t == "full_attention"}
+    if not isinstance(per_layer, Mapping):
+        raise v.fail("per_layer_config", "must be an object")
+    layers = {int(k): dict(o) for k, o in per_layer.items()}
+    if not layers:  # no per-layer spec: one shape for every layer
+        return base, base
+    bad = {k for o in layers.values() for k in o} - {"head_dim", "num_key_value_heads"}
+    if bad:
+        raise ConfigError(f"{v.label}: Gemma 4 per-layer {sorted(bad)}: SGLang 0.5.23 flattens only "
+                          "head_dim and num_key_value_heads and refuses the config")  # fmt: skip
+    shapes: dict[str, set[tuple[int, int]]] = {}
+    for i, t in enumerate(types):
+        o = layers.get(i, {})
+        shapes.setdefault(t, set()).add((o.get("head_dim", base[0]), o.get("num_key_value_heads", base[1])))
+    for t, s in shapes.items():
+        if len(s) > 1:
+            raise ConfigError(f"{v.label}: Gemma 4 '{t}' layers have more than one shape {sorted(s)}; "
+                              "SGLang 0.5.23 carries one per layer type and refuses the config")  # fmt: skip
+    full = next(iter(shapes["full_attention"]))
+    return full, next(iter(shapes.get("sliding_attention", {full})))
+
+
+def _window(arch: str, v: _View, cfg: Mapping[str, Any]) -> int | None:
+    where = _WINDOW_MINUS_ONE.get(arch)
+    if where == "config":
+        return v.req_int("sliding_window") - 1
+    if where == "text_config":
+        w = v.opt_int("sliding_window")
+        if w is not None and v.raw("use_bidirectional_attention") == "all":
+            w = w // 2 + 1  # transformers' Gemma 4 halves a bidirectional window
+        return (w if w is not None else -1) - 1
+    if arch not in _WINDOW_AS_IS:
+        raise ConfigError(f"{v.label}: kvbudget has not checked SGLang 0.5.23's window rule for {arch}")
+    for key in ("sliding_window_size", "sliding_window", "window_size"):
+        if v.raw(key) is not None:
+            return v.req_int(key, 0)
+    return v.opt_int("attention_chunk_size")
+
+
+def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool = False) -> SGLangModel:
+    """The model as SGLang 0.5.23 resolves it (a config dict, file or model folder).
+
+    Raises:
+        ConfigError: a key SGLang needs is missing or invalid, SGLang itself
+            refuses the config, or the model needs pools kvbudget does not
+            model (Mamba-like and linear-attention state, the DSA indexer);
+            the message says which.
+    """
+    cfg = load_hf_config(path_or_dict)
+    archs = cfg.get("architectures")
+    if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
+        raise ConfigError("config.json: SGLang 0.5.23 picks the model class from 'architectures', "
+                          "which this config lacks", "architectures")  # fmt: skip
+    arch = archs[0]
+    for key in ("thinker_config", "llm_config", "language_config"):
+        if cfg.get(key) is not None:
+            raise ConfigError(f"config.json: kvbudget does not resolve SGLang's '{key}' text configs", key)
+    if any(a in _STATEFUL for a in archs):
+        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} with a Mamba/linear-attention state "
+                          "pool beside its KV pool; kvbudget models the KV pool only", "architectures")  # fmt: skip
+    if any(a in _DSA for a in archs):
+        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch}'s DSA indexer cache beside its MLA "
+                          "pool; kvbudget does not model the indexer", "architectures")  # fmt: skip
+    v = _View(cfg)
+    text = {**v.defaults, **(v.cfg if v.prefix else cfg)}
+    n = v.req_int("num_hidden_layers")
+    types = _layer_types(v.model_type, n, text.get("layer_types"))
+    if types is not None:
+        text["layer_types"] = types
+    try:
+        pools = sglang_hybrid_swa(archs, text, disable_hybrid_swa_memory=disable_hybrid_swa_memory)
+    except ValueError as exc:
+        raise ConfigError(f"config.json: {exc}", "architectures") from None
+    common = {"architecture": arch, "pools": pools, "num_attention_layers": n}
+    if any(a in MLA_ARCHITECTURES for a in archs):
+        heads = _total_kv_heads(v)
+        rope, nope = v.req_int("qk_rope_head_dim", 0), v.req_int("qk_nope_head_dim", 0)
+        return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=heads, head_dim=None,
+                           v_head_dim=v.req_int("v_head_dim"), swa_head_dim=None, swa_v_head_dim=None,
+                           kv_lora_rank=v.req_int("kv_lora_rank"), qk_rope_head_dim=rope,
+                           qk_nope_head_dim=nope, sliding_window_size=None)  # fmt: skip
+    if cfg.get("model_type") == "gemma4_text" and len({*_gemma4_shapes(v, types), _gemma4_base(v)}) > 1:
+        raise ConfigError("config.json: a Gemma 4 text config (model_type 'gemma4_text') declares per-layer "
+                          "shapes, which SGLang 0.5.23 flattens only for the multimodal model types; "
+                          "its ModelConfig fails to read head_dim", "model_type")  # fmt: skip
+    if str(cfg.get("model_type")) in _GEMMA4_TYPES:
+        (head_dim, heads), (swa_dim, swa_heads) = _gemma4_shapes(v, types)
+        v_dim, swa_v = v.opt_int("v_head_dim") or head_dim, swa_dim
+    else:
+        explicit = v.opt_int("head_dim")
+        head_dim = explicit if explicit is not None else v.req_int("hidden_size") // v.req_int("num_attention_heads")
+        heads = _total_kv_heads(v)
+        v_dim = v.opt_int("v_head_dim") or head_dim
+        swa_dim = v.opt_int("swa_head_dim") or head_dim
+        swa_v = v.opt_int("swa_v_head_dim") or swa_dim
+        if "swa_num_key_value_heads" in text:
+            swa_heads = v.req_int("swa_num_key_value_heads")
+        elif isinstance(other := v.raw("attention_other_setting"), Mapping):
+            swa_heads = int(other["num_attention_groups"])
+        else:
+            swa_heads = heads
+    window = _window(arch, v, cfg) if pools.hybrid_swa else None
+    return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=swa_heads, head_dim=head_dim,
+                       v_head_dim=v_dim, swa_head_dim=swa_dim, swa_v_head_dim=swa_v, kv_lora_rank=None,
+                       qk_rope_head_dim=None, qk_nope_head_dim=None, sliding_window_size=window)  # fmt: skip

@@ -1,0 +1,202 @@
+"""Model configs for the model-resolution differential: built by transformers 5.19.0's classes.
+
+Each family gives the class's defaults and seeded variants of the keys real
+checkpoints vary (layer counts, heads, dims, windows, layer kinds), serialized
+with ``to_dict()`` as a saved ``config.json`` holds them, plus checkpoint-style
+variants (keys a released config leaves to the class defaults removed, or the
+keys a family's checkpoints carry, such as MiMo-V2's ``hybrid_layer_pattern``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import transformers as T
+
+Case = tuple[str, dict[str, Any]]
+_Builder = Callable[[random.Random], dict[str, Any]]
+
+
+def _types(rng: random.Random, n: int, p_swa: float = 0.75) -> list[str]:
+    return ["sliding_attention" if rng.random() < p_swa else "full_attention" for _ in range(n)]
+
+
+def _gqa(rng: random.Random) -> dict[str, Any]:
+    heads = rng.choice([8, 16, 32, 64])
+    out: dict[str, Any] = {"num_hidden_layers": rng.randint(1, 48), "num_attention_heads": heads,
+                           "num_key_value_heads": rng.choice([1, 2, 4, 8, heads]),
+                           "hidden_size": heads * rng.choice([64, 128])}  # fmt: skip
+    if rng.random() < 0.5:
+        out["head_dim"] = rng.choice([64, 80, 128, 256])
+    return out
+
+
+#: Set by :func:`cases`: serialize as ``save_pretrained`` does (``to_diff_dict``: keys equal
+#: to the class defaults left out), else every key (``to_dict``).
+_SPARSE = [False]
+
+
+def _saved(config: Any, arch: str) -> dict[str, Any]:
+    d = config.to_dict()
+    if _SPARSE[0]:
+        _drop_defaults(d, type(config)().to_dict())
+    d["architectures"] = [arch]
+    return d
+
+
+def _drop_defaults(d: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Leave out the keys equal to the class defaults, as sparse released configs do."""
+    for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
+        del d[key]
+    text, default_text = d.get("text_config"), defaults.get("text_config")
+    if isinstance(text, dict) and isinstance(default_text, dict):
+        _drop_defaults(text, default_text)
+
+
+def _text(cls: Any, arch: str, **kw: Any) -> dict[str, Any]:
+    return _saved(cls(**kw), arch)
+
+
+def _multimodal(cls: Any, arch: str, text: dict[str, Any]) -> dict[str, Any]:
+    return _saved(cls(text_config=text), arch)
+
+
+def _gemma3(rng: random.Random) -> dict[str, Any]:
+    kw = {**_gqa(rng), "sliding_window": rng.choice([512, 1024, 4096])}
+    if rng.random() < 0.5:
+        kw["layer_types"] = _types(rng, kw["num_hidden_layers"])
+    if rng.random() < 0.5:
+        return _multimodal(T.Gemma3Config, "Gemma3ForConditionalGeneration", kw)
+    return _text(T.Gemma3TextConfig, "Gemma3ForCausalLM", **kw)
+
+
+def _gemma4(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(2, 40)
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_key_value_heads": rng.choice([1, 2, 4, 8]),
+                          "head_dim": rng.choice([128, 256]), "sliding_window": rng.choice([512, 1024])}  # fmt: skip
+    if rng.random() < 0.5:
+        kw["layer_types"] = _types(rng, n)
+    if rng.random() < 0.6:
+        kw["global_head_dim"] = rng.choice([256, 512])
+    if rng.random() < 0.5:
+        kw["attention_k_eq_v"] = True
+        kw["num_global_key_value_heads"] = rng.choice([1, 2, 4])
+    if rng.random() < 0.5:
+        return _multimodal(T.Gemma4Config, "Gemma4ForConditionalGeneration", kw)
+    return _text(T.Gemma4TextConfig, "Gemma4ForCausalLM", **kw)
+
+
+def _gpt_oss(rng: random.Random) -> dict[str, Any]:
+    kw = {**_gqa(rng), "sliding_window": rng.choice([128, 256, 1024])}
+    kw["layer_types"] = _types(rng, kw["num_hidden_layers"], 0.5)
+    return _text(T.GptOssConfig, "GptOssForCausalLM", **kw)
+
+
+def _llama4(rng: random.Random) -> dict[str, Any]:
+    kw = {**_gqa(rng), "attention_chunk_size": rng.choice([4096, 8192])}
+    if rng.random() < 0.5:
+        return _multimodal(T.Llama4Config, "Llama4ForConditionalGeneration", kw)
+    return _text(T.Llama4TextConfig, "Llama4ForCausalLM", **kw)
+
+
+def _mimo_v2(rng: random.Random) -> dict[str, Any]:
+    kw = _gqa(rng)
+    n = kw["num_hidden_layers"]
+    kw["layer_types"] = _types(rng, n)
+    kw["sliding_window"] = rng.choice([128, 512])
+    d = _text(T.MiMoV2FlashConfig, "MiMoV2FlashForCausalLM", **kw)
+    if rng.random() < 0.7:  # the checkpoint's own keys
+        d["hybrid_layer_pattern"] = [int(t == "sliding_attention") for t in kw["layer_types"]]
+        d["swa_num_key_value_heads"] = rng.choice([4, 8])
+        d["swa_head_dim"] = rng.choice([128, 192])
+        d["swa_v_head_dim"] = rng.choice([128])
+        d["sliding_window_size"] = kw["sliding_window"]
+    return d
+
+
+def _plain(cls: Any, arch: str, **extra: Callable[[random.Random], Any]) -> _Builder:
+    def build(rng: random.Random) -> dict[str, Any]:
+        kw = _gqa(rng)
+        kw.update({k: f(rng) for k, f in extra.items()})
+        return _text(cls, arch, **kw)
+
+    return build
+
+
+def _with_types(cls: Any, arch: str, windows: list[int]) -> _Builder:
+    def build(rng: random.Random) -> dict[str, Any]:
+        kw = {**_gqa(rng), "sliding_window": rng.choice(windows)}
+        kw["layer_types"] = _types(rng, kw["num_hidden_layers"], 0.6)
+        return _text(cls, arch, **kw)
+
+    return build
+
+
+_SW = {"sliding_window": lambda r: r.choice([None, 4096])}
+FAMILIES: dict[str, _Builder] = {
+    "gemma2": _plain(T.Gemma2Config, "Gemma2ForCausalLM", sliding_window=lambda r: r.choice([2048, 4096])),
+    "gemma3": _gemma3,
+    "gemma3n": lambda r: _multimodal(T.Gemma3nConfig, "Gemma3nForConditionalGeneration",
+                                     {"num_hidden_layers": r.choice([30, 35]),
+                                      "num_kv_shared_layers": r.choice([0, 10, 15])}),
+    "gemma4": _gemma4,
+    "cohere2": _plain(T.Cohere2Config, "Cohere2ForCausalLM", sliding_window=lambda r: r.choice([4096])),
+    "exaone4": _plain(T.Exaone4Config, "Exaone4ForCausalLM", sliding_window=lambda r: r.choice([4096, 2048])),
+    "olmo2": _plain(T.Olmo2Config, "Olmo2ForCausalLM"),
+    "olmo3": _plain(T.Olmo3Config, "Olmo3ForCausalLM", sliding_window=lambda r: r.choice([4096])),
+    "mistral": _plain(T.MistralConfig, "MistralForCausalLM", **_SW),
+    "phi3": _plain(T.Phi3Config, "Phi3ForCausalLM", **_SW),
+    "qwen2": _plain(T.Qwen2Config, "Qwen2ForCausalLM", use_sliding_window=lambda r: r.random() < 0.5),
+    "qwen3": _plain(T.Qwen3Config, "Qwen3ForCausalLM"),
+    "llama": _plain(T.LlamaConfig, "LlamaForCausalLM"),
+    "mimo": _plain(T.Qwen2Config, "MiMoForCausalLM"),
+    "llama4": _llama4,
+    "gpt_oss": _gpt_oss,
+    "mimo_v2": _mimo_v2,
+    "granite_swa": _with_types(T.GraniteSWAConfig, "GraniteSWAForCausalLM", [128, 512]),
+    "laguna": _with_types(T.LagunaConfig, "LagunaForCausalLM", [512, 1024]),
+    "deepseek_v3": lambda r: _text(T.DeepseekV3Config, "DeepseekV3ForCausalLM",
+                                   num_hidden_layers=r.randint(1, 61), kv_lora_rank=r.choice([256, 512]),
+                                   qk_rope_head_dim=r.choice([32, 64]), qk_nope_head_dim=r.choice([64, 128]),
+                                   v_head_dim=r.choice([64, 128])),
+}
+
+
+#: The class defaults of every family, as a saved config holds them.
+DEFAULTS: dict[str, tuple[Any, str]] = {
+    "gemma2": (T.Gemma2Config, "Gemma2ForCausalLM"), "gemma3": (T.Gemma3Config, "Gemma3ForConditionalGeneration"),
+    "gemma3_text": (T.Gemma3TextConfig, "Gemma3ForCausalLM"),
+    "gemma3n": (T.Gemma3nConfig, "Gemma3nForConditionalGeneration"),
+    "gemma4": (T.Gemma4Config, "Gemma4ForConditionalGeneration"), "gemma4_text": (T.Gemma4TextConfig, "Gemma4ForCausalLM"),
+    "cohere2": (T.Cohere2Config, "Cohere2ForCausalLM"), "exaone4": (T.Exaone4Config, "Exaone4ForCausalLM"),
+    "olmo2": (T.Olmo2Config, "Olmo2ForCausalLM"), "olmo3": (T.Olmo3Config, "Olmo3ForCausalLM"),
+    "mistral": (T.MistralConfig, "MistralForCausalLM"), "phi3": (T.Phi3Config, "Phi3ForCausalLM"),
+    "qwen2": (T.Qwen2Config, "Qwen2ForCausalLM"), "qwen3": (T.Qwen3Config, "Qwen3ForCausalLM"),
+    "llama": (T.LlamaConfig, "LlamaForCausalLM"), "llama4": (T.Llama4Config, "Llama4ForConditionalGeneration"),
+    "llama4_text": (T.Llama4TextConfig, "Llama4ForCausalLM"), "gpt_oss": (T.GptOssConfig, "GptOssForCausalLM"),
+    "mimo_v2": (T.MiMoV2FlashConfig, "MiMoV2FlashForCausalLM"),
+    "granite_swa": (T.GraniteSWAConfig, "GraniteSWAForCausalLM"), "laguna": (T.LagunaConfig, "LagunaForCausalLM"),
+    "deepseek_v3": (T.DeepseekV3Config, "DeepseekV3ForCausalLM"),
+}  # fmt: skip
+
+
+def cases(per_family: int, seed: int = 0, *, sparse: bool = False) -> Iterator[Case]:
+    """The class defaults of every family, then ``per_family`` seeded variants each, with
+    every key (``sparse``: the keys equal to the class defaults left out)."""
+    _SPARSE[0] = sparse
+    try:
+        for name, (cls, arch) in DEFAULTS.items():
+            yield name, _text(cls, arch)
+        for name, build in FAMILIES.items():
+            rng = random.Random(f"{seed}:{name}")
+            for _ in range(per_family):
+                yield name, build(rng)
+    finally:
+        _SPARSE[0] = False
+
+
+def sparse_cases(per_family: int, seed: int = 0) -> Iterator[Case]:
+    """:func:`cases` as sparse released configs hold them."""
+    return cases(per_family, seed, sparse=True)

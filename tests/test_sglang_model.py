@@ -1,0 +1,131 @@
+"""kvbudget's reading of a model as SGLang 0.5.23 sees it, held to SGLang's released code.
+
+``tests/sglang_oracle/model.py`` runs SGLang's own config loading and
+``ModelConfig`` derivations (lifted from the RECORD-checked wheel) over the
+configs transformers 5.19.0's classes build (``tests/sglang_model_cases.py``);
+:func:`kvbudget.models.sglang_model.resolve_sglang` must give every field the
+pool configurators read, and refuse exactly the configs SGLang refuses.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from kvbudget.models.hf import ConfigError
+from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
+from sglang_model_cases import cases
+from sglang_oracle._fetch import sglang_root
+from sglang_oracle.model import FIELDS, ModelOracle, load
+
+PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "100"))  # 2,022 configs per variant
+
+
+@pytest.fixture(scope="module")
+def oracle() -> ModelOracle:
+    return load(sglang_root())
+
+
+def _ours(cfg: dict[str, Any]) -> dict[str, Any] | tuple[str, str]:
+    try:
+        m = resolve_sglang(cfg)
+    except ConfigError as exc:
+        return ("error", str(exc))
+    return _fields(m)
+
+
+def _fields(m: SGLangModel) -> dict[str, Any]:
+    p = m.pools
+    out = {
+        "hybrid_swa": p.hybrid_swa, "full_attention_layer_ids": p.full_attention_layer_ids,
+        "swa_attention_layer_ids": p.swa_attention_layer_ids, "num_attention_layers": m.num_attention_layers,
+        "num_kv_heads": m.num_kv_heads, "swa_num_kv_heads": m.swa_num_kv_heads, "mla": m.is_mla,
+        "kv_lora_rank": m.kv_lora_rank, "qk_rope_head_dim": m.qk_rope_head_dim,
+        "sliding_window_size": m.sliding_window_size, "head_dim": m.head_dim, "v_head_dim": m.v_head_dim,
+        "swa_head_dim": m.swa_head_dim, "swa_v_head_dim": m.swa_v_head_dim,
+    }  # fmt: skip
+    assert set(out) == set(FIELDS)
+    return out
+
+
+def _differs(ours: Any, theirs: Any) -> list[str]:
+    if isinstance(ours, tuple) or isinstance(theirs, tuple):
+        both_refuse = isinstance(ours, tuple) and isinstance(theirs, tuple)
+        return [] if both_refuse else [f"kvbudget {ours!r} vs SGLang {theirs!r}"]
+    return [f"{k}: kvbudget {ours[k]!r} vs SGLang {theirs[k]!r}" for k in FIELDS if ours[k] != theirs[k]]
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["every-key", "sparse"])
+def test_every_family_matches_sglang(oracle: ModelOracle, sparse: bool) -> None:
+    """Every key (``to_dict``), and sparse as released configs are (keys equal to the class
+    defaults left out, read with ``data/hf_defaults.json`` and the class derivations)."""
+    mismatches: list[str] = []
+    seen: dict[str, int] = {}
+    for name, cfg in cases(PER_FAMILY, sparse=sparse):
+        seen[name] = seen.get(name, 0) + 1
+        diff = _differs(_ours(cfg), oracle.resolve(cfg, False))
+        if diff:
+            mismatches.append(f"{name} {cfg.get('architectures')}: " + "; ".join(diff))
+    assert not mismatches, f"{len(mismatches)} of {sum(seen.values())} configs differ:\n" + "\n".join(
+        mismatches[:20])
+
+
+def test_every_resolution_builds_its_geometry() -> None:
+    """What SGLang resolves, kvbudget can plan: the pools' layer count and cell inputs carry over."""
+    built = 0
+    for _, cfg in cases(4):
+        try:
+            m = resolve_sglang(cfg)
+        except ConfigError:
+            continue
+        g = m.model_geometry()
+        layers = len(m.pools.full_attention_layer_ids or ()) + len(m.pools.swa_attention_layer_ids or ())
+        assert g.num_layers == (layers if m.pools.hybrid_swa else m.num_attention_layers)
+        assert g.num_kv_heads == m.num_kv_heads and g.is_mla == m.is_mla
+        built += 1
+    assert built > 50
+
+
+@pytest.mark.parametrize(("arch", "needle"), [
+    ("Qwen3NextForCausalLM", "state pool"), ("JambaForCausalLM", "state pool"),
+    ("DeepseekV32ForCausalLM", "DSA indexer"),
+])  # fmt: skip
+def test_pools_kvbudget_does_not_model_are_refused(arch: str, needle: str) -> None:
+    cfg = {"architectures": [arch], "num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512}
+    with pytest.raises(ConfigError, match=needle):
+        resolve_sglang(cfg)
+
+
+def test_a_config_without_architectures_is_refused() -> None:
+    with pytest.raises(ConfigError, match="architectures"):
+        resolve_sglang({"num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512})
+
+
+def test_gemma3_is_one_default_pool_over_every_layer() -> None:
+    """SGLang's override turns Gemma 3's hybrid memory off: 62 layers, one pool."""
+    cfg = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+           "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 62, "num_attention_heads": 32,
+                           "num_key_value_heads": 16, "head_dim": 128, "hidden_size": 5376}}  # fmt: skip
+    m = resolve_sglang(cfg)
+    assert not m.pools.hybrid_swa and "override" in m.reason
+    g = m.model_geometry()
+    assert (g.num_layers, g.num_swa_layers, g.head_dim) == (62, 0, 128)
+
+
+def test_from_hf_config_reads_as_sglang_by_default_and_as_hf_on_request() -> None:
+    import kvbudget
+    from kvbudget.models.hf import geometry_kwargs_from_hf_config
+
+    cfg = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "num_hidden_layers": 12,
+           "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128, "hidden_size": 1024,
+           "sliding_window": 512}  # fmt: skip
+    g = kvbudget.ModelGeometry.from_hf_config(cfg)
+    assert g == resolve_sglang(cfg).model_geometry()
+    assert (g.num_layers, g.num_swa_layers) == (12, 0)  # SGLang: one Default pool over every layer
+    hf = kvbudget.ModelGeometry.from_hf_config(cfg, engine="hf")
+    assert hf == kvbudget.ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
+    assert (hf.num_swa_layers, hf.sliding_window_size) == (10, 511)
+    with pytest.raises(ConfigError, match="engine='vllm'"):
+        kvbudget.ModelGeometry.from_hf_config(cfg, engine="vllm")

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Write the config-class defaults kvbudget reads sparse ``config.json`` files with.
+
+A released ``config.json`` may leave keys to its config class (the sparse
+Gemma 3 ``text_config``, a Qwen3 config without ``head_dim``). SGLang loads it
+with transformers 5.19.0 (the version SGLang 0.5.23 pins), or with SGLang's own
+class for the model types of its ``_CONFIG_REGISTRY``, and reads the class
+defaults. kvbudget has neither at run time, so this tool records, per model
+type, the defaults of the keys kvbudget's readers use
+(``python/kvbudget/models/data/hf_defaults.json``).
+
+Only plain defaults are recorded: a key whose default value changes when the
+other inputs change (``head_dim`` computed from ``hidden_size`` in
+``__post_init__``, ``layer_types`` from ``num_hidden_layers``) is derived, not a
+default, and kvbudget derives it by its own rule. Usage:
+``python tools/gen_hf_defaults.py [--check]`` (``--check`` exits 1 when the
+committed file differs, as ``tests/test_hf_defaults.py`` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "python" / "kvbudget" / "models" / "data" / "hf_defaults.json"
+TRANSFORMERS_VERSION = "5.19.0"
+
+#: The keys the readers use (kvbudget.models.hf and kvbudget.models.sglang_model).
+KEYS = (
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "head_dim",
+    "v_head_dim", "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "sliding_window",
+    "sliding_window_size", "sliding_window_pattern", "attention_chunk_size", "no_rope_layer_interval",
+    "use_sliding_window", "max_window_layers", "num_kv_shared_layers", "kv_lora_rank",
+    "qk_rope_head_dim", "qk_nope_head_dim", "global_head_dim", "num_global_key_value_heads",
+    "attention_k_eq_v", "multi_query", "layer_types", "hybrid_layer_pattern",
+)  # fmt: skip
+#: Model types recorded: the families the SGLang model-resolution test builds (text types
+#: of multimodal configs included).
+MODEL_TYPES = (
+    "gemma2", "gemma3_text", "gemma3n_text", "gemma4_text", "cohere2", "exaone4", "olmo2", "olmo3",
+    "mistral", "phi3", "qwen2", "qwen3", "llama", "llama4_text", "gpt_oss", "mimo_v2_flash",
+    "granite_swa", "laguna", "deepseek_v3",
+)  # fmt: skip
+#: Inputs perturbed to tell a derived key from a default.
+_PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
+            "num_key_value_heads": 2, "sliding_window": 2}  # fmt: skip
+
+
+@functools.cache
+def _sglang_classes() -> Any:
+    sys.path.insert(0, str(REPO / "tests"))
+    from sglang_oracle._configs import REAL, ConfigClasses
+    from sglang_oracle._fetch import sglang_root
+    from sglang_oracle._plumbing import Builder
+
+    return ConfigClasses(Builder(sglang_root(), real=REAL))
+
+
+def _config_class(model_type: str) -> Any:
+    """The class SGLang 0.5.23 loads ``model_type`` with: its own where its registry has one."""
+    import transformers
+
+    classes = _sglang_classes()
+    if model_type in classes.types:
+        return classes.types[model_type]()
+    return transformers.CONFIG_MAPPING[model_type]
+
+
+def _values(cls: Any, **kw: Any) -> dict[str, Any]:
+    saved = cls(**kw).to_dict()  # the base values (a per-layer spec hides them from getattr)
+    return {k: saved.get(k) for k in KEYS}
+
+
+def defaults_of(cls: Any) -> dict[str, Any]:
+    """The plain (not derived) non-null defaults of :data:`KEYS`."""
+    base = _values(cls)
+    derived: set[str] = set()
+    for key, step in _PERTURB.items():
+        if isinstance(base.get(key), int):
+            value = base[key] * step if step > 1 else base[key] + step
+            other = _values(cls, **{key: value})
+            derived |= {k for k in KEYS if k != key and other[k] != base[k]}
+    return {k: v for k, v in base.items() if v is not None and k not in derived}
+
+
+def generate() -> dict[str, Any]:
+    import transformers
+
+    if transformers.__version__ != TRANSFORMERS_VERSION:
+        raise SystemExit(f"gen_hf_defaults: needs transformers {TRANSFORMERS_VERSION}, "
+                         f"found {transformers.__version__}")  # fmt: skip
+    return {
+        "generated_by": "tools/gen_hf_defaults.py",
+        "transformers": TRANSFORMERS_VERSION,
+        "model_types": {mt: defaults_of(_config_class(mt)) for mt in MODEL_TYPES},
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when the committed file differs")
+    args = ap.parse_args(argv)
+    text = render(generate())
+    if args.check:
+        same = OUT.exists() and OUT.read_text() == text
+        print("hf_defaults.json is " + ("current" if same else "stale: run tools/gen_hf_defaults.py"))
+        return 0 if same else 1
+    OUT.write_text(text)
+    print(OUT)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

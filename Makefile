@@ -23,7 +23,7 @@ deps-run: venv
 deps: venv
 	$(PIP) install -q "maturin>=1.16,<2" "numpy>=1.24" "rich>=13" "pytest>=8" \
 	    "hypothesis>=6.100" "pytest-benchmark>=4" "mypy>=1.10" "matplotlib>=3.7" torch \
-	    "transformers==5.19.0"
+	    "transformers==5.19.0" "msgspec==0.23.0"
 
 develop: venv
 	$(VENV)/bin/maturin develop --release -q

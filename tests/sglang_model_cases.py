@@ -134,6 +134,34 @@ def _with_types(cls: Any, arch: str, windows: list[int]) -> _Builder:
     return build
 
 
+def _qwen3_next(rng: random.Random) -> dict[str, Any]:
+    kw = _gqa(rng)
+    if rng.random() < 0.8:  # checkpoints carry it; transformers' class does not
+        kw["full_attention_interval"] = rng.choice([2, 4, 8])
+    if rng.random() < 0.5:
+        return _text(T.Qwen3NextConfig, "Qwen3NextForCausalLM", **kw)
+    if rng.random() < 0.5:
+        return _multimodal(T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration", kw)
+    return _text(T.Qwen3_5TextConfig, "Qwen3_5ForCausalLM", **kw)
+
+
+def _kimi_linear(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(2, 48)
+    kw: dict[str, Any] = {"num_hidden_layers": n, "kv_lora_rank": rng.choice([256, 512]),
+                          "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}  # fmt: skip
+    if rng.random() < 0.8:  # 1-based layer numbers, as Kimi-Linear checkpoints give them
+        kda = sorted(rng.sample(range(1, n + 1), rng.randint(0, n - 1)))
+        kw["linear_attn_config"] = {"kda_layers": kda, "full_attn_layers": [i for i in range(1, n + 1) if i not in kda],
+                                    "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}  # fmt: skip
+    return _text(T.KimiLinearConfig, "KimiLinearForCausalLM", **kw)
+
+
+def _lfm2(rng: random.Random) -> dict[str, Any]:
+    kw = _gqa(rng)
+    kw["layer_types"] = ["full_attention" if rng.random() < 0.4 else "conv" for _ in range(kw["num_hidden_layers"])]
+    return _text(T.Lfm2Config, "Lfm2ForCausalLM", **kw)
+
+
 _SW = {"sliding_window": lambda r: r.choice([None, 4096])}
 FAMILIES: dict[str, _Builder] = {
     "gemma2": _plain(T.Gemma2Config, "Gemma2ForCausalLM", sliding_window=lambda r: r.choice([2048, 4096])),
@@ -157,6 +185,9 @@ FAMILIES: dict[str, _Builder] = {
     "mimo_v2": _mimo_v2,
     "granite_swa": _with_types(T.GraniteSWAConfig, "GraniteSWAForCausalLM", [128, 512]),
     "laguna": _with_types(T.LagunaConfig, "LagunaForCausalLM", [512, 1024]),
+    "qwen3_next": _qwen3_next,
+    "kimi_linear": _kimi_linear,
+    "lfm2": _lfm2,
     "deepseek_v3": lambda r: _text(T.DeepseekV3Config, "DeepseekV3ForCausalLM",
                                    num_hidden_layers=r.randint(1, 61), kv_lora_rank=r.choice([256, 512]),
                                    qk_rope_head_dim=r.choice([32, 64]), qk_nope_head_dim=r.choice([64, 128]),
@@ -179,6 +210,9 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "mimo_v2": (T.MiMoV2FlashConfig, "MiMoV2FlashForCausalLM"),
     "granite_swa": (T.GraniteSWAConfig, "GraniteSWAForCausalLM"), "laguna": (T.LagunaConfig, "LagunaForCausalLM"),
     "deepseek_v3": (T.DeepseekV3Config, "DeepseekV3ForCausalLM"),
+    "qwen3_next": (T.Qwen3NextConfig, "Qwen3NextForCausalLM"), "qwen3_5": (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration"),
+    "kimi_linear": (T.KimiLinearConfig, "KimiLinearForCausalLM"), "lfm2": (T.Lfm2Config, "Lfm2ForCausalLM"),
+    "jamba": (T.JambaConfig, "JambaForCausalLM"), "olmo_hybrid": (T.OlmoHybridConfig, "OlmoHybridForCausalLM"),
 }  # fmt: skip
 
 

@@ -1,4 +1,6 @@
-"""``data/hf_defaults.json`` is what ``tools/gen_hf_defaults.py`` derives from the pinned classes."""
+"""The generated data files are what their tools derive from the pinned sources:
+``data/hf_defaults.json`` (``tools/gen_hf_defaults.py``) and ``data/sglang_architectures.json``
+(``tools/gen_sglang_archs.py``)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,29 @@ import importlib.util
 import sys
 from pathlib import Path
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "gen_hf_defaults.py"
+from types import ModuleType
+
+TOOLS = Path(__file__).resolve().parents[1] / "tools"
 
 
-def test_committed_defaults_are_current() -> None:
-    spec = importlib.util.spec_from_file_location("kvbudget_tools_gen_hf_defaults", TOOL)
+def _tool(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"kvbudget_tools_{name}", TOOLS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = tool
     spec.loader.exec_module(tool)
+    return tool
+
+
+def test_committed_defaults_are_current() -> None:
+    tool = _tool("gen_hf_defaults")
     assert tool.OUT.read_text() == tool.render(tool.generate()), "run tools/gen_hf_defaults.py"
+
+
+def test_committed_sglang_architectures_are_current() -> None:
+    from kvbudget.models.sglang_model import sglang_architectures
+
+    tool = _tool("gen_sglang_archs")
+    names = tool.entry_classes(tool._root())
+    assert tool.OUT.read_text() == tool.render(names), "run tools/gen_sglang_archs.py"
+    assert sglang_architectures() == frozenset(names) and "Gemma3ForConditionalGeneration" in names

@@ -20,7 +20,7 @@ from sglang_model_cases import cases
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle.model import FIELDS, ModelOracle, load
 
-PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "100"))  # 2,022 configs per variant
+PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "100"))  # 2,328 configs per variant
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def _fields(m: SGLangModel) -> dict[str, Any]:
         "num_kv_heads": m.num_kv_heads, "swa_num_kv_heads": m.swa_num_kv_heads, "mla": m.is_mla,
         "kv_lora_rank": m.kv_lora_rank, "qk_rope_head_dim": m.qk_rope_head_dim,
         "sliding_window_size": m.sliding_window_size, "head_dim": m.head_dim, "v_head_dim": m.v_head_dim,
-        "swa_head_dim": m.swa_head_dim, "swa_v_head_dim": m.swa_v_head_dim,
+        "swa_head_dim": m.swa_head_dim, "swa_v_head_dim": m.swa_v_head_dim, "state_pool": m.state_pool,
     }  # fmt: skip
     assert set(out) == set(FIELDS)
     return out
@@ -89,7 +89,7 @@ def test_every_resolution_builds_its_geometry() -> None:
 
 
 @pytest.mark.parametrize(("arch", "needle"), [
-    ("Qwen3NextForCausalLM", "state pool"), ("JambaForCausalLM", "state pool"),
+    ("NemotronHForCausalLM", "state pool"), ("JambaForCausalLM", "no model class"),
     ("DeepseekV32ForCausalLM", "DSA indexer"),
 ])  # fmt: skip
 def test_pools_kvbudget_does_not_model_are_refused(arch: str, needle: str) -> None:

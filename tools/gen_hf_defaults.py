@@ -37,14 +37,15 @@ KEYS = (
     "sliding_window_size", "sliding_window_pattern", "attention_chunk_size", "no_rope_layer_interval",
     "use_sliding_window", "max_window_layers", "num_kv_shared_layers", "kv_lora_rank",
     "qk_rope_head_dim", "qk_nope_head_dim", "global_head_dim", "num_global_key_value_heads",
-    "attention_k_eq_v", "multi_query", "layer_types", "hybrid_layer_pattern",
+    "attention_k_eq_v", "multi_query", "layer_types", "hybrid_layer_pattern", "full_attention_interval",
+    "linear_attn_config", "full_attn_idxs",
 )  # fmt: skip
 #: Model types recorded: the families the SGLang model-resolution test builds (text types
 #: of multimodal configs included).
 MODEL_TYPES = (
     "gemma2", "gemma3_text", "gemma3n_text", "gemma4_text", "cohere2", "exaone4", "olmo2", "olmo3",
     "mistral", "phi3", "qwen2", "qwen3", "llama", "llama4_text", "gpt_oss", "mimo_v2_flash",
-    "granite_swa", "laguna", "deepseek_v3",
+    "granite_swa", "laguna", "deepseek_v3", "qwen3_next", "qwen3_5_text", "kimi_linear", "lfm2",
 )  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,

@@ -125,7 +125,11 @@ class ConfigClasses:
                 continue
             full = node.module or ""
             rel = full.removeprefix("sglang.srt.")
-            if full.startswith(_CONFIGS + ".") and full.count(".") == 3:
+            # Config classes (and the cache-shape helpers) are executed; other helpers a config
+            # module imports (update_config, load_config, ...) are never reached loading one.
+            sub = full.rsplit(".", 1)[1]
+            if full.startswith(_CONFIGS + ".") and full.count(".") == 3 and (
+                    sub == "mamba_utils" or any(a.name.endswith("Config") for a in node.names)):  # fmt: skip
                 ns = self.module(full.rsplit(".", 1)[1])
                 b.provide(rel, {a.name: ns[a.name] for a in node.names})
             elif rel == "utils":
@@ -148,9 +152,9 @@ class ConfigClasses:
     def _alias(self, key: str) -> type:
         if self._aliases is None:
             # The try blocks of common.py that add aliases, executed as written.
-            ns = self.b.namespace("utils.hf_transformers.common_aliases", _CONFIG_REGISTRY={})
-            self.b.provide("configs.deepseek_v41", {
-                "DEEPSEEK_V41_CONFIG_CLASSES": self.module("deepseek_v41")["DEEPSEEK_V41_CONFIG_CLASSES"]})
+            v41 = self.module("deepseek_v41")["DEEPSEEK_V41_CONFIG_CLASSES"]  # common.py imports it
+            ns = self.b.namespace("utils.hf_transformers.common_aliases", _CONFIG_REGISTRY={},
+                                  DEEPSEEK_V41_CONFIG_CLASSES=v41)  # fmt: skip
             tries = [n for n in self.common.tree.body if isinstance(n, ast.Try)
                      and "_CONFIG_REGISTRY" in ast.unparse(n)]  # fmt: skip
             self.common._run(tries, ns)

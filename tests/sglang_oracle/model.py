@@ -52,15 +52,8 @@ _TYPING = pick(vars(typing), "Any Callable Dict Iterable List Optional Set Tuple
 FIELDS = (
     "hybrid_swa", "full_attention_layer_ids", "swa_attention_layer_ids", "num_attention_layers",
     "num_kv_heads", "swa_num_kv_heads", "head_dim", "v_head_dim", "swa_head_dim", "swa_v_head_dim",
-    "mla", "kv_lora_rank", "qk_rope_head_dim", "sliding_window_size",
+    "mla", "kv_lora_rank", "qk_rope_head_dim", "sliding_window_size", "state_pool",
 )  # fmt: skip
-#: The model files the window rule is read from (pinned in tools/sglang_pins.json).
-MODEL_FILES = (
-    "gpt_oss", "gemma4_causal", "gemma4_mm", "mllama4", "llama4", "mimo_v2", "step3p5", "granite",
-    "granitemoe", "laguna", "mimo_audio",
-)  # fmt: skip
-
-
 class ModelOracle(NamedTuple):
     resolve: Callable[[Mapping[str, Any], bool], dict[str, Any] | tuple[str, str]]
 
@@ -88,14 +81,15 @@ class _Models:
 
     def __init__(self, b: Builder) -> None:
         self.b = b
-        self.sources = {m: b.source(f"models/{m}.py") for m in MODEL_FILES}
+        models = sorted((b.root / "sglang/srt/models").glob("*.py"))
+        self.sources = {p.stem: b.source(f"models/{p.name}") for p in models}
+        # The registry (models/registry.py) serves each module's EntryClass by class name.
         self.entry: dict[str, str] = {}
         for mod, src in self.sources.items():
-            try:
-                node = src._top_level("EntryClass")
-            except LookupError:
+            node = next((n for n in src.tree.body if isinstance(n, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "EntryClass" for t in n.targets)), None)  # fmt: skip
+            if node is None:
                 continue  # a file of base classes only
-            assert isinstance(node, ast.Assign)
             elts = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
             self.entry.update({e.id: mod for e in elts if isinstance(e, ast.Name)})
 
@@ -124,8 +118,6 @@ class _Models:
                 module = node.module or ""
                 if module.startswith("sglang.srt.models."):
                     other = module.rsplit(".", 1)[1]
-                    if other not in self.sources:
-                        raise StubError(f"sglang_oracle: {name} comes from models/{other}.py, not pinned")
                     return self._find(other, name)
                 return None  # torch / layer bases define no window method
         return None
@@ -133,7 +125,7 @@ class _Models:
     def model(self, arch: str, hf_config: Any) -> Any:
         """The model stand-in ``resolve_sliding_window_size`` reads."""
         if arch not in self.entry:
-            raise StubError(f"sglang_oracle: no pinned model file serves {arch}; add it to MODEL_FILES")
+            raise StubError(f"sglang_oracle: no SGLang model file serves {arch}")
         found = self._find(self.entry[arch], arch)
         if found is None:
             return StrictNamespace("model", ("get_attention_sliding_window_size",))
@@ -150,6 +142,56 @@ class _Models:
         return StrictNamespace("model", get_attention_sliding_window_size=lambda: method(model))
 
 
+def _mambaish(b: Builder, classes: ConfigClasses, get_hf_text_config: Any) -> Callable[[Any], Any]:
+    """``mambaish_config`` (``configs/hybrid_arch.py``) over SGLang's own config classes.
+
+    ``linear_attn_registry_result`` is ``get_linear_attn_config`` (lifted) over an
+    empty registry: only ``configs/gigachat35.py`` registers a spec, at import.
+    """
+    src = b.source("configs/hybrid_arch.py")
+    ns = b.namespace("configs.hybrid_arch", get_hf_text_config=get_hf_text_config)
+    for node in src.tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "sglang.srt.configs":
+            for a in node.names:
+                try:
+                    ns[a.name] = classes.cls(a.name)
+                except Exception:  # noqa: BLE001 - a module the oracle cannot execute
+                    ns[a.name] = poison_class(a.name)  # never matched: no case builds one
+    src.lift(ns, *(
+        "_get_linear_attn_registry_result qwen3_next_config hybrid_lightning_config "
+        "hybrid_gdn_config mamba2_config kimi_linear_config glm5_next_config "
+        "hybrid_kda_config mambaish_config"
+    ).split())  # fmt: skip
+    reg = b.namespace("configs.linear_attn_model_registry", _LINEAR_ATTN_MODEL_REGISTRY=[], **_TYPING)
+    b.source("configs/linear_attn_model_registry.py").lift(reg, "get_linear_attn_config")
+    registry_result = reg["get_linear_attn_config"]
+
+    def mambaish(mc: Any) -> Any:
+        mc.linear_attn_registry_result = registry_result(mc.hf_config)
+        return ns["mambaish_config"](mc)
+
+    return mambaish
+
+
+def _transformers_backend(b: Builder) -> Callable[[Any], None]:
+    """What ``models/transformers.py`` checks before serving an architecture SGLang has no
+    class for: the transformers class must support custom attention backends."""
+    import transformers
+
+    src = b.source("models/transformers.py")
+    ns = b.namespace("models.transformers", transformers=transformers, PretrainedConfig=Any,
+                     get_class_from_dynamic_module=Poison("get_class_from_dynamic_module"),
+                     logger=logging.getLogger("sglang_oracle.transformers"))  # fmt: skip
+    src.lift(ns, "_resolve_attention_backend_model_cls")
+
+    def check(config: Any) -> None:
+        model_cls = ns["_resolve_attention_backend_model_cls"](config)
+        if model_cls is not None and not getattr(model_cls, "_supports_attention_backend", True):
+            raise ValueError(f"Model {model_cls} does not support custom attention backends")
+
+    return check
+
+
 def load(root: Path) -> ModelOracle:
     """SGLang's model resolution as ``resolve(config_dict, disable_flag)``."""
     b = Builder(root, real=REAL)
@@ -158,6 +200,8 @@ def load(root: Path) -> ModelOracle:
     model_config = _model_config_methods(b)
     off_by_override, _ = overrides(root)
     models = _Models(b)
+    mambaish = _mambaish(b, classes, get_hf_text_config)
+    backend = _transformers_backend(b)
     lmu = b.namespace("model_executor.load_model_utils", logger=logging.getLogger("sglang_oracle.lmu"))
     b.source("model_executor/model_runner_components/load_model_utils.py").lift(
         lmu, "resolve_sliding_window_size")
@@ -171,12 +215,17 @@ def load(root: Path) -> ModelOracle:
             mc.hf_config, mc.hf_text_config = hf, get_hf_text_config(hf)
             mc.is_draft_model = False
             archs = list(hf.architectures or ())
+            if not any(a in models.entry for a in archs):
+                backend(hf)  # SGLang's ModelRegistry falls back to its Transformers backend
             mc.disable_hybrid_swa_memory = disable or off_by_override(archs, hf)
             mc.attention_chunk_size = getattr(mc.hf_text_config, "attention_chunk_size", None)
             mc.sliding_window_size = mc._get_sliding_window_size()
             mc._derive_model_shapes()
             mc._derive_hybrid_model()
             mla = mc.attention_arch == mc.AttentionArch.MLA
+            state = mambaish(mc)
+            if state is not None:  # the Default pool counts the full-attention layers only
+                mc.num_attention_layers = len(list(state.full_attention_layer_ids))
             window = None
             if mc.is_hybrid_swa:
                 window = lmu["resolve_sliding_window_size"](models.model(archs[0], hf), mc)
@@ -191,6 +240,7 @@ def load(root: Path) -> ModelOracle:
                 "kv_lora_rank": mc.kv_lora_rank if mla else None,
                 "qk_rope_head_dim": mc.qk_rope_head_dim if mla else None,
                 "sliding_window_size": window,
+                "state_pool": state is not None,
             }
             # MLA caches the latent: of the head dims only V's reaches the configurators.
             dims = ("head_dim", "v_head_dim", "swa_head_dim", "swa_v_head_dim")

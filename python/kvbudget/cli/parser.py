@@ -215,6 +215,12 @@ def serving_values(args: argparse.Namespace) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in SERVING_FIELDS}
 
 
+def changed_fields(args: argparse.Namespace) -> list[str]:
+    """The serving and speculative fields whose flags carry a value other than their default."""
+    return [f.name for f in (*SERVING_FIELDS, *SPEC_FIELDS)
+            if getattr(args, f.name) != _CLI_DEFAULTS.get(f.name, (f.default,))[0]]  # fmt: skip
+
+
 def spec_values(args: argparse.Namespace) -> dict[str, Any]:
     """``SpeculativeConfig`` keyword arguments from the speculative flags."""
     return {f.name: getattr(args, f.name) for f in SPEC_FIELDS}
@@ -236,6 +242,13 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, budget: bool = True) -> No
         "--config",
         metavar="PATH",
         help="a Hugging Face config.json (or its directory) instead of MODEL",
+    )
+    g.add_argument(
+        "--sglang",
+        metavar="FLAGS",
+        help='an SGLang launch line, quoted ("--model-path /models/x --tp 2 ..."): its model folder '
+        "as SGLang resolves it, its draft and serving flags, instead of MODEL, --draft and the "
+        "serving flags",
     )
     g.add_argument(
         "--draft",

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from kvbudget.configurators import PoolConfiguratorBase
     from kvbudget.models import Preset
 
-__all__ = ["CliScenario", "build_scenario"]
+__all__ = ["CliScenario", "budget_of", "build_scenario"]
 
 # --draft KIND: -> SpeculativeConfig algorithm
 _ALGORITHMS: Final[dict[str, str]] = {
@@ -379,9 +379,10 @@ def _preset_result(
 # --------------------------------------------------------------------------- the budget
 
 
-def _budget(
+def budget_of(
     args: argparse.Namespace, is_default: bool, notes: list[str]
 ) -> tuple[int | None, str, dict[str, Any]]:
+    """The budget from ``--available`` / ``--gpu`` (or the default's): bytes, label, info."""
     from kvbudget.budget import gpu_available_bytes
     from kvbudget.models import get_gpu
 
@@ -434,6 +435,10 @@ def _budget(
 
 def build_scenario(args: argparse.Namespace) -> CliScenario:
     """Turn parsed arguments into a CliScenario (may raise UsageError, KeyError, KVBudgetError)."""
+    if getattr(args, "sglang", None) is not None:
+        from kvbudget.cli.launch import launch_scenario
+
+        return launch_scenario(args)
     notes: list[str] = []
     label, info, model, preset_dtype, is_default, sglang_model = _load_model(args)
     draft_text = args.draft
@@ -448,7 +453,7 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         notes.append("the model's dtype is unknown: kv_cache_dtype bf16 (set --kv-dtype)")
     scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
     sglang_pools = _sglang_pools(sglang_model, scenario, notes)
-    available, budget_label, budget_info = _budget(args, is_default, notes)
+    available, budget_label, budget_info = budget_of(args, is_default, notes)
     return CliScenario(
         scenario=scenario,
         model_label=label,

@@ -1,5 +1,9 @@
 """kvbudget inside an SGLang 0.5.23 launch: its pool configurators, backed by kvbudget.
 
+Three entry points: :func:`from_server_args` (a launch line as kvbudget inputs,
+:mod:`kvbudget.integrations.sglang_launch`), :func:`install` (below) and, for a
+model folder alone, :func:`kvbudget.models.resolve_sglang`.
+
 :func:`install` replaces SGLang's ``create_memory_pool_configurator`` (module
 ``sglang.srt.model_executor.pool_configurator``, which SGLang's
 ``KVCacheConfigurator`` imports at each call) with a factory that reads the
@@ -27,8 +31,9 @@ from typing import Any, Literal
 
 import kvbudget
 from kvbudget.errors import NotEnoughMemoryError
+from kvbudget.integrations.sglang_launch import SGLangLaunch, from_server_args
 
-__all__ = ["Runtime", "install", "scenario_from_kvc"]
+__all__ = ["Runtime", "SGLangLaunch", "from_server_args", "install", "scenario_from_kvc"]
 
 Fit = Literal["sglang", "exact"]
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}

@@ -165,6 +165,8 @@ _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
     "gemma3n": "gemma3n_text",
     "gemma4": "gemma4_text",
     "llama4": "llama4_text",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
 }
 
 _MIMO_V2_TYPES: Final[frozenset[str]] = frozenset({"mimo_v2_flash", "mimo_v2"})

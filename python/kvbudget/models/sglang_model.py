@@ -30,29 +30,36 @@ attention models:
   (MiMo-V2, Step3p5, GraniteSWA, Laguna), else ``attention_chunk_size``
   (Llama 4).
 
-Models SGLang plans with state pools beside the KV pool (Mamba-like and
-linear-attention hybrids), the DSA indexer (DeepSeek-V3.2) and architectures
-whose window rule kvbudget has not checked against SGLang's code are refused
-with a :class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never
-plans a geometry SGLang would not build. ``tests/test_sglang_model.py`` holds
+Models SGLang plans with a Mamba or linear-attention state pool beside the KV
+pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2) resolve to the full-attention
+layers that pool counts (``state_pool=True``). Architectures SGLang cannot
+serve (Jamba, OlmoHybrid), pools kvbudget does not model (the DSA indexer of
+DeepSeek-V3.2, DeepSeek-V4, the NemotronH / Falcon-H1 state layouts) and
+hybrid architectures whose window rule kvbudget has not checked against
+SGLang's code are refused with a :class:`~kvbudget.models.hf.ConfigError` that
+says so: kvbudget never plans a geometry SGLang would not build. ``tests/test_sglang_model.py`` holds
 these rules to SGLang's released code on configs built by transformers 5.19.0.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Mapping
+from importlib import resources
 from dataclasses import dataclass
 from typing import Any
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
 from kvbudget.models.sglang_hybrid import SGLangHybrid, sglang_hybrid_swa
 
-__all__ = ["SGLangModel", "resolve_sglang"]
+__all__ = ["SGLangModel", "resolve_sglang", "sglang_architectures"]
 
 #: Architectures SGLang 0.5.23 serves with MLA (``_derive_model_shapes``' list).
 MLA_ARCHITECTURES = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN",
     "Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN", "KimiK25ForConditionalGeneration",
+    "KimiLinearForCausalLM",
     "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle",
 })  # fmt: skip
 #: Hybrid-SWA architectures whose SGLang class defines ``get_attention_sliding_window_size``
@@ -66,17 +73,49 @@ _WINDOW_AS_IS = frozenset({
     "Llama4ForConditionalGeneration", "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM",
     "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "LagunaForCausalLM",
 })  # fmt: skip
-#: Architectures SGLang plans with more than the KV pool (kvbudget models the KV pool only).
+#: Architectures refused: SGLang plans a state pool kvbudget does not resolve the layers of, or
+#: (Jamba, OlmoHybrid: no SGLang class, and transformers' class refuses SGLang's attention
+#: backend) SGLang cannot serve them at all.
 _STATEFUL = frozenset({
-    "JambaForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration",
-    "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", "KimiLinearForCausalLM",
-    "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM",
-    "GraniteMoeHybridForCausalLM", "OlmoHybridForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM",
+    "JambaForCausalLM", "OlmoHybridForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM",
+    "GraniteMoeHybridForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM", "Lfm2MoeForCausalLM",
 })  # fmt: skip
+_NO_CLASS = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM"})
 _DSA = frozenset({"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN"})
 _DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
 #: Architectures whose SGLang pools are not (only) the KV pools kvbudget plans.
 UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | _DSA | _DEEPSEEK_V4
+
+
+def _interval_ids(text: Mapping[str, Any], n: int) -> list[int]:
+    interval = text.get("full_attention_interval")
+    if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
+        raise ConfigError("config.json: SGLang 0.5.23's Qwen3-Next config class derives the layer kinds "
+                          "from full_attention_interval, which this config lacks; SGLang cannot plan it",
+                          "full_attention_interval")  # fmt: skip
+    return [i for i in range(n) if (i + 1) % interval == 0]
+
+
+def _kda_ids(text: Mapping[str, Any], n: int) -> list[int]:
+    linear = text.get("linear_attn_config")
+    kda = set(linear.get("kda_layers") or ()) if isinstance(linear, Mapping) else set()
+    return [i for i in range(n) if (i + 1) not in kda]
+
+
+def _lfm2_ids(text: Mapping[str, Any], n: int) -> list[int]:
+    types = text.get("layer_types")
+    if types is None:
+        idxs = set(text.get("full_attn_idxs") or range(n))
+        return [i for i in range(n) if i in idxs]
+    return [i for i, t in enumerate(types) if t == "full_attention"]
+
+
+#: The full-attention layers of the models SGLang plans with a Mamba/linear-attention state pool
+#: beside the KV pool, by the config class SGLang loads them with (its ``model_type``).
+_STATE_MODELS: dict[str, Callable[[Mapping[str, Any], int], list[int]]] = {
+    "qwen3_next": _interval_ids, "qwen3_5_text": _interval_ids, "qwen3_5_moe_text": _interval_ids,
+    "kimi_linear": _kda_ids, "lfm2": _lfm2_ids,
+}  # fmt: skip
 _GEMMA4_TYPES = frozenset({
     "gemma4", "gemma4_assistant", "gemma4_unified", "gemma4_unified_assistant", "diffusion_gemma",
     "embedding_gemma2",
@@ -101,6 +140,11 @@ class SGLangModel:
             (None unless MLA).
         qk_nope_head_dim: MLA's non-rotary key dim, elements (None unless MLA).
         sliding_window_size: SGLang's exclusive window, tokens (hybrid models only).
+        state_pool: SGLang also plans a Mamba/linear-attention state pool, sized
+            before the KV budget (kvbudget plans the KV pool over the
+            full-attention layers only; give it the KV pool's budget).
+        native_class: SGLang has a model class for the architecture; else it
+            serves it through its Transformers backend (same pools).
     """
 
     architecture: str
@@ -116,6 +160,8 @@ class SGLangModel:
     qk_rope_head_dim: int | None
     qk_nope_head_dim: int | None
     sliding_window_size: int | None
+    state_pool: bool = False
+    native_class: bool = True
 
     @property
     def is_mla(self) -> bool:
@@ -167,6 +213,14 @@ _SLIDES: dict[str, Callable[[int], bool]] = {
     "gpt_oss": lambda i: (i + 1) % 2 == 1, "granite_swa": lambda i: i % 4 != 0, "laguna": lambda i: False,
     "mimo_v2_flash": lambda i: i != 0 and (i + 1) % 6 != 0, "gemma4_text": lambda i: (i + 1) % 6 != 0,
 }  # fmt: skip
+
+
+@functools.cache
+def sglang_architectures() -> frozenset[str]:
+    """The architectures SGLang 0.5.23 has a model class for (``data/sglang_architectures.json``,
+    generated from the wheel's ``models/*.py`` by ``tools/gen_sglang_archs.py``)."""
+    text = resources.files("kvbudget.models").joinpath("data/sglang_architectures.json").read_text("utf-8")
+    return frozenset(json.loads(text)["architectures"])
 
 
 def _layer_types(model_type: str, n: int, given: Any) -> list[str] | None:
@@ -268,9 +322,13 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     for key in ("thinker_config", "llm_config", "language_config"):
         if cfg.get(key) is not None:
             raise ConfigError(f"config.json: kvbudget does not resolve SGLang's '{key}' text configs", key)
+    if any(a in _NO_CLASS for a in archs):
+        raise ConfigError(f"config.json: SGLang 0.5.23 has no model class for {arch}, and its Transformers "
+                          "backend refuses it (no custom attention backend support); SGLang cannot "
+                          "serve it", "architectures")  # fmt: skip
     if any(a in _STATEFUL for a in archs):
-        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} with a Mamba/linear-attention state "
-                          "pool beside its KV pool; kvbudget models the KV pool only", "architectures")  # fmt: skip
+        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} with a state pool beside its KV pool "
+                          "over layers kvbudget does not resolve", "architectures")  # fmt: skip
     if any(a in _DSA for a in archs):
         raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch}'s DSA indexer cache beside its MLA "
                           "pool; kvbudget does not model the indexer", "architectures")  # fmt: skip
@@ -284,7 +342,14 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         pools = sglang_hybrid_swa(archs, text, disable_hybrid_swa_memory=disable_hybrid_swa_memory)
     except ValueError as exc:
         raise ConfigError(f"config.json: {exc}", "architectures") from None
-    common = {"architecture": arch, "pools": pools, "num_attention_layers": n}
+    common: dict[str, Any] = {"architecture": arch, "pools": pools, "num_attention_layers": n,
+                              "native_class": any(a in sglang_architectures() for a in archs)}  # fmt: skip
+    state = _STATE_MODELS.get(v.model_type)
+    if state is not None and not pools.hybrid_swa:
+        ids = state(text, n)
+        common.update(num_attention_layers=len(ids), state_pool=True, pools=SGLangHybrid(
+            False, None, None, f"{pools.reason}; SGLang plans a state pool beside the KV pool, whose "
+            f"Default pool counts the {len(ids)} full-attention layers"))  # fmt: skip
     if any(a in MLA_ARCHITECTURES for a in archs):
         heads = _total_kv_heads(v)
         rope, nope = v.req_int("qk_rope_head_dim", 0), v.req_int("qk_nope_head_dim", 0)

@@ -1,0 +1,52 @@
+"""``--sglang "<launch_server flags>"``: plan exactly what an SGLang launch would.
+
+The flags are read by :func:`kvbudget.integrations.sglang.from_server_args` (SGLang's
+own names and defaults, the model folder resolved as SGLang resolves it); the
+budget still comes from ``--available`` or ``--gpu`` (whose ``--mem-fraction``
+defaults to the line's ``--mem-fraction-static``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from kvbudget.cli.parser import UsageError, changed_fields
+from kvbudget.cli.scenario import CliScenario, budget_of
+
+__all__ = ["launch_scenario"]
+
+
+def launch_scenario(args: argparse.Namespace) -> CliScenario:
+    """The scenario of ``args.sglang``; other model, draft and serving flags are refused."""
+    from kvbudget.integrations.sglang import from_server_args
+
+    given = changed_fields(args)
+    if args.model is not None or args.config is not None or args.draft is not None or given:
+        extra = ", ".join(["MODEL"] * (args.model is not None) + ["--config"] * (args.config is not None)
+                          + ["--draft"] * (args.draft is not None) + [f"--{g.replace('_', '-')}" for g in given])
+        raise UsageError(f"--sglang gives the model, draft and serving flags; not with {extra}")
+    try:
+        flags = shlex.split(args.sglang)
+    except ValueError as exc:
+        raise UsageError(f"--sglang: {exc}") from None
+    launch = from_server_args(flags)
+    notes = [f"{flag} is left to SGLang's launch-time resolution; assumed {what}" for flag, what in launch.unresolved]
+    if launch.unknown_flags:
+        notes.append("flags kvbudget does not read: " + " ".join(launch.unknown_flags))
+    if args.mem_fraction is None and launch.mem_fraction_static is not None and args.gpu is not None:
+        args.mem_fraction = launch.mem_fraction_static
+    available, budget_label, budget_info = budget_of(args, False, notes)
+    spec = launch.scenario.spec
+    model = launch.model
+    return CliScenario(
+        scenario=launch.scenario,
+        model_label=f"{launch.args['model_path']} ({model.architecture}, as SGLang 0.5.23 resolves it)",
+        model_info={"preset": None, "config": launch.args["model_path"], "hf_id": None, "display_name": None,
+                    "architectures": [model.architecture], "sglang_launch": flags},
+        draft_label="none" if spec.algorithm == "none" else f"{spec.algorithm}, {spec.draft_num_layers} layers",
+        draft_info={"spec": spec.algorithm, "config": launch.args["speculative_draft_model_path"]},
+        available=available, budget_label=budget_label, budget_info=budget_info, notes=notes,
+        sglang_pools={"architectures": [model.architecture], "hybrid_swa": model.pools.hybrid_swa,
+                      "reason": model.reason},
+    )  # fmt: skip

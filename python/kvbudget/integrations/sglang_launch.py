@@ -1,0 +1,239 @@
+"""An SGLang 0.5.23 launch line, read as kvbudget inputs: :func:`from_server_args`.
+
+The flags are SGLang's own names and aliases (``--model-path``/``--model``,
+``--tp-size``/``--tensor-parallel-size``, argparse's unambiguous prefixes such as
+``--tp`` included), with SGLang's declared defaults; ``tests/test_sglang_launch.py``
+parses the same lines with the parser SGLang builds from its field declarations
+(``arg_groups/fields/*.py``, executed from the wheel) and compares every value.
+
+SGLang resolves some flags a line leaves unset when it starts (``page_size`` from
+the attention backend, ``mem_fraction_static`` from the GPU, the speculative
+step counts from the draft): :attr:`SGLangLaunch.unresolved` names each with the
+value kvbudget assumes, so a plan from such a line is labelled as an
+assumption; give the flags explicitly for SGLang's exact numbers. Flags kvbudget
+does not read are reported in :attr:`SGLangLaunch.unknown_flags`, not ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kvbudget
+from kvbudget.errors import InvalidConfigError
+from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
+
+__all__ = ["FLAGS", "SGLangLaunch", "from_server_args"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One SGLang launch flag: its field name, command-line names, type and declared default."""
+
+    dest: str
+    names: tuple[str, ...]
+    type: Any  # int, float, str, or bool (a store_true switch)
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+
+
+_SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+
+#: The flags :func:`from_server_args` reads, as SGLang 0.5.23 declares them.
+FLAGS: tuple[Flag, ...] = (
+    Flag("model_path", ("--model-path", "--model"), str),
+    Flag("dtype", ("--dtype",), str, "auto", ("auto", "half", "float16", "bfloat16", "float", "float32")),
+    Flag("kv_cache_dtype", ("--kv-cache-dtype",), str, "auto",
+         ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")),
+    Flag("tp_size", ("--tp-size", "--tensor-parallel-size"), int, 1),
+    Flag("dcp_size", ("--dcp-size", "--decode-context-parallel-size"), int, 1),
+    Flag("dp_size", ("--dp-size", "--data-parallel-size"), int, 1),
+    Flag("attn_dp_size", ("--attn-dp-size", "--attention-data-parallel-size"), int, 1),
+    Flag("page_size", ("--page-size",), int),
+    Flag("mem_fraction_static", ("--mem-fraction-static",), float),
+    Flag("max_running_requests", ("--max-running-requests",), int),
+    Flag("chunked_prefill_size", ("--chunked-prefill-size",), int),
+    Flag("disable_radix_cache", ("--disable-radix-cache",), bool, False),
+    Flag("disable_overlap_schedule", ("--disable-overlap-schedule",), bool, False),
+    Flag("swa_full_tokens_ratio", ("--swa-full-tokens-ratio",), float),
+    Flag("disable_hybrid_swa_memory", ("--disable-hybrid-swa-memory",), bool, False),
+    Flag("disaggregation_mode", ("--disaggregation-mode",), str, "null", ("null", "prefill", "decode")),
+    Flag("disaggregation_decode_extra_slots", ("--disaggregation-decode-extra-slots",), int),
+    Flag("enable_unified_memory", ("--enable-unified-memory",), bool, False),
+    Flag("speculative_algorithm", ("--speculative-algorithm",), str),
+    Flag("speculative_draft_model_path", ("--speculative-draft-model-path", "--speculative-draft-model"), str),
+    Flag("speculative_num_steps", ("--speculative-num-steps",), int),
+    Flag("speculative_eagle_topk", ("--speculative-eagle-topk",), int),
+    Flag("speculative_num_draft_tokens", ("--speculative-num-draft-tokens",), int),
+)  # fmt: skip
+_BY_DEST = {f.dest: f for f in FLAGS}
+#: SGLang's declared fallback for an unset ``--swa-full-tokens-ratio``.
+SWA_FULL_TOKENS_RATIO_FALLBACK = 0.8
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+_ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "nextn", "STANDALONE": "standalone",
+               "NGRAM": "ngram", "DFLASH": "dflash", "DSPARK": "dspark", "UNO": "uno"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SGLangLaunch:
+    """What a launch line asks SGLang to plan, in kvbudget's terms.
+
+    Attributes:
+        args: every :data:`FLAGS` value, as SGLang parses the line (declared
+            defaults for the flags it leaves out).
+        model: the target as SGLang resolves it (:func:`~kvbudget.models.resolve_sglang`).
+        scenario: the kvbudget scenario (model, serving, speculative) to plan from.
+        unresolved: ``(flag, assumption)`` for each flag the line leaves to
+            SGLang's launch-time resolution.
+        unknown_flags: the arguments kvbudget does not read, as given.
+    """
+
+    args: dict[str, Any]
+    model: SGLangModel
+    scenario: kvbudget.Scenario
+    unresolved: tuple[tuple[str, str], ...]
+    unknown_flags: tuple[str, ...]
+
+    @property
+    def mem_fraction_static(self) -> float | None:
+        """``--mem-fraction-static`` (None: SGLang picks it from the GPU at launch)."""
+        value = self.args["mem_fraction_static"]
+        return None if value is None else float(value)
+
+    def configurator(self) -> Any:
+        """The kvbudget configurator SGLang's factory corresponds to for this launch."""
+        sc = self.scenario
+        return kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
+
+    def available_bytes(self, *, free_before: int, free_now: int, mm_reserve: int = 0) -> int:
+        """SGLang's KV budget on one rank from its memory measurements, bytes
+        (:func:`kvbudget.budget.sglang_available_bytes`; needs ``--mem-fraction-static``)."""
+        if self.mem_fraction_static is None:
+            raise InvalidConfigError("the launch line leaves --mem-fraction-static to SGLang's "
+                                     "launch-time resolution; give it to compute SGLang's budget")  # fmt: skip
+        from kvbudget.budget import sglang_available_bytes
+
+        return sglang_available_bytes(free_before, free_now, self.mem_fraction_static, mm_reserve)
+
+
+def parser() -> argparse.ArgumentParser:
+    """An argparse parser of :data:`FLAGS` (SGLang's names, prefixes and defaults)."""
+    p = argparse.ArgumentParser(prog="sglang.launch_server", add_help=False)
+    for f in FLAGS:
+        if f.type is bool:
+            p.add_argument(*f.names, dest=f.dest, action="store_true", default=f.default)
+        else:
+            p.add_argument(*f.names, dest=f.dest, type=f.type, default=f.default, choices=f.choices)
+    return p
+
+
+def _parse(args: Sequence[str] | Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+    if isinstance(args, str):
+        raise InvalidConfigError("from_server_args: give the flags as a list (shlex.split a command line)")
+    if isinstance(args, Sequence):
+        try:
+            ns, unknown = parser().parse_known_args(list(args))
+        except SystemExit:
+            raise InvalidConfigError(f"SGLang launch flags could not be parsed: {' '.join(args)[:200]}") from None
+        return vars(ns), tuple(unknown)
+    return {f.dest: getattr(args, f.dest, f.default) for f in FLAGS}, ()
+
+
+def _require(values: dict[str, Any]) -> None:
+    if not values.get("model_path"):
+        raise InvalidConfigError("the launch line has no --model-path (a local Hugging Face model folder)")
+    algo = values.get("speculative_algorithm")
+    if algo is not None and str(algo).upper() not in _ALGORITHMS:
+        raise InvalidConfigError(f"--speculative-algorithm {algo!r}: kvbudget reads {', '.join(_SPEC_ALGORITHMS)}")
+
+
+def _text(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The text config of a multimodal config, else the config."""
+    text = cfg.get("text_config")
+    return text if isinstance(text, dict) else cfg
+
+
+def _model_dtype(values: dict[str, Any], cfg: dict[str, Any]) -> str:
+    given = values["dtype"]
+    if given != "auto":
+        return _DTYPES[given]
+    text = _text(cfg)
+    name = cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype") or text.get("dtype") or "bfloat16"
+    # SGLang's "auto" serves a float32 checkpoint in bfloat16 (as transformers' dtype "auto" does not).
+    return "bf16" if name == "float32" else _DTYPES.get(str(name), "bf16")
+
+
+def _speculative(values: dict[str, Any], model: kvbudget.ModelGeometry, cfg: dict[str, Any]) -> Any:
+    from kvbudget.models.draft_layers import sglang_draft_layers
+    from kvbudget.models.hf import load_hf_config
+
+    algo = values["speculative_algorithm"]
+    steps = {"num_steps": values["speculative_num_steps"], "eagle_topk": values["speculative_eagle_topk"],
+             "num_draft_tokens": values["speculative_num_draft_tokens"]}  # fmt: skip
+    if algo is None:
+        return kvbudget.SpeculativeConfig(algorithm="none")
+    name = _ALGORITHMS[str(algo).upper()]
+    path = values["speculative_draft_model_path"]
+    draft_model = None
+    if name == "nextn":
+        layers = int(_text(cfg).get("num_nextn_predict_layers") or 1)
+    elif path is not None:
+        draft_cfg = load_hf_config(path)
+        layers = int(_text(draft_cfg).get("num_hidden_layers") or 1)
+        # The draft's own ModelConfig decides its sliding-window layers (an EAGLE head's is not hybrid).
+        draft_model = resolve_sglang(draft_cfg).model_geometry()
+    else:
+        raise InvalidConfigError(f"--speculative-algorithm {algo}: give --speculative-draft-model-path")
+    counts = sglang_draft_layers(name, layers, target=model, draft_model=draft_model)
+    return kvbudget.SpeculativeConfig(algorithm=name, **counts, **steps)
+
+
+def from_server_args(args: Sequence[str] | Any) -> SGLangLaunch:
+    """Read an SGLang launch (``["--model-path", "/models/x", "--tp", "2", ...]`` or a
+    ``ServerArgs``-like object) into kvbudget inputs.
+
+    Raises:
+        InvalidConfigError: no ``--model-path``, a value SGLang's parser refuses,
+            or a model kvbudget cannot plan (the message says which).
+    """
+    from kvbudget.models.hf import load_hf_config
+
+    values, unknown = _parse(args)
+    _require(values)
+    cfg = load_hf_config(values["model_path"])
+    model = resolve_sglang(cfg, disable_hybrid_swa_memory=bool(values["disable_hybrid_swa_memory"]))
+    geometry = model.model_geometry()
+    unresolved: list[tuple[str, str]] = []
+    if model.state_pool:
+        unresolved.append(("(state pool)", "SGLang sizes a Mamba/linear-attention state pool before the KV "
+                           "pool; the budget kvbudget plans is the KV pool's"))  # fmt: skip
+    if values["page_size"] is None:
+        unresolved.append(("--page-size", "1 (SGLang picks it from the attention backend)"))
+    if values["mem_fraction_static"] is None:
+        unresolved.append(("--mem-fraction-static", "none: SGLang picks it from the GPU's memory"))
+    if values["disaggregation_mode"] == "decode" and values["disaggregation_decode_extra_slots"] is None:
+        unresolved.append(("--disaggregation-decode-extra-slots",
+                           "0 (SGLang may pick 2x the per-worker running batch for small batches)"))  # fmt: skip
+    ratio = values["swa_full_tokens_ratio"]
+    if ratio is None:
+        ratio = SWA_FULL_TOKENS_RATIO_FALLBACK
+    kv = values["kv_cache_dtype"]
+    serving = kvbudget.ServingConfig(
+        kv_cache_dtype="bf16" if kv == "bfloat16" else kv, model_dtype=_model_dtype(values, cfg),
+        page_size=values["page_size"] or 1, tp_size=values["tp_size"], dcp_size=values["dcp_size"],
+        attn_dp_size=values["attn_dp_size"], swa_full_tokens_ratio=ratio,
+        max_running_requests=values["max_running_requests"], chunked_prefill_size=values["chunked_prefill_size"],
+        disable_radix_cache=values["disable_radix_cache"], disable_overlap_schedule=values["disable_overlap_schedule"],
+        disaggregation_mode=values["disaggregation_mode"],
+        disaggregation_decode_extra_slots=values["disaggregation_decode_extra_slots"] or 0,
+        enable_unified_memory=values["enable_unified_memory"],
+    )  # fmt: skip
+    spec = _speculative(values, geometry, cfg)
+    if spec.algorithm != "none":
+        for flag, key in (("--speculative-num-steps", "num_steps"), ("--speculative-eagle-topk", "eagle_topk"),
+                          ("--speculative-num-draft-tokens", "num_draft_tokens")):  # fmt: skip
+            if getattr(spec, key) is None:
+                unresolved.append((flag, "SGLang picks it for the draft at launch; kvbudget's default"))
+    return SGLangLaunch(values, model, kvbudget.Scenario(geometry, serving, spec), tuple(unresolved), unknown)

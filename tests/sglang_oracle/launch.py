@@ -1,0 +1,52 @@
+"""SGLang 0.5.23's own command-line parser for the flags a pool plan reads.
+
+SGLang declares its flags as annotated fields (``arg_groups/fields/*.py``:
+``A[type, Arg(aliases=..., choices=...)] = default``) and builds its argparse
+parser from them with ``add_cli_args_from_dataclass`` (``arg_groups/arg_utils.py``).
+Both are executed here from the verified extraction (with the real ``msgspec``;
+``choices.py`` whole; ``human_readable_int``, ``json_list_type`` and
+``nullable_str`` lifted from ``utils/common.py``), and the namespaces the plan
+reads (model, parallel, schedule, memory, disagg, spec) are added to one
+``argparse.ArgumentParser()``, as ``ServerArgs.add_cli_args`` adds them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._lift import _registered
+from ._plumbing import Builder, pick
+
+NAMESPACES = {"model": "Model", "parallel": "Parallel", "schedule": "Schedule", "memory": "Memory",
+              "disagg": "Disagg", "spec": "Spec"}  # fmt: skip
+
+
+def load(root: Path) -> Callable[[Sequence[str]], dict[str, Any]]:
+    """``parse(flags) -> {field: value}``: SGLang's parser over the plan's namespaces."""
+    b = Builder(root, real=frozenset({"msgspec", "argparse", "json", "types", "functools", "collections"}))
+    common = b.namespace("utils.common", json=json, **pick(vars(typing), "Any Optional List"))
+    b.source("utils/common.py").lift(common, "nullable_str", "human_readable_int", "json_list_type")
+    b.provide("utils.common", pick(common, "nullable_str human_readable_int json_list_type"))
+    utils = b.namespace("arg_groups.arg_utils")
+    b.source("arg_groups/arg_utils.py").exec_module(utils)
+    b.provide("arg_groups.arg_utils", {k: v for k, v in utils.items() if not k.startswith("__")})
+    choices = b.namespace("arg_groups.choices")
+    b.source("arg_groups/choices.py").exec_module(choices)
+    b.provide("arg_groups.choices", {k: v for k, v in choices.items() if not k.startswith("__")})
+    parser = argparse.ArgumentParser()
+    for module, cls in NAMESPACES.items():
+        ns = b.namespace(f"arg_groups.fields.{module}")
+        b.source(f"arg_groups/fields/{module}.py").exec_module(ns)
+        with _registered(ns):  # its string annotations resolve through sys.modules
+            utils["add_cli_args_from_dataclass"](parser, ns[cls])
+
+    def parse(flags: Sequence[str]) -> dict[str, Any]:
+        known, _ = parser.parse_known_args(list(flags))
+        return vars(known)
+
+    return parse

@@ -10,13 +10,14 @@ keys a family's checkpoints carry, such as MiMo-V2's ``hybrid_layer_pattern``).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import transformers as T
 
 Case = tuple[str, dict[str, Any]]
-_Builder = Callable[[random.Random], dict[str, Any]]
+_Builder = Callable[[random.Random], "Built"]
 
 
 def _types(rng: random.Random, n: int, p_swa: float = 0.75) -> list[str]:
@@ -33,17 +34,19 @@ def _gqa(rng: random.Random) -> dict[str, Any]:
     return out
 
 
-#: Set by :func:`cases`: serialize as ``save_pretrained`` does (``to_diff_dict``: keys equal
-#: to the class defaults left out), else every key (``to_dict``).
-_SPARSE = [False]
+class Built(NamedTuple):
+    """A config built by its transformers class, its architecture, and keys a checkpoint adds."""
 
+    config: Any
+    arch: str
+    extra: Mapping[str, Any] = MappingProxyType({})
 
-def _saved(config: Any, arch: str) -> dict[str, Any]:
-    d = config.to_dict()
-    if _SPARSE[0]:
-        _drop_defaults(d, type(config)().to_dict())
-    d["architectures"] = [arch]
-    return d
+    def saved(self, sparse: bool) -> dict[str, Any]:
+        """As ``config.json`` holds it: every key, or (``sparse``) the class defaults left out."""
+        d = self.config.to_dict()
+        if sparse:
+            _drop_defaults(d, type(self.config)().to_dict())
+        return {**d, **self.extra, "architectures": [self.arch]}
 
 
 def _drop_defaults(d: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -55,15 +58,15 @@ def _drop_defaults(d: dict[str, Any], defaults: dict[str, Any]) -> None:
         _drop_defaults(text, default_text)
 
 
-def _text(cls: Any, arch: str, **kw: Any) -> dict[str, Any]:
-    return _saved(cls(**kw), arch)
+def _text(cls: Any, arch: str, **kw: Any) -> Built:
+    return Built(cls(**kw), arch)
 
 
-def _multimodal(cls: Any, arch: str, text: dict[str, Any]) -> dict[str, Any]:
-    return _saved(cls(text_config=text), arch)
+def _multimodal(cls: Any, arch: str, text: dict[str, Any]) -> Built:
+    return Built(cls(text_config=text), arch)
 
 
-def _gemma3(rng: random.Random) -> dict[str, Any]:
+def _gemma3(rng: random.Random) -> Built:
     kw = {**_gqa(rng), "sliding_window": rng.choice([512, 1024, 4096])}
     if rng.random() < 0.5:
         kw["layer_types"] = _types(rng, kw["num_hidden_layers"])
@@ -72,7 +75,7 @@ def _gemma3(rng: random.Random) -> dict[str, Any]:
     return _text(T.Gemma3TextConfig, "Gemma3ForCausalLM", **kw)
 
 
-def _gemma4(rng: random.Random) -> dict[str, Any]:
+def _gemma4(rng: random.Random) -> Built:
     n = rng.randint(2, 40)
     kw: dict[str, Any] = {"num_hidden_layers": n, "num_key_value_heads": rng.choice([1, 2, 4, 8]),
                           "head_dim": rng.choice([128, 256]), "sliding_window": rng.choice([512, 1024])}  # fmt: skip
@@ -88,36 +91,35 @@ def _gemma4(rng: random.Random) -> dict[str, Any]:
     return _text(T.Gemma4TextConfig, "Gemma4ForCausalLM", **kw)
 
 
-def _gpt_oss(rng: random.Random) -> dict[str, Any]:
+def _gpt_oss(rng: random.Random) -> Built:
     kw = {**_gqa(rng), "sliding_window": rng.choice([128, 256, 1024])}
     kw["layer_types"] = _types(rng, kw["num_hidden_layers"], 0.5)
     return _text(T.GptOssConfig, "GptOssForCausalLM", **kw)
 
 
-def _llama4(rng: random.Random) -> dict[str, Any]:
+def _llama4(rng: random.Random) -> Built:
     kw = {**_gqa(rng), "attention_chunk_size": rng.choice([4096, 8192])}
     if rng.random() < 0.5:
         return _multimodal(T.Llama4Config, "Llama4ForConditionalGeneration", kw)
     return _text(T.Llama4TextConfig, "Llama4ForCausalLM", **kw)
 
 
-def _mimo_v2(rng: random.Random) -> dict[str, Any]:
+def _mimo_v2(rng: random.Random) -> Built:
     kw = _gqa(rng)
     n = kw["num_hidden_layers"]
     kw["layer_types"] = _types(rng, n)
     kw["sliding_window"] = rng.choice([128, 512])
-    d = _text(T.MiMoV2FlashConfig, "MiMoV2FlashForCausalLM", **kw)
+    built = _text(T.MiMoV2FlashConfig, "MiMoV2FlashForCausalLM", **kw)
     if rng.random() < 0.7:  # the checkpoint's own keys
-        d["hybrid_layer_pattern"] = [int(t == "sliding_attention") for t in kw["layer_types"]]
-        d["swa_num_key_value_heads"] = rng.choice([4, 8])
-        d["swa_head_dim"] = rng.choice([128, 192])
-        d["swa_v_head_dim"] = rng.choice([128])
-        d["sliding_window_size"] = kw["sliding_window"]
-    return d
+        built = built._replace(extra={
+            "hybrid_layer_pattern": [int(t == "sliding_attention") for t in kw["layer_types"]],
+            "swa_num_key_value_heads": rng.choice([4, 8]), "swa_head_dim": rng.choice([128, 192]),
+            "swa_v_head_dim": 128, "sliding_window_size": kw["sliding_window"]})  # fmt: skip
+    return built
 
 
 def _plain(cls: Any, arch: str, **extra: Callable[[random.Random], Any]) -> _Builder:
-    def build(rng: random.Random) -> dict[str, Any]:
+    def build(rng: random.Random) -> Built:
         kw = _gqa(rng)
         kw.update({k: f(rng) for k, f in extra.items()})
         return _text(cls, arch, **kw)
@@ -126,7 +128,7 @@ def _plain(cls: Any, arch: str, **extra: Callable[[random.Random], Any]) -> _Bui
 
 
 def _with_types(cls: Any, arch: str, windows: list[int]) -> _Builder:
-    def build(rng: random.Random) -> dict[str, Any]:
+    def build(rng: random.Random) -> Built:
         kw = {**_gqa(rng), "sliding_window": rng.choice(windows)}
         kw["layer_types"] = _types(rng, kw["num_hidden_layers"], 0.6)
         return _text(cls, arch, **kw)
@@ -134,7 +136,7 @@ def _with_types(cls: Any, arch: str, windows: list[int]) -> _Builder:
     return build
 
 
-def _qwen3_next(rng: random.Random) -> dict[str, Any]:
+def _qwen3_next(rng: random.Random) -> Built:
     kw = _gqa(rng)
     if rng.random() < 0.8:  # checkpoints carry it; transformers' class does not
         kw["full_attention_interval"] = rng.choice([2, 4, 8])
@@ -145,7 +147,7 @@ def _qwen3_next(rng: random.Random) -> dict[str, Any]:
     return _text(T.Qwen3_5TextConfig, "Qwen3_5ForCausalLM", **kw)
 
 
-def _kimi_linear(rng: random.Random) -> dict[str, Any]:
+def _kimi_linear(rng: random.Random) -> Built:
     n = rng.randint(2, 48)
     kw: dict[str, Any] = {"num_hidden_layers": n, "kv_lora_rank": rng.choice([256, 512]),
                           "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}  # fmt: skip
@@ -156,7 +158,7 @@ def _kimi_linear(rng: random.Random) -> dict[str, Any]:
     return _text(T.KimiLinearConfig, "KimiLinearForCausalLM", **kw)
 
 
-def _lfm2(rng: random.Random) -> dict[str, Any]:
+def _lfm2(rng: random.Random) -> Built:
     kw = _gqa(rng)
     kw["layer_types"] = ["full_attention" if rng.random() < 0.4 else "conv" for _ in range(kw["num_hidden_layers"])]
     return _text(T.Lfm2Config, "Lfm2ForCausalLM", **kw)
@@ -219,16 +221,12 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
 def cases(per_family: int, seed: int = 0, *, sparse: bool = False) -> Iterator[Case]:
     """The class defaults of every family, then ``per_family`` seeded variants each, with
     every key (``sparse``: the keys equal to the class defaults left out)."""
-    _SPARSE[0] = sparse
-    try:
-        for name, (cls, arch) in DEFAULTS.items():
-            yield name, _text(cls, arch)
-        for name, build in FAMILIES.items():
-            rng = random.Random(f"{seed}:{name}")
-            for _ in range(per_family):
-                yield name, build(rng)
-    finally:
-        _SPARSE[0] = False
+    for name, (cls, arch) in DEFAULTS.items():
+        yield name, _text(cls, arch).saved(sparse)
+    for name, build in FAMILIES.items():
+        rng = random.Random(f"{seed}:{name}")
+        for _ in range(per_family):
+            yield name, build(rng).saved(sparse)
 
 
 def sparse_cases(per_family: int, seed: int = 0) -> Iterator[Case]:

@@ -46,3 +46,13 @@ def test_sglang_excludes_the_model_and_serving_flags(line: str) -> None:
 def test_a_launch_without_model_path_is_one_error_line() -> None:
     r = run("plan", "--sglang", "--tp 2", "--available", "20GiB")
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "model-path" in r.stderr
+
+
+def test_sglang_flag_names_are_aliases() -> None:
+    ours = run("plan", "gemma-3-27b", "--draft", "eagle3:1", "--tp", "2", "--num-steps", "3",
+               "--gpu", "h100-sxm-80gb", "--mem-fraction", "0.85", "--weights-gib", "30", "--json")
+    theirs = run("plan", "gemma-3-27b", "--draft", "eagle3:1", "--tensor-parallel-size", "2",
+                 "--speculative-num-steps", "3", "--gpu", "h100-sxm-80gb", "--mem-fraction-static", "0.85",
+                 "--weights-gib", "30", "--json")
+    assert ours.returncode == theirs.returncode == 0, theirs.stderr
+    assert json.loads(ours.stdout)["plan"] == json.loads(theirs.stdout)["plan"]

@@ -4,22 +4,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-from types import ModuleType
-
-TOOLS = Path(__file__).resolve().parents[1] / "tools"
-
-
-def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"kvbudget_tools_{name}", TOOLS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = tool
-    spec.loader.exec_module(tool)
-    return tool
+from oracle_kit.tools import load_tool as _tool
 
 
 def test_committed_defaults_are_current() -> None:

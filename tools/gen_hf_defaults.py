@@ -19,7 +19,6 @@ committed file differs, as ``tests/test_hf_defaults.py`` does).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -107,17 +106,10 @@ def render(data: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when the committed file differs")
-    args = ap.parse_args(argv)
-    text = render(generate())
-    if args.check:
-        same = OUT.exists() and OUT.read_text() == text
-        print("hf_defaults.json is " + ("current" if same else "stale: run tools/gen_hf_defaults.py"))
-        return 0 if same else 1
-    OUT.write_text(text)
-    print(OUT)
-    return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _generated import write_or_check
+
+    return write_or_check(OUT, lambda: render(generate()), tool="tools/gen_hf_defaults.py", doc=__doc__ or "", argv=argv)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,7 @@ the RECORD-checked extraction (``tools/fetch_sglang.py``). Usage:
 
 from __future__ import annotations
 
-import argparse
 import ast
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -24,13 +22,10 @@ OUT = REPO / "python" / "kvbudget" / "models" / "data" / "sglang_architectures.j
 
 
 def _root() -> Path:
-    spec = importlib.util.spec_from_file_location("kvbudget_tools_fetch", REPO / "tools" / "fetch_sglang.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = tool
-    spec.loader.exec_module(tool)
-    root: Path = tool.ensure_sglang()
-    return root
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fetch_sglang import ensure_sglang
+
+    return ensure_sglang()
 
 
 def entry_classes(root: Path) -> list[str]:
@@ -51,17 +46,10 @@ def render(names: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when the committed file differs")
-    args = ap.parse_args(argv)
-    text = render(entry_classes(_root()))
-    if args.check:
-        same = OUT.exists() and OUT.read_text() == text
-        print("sglang_architectures.json is " + ("current" if same else "stale: run tools/gen_sglang_archs.py"))
-        return 0 if same else 1
-    OUT.write_text(text)
-    print(OUT)
-    return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _generated import write_or_check
+
+    return write_or_check(OUT, lambda: render(entry_classes(_root())), tool="tools/gen_sglang_archs.py", doc=__doc__ or "", argv=argv)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import torch
 import transformers
 from transformers import AutoConfig, PretrainedConfig
 
-from ._lift import Source
+from oracle_kit.lift import Source
 from ._plumbing import Builder
 from ._strict import Poison, StubError, poison_class
 

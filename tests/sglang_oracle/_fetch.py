@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "fetch_sglang.py"
+from oracle_kit.tools import load_tool
 
 
 def fetch_tool() -> ModuleType:
     """The ``tools/fetch_sglang.py`` module (imported once)."""
-    name = "kvbudget_tools_fetch_sglang"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, TOOL)
-        assert spec is not None and spec.loader is not None, TOOL
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    return load_tool("fetch_sglang")
 
 
 def sglang_root(cache: Path | str | None = None) -> Path:

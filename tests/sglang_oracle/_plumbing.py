@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from ._lift import Source
+from oracle_kit.lift import Source
 from ._strict import Poison, StrictModule, StrictNamespace, StubError
 
 PREFIX = "sglang_oracle.sandbox"

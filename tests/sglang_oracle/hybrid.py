@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ._lift import Source
+from oracle_kit.lift import Source
 from ._plumbing import pick
 from ._strict import Poison, StrictNamespace
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._lift import _registered
+from oracle_kit.lift import registered as _registered
 from ._plumbing import Builder, pick
 
 NAMESPACES = {"model": "Model", "parallel": "Parallel", "schedule": "Schedule", "memory": "Memory",

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ._configs import REAL, ConfigClasses, parser
-from ._lift import Source
+from oracle_kit.lift import Source
 from ._plumbing import Builder, pick
 from ._strict import Poison, StrictNamespace, StubError, poison_class
 from .hybrid import overrides

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 from collections.abc import Callable
 from typing import Any, Final, NoReturn, TypeVar
 
@@ -190,9 +191,21 @@ _KIND_TYPES: Final[dict[str, tuple[Callable[[str], Any], str]]] = {
 }
 
 
+@functools.cache
+def _sglang_names() -> dict[str, tuple[str, ...]]:
+    """SGLang's launch-flag names for kvbudget's fields (its declaration in
+    :data:`kvbudget.integrations.sglang_launch.FLAGS`), accepted as aliases."""
+    from kvbudget.integrations.sglang_launch import FLAGS
+
+    field = {"speculative_num_steps": "num_steps", "speculative_eagle_topk": "eagle_topk",
+             "speculative_num_draft_tokens": "num_draft_tokens"}  # fmt: skip
+    return {field.get(f.dest, f.dest): f.names for f in FLAGS}
+
+
 def _add_field_argument(group: Any, field: Field) -> None:
-    """One flag for one field: ``--`` + the name with ``-`` (and its aliases)."""
+    """One flag for one field: ``--`` + the name with ``-``, its aliases and SGLang's names."""
     flags = [f"--{field.name.replace('_', '-')}", *ALIASES.get(field.name, ())]
+    flags += [n for n in _sglang_names().get(field.name, ()) if n not in flags]
     default, shown = _CLI_DEFAULTS.get(field.name, (field.default, str(field.default)))
     doc = field.doc.replace("`", "").replace("%", "%%").rstrip(".")
     kw: dict[str, Any] = {"dest": field.name, "default": default}
@@ -271,6 +284,8 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, budget: bool = True) -> No
     src.add_argument("--gpu", metavar="NAME", help="a GPU preset (kvbudget models lists them)")
     b.add_argument(
         "--mem-fraction",
+        "--mem-fraction-static",
+        dest="mem_fraction",
         type=_fraction,
         metavar="F",
         help=f"with --gpu: SGLang's mem_fraction_static (default {DEFAULT_MEM_FRACTION})",

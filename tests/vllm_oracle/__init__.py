@@ -1,0 +1,277 @@
+"""Oracle: vLLM 0.33.0's real KV-cache planning code, run on CPU.
+
+``load()`` verifies and reads vLLM's released files from the PyPI wheel
+(``tools/fetch_vllm.py``; nothing of vLLM lives in this repository), executes
+the planning modules in a sandbox (:mod:`._sandbox` says what is executed
+whole, what is lifted with ``ast`` and what is stubbed, and why;
+:mod:`._configs` does the same for the config objects) and returns a
+:class:`VllmOracle`.
+
+``VllmOracle.plan(layers, available_bytes, engine)`` follows the engine
+core's ``_initialize_kv_caches`` (VLLM.md section 1), calling vLLM's own
+functions in its order:
+
+1. ``register_all_kvcache_specs(vllm_config)`` (the spec-type registry);
+2. one spec per layer per worker, built with vLLM's own spec classes
+   (``FullAttentionSpec``, ``SlidingWindowSpec``, ``ChunkedLocalAttentionSpec``,
+   ``MLAAttentionSpec``) and the keyword arguments vLLM's attention layers
+   pass (``Attention.get_kv_cache_spec`` and friends: dtype from
+   ``get_kv_cache_torch_dtype``, ``kv_quant_mode`` from ``get_kv_quant_mode``);
+   drafter layers are ``replace(spec, is_draft=True)``, as the worker does;
+3. ``get_global_kv_cache_groups`` -> ``get_kv_cache_configs`` ->
+   ``generate_scheduler_kv_cache_config`` -> ``update_kv_cache_capacity``.
+
+The engine-side glue restated here (not vLLM text): the KV layout is taken as
+an input (``kv_cache_layout``, default ``LBNHC``: what ``resolve_kv_cache_layout``
+picks for FLASH_ATTN, which declares no set); the scheduler's
+``cache_config.block_size`` is the minimum over prefix-cacheable groups; the
+backend's ``customize_spec`` and window-block choice are the FLASH_ATTN
+defaults (no packing, the primary block size, no stride alignment), so a
+layer's ``block_size`` is an input defaulting to the engine's.
+
+Inputs
+======
+
+``layers``: dicts in registration order (drafter layers last), keys ``name``,
+``kind`` (full | sliding | chunked | mla), ``num_kv_heads`` (per rank),
+``head_size``, ``head_size_v`` (optional), ``kv_cache_dtype`` ("auto", "fp8",
+"fp8_per_token_head", "nvfp4", ...), ``model_dtype`` (default "bfloat16"),
+``sliding_window`` / ``attention_chunk_size``, ``block_size`` (optional),
+``is_draft`` (default False), ``pp_stage`` (default 0).
+
+``available_bytes``: one int for every worker, one per PP stage, or one per
+worker (``pp * tp`` of them, stage-major). ``engine``: see
+:data:`._configs.ENGINE_DEFAULTS`.
+
+The result is a plain dict (see :meth:`VllmOracle.plan`). A planning error
+(vLLM's ``ValueError`` / ``NotImplementedError`` / ``AssertionError``) becomes
+``{"ok": False, "error_type", "error", "estimated_max_model_len"}``; a
+:class:`~._strict.StubError` (the sandbox was asked for something it does not
+provide) always propagates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ._configs import make_vllm_config
+from ._fetch import vllm_root
+from ._sandbox import Sandbox, build
+from ._strict import StubError
+
+__all__ = ["StubError", "VllmOracle", "load"]
+
+_ESTIMATE = re.compile(r"the estimated maximum model length is (\d+)\.")
+_DS_MLA_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}  # mla_attention.py's table
+
+
+class VllmOracle:
+    """vLLM 0.33.0's planner over plain per-layer inputs."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sb = sandbox
+        self.iface = sandbox.interface
+        self.planning = sandbox.planning
+
+    def layer_spec(self, layer: dict[str, Any], engine_block_size: int) -> Any:
+        """vLLM's spec object for one layer (on one worker)."""
+        i = self.iface
+        kind = layer.get("kind", "full")
+        cache_dtype = layer.get("kv_cache_dtype", "auto")
+        dtype = self.sb.get_kv_cache_torch_dtype(cache_dtype, layer.get("model_dtype", "bfloat16"))
+        mode = i["get_kv_quant_mode"](cache_dtype)
+        bs = layer.get("block_size", engine_block_size)
+        common: dict[str, Any] = {
+            "block_size": bs,
+            "num_kv_heads": layer["num_kv_heads"],
+            "head_size": layer["head_size"],
+            "dtype": dtype,
+            "kv_quant_mode": mode,
+        }
+        hv = layer.get("head_size_v", layer["head_size"])
+        if kind == "full":
+            spec = i["FullAttentionSpec"](**common, head_size_v=hv)
+        elif kind == "sliding":
+            spec = i["SlidingWindowSpec"](
+                **common,
+                head_size_v=hv,
+                sliding_window=layer["sliding_window"],
+                page_size_padded=None,
+            )
+        elif kind == "chunked":
+            spec = i["ChunkedLocalAttentionSpec"](
+                **common, attention_chunk_size=layer["attention_chunk_size"]
+            )
+        elif kind == "mla":
+            common.update(
+                num_kv_heads=1,
+                max_tp_shards=1,
+                cache_dtype_str=cache_dtype,
+                state_content_bytes=_DS_MLA_BYTES.get(cache_dtype),
+            )
+            spec = i["MLAAttentionSpec"](**common)
+        else:
+            raise ValueError(f"layer {layer.get('name')!r}: unknown kind {kind!r}")
+        return replace(spec, is_draft=True) if layer.get("is_draft") else spec
+
+    def worker_specs(
+        self, layers: Sequence[dict[str, Any]], engine: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """One ``{layer_name: spec}`` per worker (stage-major, TP ranks identical)."""
+        pp, tp = engine.get("pp", 1), engine.get("tp", 1)
+        bs = engine.get("block_size", 16)
+        stages: list[dict[str, Any]] = [{} for _ in range(pp)]
+        for layer in layers:
+            stage = layer.get("pp_stage", 0)
+            if not 0 <= stage < pp:
+                raise ValueError(f"layer {layer['name']!r}: pp_stage {stage} outside 0..{pp - 1}")
+            if layer["name"] in stages[stage]:
+                raise ValueError(f"duplicate layer name {layer['name']!r}")
+            stages[stage][layer["name"]] = self.layer_spec(layer, bs)
+        return [dict(s) for s in stages for _ in range(tp)]
+
+    @staticmethod
+    def _budgets(available: int | Sequence[int], pp: int, tp: int) -> list[int]:
+        if isinstance(available, int):
+            return [available] * (pp * tp)
+        a = [int(x) for x in available]
+        if len(a) == pp * tp:
+            return a
+        if len(a) == pp:
+            return [x for x in a for _ in range(tp)]
+        raise ValueError(f"{len(a)} budgets for pp={pp} x tp={tp} workers")
+
+    def _group(self, group: Any, bytes_per_block: int | None = None) -> dict[str, Any]:
+        """One group as plain data. With the worker's ``bytes_per_block``, also the
+        bytes of every block this group leaves unused (``bytes_per_block`` minus its
+        layers' pages, VLLM.md section 3.5) and, when that is a whole number of the
+        group's pages, the padding layers it stands for (derived, not a vLLM field)."""
+        spec = group.kv_cache_spec
+        per_layer = self.planning["_get_per_layer_spec"]
+        pages = sum(per_layer(group, n).page_size_bytes for n in group.layer_names)
+        out = {
+            "layers": list(group.layer_names),
+            "spec": type(spec).__name__,
+            "block_size": spec.block_size,
+            "page_size_bytes": spec.page_size_bytes,
+            "layer_pages_bytes": pages,
+            "is_eagle_group": group.is_eagle_group,
+        }
+        if bytes_per_block is not None:
+            unused = bytes_per_block - pages
+            page = spec.page_size_bytes
+            out["unused_bytes_per_block"] = unused
+            out["padding_layers"] = unused // page if unused % page == 0 else None
+        return out
+
+    def plan(
+        self,
+        layers: Sequence[dict[str, Any]],
+        available_bytes_per_worker: int | Sequence[int],
+        engine_settings: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """vLLM's plan. Keys (``ok`` True): ``num_blocks``, ``max_model_len`` (after
+        auto-fit), ``bytes_per_block`` / ``per_request_bytes`` / ``allocated_bytes``
+        / ``tensors`` (one entry per worker), ``groups`` (global, vLLM's order),
+        ``worker_groups`` (with ``unused_bytes_per_block`` / ``padding_layers``),
+        ``blocks_per_request`` (per scheduler group),
+        ``max_concurrency``, ``kv_cache_size_tokens``, ``kv_tp_replicas``,
+        ``log`` / ``warnings`` (vLLM's formatted messages)."""
+        engine = dict(engine_settings or {})
+        sb, p = self.sb, self.planning
+        sb.log.clear()
+        cfg = make_vllm_config(sb.configs, engine)
+        pp, tp = (
+            cfg.parallel_config.pipeline_parallel_size,
+            cfg.parallel_config.tensor_parallel_size,
+        )
+        budgets = self._budgets(available_bytes_per_worker, pp, tp)
+        try:
+            sb.register_all_kvcache_specs(cfg)
+            specs = self.worker_specs(layers, engine)
+            global_groups = p["get_global_kv_cache_groups"](cfg, specs)
+            configs = p["get_kv_cache_configs"](cfg, specs, budgets, global_groups)
+        except StubError:
+            raise
+        except (ValueError, NotImplementedError, AssertionError) as e:
+            m = _ESTIMATE.search(str(e))
+            return {
+                "ok": False,
+                "error_type": type(e).__name__,
+                "error": str(e),
+                "estimated_max_model_len": int(m.group(1)) if m else None,
+                "log": list(sb.log),
+                "warnings": [t for lvl, t in sb.log if lvl == "warning"],
+            }
+        for c in configs:
+            c.kv_cache_layout = cfg.cache_config.kv_cache_layout
+        u = sb.utils
+        sched = u["generate_scheduler_kv_cache_config"](configs)
+        cfg.cache_config.num_gpu_blocks = sched.num_blocks
+        if sched.kv_cache_groups:
+            part = [
+                g.kv_cache_spec.block_size
+                for g in sched.kv_cache_groups
+                if g.kv_cache_spec.prefix_cacheable
+            ]
+            cfg.cache_config.block_size = min(
+                part or [g.kv_cache_spec.block_size for g in sched.kv_cache_groups]
+            )
+            u["update_kv_cache_capacity"](cfg, sched)
+        cdiv = sb.builder.modules["vllm.utils.math_utils"].cdiv
+        builder = sb.builder.modules[
+            "vllm.v1.core.kv_cache_config_builder"
+        ].get_kv_cache_config_builder(cfg)
+        return {
+            "ok": True,
+            "num_blocks": sched.num_blocks,
+            "max_model_len": cfg.model_config.max_model_len,
+            "bytes_per_block": [
+                p["_pool_bytes_per_block"](cfg, c.kv_cache_groups) for c in configs
+            ],
+            "per_request_bytes": [
+                p["_max_memory_usage_bytes_from_groups"](builder, cfg, c.kv_cache_groups)
+                for c in configs
+            ],
+            "allocated_bytes": [sorted({t.size for t in c.kv_cache_tensors}) for c in configs],
+            "tensors": [
+                [
+                    {
+                        "size": t.size,
+                        "layers": list(t.layers),
+                        "layer_stride": t.layer_stride,
+                        "block_stride": t.block_stride,
+                        "offset": t.offset,
+                    }
+                    for t in c.kv_cache_tensors
+                ]
+                for c in configs
+            ],
+            "groups": [self._group(g) for g in global_groups],
+            "worker_groups": [
+                [
+                    self._group(g, p["_pool_bytes_per_block"](cfg, c.kv_cache_groups))
+                    for g in c.kv_cache_groups
+                ]
+                for c in configs
+            ],
+            "blocks_per_request": [
+                cdiv(g.kv_cache_spec.max_memory_usage_bytes(cfg), g.kv_cache_spec.page_size_bytes)
+                for g in sched.kv_cache_groups
+            ],
+            "max_concurrency": cfg.cache_config.kv_cache_max_concurrency,
+            "kv_cache_size_tokens": cfg.cache_config.kv_cache_size_tokens,
+            "kv_tp_replicas": configs[0].kv_tp_replicas,
+            "cache_block_size": cfg.cache_config.block_size,
+            "log": list(sb.log),
+            "warnings": [t for lvl, t in sb.log if lvl == "warning"],
+        }
+
+
+def load(cache: Path | str | None = None) -> VllmOracle:
+    """The oracle over the verified vLLM 0.33.0 files (fetched into the cache if needed)."""
+    return VllmOracle(build(vllm_root(cache)))

@@ -147,14 +147,8 @@ proptest! {
     /// INV-7: every batch row equals the scalar API on that row, errors included.
     #[test]
     fn inv7_batch_equals_scalar((n, cols, budgets) in batch_case()) {
-        let columns: Vec<Column<'_>> = cols.iter().map(|(f, c)| Column { field: *f, data: c.data() }).collect();
-        let batch = Batch {
-            base: base(),
-            base_status: 0,
-            available_bytes: Budgets::Array(&budgets),
-            columns: &columns,
-            threads: Threads::Fixed(1),
-        };
+        let columns: Vec<Column<'_>> = cols.iter().map(|(f, c)| Column::of(*f, c)).collect();
+        let batch = Batch::serial(base(), &budgets, &columns);
         let got = run(&batch, n);
         for (i, row) in got.iter().enumerate() {
             prop_assert_eq!(*row, scalar(base(), &cols, i, budgets[i]), "row {}", i);

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{scenario, Bytes};
-use kvbudget_core::batch::{plan_many, Batch, Budgets, Buffers, Cells, Column, Threads};
+use kvbudget_core::batch::{plan_many, Batch, Buffers, Cells, Column};
 use kvbudget_core::fields::ScenarioField;
 use kvbudget_core::{PlanError, PoolConfigurator};
 use libfuzzer_sys::fuzz_target;
@@ -33,20 +33,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let budgets: Vec<i64> = (0..n).map(|_| b.u64() as i64).collect();
-    let columns: Vec<Column<'_>> = owned
-        .iter()
-        .map(|(f, c)| Column {
-            field: *f,
-            data: c.data(),
-        })
-        .collect();
-    let batch = Batch {
-        base,
-        base_status: 0,
-        available_bytes: Budgets::Array(&budgets),
-        columns: &columns,
-        threads: Threads::Fixed(1),
-    };
+    let columns: Vec<Column<'_>> = owned.iter().map(|(f, c)| Column::of(*f, c)).collect();
+    let batch = Batch::serial(base, &budgets, &columns);
     let mut out = Buffers::new(n);
     if plan_many(&batch, &mut out.views()).is_err() {
         return;

@@ -2,11 +2,17 @@
 //! rows solved one loop per configurator kind, large batches across threads.
 //!
 //! When no rarely used option varies or leaves its default ([`PINNED`],
-//! checked once per batch), the rows are solved by the "lean" instantiation of
-//! the same loop: each row's copy gets those fields set to their defaults
-//! again (a no-op on the values), which makes them constants the compiler
-//! folds through the scalar API's own functions. Same functions, same
-//! scenario, so the same results, errors included (INV-7).
+//! checked once per batch), the rows go to the fast path
+//! ([`super::fast`]): rows read straight from the columns, a lean per-row
+//! kernel per configurator kind, every error row and every row outside its
+//! domain handed to the scalar API's functions. Otherwise (or when a base
+//! value is no valid cell) the general loop below runs: columns applied to
+//! a block of scenarios, then the scalar API's functions per row, with the
+//! "lean" instantiation (the pinned fields reset to their defaults, constants
+//! the compiler folds) when [`PINNED`] allows it: same functions, same
+//! scenario, so the same results, errors included (INV-7). The fast path
+//! solves its rows with the same small functions, hands every error row to
+//! the scalar API's, and is held to them by its tests.
 
 use super::{Batch, BatchOutputs, Budgets, Column, STATUS_OK};
 use crate::error::{ErrorCode, PlanError, Result};
@@ -169,6 +175,9 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
     // each at its default, every row holds them at their defaults too (rows
     // start as the base; columns set only their own field).
     let lean = is_lean(batch);
+    if lean && super::fast::plan_rows(batch, n, out) {
+        return;
+    }
     let mut rows = vec![batch.base; BLOCK];
     let mut by_kind: [[u16; BLOCK]; 3] = [[0; BLOCK]; 3];
     let mut start = 0;
@@ -301,7 +310,7 @@ fn solve_block<const LEAN: bool>(
 /// One row: its rules, the sizing of `kind` (the factory's choice) and the
 /// profiling path, exactly the scalar API's steps, keeping only the error code.
 #[inline(always)]
-fn solve_row(
+pub(super) fn solve_row(
     kind: ConfiguratorKind,
     row: &Scenario,
     available_bytes: i64,

@@ -13,8 +13,12 @@
 //!
 //! The kernel is in [`kernel`]: blocks of [`kernel::BLOCK`] rows, columns applied to
 //! a block in one branch-free loop each, rows solved in one loop per
-//! configurator kind; large batches split across threads ([`Threads`]).
+//! configurator kind; large batches split across threads ([`Threads`]). The
+//! common domain (no rarely used option set) takes the fast path in `fast`:
+//! rows read from the columns, a lean kernel per configurator kind, errors
+//! and rows outside its domain handed to the functions above.
 
+mod fast;
 pub(crate) mod kernel;
 
 pub use kernel::{plan_many, Threads, PARALLEL_ROWS};
@@ -226,6 +230,16 @@ pub struct Column<'a> {
     pub data: ColumnData<'a>,
 }
 
+impl<'a> Column<'a> {
+    /// The column of `field` holding `cells`.
+    pub fn of(field: ScenarioField, cells: &'a Cells) -> Self {
+        Column {
+            field,
+            data: cells.data(),
+        }
+    }
+}
+
 /// The budgets: one for every row, or one per row.
 #[derive(Debug, Clone, Copy)]
 pub enum Budgets<'a> {
@@ -268,6 +282,20 @@ pub struct Batch<'a> {
     pub columns: &'a [Column<'a>],
     /// How many threads may share the work.
     pub threads: Threads,
+}
+
+impl<'a> Batch<'a> {
+    /// Rows of `base` with `columns` applied and one budget each, on one
+    /// thread, every scalar input valid: the batches the tests and fuzzers build.
+    pub fn serial(base: Scenario, available_bytes: &'a [i64], columns: &'a [Column<'a>]) -> Self {
+        Batch {
+            base,
+            base_status: 0,
+            available_bytes: Budgets::Array(available_bytes),
+            columns,
+            threads: Threads::Fixed(1),
+        }
+    }
 }
 
 /// Output arrays, one entry per row. `-1` stands for `None` in the full and

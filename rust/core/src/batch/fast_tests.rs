@@ -5,7 +5,8 @@
 use super::{fast_row, plan_rows, Sources, BLOCK, FAST, MODEL_DTYPE};
 use crate::batch::kernel::PINNED;
 use crate::batch::{Batch, Budgets, Buffers, Cells, Column, Threads};
-use crate::fields::{ScenarioField, Value};
+use crate::fields::{Named, ScenarioField, Value};
+use crate::spec::SpecAlgorithm;
 use crate::{AttentionShape, ModelGeometry, PlanError, PoolConfigurator, Scenario, ServingConfig};
 use proptest::prelude::*;
 
@@ -359,16 +360,7 @@ fn budgets_at_page_and_cell_edges() {
 #[test]
 fn kinds_algorithms_and_dtypes() {
     let budgets = [GIB, 40 * GIB, 3 * GIB / 2];
-    for alg in [
-        "none",
-        "eagle",
-        "eagle3",
-        "nextn",
-        "standalone",
-        "ngram",
-        "dflash",
-        "uno",
-    ] {
+    for &alg in <SpecAlgorithm as Named>::NAMES {
         for dtype in [
             "bf16",
             "fp16",

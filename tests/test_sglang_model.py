@@ -129,3 +129,16 @@ def test_from_hf_config_reads_as_sglang_by_default_and_as_hf_on_request() -> Non
     assert (hf.num_swa_layers, hf.sliding_window_size) == (10, 511)
     with pytest.raises(ConfigError, match="engine='vllm'"):
         kvbudget.ModelGeometry.from_hf_config(cfg, engine="vllm")
+
+
+def test_step3p5_swa_heads_come_from_attention_other_setting() -> None:
+    types = ["sliding_attention", "full_attention"] * 2
+    cfg = {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "num_hidden_layers": 4,
+           "num_attention_heads": 64, "num_attention_groups": 8, "head_dim": 128, "hidden_size": 4096,
+           "sliding_window": 512, "layer_types": types,
+           "attention_other_setting": {"num_attention_groups": 16}}  # fmt: skip
+    m = resolve_sglang(cfg)
+    assert (m.num_kv_heads, m.swa_num_kv_heads, m.sliding_window_size) == (8, 16, 512)
+    del cfg["attention_other_setting"]["num_attention_groups"]  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="attention_other_setting"):
+        resolve_sglang(cfg)

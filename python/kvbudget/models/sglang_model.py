@@ -374,7 +374,11 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         if "swa_num_key_value_heads" in text:
             swa_heads = v.req_int("swa_num_key_value_heads")
         elif isinstance(other := v.raw("attention_other_setting"), Mapping):
-            swa_heads = int(other["num_attention_groups"])
+            groups = other.get("num_attention_groups")
+            if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+                raise v.fail("attention_other_setting", "has no positive num_attention_groups, which "
+                             "SGLang 0.5.23 reads as the SWA layers' KV heads")  # fmt: skip
+            swa_heads = groups
         else:
             swa_heads = heads
     window = _window(arch, v, cfg) if pools.hybrid_swa else None

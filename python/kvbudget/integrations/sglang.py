@@ -31,12 +31,12 @@ from typing import Any, Literal
 
 import kvbudget
 from kvbudget.errors import NotEnoughMemoryError
+from kvbudget.fields import canonical_name
 from kvbudget.integrations.sglang_launch import SGLangLaunch, from_server_args
 
 __all__ = ["Runtime", "SGLangLaunch", "from_server_args", "install", "scenario_from_kvc"]
 
 Fit = Literal["sglang", "exact"]
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 class Runtime:
@@ -80,9 +80,10 @@ def _model(kvc: Any) -> kvbudget.ModelGeometry:
 
 
 def _kv_cache_dtype(kvc: Any) -> str:
-    name = kvc.kv_cache_dtype_str
-    choices = kvbudget.fields.SCENARIO_FIELDS["kv_cache_dtype"].choices
-    return name if name in choices else "auto"
+    try:
+        return canonical_name("kv_cache_dtype", kvc.kv_cache_dtype_str)
+    except (kvbudget.InvalidConfigError, TypeError):  # None or a name kvbudget has no dtype for
+        return "auto"
 
 
 def scenario_from_kvc(kvc: Any, runtime: Runtime | None = None) -> kvbudget.Scenario:
@@ -92,7 +93,8 @@ def scenario_from_kvc(kvc: Any, runtime: Runtime | None = None) -> kvbudget.Scen
     mem, disagg = rt.get("memory"), rt.get("disagg")
     prefill, decode = rt.attention_backends(kvc.server_args)
     serving = kvbudget.ServingConfig(
-        kv_cache_dtype=_kv_cache_dtype(kvc), model_dtype=_DTYPES[str(kvc.model_dtype).removeprefix("torch.")],
+        kv_cache_dtype=_kv_cache_dtype(kvc),
+        model_dtype=canonical_name("model_dtype", str(kvc.model_dtype).removeprefix("torch.")),
         page_size=kvc.page_size, tp_size=par.attn_tp_size, dcp_size=par.attn_dcp_size,
         attn_dp_size=kvc.attn_dp_size, swa_full_tokens_ratio=sched.swa_full_tokens_ratio,
         max_running_requests=sched.max_running_requests, chunked_prefill_size=sched.chunked_prefill_size,

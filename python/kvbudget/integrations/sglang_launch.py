@@ -23,6 +23,7 @@ from typing import Any
 
 import kvbudget
 from kvbudget.errors import InvalidConfigError
+from kvbudget.fields import canonical_name
 from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
 
 __all__ = ["FLAGS", "SGLangLaunch", "from_server_args"]
@@ -38,8 +39,6 @@ class Flag:
     default: Any = None
     choices: tuple[str, ...] | None = None
 
-
-_SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 
 #: The flags :func:`from_server_args` reads, as SGLang 0.5.23 declares them.
 FLAGS: tuple[Flag, ...] = (
@@ -71,9 +70,6 @@ FLAGS: tuple[Flag, ...] = (
 _BY_DEST = {f.dest: f for f in FLAGS}
 #: SGLang's declared fallback for an unset ``--swa-full-tokens-ratio``.
 SWA_FULL_TOKENS_RATIO_FALLBACK = 0.8
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
-_ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "nextn", "STANDALONE": "standalone",
-               "NGRAM": "ngram", "DFLASH": "dflash", "DSPARK": "dspark", "UNO": "uno"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -145,8 +141,8 @@ def _require(values: dict[str, Any]) -> None:
     if not values.get("model_path"):
         raise InvalidConfigError("the launch line has no --model-path (a local Hugging Face model folder)")
     algo = values.get("speculative_algorithm")
-    if algo is not None and str(algo).upper() not in _ALGORITHMS:
-        raise InvalidConfigError(f"--speculative-algorithm {algo!r}: kvbudget reads {', '.join(_SPEC_ALGORITHMS)}")
+    if algo is not None:
+        canonical_name("algorithm", str(algo))  # the core's names and aliases; an unknown one raises
 
 
 def _text(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -158,11 +154,16 @@ def _text(cfg: dict[str, Any]) -> dict[str, Any]:
 def _model_dtype(values: dict[str, Any], cfg: dict[str, Any]) -> str:
     given = values["dtype"]
     if given != "auto":
-        return _DTYPES[given]
+        return canonical_name("model_dtype", given)
     text = _text(cfg)
     name = cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype") or text.get("dtype") or "bfloat16"
     # SGLang's "auto" serves a float32 checkpoint in bfloat16 (as transformers' dtype "auto" does not).
-    return "bf16" if name == "float32" else _DTYPES.get(str(name), "bf16")
+    if name == "float32":
+        return "bf16"
+    try:
+        return canonical_name("model_dtype", str(name))
+    except InvalidConfigError:  # a checkpoint dtype kvbudget has no model dtype for
+        return "bf16"
 
 
 def _speculative(values: dict[str, Any], model: kvbudget.ModelGeometry, cfg: dict[str, Any]) -> Any:
@@ -174,7 +175,7 @@ def _speculative(values: dict[str, Any], model: kvbudget.ModelGeometry, cfg: dic
              "num_draft_tokens": values["speculative_num_draft_tokens"]}  # fmt: skip
     if algo is None:
         return kvbudget.SpeculativeConfig(algorithm="none")
-    name = _ALGORITHMS[str(algo).upper()]
+    name = canonical_name("algorithm", str(algo))
     path = values["speculative_draft_model_path"]
     draft_model = None
     if name == "nextn":
@@ -221,7 +222,7 @@ def from_server_args(args: Sequence[str] | Any) -> SGLangLaunch:
         ratio = SWA_FULL_TOKENS_RATIO_FALLBACK
     kv = values["kv_cache_dtype"]
     serving = kvbudget.ServingConfig(
-        kv_cache_dtype="bf16" if kv == "bfloat16" else kv, model_dtype=_model_dtype(values, cfg),
+        kv_cache_dtype=canonical_name("kv_cache_dtype", kv), model_dtype=_model_dtype(values, cfg),
         page_size=values["page_size"] or 1, tp_size=values["tp_size"], dcp_size=values["dcp_size"],
         attn_dp_size=values["attn_dp_size"], swa_full_tokens_ratio=ratio,
         max_running_requests=values["max_running_requests"], chunked_prefill_size=values["chunked_prefill_size"],

@@ -66,6 +66,10 @@ STRATEGIES: dict[str, Strategy] = {
     "qk_rope_head_dim": one_of(64, 64, 32, 0),
     "swa_kv_lora_rank": maybe(0.5, one_of(512, 256, 128)),
     "swa_qk_rope_head_dim": maybe(0.5, one_of(64, 32, 0)),
+    "index_head_dim": maybe(0.5, one_of(128, 128, 128, 64, 256, 100)),
+    "index_kpool": one_of(1, 1, 1, 2, 4, 3),
+    "index_shared_layers": mix((0.6, one_of(0)), (0.4, ints(1, 40))),
+    "dsa_raw_kv_layout": one_of(True, False),
     "kv_cache_dtype": one_of(
         "auto", "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4", "fp4_mx_block16"
     ),
@@ -125,6 +129,11 @@ def random_case(r: Rng) -> dict[str, Any]:
         c["dcp_size"] = 1
     if c["kv_lora_rank"] is None:
         c["qk_rope_head_dim"] = c["swa_kv_lora_rank"] = c["swa_qk_rope_head_dim"] = None
+    if c["kv_lora_rank"] is None or c["num_swa_layers"]:  # DSA: an MLA model of full layers
+        c["index_head_dim"] = None
+    if c["index_head_dim"] is None:
+        c["index_kpool"], c["index_shared_layers"] = 1, 0
+    c["index_shared_layers"] = min(c["index_shared_layers"], c["num_full_layers"])
     if c["kv_cache_dtype"] in ("nvfp4", "fp4_mx_block16"):
         c["head_dim"] = max(c["head_dim"], 16)
         if c["swa_head_dim"] is not None:
@@ -236,6 +245,13 @@ def _request_cap(c: dict[str, Any]) -> bool:
 FEATURES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "mla": lambda c: c["kv_lora_rank"] is not None and not c["num_swa_layers"],
     "mla_hybrid_swa": lambda c: c["kv_lora_rank"] is not None and c["num_swa_layers"] > 0,
+    "dsa": lambda c: c["index_head_dim"] is not None,
+    "dsa_fp8_scaled": lambda c: c["index_head_dim"] is not None and c["kv_cache_dtype"] == "fp8_e4m3"
+    and not c["dsa_raw_kv_layout"],
+    "dsa_draft": lambda c: c["index_head_dim"] is not None and c["algorithm"] in DRAFTING
+    and c["draft_num_layers"] > 0,
+    "dsa_kpool": lambda c: c["index_head_dim"] is not None and c["index_kpool"] > 1,
+    "dsa_shared_topk": lambda c: c["index_shared_layers"] > 0,
     "fp8": lambda c: c["kv_cache_dtype"] in ("fp8_e4m3", "fp8_e5m2"),
     "mxfp8": lambda c: c["kv_cache_dtype"] == "mxfp8",
     "nvfp4": lambda c: c["kv_cache_dtype"] == "nvfp4" and not c["num_swa_layers"],

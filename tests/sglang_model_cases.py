@@ -9,6 +9,7 @@ keys a family's checkpoints carry, such as MiMo-V2's ``hybrid_layer_pattern``).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -42,7 +43,10 @@ class Built(NamedTuple):
     extra: Mapping[str, Any] = MappingProxyType({})
 
     def saved(self, sparse: bool) -> dict[str, Any]:
-        """As ``config.json`` holds it: every key, or (``sparse``) the class defaults left out."""
+        """As ``config.json`` holds it: every key, or (``sparse``) the class defaults left out;
+        without a ``config``, ``extra`` is the checkpoint's own file, as released."""
+        if self.config is None:
+            return {**self.extra, "architectures": [self.arch]}
         d = self.config.to_dict()
         if sparse:
             _drop_defaults(d, type(self.config)().to_dict())
@@ -164,6 +168,103 @@ def _lfm2(rng: random.Random) -> Built:
     return _text(T.Lfm2Config, "Lfm2ForCausalLM", **kw)
 
 
+_STEP3P5 = "Step3p5ForCausalLM"
+
+
+def _step3p5(rng: random.Random) -> Built:
+    """Step-3.5: transformers 5.19.0 owns model_type ``step3p5`` (``Step3p7TextConfig``, which
+    SGLang loads first, then its own ``Step3p5Config``); re-saved by that class, or as
+    Step-3.5-Flash's checkpoint holds it: ``num_attention_groups``, ``attention_other_setting``
+    (the sliding layers' heads), ``layer_types`` with an entry per MTP layer too, and the
+    per-layer lists SGLang's model reads (45 layers, 3 MTP, 64 / 96 heads, window 512 there)."""
+    n, mtp = rng.randint(1, 48), rng.choice([0, 0, 1, 3])
+    heads, groups = rng.choice([32, 64]), rng.choice([4, 8, 16])
+    sliding = rng.choice([heads, heads, 96])  # 96 vs 64, as Step-3.5-Flash: SGLang cannot load it
+    if rng.random() < 0.8:
+        types = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(n + mtp)]
+        if rng.random() < 0.4:
+            types = _types(rng, n + mtp)
+    else:
+        types = ["full_attention"] * (n + mtp)
+    window, head_dim = rng.choice([128, 512, 512, 1024, None]), rng.choice([64, 128])
+    other: dict[str, Any] = {"num_attention_heads": sliding, "num_attention_groups": rng.choice([groups, 8, 16])}
+    if rng.random() < 0.4:
+        return _text(T.Step3p7TextConfig, _STEP3P5, num_hidden_layers=n, num_attention_heads=heads,
+                     num_key_value_heads=groups, head_dim=head_dim, sliding_window=window, layer_types=types,
+                     num_nextn_predict_layers=mtp, attention_other_setting=other)  # fmt: skip
+    full = [t == "full_attention" for t in types]
+    released: dict[str, Any] = {
+        "model_type": "step3p5", "hidden_size": 4096, "intermediate_size": 11264, "vocab_size": 128896,
+        "num_hidden_layers": n, "num_attention_heads": heads, "num_attention_groups": groups,
+        "head_dim": head_dim, "max_position_embeddings": 262144, "rms_norm_eps": 1e-5,
+        "layer_types": types, "sliding_window": window, "num_nextn_predict_layers": mtp,
+        "attention_other_setting": {"attention_type": "sliding_attention", **other, "head_dim": head_dim,
+                                    "true_head_dim": head_dim},
+        "rope_theta": [5e6 if f else 1e4 for f in full], "partial_rotary_factors": [0.5 if f else 1.0 for f in full],
+        "rope_scaling": None, "yarn_only_types": ["full_attention"], "use_head_wise_attn_gate": True,
+        "moe_layers_enum": ",".join(str(i) for i in range(3, n)), "moe_num_experts": 288, "moe_top_k": 8,
+        "moe_intermediate_size": 1280, "share_expert_dim": 1280, "moe_router_scaling_factor": 3.0,
+        "use_moe_router_bias": True, "need_fp32_gate": True, "norm_expert_weight": True,
+        "swiglu_limits": [0.0] * (n + mtp), "swiglu_limits_shared": [0.0] * (n + mtp),
+    }  # fmt: skip
+    if rng.random() < 0.2:  # a file SGLang refuses: MTP entries without their count, or no SWA groups
+        del released["num_nextn_predict_layers" if mtp and rng.random() < 0.5 else "attention_other_setting"]
+    elif rng.random() < 0.2:
+        del released["attention_other_setting"]["num_attention_groups"]
+    return Built(None, _STEP3P5, released)
+
+
+@functools.cache
+def _sglang_config_class(name: str) -> Any:
+    """One of SGLang's own config classes, executed from the verified wheel extraction."""
+    from sglang_oracle._configs import REAL, ConfigClasses
+    from sglang_oracle._fetch import sglang_root
+    from sglang_oracle._plumbing import Builder
+
+    return ConfigClasses(Builder(sglang_root(), real=REAL)).cls(name)
+
+
+def _mla(rng: random.Random, n: int) -> dict[str, Any]:
+    return {"num_hidden_layers": n, "kv_lora_rank": rng.choice([256, 512]), "qk_rope_head_dim": rng.choice([32, 64]),
+            "qk_nope_head_dim": rng.choice([64, 128]), "v_head_dim": rng.choice([64, 128])}  # fmt: skip
+
+
+def _dsa_extra(rng: random.Random, n: int) -> dict[str, Any]:
+    """Checkpoint-style DSA keys: pooled index keys, and layers sharing top-k."""
+    extra: dict[str, Any] = {}
+    if rng.random() < 0.3:
+        extra["index_kpool"] = rng.choice([1, 2, 4])
+    pick = rng.random()
+    if pick < 0.2:
+        extra["index_topk_freq"] = rng.choice([1, 2, 3])
+        if rng.random() < 0.5:
+            extra["index_skip_topk_offset"] = rng.choice([1, 2, 4])
+    elif pick < 0.3:
+        extra["index_topk_pattern"] = "".join(rng.choice("FS") for _ in range(rng.randint(0, n + 2)))
+    return extra
+
+
+def _deepseek_v32(rng: random.Random) -> Built:
+    n = rng.randint(1, 61)
+    cfg = T.DeepseekV32Config(**_mla(rng, n), index_head_dim=rng.choice([128, 128, 64]),
+                              index_topk=rng.choice([2048, 1024]))  # fmt: skip
+    return Built(cfg, "DeepseekV32ForCausalLM", _dsa_extra(rng, n))
+
+
+def _glm_moe_dsa(rng: random.Random) -> Built:
+    n = rng.randint(2, 78)
+    kinds = ["full" if i == 0 or rng.random() < 0.6 else "shared" for i in range(n)] if rng.random() < 0.5 else None
+    cfg = T.GlmMoeDsaConfig(**_mla(rng, n), index_head_dim=128, indexer_types=kinds)
+    return Built(cfg, rng.choice(["GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN"]))
+
+
+def _deepseek_v3(rng: random.Random) -> Built:
+    """DeepSeek-V3's class; some configs carry DSA's ``index_topk`` (SGLang then plans the indexer)."""
+    n = rng.randint(1, 61)
+    extra = {"index_topk": 2048, "index_head_dim": 128, **_dsa_extra(rng, n)} if rng.random() < 0.3 else {}
+    return Built(T.DeepseekV3Config(**_mla(rng, n)), "DeepseekV3ForCausalLM", extra)
+
+
 _SW = {"sliding_window": lambda r: r.choice([None, 4096])}
 FAMILIES: dict[str, _Builder] = {
     "gemma2": _plain(T.Gemma2Config, "Gemma2ForCausalLM", sliding_window=lambda r: r.choice([2048, 4096])),
@@ -190,10 +291,10 @@ FAMILIES: dict[str, _Builder] = {
     "qwen3_next": _qwen3_next,
     "kimi_linear": _kimi_linear,
     "lfm2": _lfm2,
-    "deepseek_v3": lambda r: _text(T.DeepseekV3Config, "DeepseekV3ForCausalLM",
-                                   num_hidden_layers=r.randint(1, 61), kv_lora_rank=r.choice([256, 512]),
-                                   qk_rope_head_dim=r.choice([32, 64]), qk_nope_head_dim=r.choice([64, 128]),
-                                   v_head_dim=r.choice([64, 128])),
+    "step3p5": _step3p5,
+    "deepseek_v3": _deepseek_v3,
+    "deepseek_v32": _deepseek_v32,
+    "glm_moe_dsa": _glm_moe_dsa,
 }
 
 
@@ -212,9 +313,12 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "mimo_v2": (T.MiMoV2FlashConfig, "MiMoV2FlashForCausalLM"),
     "granite_swa": (T.GraniteSWAConfig, "GraniteSWAForCausalLM"), "laguna": (T.LagunaConfig, "LagunaForCausalLM"),
     "deepseek_v3": (T.DeepseekV3Config, "DeepseekV3ForCausalLM"),
+    "deepseek_v32": (T.DeepseekV32Config, "DeepseekV32ForCausalLM"),
+    "glm_moe_dsa": (T.GlmMoeDsaConfig, "GlmMoeDsaForCausalLM"),
     "qwen3_next": (T.Qwen3NextConfig, "Qwen3NextForCausalLM"), "qwen3_5": (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration"),
     "kimi_linear": (T.KimiLinearConfig, "KimiLinearForCausalLM"), "lfm2": (T.Lfm2Config, "Lfm2ForCausalLM"),
     "jamba": (T.JambaConfig, "JambaForCausalLM"), "olmo_hybrid": (T.OlmoHybridConfig, "OlmoHybridForCausalLM"),
+    "step3p5": (T.Step3p7TextConfig, _STEP3P5),
 }  # fmt: skip
 
 
@@ -223,6 +327,8 @@ def cases(per_family: int, seed: int = 0, *, sparse: bool = False) -> Iterator[C
     every key (``sparse``: the keys equal to the class defaults left out)."""
     for name, (cls, arch) in DEFAULTS.items():
         yield name, _text(cls, arch).saved(sparse)
+    # SGLang's own class of a model type transformers also owns (SGLang reloads the file with it).
+    yield "step3p5", _text(_sglang_config_class("Step3p5Config"), _STEP3P5).saved(sparse)
     for name, build in FAMILIES.items():
         rng = random.Random(f"{seed}:{name}")
         for _ in range(per_family):

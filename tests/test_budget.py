@@ -29,11 +29,12 @@ FEW = settings(max_examples=min(1000, settings.default.max_examples))
 
 
 def sglang_reference(free_before_load: int, free_now: int, f: float, reserve: int) -> int:
-    """SGLang's own arithmetic: GiB doubles, ``rest * (1 << 30)``, then floor."""
+    """SGLang 0.5.23's arithmetic on one rank: GiB doubles (the multimodal reserve too),
+    ``rest * (1 << 30)``, then floor (tests/test_sglang_budget.py runs SGLang's own code)."""
     total_gpu_memory = free_before_load / (1 << 30)
     available_gpu_memory = free_now / (1 << 30)
-    rest_memory = available_gpu_memory - total_gpu_memory * (1 - f)
-    return int(math.floor(rest_memory * (1 << 30))) - reserve
+    rest_memory = available_gpu_memory - total_gpu_memory * (1 - f) - reserve / (1 << 30)
+    return int(math.floor(rest_memory * (1 << 30)))
 
 
 def test_sglang_worked_numbers() -> None:

@@ -77,9 +77,10 @@ def test_replace_changes_one_field_and_keeps_the_others(cls: str) -> None:
         if cls == "ModelGeometry" and f.name in ("num_full_layers", "num_swa_layers"):
             continue  # taken from the id lists
         if cls == "ModelGeometry" and f.name in (
-            "kv_lora_rank", "qk_rope_head_dim", "swa_kv_lora_rank", "swa_qk_rope_head_dim"
+            "kv_lora_rank", "qk_rope_head_dim", "swa_kv_lora_rank", "swa_qk_rope_head_dim",
+            "index_head_dim", "index_kpool", "index_shared_layers",
         ):
-            continue  # MLA dims need kv_lora_rank and its rope dim: covered below
+            continue  # MLA and DSA dims need kv_lora_rank and its rope dim: covered below
         if cls == "SpeculativeConfig" and f.name == "draft":
             continue  # a draft fixes draft_num_layers: covered below
         new = _other(f, getattr(value, f.name))
@@ -103,6 +104,16 @@ def test_replace_of_model_ids_and_mla() -> None:
     assert (own.swa_kv_lora_rank, own.swa_qk_rope_head_dim, own.kv_lora_rank) == (256, 32, 512)
     with pytest.raises(InvalidConfigError, match="MLA dims"):
         MODEL.replace(swa_kv_lora_rank=256)
+    # DSA: an MLA model of full layers with an indexer.
+    dsa = mla.replace(index_head_dim=128, index_kpool=2, index_shared_layers=1)
+    assert (dsa.index_head_dim, dsa.index_kpool, dsa.index_shared_layers, dsa.kv_lora_rank) == (128, 2, 1, 512)
+    for base, bad, needle in ((m, {"index_kpool": 2}, "give index_head_dim"),
+                              (m, {"index_head_dim": 128}, "needs an MLA"),
+                              (dsa, {"index_shared_layers": 4}, "exceeds")):  # fmt: skip
+        with pytest.raises(InvalidConfigError, match=needle):
+            base.replace(**bad)
+    with pytest.raises(InvalidConfigError, match="sliding-window layers"):
+        hybrid.replace(index_head_dim=128)
     spec = SpeculativeConfig("eagle3").replace(draft=DraftGeometry(2, 8, 128))
     assert spec.draft_num_layers == 2
 

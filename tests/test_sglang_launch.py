@@ -57,6 +57,7 @@ def lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     llama1 = _folder(tmp, "llama-1b", T.LlamaConfig(num_hidden_layers=16, hidden_size=2048, num_attention_heads=32,
                                                     num_key_value_heads=8, head_dim=64), "LlamaForCausalLM")  # fmt: skip
     dsv3 = _folder(tmp, "deepseek-v3", T.DeepseekV3Config(), "DeepseekV3ForCausalLM", num_nextn_predict_layers=1)
+    dsv32 = _folder(tmp, "deepseek-v3.2", T.DeepseekV32Config(), "DeepseekV32ForCausalLM", num_nextn_predict_layers=1)
     qwen = _folder(tmp, "qwen3-32b", T.Qwen3Config(num_hidden_layers=64, hidden_size=5120, num_attention_heads=64,
                                                    num_key_value_heads=8), "Qwen3ForCausalLM")  # fmt: skip
     spec = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
@@ -70,6 +71,12 @@ def lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                               f"--speculative-algorithm STANDALONE --speculative-draft-model-path {llama1} {spec}",
         "dsv3-mtp-tp8": f"--model-path {dsv3} --tp 8 --page-size 64 --speculative-algorithm NEXTN {spec} "
                         "--host 0.0.0.0 --trust-remote-code",
+        "dsv32-dsa-mtp-fp8-trtllm": f"--model-path {dsv32} --tp 8 --page-size 64 --kv-cache-dtype fp8_e4m3 "
+                                    f"--dsa-prefill-backend flashmla_sparse --dsa-decode-backend trtllm "
+                                    f"--speculative-algorithm NEXTN {spec}",
+        "dsv32-dsa-pd-prefill-scaled": f"--model-path {dsv32} --tp 8 --page-size 64 --kv-cache-dtype fp8_e4m3 "
+                                       "--dsa-prefill-backend flashmla_sparse --dsa-decode-backend trtllm "
+                                       "--disaggregation-mode prefill",
         "qwen3-pd-decode": f"--model-path {qwen} --tp 4 --page-size 32 --disaggregation-mode decode "
                            "--max-running-requests 128 --disable-radix-cache --disaggregation-decode-extra-slots 8 "
                            "--kv-cache-dtype auto --chunked-prefill-size 8192",
@@ -124,6 +131,10 @@ def _case(args: dict[str, Any], m: dict[str, Any], launch: Any) -> dict[str, Any
     }  # fmt: skip
     if m["mla"]:
         case.update(swa_kv_lora_rank=m["kv_lora_rank"], swa_qk_rope_head_dim=m["qk_rope_head_dim"])
+    if m["index_head_dim"] is not None:  # DSA: the indexer, and the backends as launched
+        case.update(index_head_dim=m["index_head_dim"], index_kpool=m["index_kpool"],
+                    index_shared_layers=m["index_shared_layers"],
+                    dsa_backends=(args["dsa_prefill_backend"], args["dsa_decode_backend"]))  # fmt: skip
     return case
 
 
@@ -150,6 +161,13 @@ def test_what_the_line_leaves_to_sglang_is_reported(lines: dict[str, str]) -> No
     dsv3 = from_server_args(shlex.split(lines["dsv3-mtp-tp8"]))
     assert dsv3.unknown_flags == ("--host", "0.0.0.0", "--trust-remote-code")
     assert dsv3.scenario.spec.algorithm == "nextn" and dsv3.scenario.spec.draft_num_layers == 1
+    # DSA: TRT-LLM decodes from the raw layout; a PD prefill worker with FlashMLA keeps the scaled one.
+    raw = from_server_args(shlex.split(lines["dsv32-dsa-mtp-fp8-trtllm"]))
+    scaled = from_server_args(shlex.split(lines["dsv32-dsa-pd-prefill-scaled"]))
+    assert raw.scenario.serving.dsa_raw_kv_layout and not scaled.scenario.serving.dsa_raw_kv_layout
+    assert raw.scenario.model.index_head_dim == 128
+    bare = from_server_args(["--model-path", shlex.split(lines["dsv32-dsa-pd-prefill-scaled"])[1]])
+    assert "--dsa-prefill-backend/--dsa-decode-backend" in [flag for flag, _ in bare.unresolved]
 
 
 def test_sglang_budget_needs_the_fraction(lines: dict[str, str]) -> None:

@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
+import kvbudget
 from kvbudget.models.hf import ConfigError
 from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
 from sglang_model_cases import cases
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle.model import FIELDS, ModelOracle, load
 
-PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "100"))  # 2,328 configs per variant
+PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "100"))  # 2,632 configs per variant
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,8 @@ def _fields(m: SGLangModel) -> dict[str, Any]:
         "kv_lora_rank": m.kv_lora_rank, "qk_rope_head_dim": m.qk_rope_head_dim,
         "sliding_window_size": m.sliding_window_size, "head_dim": m.head_dim, "v_head_dim": m.v_head_dim,
         "swa_head_dim": m.swa_head_dim, "swa_v_head_dim": m.swa_v_head_dim, "state_pool": m.state_pool,
+        "index_head_dim": m.index_head_dim, "index_kpool": m.index_kpool,
+        "index_shared_layers": m.index_shared_layers,
     }  # fmt: skip
     assert set(out) == set(FIELDS)
     return out
@@ -90,12 +93,48 @@ def test_every_resolution_builds_its_geometry() -> None:
 
 @pytest.mark.parametrize(("arch", "needle"), [
     ("NemotronHForCausalLM", "state pool"), ("JambaForCausalLM", "no model class"),
-    ("DeepseekV32ForCausalLM", "DSA indexer"),
+    ("LongcatFlashForCausalLM", "has not checked"),
 ])  # fmt: skip
 def test_pools_kvbudget_does_not_model_are_refused(arch: str, needle: str) -> None:
     cfg = {"architectures": [arch], "num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512}
     with pytest.raises(ConfigError, match=needle):
         resolve_sglang(cfg)
+
+
+def test_deepseek_v32_plans_its_dsa_indexer() -> None:
+    """DeepSeek-V3.2 in fp8 (FlashMLA's scaled layout): per layer, the latent's 512 FP8 bytes,
+    16 bytes of scales and 64 bf16 rope elements (656), plus the index key's 128 FP8 bytes and
+    4 scale bytes (132): 788 bytes x 61 layers = 48,068 bytes per token."""
+    import transformers
+
+    cfg = {**transformers.DeepseekV32Config().to_dict(), "architectures": ["DeepseekV32ForCausalLM"]}
+    m = resolve_sglang(cfg)
+    assert (m.index_head_dim, m.index_kpool, m.index_shared_layers) == (128, 1, 0)
+    g = m.model_geometry()
+    serving = kvbudget.ServingConfig(kv_cache_dtype="fp8_e4m3", page_size=64)
+    cfg_ = kvbudget.create_pool_configurator(g, serving, kvbudget.SpeculativeConfig())
+    assert cfg_.cell_size == (512 + 512 // 128 * 4 + 2 * 64 + 128 + 4) * 61
+    plan = cfg_.plan(80 << 30)
+    assert plan.total_bytes <= 80 << 30
+    kinds = {t.kind for t in plan.pools[0].tensors}
+    assert kinds == {"kv", "index_k"}
+    # The raw layout (TRT-LLM) keeps 576 FP8 elements per layer and no latent scales.
+    raw = kvbudget.create_pool_configurator(g, serving.replace(dsa_raw_kv_layout=True), kvbudget.SpeculativeConfig())
+    assert raw.cell_size == (512 + 64 + 132) * 61
+
+
+def test_shared_topk_layers_store_no_index_keys() -> None:
+    """GLM-5-style ``indexer_types``: a "shared" layer reuses its predecessor's top-k."""
+    import transformers
+
+    kinds = ["full", "shared", "shared", "full"]
+    cfg = {**transformers.GlmMoeDsaConfig(num_hidden_layers=4, indexer_types=kinds).to_dict(),
+           "architectures": ["GlmMoeDsaForCausalLM"]}  # fmt: skip
+    m = resolve_sglang(cfg)
+    assert m.index_shared_layers == 2
+    with pytest.raises(kvbudget.InvalidConfigError, match="ids of the DSA layers sharing top-k"):
+        kvbudget.create_pool_configurator(m.model_geometry(), kvbudget.ServingConfig(page_size=64),
+                                          kvbudget.SpeculativeConfig()).plan(1 << 30)  # fmt: skip
 
 
 def test_a_config_without_architectures_is_refused() -> None:
@@ -141,4 +180,23 @@ def test_step3p5_swa_heads_come_from_attention_other_setting() -> None:
     assert (m.num_kv_heads, m.swa_num_kv_heads, m.sliding_window_size) == (8, 16, 512)
     del cfg["attention_other_setting"]["num_attention_groups"]  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="attention_other_setting"):
+        resolve_sglang(cfg)
+
+
+def test_step3p5_flash_itself_does_not_load_in_sglang() -> None:
+    """transformers 5.19.0 owns model_type step3p5: its class turns the sliding layers' 96 query
+    heads (64 on full layers) into a per-layer attribute, which SGLang's get_config trips on."""
+    types = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(48)]
+    cfg = {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "num_hidden_layers": 45,
+           "num_attention_heads": 64, "num_attention_groups": 8, "head_dim": 128, "hidden_size": 4096,
+           "sliding_window": 512, "layer_types": types, "num_nextn_predict_layers": 3,
+           "attention_other_setting": {"num_attention_heads": 96, "num_attention_groups": 8}}  # fmt: skip
+    with pytest.raises(ConfigError, match="AmbiguousGlobalPerLayerAttributeError"):
+        resolve_sglang(cfg)
+    cfg["attention_other_setting"] = {"num_attention_heads": 64, "num_attention_groups": 16}
+    m = resolve_sglang(cfg)  # the MTP entries past num_hidden_layers are not layers
+    assert len(m.pools.full_attention_layer_ids or ()) + len(m.pools.swa_attention_layer_ids or ()) == 45
+    assert (m.swa_num_kv_heads, m.sliding_window_size) == (16, 512)
+    del cfg["num_nextn_predict_layers"]  # 48 layer_types for 45 layers: transformers refuses the file
+    with pytest.raises(ConfigError, match="layer_types"):
         resolve_sglang(cfg)

@@ -37,7 +37,9 @@ KEYS = (
     "use_sliding_window", "max_window_layers", "num_kv_shared_layers", "kv_lora_rank",
     "qk_rope_head_dim", "qk_nope_head_dim", "global_head_dim", "num_global_key_value_heads",
     "attention_k_eq_v", "multi_query", "layer_types", "hybrid_layer_pattern", "full_attention_interval",
-    "linear_attn_config", "full_attn_idxs",
+    "linear_attn_config", "full_attn_idxs", "num_attention_groups", "index_topk", "index_head_dim",
+    "index_kpool", "index_kpool_compress", "indexer_types", "index_topk_freq", "index_topk_pattern",
+    "index_skip_topk_offset", "cli_factor",
 )  # fmt: skip
 #: Model types recorded: the families the SGLang model-resolution test builds (text types
 #: of multimodal configs included).
@@ -45,6 +47,7 @@ MODEL_TYPES = (
     "gemma2", "gemma3_text", "gemma3n_text", "gemma4_text", "cohere2", "exaone4", "olmo2", "olmo3",
     "mistral", "phi3", "qwen2", "qwen3", "llama", "llama4_text", "gpt_oss", "mimo_v2_flash",
     "granite_swa", "laguna", "deepseek_v3", "qwen3_next", "qwen3_5_text", "kimi_linear", "lfm2",
+    "step3p5", "deepseek_v32", "glm_moe_dsa",
 )  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,

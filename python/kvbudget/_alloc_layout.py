@@ -22,6 +22,7 @@ from typing import NamedTuple, TypeAlias
 
 import torch
 
+from kvbudget import _core
 from kvbudget._core import PoolPlan, PoolSpec
 from kvbudget.errors import InvalidConfigError
 
@@ -34,10 +35,8 @@ DTYPES: dict[str, torch.dtype] = {
     "uint8": torch.uint8,
 }
 
-KINDS: tuple[str, ...] = (
-    "k", "v", "k_scale", "v_scale", "kv", "kv_scale", "cache", "native_k_scale", "native_v_scale",
-    "dq_k", "dq_v", "entry", "bytes",
-)
+KINDS: tuple[str, ...] = _core.TENSOR_KINDS
+"""The core's tensor kinds, in layer order (``LayerKV``'s attributes follow it)."""
 KIND_RANK: dict[str, int] = {kind: i for i, kind in enumerate(KINDS)}
 
 Info: TypeAlias = "tuple[str, int, dict[str, int]]"

@@ -46,6 +46,19 @@ class PlanManyColumns(TypedDict, total=False):
     """MLA rotary key dim of an SWA layer, elements (MLA only; default: `qk_rope_head_dim`).
     Default: None.
     """
+    index_head_dim: IntColumn
+    """DSA indexer key dim, elements; given (with MLA), the model is DSA (SGLang's
+    `is_deepseek_dsa`): every layer also keeps an FP8 index key and its f32 scales,
+    `index_head_dim + index_head_dim / 128 * 4` bytes per token. Default: None.
+    """
+    index_kpool: IntColumn
+    """DSA index keys pooled per stored key (SGLang's `index_kpool`), tokens; a token costs
+    `ceil(index key bytes / index_kpool)`. Default: 1.
+    """
+    index_shared_layers: IntColumn
+    """DSA layers that reuse the previous layer's top-k (SGLang's `dsa_layer_skips_topk`): the
+    target worker stores no index keys for them, layers. Default: 0.
+    """
     kv_cache_dtype: NameColumn
     """KV-cache dtype (SGLang's `--kv-cache-dtype` names; `auto` is `model_dtype`). Default:
     'bf16'.
@@ -88,6 +101,11 @@ class PlanManyColumns(TypedDict, total=False):
     """
     model_dtype: NameColumn
     """The model's dtype: what `kv_cache_dtype="auto"` stores. Default: 'bf16'."""
+    dsa_raw_kv_layout: BoolColumn
+    """The DSA attention backends read the raw MLA layout (TRT-LLM or TileLang): an `fp8_e4m3` DSA
+    latent has no per-block scales. Off: the scaled layout, `kv_lora_rank + kv_lora_rank / 128 *
+    4 + 2 * qk_rope_head_dim` bytes per layer. Default: False.
+    """
     algorithm: NameColumn
     """The algorithm (SGLang's `--speculative-algorithm`). Default: 'none'."""
     draft_num_layers: IntColumn

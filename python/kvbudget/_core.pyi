@@ -29,6 +29,7 @@ __all__ = [
     "__version__",
     "TENSOR_ALIGNMENT",
     "MAX_PLAN_LAYERS",
+    "TENSOR_KINDS",
     "DETACH_ROWS",
     "FIELDS",
     "KVBudgetError",
@@ -43,6 +44,8 @@ SGLANG_VERSION: str
 """The SGLang release the SGLang-compatible numbers follow (``"0.5.23"``)."""
 TENSOR_ALIGNMENT: int
 """Byte alignment of every tensor's offset inside its pool's slab (256)."""
+TENSOR_KINDS: tuple[str, ...]
+"""Every tensor kind a plan may hold (``TensorSpec.kind``), in the order a layer lists them."""
 MAX_PLAN_LAYERS: int
 """The most target plus draft layers an exact plan (``plan``, ``plan_for_config``,
 ``PoolPlan.from_json``) holds, 65,536: a plan lists every layer's tensors. Sizing
@@ -79,8 +82,8 @@ class ModelGeometry:
     heads and dims, the window, or MLA latent dims. Constructor arguments: the two id lists,
     then the fields below (SGLang's defaults: V dim = K dim, SWA geometry = full geometry).
     """
-    def __new__(cls, full_attention_layer_ids: list[int], swa_attention_layer_ids: list[int], num_kv_heads: int, head_dim: int, v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ..., swa_kv_lora_rank: int | None = ..., swa_qk_rope_head_dim: int | None = ...) -> Self: ...
-    def replace(self, *, full_attention_layer_ids: list[int] = ..., swa_attention_layer_ids: list[int] = ..., num_kv_heads: int = ..., head_dim: int = ..., v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ..., swa_kv_lora_rank: int | None = ..., swa_qk_rope_head_dim: int | None = ...) -> Self:
+    def __new__(cls, full_attention_layer_ids: list[int], swa_attention_layer_ids: list[int], num_kv_heads: int, head_dim: int, v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ..., swa_kv_lora_rank: int | None = ..., swa_qk_rope_head_dim: int | None = ..., index_head_dim: int | None = ..., index_kpool: int = ..., index_shared_layers: int = ...) -> Self: ...
+    def replace(self, *, full_attention_layer_ids: list[int] = ..., swa_attention_layer_ids: list[int] = ..., num_kv_heads: int = ..., head_dim: int = ..., v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ..., swa_kv_lora_rank: int | None = ..., swa_qk_rope_head_dim: int | None = ..., index_head_dim: int | None = ..., index_kpool: int = ..., index_shared_layers: int = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
     def full_attention_layer_ids(self) -> list[int]:
@@ -129,6 +132,22 @@ class ModelGeometry:
     @property
     def swa_qk_rope_head_dim(self) -> int | None:
         """MLA rotary key dim of an SWA layer, elements (MLA only; default: `qk_rope_head_dim`)."""
+    @property
+    def index_head_dim(self) -> int | None:
+        """DSA indexer key dim, elements; given (with MLA), the model is DSA (SGLang's
+        `is_deepseek_dsa`): every layer also keeps an FP8 index key and its f32 scales,
+        `index_head_dim + index_head_dim / 128 * 4` bytes per token.
+        """
+    @property
+    def index_kpool(self) -> int:
+        """DSA index keys pooled per stored key (SGLang's `index_kpool`), tokens; a token costs
+        `ceil(index key bytes / index_kpool)`.
+        """
+    @property
+    def index_shared_layers(self) -> int:
+        """DSA layers that reuse the previous layer's top-k (SGLang's `dsa_layer_skips_topk`): the
+        target worker stores no index keys for them, layers.
+        """
     @classmethod
     def from_hf_config(cls, path_or_dict: object, engine: str = "sglang") -> Self:
         """A geometry from a Hugging Face config.json (a dict, a file, or a model directory).
@@ -247,8 +266,8 @@ class ServingConfig:
     """Serving settings (REFERENCE section 1): dtype, paging, parallelism, SWA ratio and the
     request-cap inputs.
     """
-    def __new__(cls, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ...) -> Self: ...
-    def replace(self, *, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ...) -> Self:
+    def __new__(cls, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ..., dsa_raw_kv_layout: bool = ...) -> Self: ...
+    def replace(self, *, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ..., dsa_raw_kv_layout: bool = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
     @property
     def kv_cache_dtype(self) -> str:
@@ -312,6 +331,12 @@ class ServingConfig:
     @property
     def model_dtype(self) -> str:
         """The model's dtype: what `kv_cache_dtype="auto"` stores."""
+    @property
+    def dsa_raw_kv_layout(self) -> bool:
+        """The DSA attention backends read the raw MLA layout (TRT-LLM or TileLang): an `fp8_e4m3`
+        DSA latent has no per-block scales. Off: the scaled layout, `kv_lora_rank + kv_lora_rank
+        / 128 * 4 + 2 * qk_rope_head_dim` bytes per layer.
+        """
     def to_json(self) -> str: ...
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
@@ -355,7 +380,7 @@ class TensorSpec:
         """Global target layer id, or the draft-local layer index in the draft pool."""
     @property
     def kind(self) -> str:
-        """``"k"``, ``"v"``, ``"kv"`` (MLA latent), a ``*_scale`` or ``"cache"`` (DFLASH)."""
+        """``"k"``, ``"v"``, ``"kv"`` (MLA latent), a ``*_scale``, ``"cache"`` (DFLASH), ``"index_k"`` (DSA), ...: one of ``TENSOR_KINDS``."""
     @property
     def shape(self) -> tuple[int, ...]:
         """Shape in elements; the first dimension is rows (tokens + page_size)."""

@@ -101,7 +101,8 @@ class LayerKV:
     and the FP4 recipes; ``native_k_scale``/``native_v_scale`` for NVFP4's
     native layout); MLA layers have the latent ``kv`` (and ``kv_scale``) and no
     ``k``/``v``; a DFLASH draft given only its bytes per token has one opaque
-    uint8 ``cache`` tensor. Buffers a pool keeps once sit on its first layer:
+    uint8 ``cache`` tensor; a DSA layer adds its uint8 ``index_k`` (index keys and
+    their scales). Buffers a pool keeps once sit on its first layer:
     NVFP4's dequant workspace (``dq_k``/``dq_v``), a fused draft ``entry`` (the
     pool's only tensor: its other layers' records are empty), the unified
     pool's one-dimensional ``bytes``. The first dimension of every tensor is
@@ -117,7 +118,7 @@ class LayerKV:
     __slots__ = ("__weakref__", "_info", "_vals")
     __match_args__ = (
         "pool", "layer_id", "k", "v", "k_scale", "v_scale", "kv", "kv_scale", "cache", "native_k_scale",
-        "native_v_scale", "dq_k", "dq_v", "entry", "bytes",
+        "native_v_scale", "dq_k", "dq_v", "entry", "bytes", "index_k",
     )
 
     _info: Info
@@ -128,10 +129,11 @@ class LayerKV:
         v_scale: _OptT = None, kv: _OptT = None, kv_scale: _OptT = None, cache: _OptT = None,
         native_k_scale: _OptT = None, native_v_scale: _OptT = None, dq_k: _OptT = None,
         dq_v: _OptT = None, entry: _OptT = None, bytes: _OptT = None,  # noqa: A002 - a tensor kind
+        index_k: _OptT = None,
     ) -> None:
         """A record of ``pool``'s layer ``layer_id`` holding the tensors given, by kind."""
         given = (k, v, k_scale, v_scale, kv, kv_scale, cache, native_k_scale, native_v_scale,
-                 dq_k, dq_v, entry, bytes)
+                 dq_k, dq_v, entry, bytes, index_k)
         present = [(kind, t) for kind, t in zip(KINDS, given) if t is not None]
         self._info = (pool, layer_id, {kind: i for i, (kind, _) in enumerate(present)})
         self._vals = tuple(t for _, t in present)
@@ -159,6 +161,7 @@ class LayerKV:
     dq_v = _TensorField("NVFP4's value dequant workspace (first layer of the pool), or None.")
     entry = _TensorField("A fused draft pool's one entry tensor (its first layer), or None.")
     bytes = _TensorField("The unified pool's 1-D uint8 buffer (its first layer), or None.")
+    index_k = _TensorField("A DSA layer's uint8 index keys and scales ``[rows, bytes]``, or None.")
 
     @property
     def is_mla(self) -> bool:

@@ -18,11 +18,15 @@ Only :func:`probe` touches torch, and imports it lazily.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
+from typing import Union
 
 from kvbudget.errors import InvalidConfigError
 
 __all__ = [
+    "PerRank",
+    "sglang_free_gib",
     "LMDEPLOY_CACHE_MAX_ENTRY_COUNT",
     "TRTLLM_FREE_GPU_MEMORY_FRACTION",
     "fraction_of_free",
@@ -63,38 +67,71 @@ def _fraction(name: str, value: float) -> float:
     return f
 
 
+#: Free bytes as one measurement (one rank) or one value per rank.
+PerRank = Union[int, Sequence[int]]
+
+
+def _float32(value: int) -> float:
+    """``torch.tensor(value, dtype=torch.float32).item()``: the nearest float32."""
+    return float(struct.unpack("<f", struct.pack("<f", float(value)))[0])
+
+
+def sglang_free_gib(name: str, free: PerRank) -> float:
+    """What SGLang 0.5.23's ``get_available_gpu_memory`` returns for these measurements, GiB.
+
+    One rank (an int, or a sequence of one): ``free / 2**30``. Several ranks:
+    each rank puts its free bytes in a float32 tensor, ``all_reduce(MIN)`` over
+    the world group, then ``.item() / 2**30`` (``distributed=True``, as
+    ``measure_pre_model_load_memory`` measures the baseline and
+    ``_profile_available_bytes`` the memory after the weights load).
+
+    Raises:
+        InvalidConfigError: no rank, or a value that is not a non-negative int.
+    """
+    values = list(free) if isinstance(free, Sequence) and not isinstance(free, str) else [free]
+    if not values:
+        raise InvalidConfigError(f"{name}: expected at least one rank")
+    for v in values:
+        _bytes(name, v)
+    if len(values) == 1:
+        return values[0] / _GIB
+    return min(_float32(v) for v in values) / _GIB
+
+
 def sglang_available_bytes(
-    free_before_load: int,
-    free_now: int,
+    free_before_load: PerRank,
+    free_now: PerRank,
     mem_fraction_static: float,
     multimodal_reserve: int = 0,
 ) -> int:
-    """SGLang: ``A = free_now - free_before_load * (1 - mem_fraction_static) - multimodal_reserve``.
+    """SGLang 0.5.23's KV budget (``KVCacheConfigurator._profile_available_bytes``), in its order.
 
-    SGLang's ``ModelRunner.profile_max_num_token`` computes
-    ``rest_memory = available_gpu_memory - total_gpu_memory * (1 - mem_fraction_static)``
-    in GiB as doubles, where ``total_gpu_memory`` is the free memory measured
-    before the weights were loaded and ``available_gpu_memory`` the free memory
-    after (target and draft weights loaded), both MIN-reduced across ranks
-    (see :func:`min_across_ranks`). The same double operations are done here
-    (dividing by 2**30 is exact), the result is floored to bytes, then the
-    multimodal reserve is subtracted.
+    ``rest = available - pre_model_load_memory * (1 - mem_fraction_static) - mm_reservation``
+    in GiB as doubles, where ``pre_model_load_memory`` and ``available`` are
+    :func:`sglang_free_gib` of the free bytes before the weights were loaded and
+    after (target and draft weights loaded; the MIN across ranks), and
+    ``mm_reservation`` is ``multimodal_reserve / 2**30`` (SGLang's
+    ``mm_runtime_reservation_gb``); then ``floor(rest * 2**30)``. SGLang raises
+    when ``rest <= 0``; here the zero or negative budget is returned (the
+    planner then raises ``NotEnoughMemoryError``). The Mamba state pool's share
+    is not modelled (give kvbudget the KV pool's budget).
+    ``tests/test_sglang_budget.py`` holds it to SGLang's own code.
 
     Args:
-        free_before_load: free bytes before loading weights (MIN across ranks).
-        free_now: free bytes now, weights loaded (MIN across ranks).
+        free_before_load: free bytes before loading weights, one int or one per rank.
+        free_now: free bytes now, weights loaded, one int or one per rank.
         mem_fraction_static: ``--mem-fraction-static``, in (0, 1].
-        multimodal_reserve: bytes held back for a multimodal encoder's activations.
+        multimodal_reserve: bytes held back for a multimodal model's caches.
 
     Raises:
-        InvalidConfigError: a negative byte count or a fraction outside (0, 1].
+        InvalidConfigError: a negative byte count, no rank, or a fraction outside (0, 1].
     """
-    before = _bytes("free_before_load", free_before_load)
-    now = _bytes("free_now", free_now)
+    before = sglang_free_gib("free_before_load", free_before_load)
+    now = sglang_free_gib("free_now", free_now)
     f = _fraction("mem_fraction_static", mem_fraction_static)
-    reserve = _bytes("multimodal_reserve", multimodal_reserve)
-    rest_gib = now / _GIB - before / _GIB * (1.0 - f)
-    return math.floor(rest_gib * _GIB) - reserve
+    reserve = _bytes("multimodal_reserve", multimodal_reserve) / _GIB
+    rest_gib = now - before * (1.0 - f) - reserve
+    return math.floor(rest_gib * _GIB)
 
 
 def vllm_available_bytes(

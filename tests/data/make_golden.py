@@ -70,6 +70,11 @@ ALLSWA = split(24, lambda i: False, num_kv_heads=8, head_dim=128, sliding_window
 LLAMA8 = split(32, lambda i: True, num_kv_heads=8, head_dim=128)
 DSV3 = split(61, lambda i: True, num_kv_heads=128, head_dim=192, v_head_dim=128,
              kv_lora_rank=512, qk_rope_head_dim=64)
+#: DeepSeek-V3.2-like: DeepSeek-V3's latent plus a DSA index key of 128 dims per layer.
+DSV32 = dict(DSV3, index_head_dim=128)
+#: GLM-5-like DSA: 78 layers, 20 of them reusing their predecessor's top-k, keys pooled by 2.
+GLM5 = split(78, lambda i: True, num_kv_heads=64, head_dim=256, v_head_dim=256, kv_lora_rank=512,
+             qk_rope_head_dim=64, index_head_dim=128, index_kpool=2, index_shared_layers=20)
 #: MiMo-V2-Flash-like: 9 full + 39 SWA, SWA layers with twice the heads.
 MIMO = split(48, lambda i: i in (0, 5, 11, 17, 23, 29, 35, 41, 47), num_kv_heads=4, head_dim=192,
              v_head_dim=128, swa_num_kv_heads=8, swa_head_dim=192, swa_v_head_dim=128,
@@ -210,6 +215,17 @@ CASES: list[Json] = [
          LLAMA8, dict(tp_size=4, dcp_size=2, is_draft_worker=True), EAGLE3_1, [b(A40), t(100_000)]),
     case("default_deepseek_v3_mla_fp8_mtp", ORACLE, DSV3,
          dict(kv_cache_dtype="fp8_e4m3", tp_size=8, page_size=64), dict(algorithm="mtp", draft_num_layers=1)),
+    case("default_deepseek_v32_dsa_fp8_scaled_mtp", "oracle (DSA: scaled FP8 latent plus the indexer; MTP)",
+         DSV32, dict(kv_cache_dtype="fp8_e4m3", tp_size=8, page_size=64), dict(algorithm="mtp", draft_num_layers=1),
+         [b(A40), t(1_000_000)]),
+    case("default_deepseek_v32_dsa_raw_layout_dcp2", "oracle (DSA: TRT-LLM's raw layout; indexer replicated under DCP)",
+         DSV32, dict(kv_cache_dtype="fp8_e4m3", tp_size=8, dcp_size=2, page_size=64, dsa_raw_kv_layout=True),
+         dict(algorithm="eagle", draft_num_layers=1), [b(A40), t(1_000_000)]),
+    case("default_deepseek_v32_dsa_draft_worker", "oracle (DSA draft worker: every layer's indexer, no DCP scale)",
+         DSV32, dict(tp_size=8, dcp_size=2, page_size=64, is_draft_worker=True), dict(algorithm="mtp", draft_num_layers=1)),
+    case("default_glm5_dsa_shared_topk_kpool2", "oracle (DSA: shared top-k layers keep no index keys; kpool 2)",
+         GLM5, dict(kv_cache_dtype="fp8_e4m3", page_size=128), dict(algorithm="mtp", draft_num_layers=1),
+         [b(A40), t(1_000_000)]),
     case("default_deepseek_v3_mla_fp4_mx_block16", "oracle (was fp4_e2m1; 2.7: FP4 recipes)",
          DSV3, dict(kv_cache_dtype="fp4_mx_block16", page_size=64)),
     case("default_gemma3_27b_hybrid_disabled", ORACLE, G27, dict(disable_hybrid_swa_memory=True), EAGLE3_1),

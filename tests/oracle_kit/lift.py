@@ -13,7 +13,8 @@ numbers, so tracebacks point into the extracted file:
   method of a class (a bare ``@property`` / ``@classmethod`` /
   ``@staticmethod`` is re-applied; any other decorator is refused), and
   :meth:`Source.lift_method` for an undecorated one (the plain function, to
-  attach to a stand-in).
+  attach to a stand-in), and :meth:`Source.lift_class_values` for a class's
+  plain class-level assignments.
 
 Lifted nodes are compiled with ``from __future__ import annotations`` so that
 annotations naming types the sandbox does not provide stay unevaluated
@@ -131,6 +132,24 @@ class Source:
                 fn.__qualname__ = f"{cls}.{name}"
                 return wrap(fn) if wrap is not None else fn
         raise LookupError(f"{self.rel}: class {cls} has no method {name!r}")
+
+    def lift_class_values(self, namespace: dict[str, Any], cls: str, *names: str) -> dict[str, Any]:
+        """The class-body assignments ``cls.<name>`` (e.g. ``quant_block_size = 128``),
+        evaluated with ``namespace`` as their globals, by name."""
+        node = self._top_level(cls)
+        assert isinstance(node, ast.ClassDef), f"{self.rel}: {cls} is not a class"
+        found: dict[str, ast.stmt] = {}
+        for item in node.body:
+            target = item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else (
+                item.target if isinstance(item, ast.AnnAssign) and item.value is not None else None)
+            if isinstance(target, ast.Name) and target.id in names:
+                found[target.id] = item
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise LookupError(f"{self.rel}: class {cls} assigns no {missing}")
+        scratch: dict[str, Any] = {}
+        self._run([found[n] for n in names], namespace, scratch)
+        return {n: scratch[n] for n in names}
 
     def lift_method(self, namespace: dict[str, Any], cls: str, method: str) -> Callable[..., Any]:
         """The function object of the undecorated ``cls.method``, ``namespace`` its globals."""

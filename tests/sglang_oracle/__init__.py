@@ -9,6 +9,9 @@ amount=...)`` builds a fresh mock ``KVCacheConfigurator`` and runtime context
 for the case, calls SGLang's own factory ``create_memory_pool_configurator``
 and then ``calculate_pool_sizes`` (``entry="bytes"``) or
 ``calculate_pool_sizes_from_max_tokens`` (``entry="tokens"``).
+``Oracle.config_from_budget(case, budget)`` runs SGLang's call site instead,
+``KVCacheConfigurator.config_from_budget`` (:mod:`._callsite`), which imports
+the factory from the sandbox's ``pool_configurator`` module at each call.
 
 Case fields (kvbudget names) -> SGLang inputs
 =============================================
@@ -38,6 +41,7 @@ Model geometry (``model_config`` is a strict stand-in carrying SGLang's own
   ``DeepseekV2ForCausalLM`` (MLA), in no DSA / DSV4 / MiniMax / QSA list.
 * ``context_len`` (optional, 131072) -> ``model_config.context_len`` (only a
   zero cell size reads it, as ``max_total_tokens`` is None).
+* ``model_config.is_multimodal = False`` (text-only configs).
 
 Serving:
 
@@ -84,9 +88,11 @@ Speculative:
 * ``fused_full_entry_bytes`` / ``fused_swa_entry_bytes`` -> the values
   ``kvc.fused_entry_bytes("full")`` / ``("swa")`` return.
 
-Off, whatever the case: ``pp_size=1``; HiSparse, DSA layer split, logical-page
-KV sharding, NPU sparse offload (through SGLang's own predicates, which the
-off flags make return "off"); ``max_total_tokens=None``; no linear-attention
+Off, whatever the case: ``pp_size=1`` (``kvc`` and ``get_parallel()``); HiSparse,
+DSA layer split, logical-page KV sharding, NPU sparse offload (through SGLang's
+own predicates, which the off flags make return "off"); ``max_total_tokens=None``
+(so ``config_from_budget``'s user cap is off: its ``cap_tokens`` argument
+exercises the same re-derive path); no linear-attention
 registry entry; ``kvc.mambaish_config`` computed by SGLang's
 ``mambaish_config`` (None for these configs); ``kvc.device="cpu"`` (only the
 NVFP4 method's scale tensors are placed on it).
@@ -99,11 +105,14 @@ oracle and propagates; any other exception is SGLang's answer, reported in
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ._callsite import pool_config_fields
 from ._case import CONFIG_KEYS, OPTIONAL, REQUIRED, CaseError, build_inputs, resolve_case
 from ._fetch import sglang_root
 from ._sandbox import Sandbox, build
@@ -135,8 +144,9 @@ class Outcome:
     """The configurator's ``_cell_size``, type preserved."""
     swa_cap: int | None
     """``SWARequestCapPoolConfigurator._swa_cap`` (None for other classes)."""
-    config: dict[str, int | None] | None
-    """``MemoryPoolConfig``'s max_total / full / swa token counts and unified pool bytes."""
+    config: dict[str, int | float | None] | None
+    """``MemoryPoolConfig``'s max_total / full / swa token counts and unified pool bytes
+    (:meth:`Oracle.config_from_budget`: every field)."""
     error: tuple[str, str, str] | None
     """``(kind, exception type name, message)``; kind is "not_enough_memory",
     "swa_too_small" or "invalid"."""
@@ -177,17 +187,39 @@ class Oracle:
         if entry not in ("bytes", "tokens"):
             raise ValueError(f"entry must be 'bytes' or 'tokens', got {entry!r}")
         c = resolve_case(case)
+        with self._active(c) as kvc:
+            return self._run(kvc, entry, amount, c["page_size"] if page_size is None else page_size)
+
+    @contextlib.contextmanager
+    def _active(self, c: Mapping[str, Any]) -> Iterator[Any]:
+        """The case's ``kvc``, with its runtime context active (one case at a time)."""
         sb = self.sandbox
         with self._lock:
             kvc, ctx = build_inputs(sb, c)
             active = sb.active
             active.ctx, active.picked = ctx, None
             try:
-                return self._run(
-                    kvc, entry, amount, c["page_size"] if page_size is None else page_size
-                )
+                yield kvc
             finally:
                 active.ctx, active.picked = None, None
+
+    def config_from_budget(
+        self, case: Mapping[str, object], budget: int, *, cap_tokens: int | None = None
+    ) -> Outcome:
+        """One case through SGLang's call site, ``kvc.config_from_budget(budget,
+        cap_tokens=...)`` (:mod:`._callsite`): the factory it imports is whatever
+        the sandbox's ``pool_configurator`` module holds at the call. ``config``
+        is every ``MemoryPoolConfig`` field; ``cell_size`` / ``swa_cap`` are None
+        (the call site keeps its configurator to itself)."""
+        with self._active(resolve_case(case)) as kvc:
+            picked = self.sandbox.active
+            try:
+                result = kvc.config_from_budget(budget, cap_tokens=cap_tokens)
+            except FAULTS:
+                raise
+            except Exception as e:  # SGLang's answer
+                return Outcome(picked.picked, None, None, None, classify(e), "solve")
+            return Outcome(picked.picked, None, None, pool_config_fields(result), None, "solve")
 
     def _run(self, kvc: Any, entry: str, amount: int, page_size: int) -> Outcome:
         active = self.sandbox.active

@@ -41,6 +41,11 @@ OPTIONAL: dict[str, object] = {
     "qk_rope_head_dim": None,
     "swa_kv_lora_rank": None,
     "swa_qk_rope_head_dim": None,
+    "index_head_dim": None,
+    "index_kpool": 1,
+    "index_shared_layers": 0,
+    "dsa_raw_kv_layout": False,
+    "dsa_backends": None,  # SGLang's (prefill, decode) DSA backends; None: from dsa_raw_kv_layout
     "tp_size": 1,
     "dcp_size": 1,
     "attn_dp_size": 1,
@@ -102,8 +107,15 @@ HF_ABSENT: frozenset[str] = frozenset(
         "text_config",  # kimi_linear_config, qsa _text_config: not a multimodal config
         "indexer_n_heads",  # parse_qsa_profile: no QSA indexer
         "mtp_local_layer_ids",  # HybridSWAPoolConfigurator: set only with banded_draft_layers > 0
+        # dsa_layer_skips_topk: no shared top-k layers (every DSA layer has its own indexer)
+        "indexer_types", "cli_factor", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset",
+        "index_kpool_compress",
     }
 )
+#: The DSA backends of a case: the raw MLA layout (TRT-LLM, or TileLang on both
+#: sides) or the scaled one (FlashMLA's sparse kernels).
+DSA_BACKENDS = {True: (("trtllm", "trtllm"), ("tilelang", "tilelang")),
+                False: (("flashmla_sparse", "flashmla_kv"), ("flashmla_sparse", "tilelang"))}
 
 CONFIG_KEYS = (
     "max_total_num_tokens",
@@ -176,6 +188,20 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
         "swa_num_key_value_heads": c["swa_num_kv_heads"],
     }
     absent = HF_ABSENT
+    is_dsa = c["index_head_dim"] is not None
+    if is_dsa:  # DeepSeek-V3.2: SGLang's is_deepseek_dsa (architecture and index_topk)
+        hf_attrs.update(architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32",
+                        index_topk=2048, index_head_dim=c["index_head_dim"])  # fmt: skip
+        if c["index_kpool"] != 1 or c["index_head_dim"] % 2:  # sometimes the default spelled out
+            hf_attrs["index_kpool"] = c["index_kpool"]
+        else:
+            absent = absent | {"index_kpool"}
+        shared = c["index_shared_layers"]
+        if shared:  # the last `shared` layers reuse their predecessor's top-k
+            n = c["num_full_layers"]
+            hf_attrs["indexer_types"] = ["full"] * (n - shared) + ["shared"] * shared
+            absent = absent - {"indexer_types"}
+    dsa_backends = c["dsa_backends"] or DSA_BACKENDS[bool(c["dsa_raw_kv_layout"])][c["num_full_layers"] % 2]
     if c["banded_draft_layers"] > 0:
         hf_attrs["mtp_local_layer_ids"] = list(range(c["banded_draft_layers"]))
         absent = absent - {"mtp_local_layer_ids"}
@@ -191,6 +217,7 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
         "swa_head_dim": c["swa_head_dim"],
         "swa_v_head_dim": c["swa_v_head_dim"],
         "context_len": c["context_len"],
+        "is_multimodal": False,
         "linear_attn_registry_result": None,
     }
     if is_mla:
@@ -235,7 +262,7 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
             )
         return fused[sub_pool_name]
 
-    kvc = StrictNamespace(
+    kvc = sb.kvc_cls(
         "KVCacheConfigurator",
         device="cpu",
         attn_dp_size=c["attn_dp_size"],
@@ -266,6 +293,7 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
             attn_tp_size=c["tp_size"],
             attn_dcp_size=c["dcp_size"],
             attn_dp_size=c["attn_dp_size"],
+            pp_size=1,
             enable_dsa_cache_layer_split=False,
             enable_kv_cache_sharding=False,
         ),
@@ -290,6 +318,7 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
         memory=StrictNamespace(
             "get_memory()",
             enable_hisparse=False,
+            enable_unified_cache_external_linker=False,
             enable_unified_memory=c["enable_unified_memory"],
             disable_radix_cache=c["disable_radix_cache"],
         ),
@@ -300,7 +329,8 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
         ),
         platform=StrictNamespace("get_platform()", is_sm100=c["is_sm100"]),
         model=StrictNamespace("get_model()"),
-        exec=StrictNamespace("get_exec()"),
+        exec=StrictNamespace("get_exec()", kernel=StrictNamespace(
+            "get_exec().kernel", dsa_prefill_backend=dsa_backends[0], dsa_decode_backend=dsa_backends[1])),
         envs={
             "SGLANG_SWA_EVICTION_INTERVAL": c["swa_eviction_interval"],
             "SGLANG_NPU_ENABLE_SPARSE_KV_OFFLOAD": False,

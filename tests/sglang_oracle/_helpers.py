@@ -78,7 +78,10 @@ def _runtime_context(b: Builder) -> None:
 def _model_config(b: Builder) -> tuple[dict[str, Any], type]:
     src = b.source("configs/model_config.py")
     ns = b.namespace("configs.model_config", **_TYPING, IntEnum=IntEnum, Enum=Enum, auto=auto)
-    names = "AttentionArch _hf_arch _hf_attr is_deepseek_dsa is_deepseek_v4 is_minimax_sparse"
+    names = (
+        "AttentionArch _hf_arch _hf_attr is_deepseek_dsa is_deepseek_v4 is_minimax_sparse "
+        "get_dsa_index_head_dim get_dsa_index_kpool dsa_layer_skips_topk"
+    )
     src.lift(ns, *names.split())
     methods = {
         m: src.lift_method(ns, "ModelConfig", m)
@@ -87,7 +90,8 @@ def _model_config(b: Builder) -> tuple[dict[str, Any], type]:
     cls = type("ModelConfig", (StrictNamespace,), {"__slots__": (), **methods})
     b.provide(
         "configs.model_config",
-        pick(ns, "AttentionArch is_deepseek_dsa is_deepseek_v4 is_minimax_sparse"),
+        pick(ns, "AttentionArch is_deepseek_dsa is_deepseek_v4 is_minimax_sparse get_dsa_index_head_dim "
+                 "get_dsa_index_kpool dsa_layer_skips_topk"),
     )
     return ns, cls
 
@@ -111,27 +115,33 @@ def _hybrid_arch(b: Builder) -> Any:
 
 def _cp_utils(b: Builder) -> None:
     ns = b.namespace("layers.cp.utils", get_parallel=b.getters["parallel"])
-    names = "is_glm_dsa_cache_layer_split_enabled get_glm_dsa_layer_split_effective_num_layers"
+    names = (
+        "is_glm_dsa_cache_layer_split_enabled get_glm_dsa_layer_split_effective_num_layers "
+        "get_glm_dsa_cp_layer_shard_info get_layer_shard_range"
+    )
     b.source("layers/cp/utils.py").lift(ns, *names.split())
-    b.provide("layers.cp.utils", {
-        **pick(ns, "get_glm_dsa_layer_split_effective_num_layers"),
-        "get_glm_dsa_cp_layer_shard_info": Poison("cp.utils.get_glm_dsa_cp_layer_shard_info"),
-        "get_layer_shard_range": Poison("cp.utils.get_layer_shard_range"),
-    })  # fmt: skip
+    b.provide("layers.cp.utils", pick(ns, names.split(" ", 1)[1]))
 
 
-def _kv_cache_configurator(b: Builder, common: dict[str, Any], mc: dict[str, Any]) -> None:
+def _dsa_pool(b: Builder) -> Any:
+    """``DSATokenToKVPool`` as the sizing code reads it: its class-level constants
+    (lifted from ``memory_pool.py``); anything else on it is unmapped."""
+    ns = b.namespace("mem_cache.memory_pool", torch=torch)
+    names = ("quant_block_size", "index_k_with_scale_buffer_dtype", "rope_storage_dtype")
+    values = b.source("mem_cache/memory_pool.py").lift_class_values(ns, "DSATokenToKVPool", *names)
+    return StrictNamespace("DSATokenToKVPool", **values)
+
+
+def _kv_cache_configurator(b: Builder, common: dict[str, Any], mc: dict[str, Any], dsa_pool: Any) -> None:
+    g = b.getters
     ns = b.namespace(
         "mem_cache.kv_cache_configurator", torch=torch, _is_hip=common["is_hip"](),
-        get_disagg=b.getters["disagg"], get_exec=b.getters["exec"],
-        is_deepseek_dsa=mc["is_deepseek_dsa"],
-        DSATokenToKVPool=Poison("memory_pool.DSATokenToKVPool"),
+        _is_npu=common["is_npu"](), get_disagg=g["disagg"], get_exec=g["exec"], get_memory=g["memory"],
+        is_deepseek_dsa=mc["is_deepseek_dsa"], DSATokenToKVPool=dsa_pool,
     )  # fmt: skip
-    b.source("mem_cache/kv_cache_configurator.py").lift(ns, "calculate_mla_kv_cache_dim")
-    b.provide("mem_cache.kv_cache_configurator", {
-        **pick(ns, "calculate_mla_kv_cache_dim"),
-        "_should_elide_dsa_index_k": Poison("kv_cache_configurator._should_elide_dsa_index_k"),
-    })  # fmt: skip
+    names = "calculate_mla_kv_cache_dim _should_elide_dsa_index_k"
+    b.source("mem_cache/kv_cache_configurator.py").lift(ns, *names.split())
+    b.provide("mem_cache.kv_cache_configurator", pick(ns, names))
 
 
 def _kv_cache_dtype(b: Builder, common: dict[str, Any]) -> Any:
@@ -190,7 +200,9 @@ def lift_helpers(b: Builder) -> Helpers:
     mc, model_config_cls = _model_config(b)
     mambaish = _hybrid_arch(b)
     _cp_utils(b)
-    _kv_cache_configurator(b, common, mc)
+    dsa_pool = _dsa_pool(b)
+    b.provide("mem_cache.memory_pool", {"DSATokenToKVPool": dsa_pool})
+    _kv_cache_configurator(b, common, mc, dsa_pool)
     configure = _kv_cache_dtype(b, common)
     _page_interleave(b, common, spec_algo)
     _small_ones(b)

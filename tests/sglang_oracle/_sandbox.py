@@ -16,7 +16,9 @@
   ``spec_registry.py`` (``SpeculativeAlgorithm`` with its real
   ``from_string`` and NEXTN alias), ``speculative/dflash_utils.py``,
   ``mem_cache/kv_cache_dtype.py`` (``configure_kv_cache_dtype``),
-  ``mem_cache/kv_cache_configurator.py`` (``calculate_mla_kv_cache_dim``),
+  ``mem_cache/kv_cache_configurator.py`` (``calculate_mla_kv_cache_dim``, and
+  the call site ``KVCacheConfigurator.config_from_budget`` with
+  ``_apply_token_constraints``: :mod:`._callsite`),
   ``mem_cache/page_interleave.py`` (``compute_page_shard_scratch_bytes`` and
   the shard-group helpers it calls), ``configs/hybrid_arch.py``
   (``mambaish_config`` and the predicates it calls), ``layers/cp/utils.py``
@@ -55,6 +57,7 @@ from typing import Any, Callable
 
 import torch
 
+from ._callsite import kvc_class, provide_pool_configurator
 from ._helpers import lift_helpers
 from ._plumbing import Active, Builder, Envs, pick
 from ._strict import Poison, StrictNamespace
@@ -82,6 +85,7 @@ class Sandbox:
     model_config_cls: type  # StrictNamespace with the lifted ModelConfig methods
     pool_configurator_ns: dict[str, Any]
     modules: dict[str, Any]  # the sandbox's ``sglang.srt.*`` modules, by full name
+    kvc_cls: type  # StrictNamespace with the lifted call site (``._callsite``)
 
 
 def _stub_modules(b: Builder) -> None:
@@ -148,6 +152,7 @@ def build(root: Path) -> Sandbox:
     pc = b.namespace("model_executor.pool_configurator")
     pc_src.exec_module(pc)
     _record_picks(b.active, pc)
+    provide_pool_configurator(b, pc)
     return Sandbox(
         active=b.active,
         create_memory_pool_configurator=pc["create_memory_pool_configurator"],
@@ -158,4 +163,5 @@ def build(root: Path) -> Sandbox:
         model_config_cls=helpers.model_config_cls,
         pool_configurator_ns=pc,
         modules=b.modules,
+        kvc_cls=kvc_class(b),
     )

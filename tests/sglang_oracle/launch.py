@@ -6,7 +6,8 @@ parser from them with ``add_cli_args_from_dataclass`` (``arg_groups/arg_utils.py
 Both are executed here from the verified extraction (with the real ``msgspec``;
 ``choices.py`` whole; ``human_readable_int``, ``json_list_type`` and
 ``nullable_str`` lifted from ``utils/common.py``), and the namespaces the plan
-reads (model, parallel, schedule, memory, disagg, spec) are added to one
+reads (model, parallel, schedule, memory, disagg, spec, and the exec group's
+kernel fields for the DSA backends) are added to one
 ``argparse.ArgumentParser()``, as ``ServerArgs.add_cli_args`` adds them.
 """
 
@@ -23,7 +24,7 @@ from oracle_kit.lift import registered as _registered
 from ._plumbing import Builder, pick
 
 NAMESPACES = {"model": "Model", "parallel": "Parallel", "schedule": "Schedule", "memory": "Memory",
-              "disagg": "Disagg", "spec": "Spec"}  # fmt: skip
+              "disagg": "Disagg", "spec": "Spec", "exec_": "ExecKernel"}  # fmt: skip
 
 
 def load(root: Path) -> Callable[[Sequence[str]], dict[str, Any]]:
@@ -38,6 +39,8 @@ def load(root: Path) -> Callable[[Sequence[str]], dict[str, Any]]:
     choices = b.namespace("arg_groups.choices")
     b.source("arg_groups/choices.py").exec_module(choices)
     b.provide("arg_groups.choices", {k: v for k, v in choices.items() if not k.startswith("__")})
+    # exec_.py's graph fields name these (ExecKernel, the DSA backends, does not use them).
+    b.provide("model_executor.cuda_graph_config", {}, poison_rest_of=b.source("arg_groups/fields/exec_.py"))
     parser = argparse.ArgumentParser()
     for module, cls in NAMESPACES.items():
         ns = b.namespace(f"arg_groups.fields.{module}")

@@ -53,6 +53,7 @@ FIELDS = (
     "hybrid_swa", "full_attention_layer_ids", "swa_attention_layer_ids", "num_attention_layers",
     "num_kv_heads", "swa_num_kv_heads", "head_dim", "v_head_dim", "swa_head_dim", "swa_v_head_dim",
     "mla", "kv_lora_rank", "qk_rope_head_dim", "sliding_window_size", "state_pool",
+    "index_head_dim", "index_kpool", "index_shared_layers",
 )  # fmt: skip
 class ModelOracle(NamedTuple):
     resolve: Callable[[Mapping[str, Any], bool], dict[str, Any] | tuple[str, str]]
@@ -65,7 +66,8 @@ def _model_config_methods(b: Builder) -> type:
     b.provide("configs.dots3", {"Dots3Config": poison_class("Dots3Config")})
     src.lift(ns, *(
         "AttentionArch PURE_MAMBA1_ARCHITECTURES PURE_SSM_ARCHITECTURES MIMO_V2_MODEL_ARCHS SWA_SINK_ARCHS "
-        "_hf_arch _hf_attr is_deepseek_dsa get_dsa_index_head_dim resolve_spec_hidden_size yarn_get_mscale "
+        "_hf_arch _hf_attr is_deepseek_dsa get_dsa_index_head_dim get_dsa_index_kpool dsa_layer_skips_topk "
+        "resolve_spec_hidden_size yarn_get_mscale "
         "compute_mla_mscale_scaling is_hybrid_swa_model get_hybrid_layer_ids"
     ).split())  # fmt: skip
     methods = {m: src.lift_method(ns, "ModelConfig", m) for m in (
@@ -73,6 +75,9 @@ def _model_config_methods(b: Builder) -> type:
         "get_swa_num_kv_heads", "_get_sliding_window_size", "_derive_hybrid_model", "_detect_attention_sinks",
     )}  # fmt: skip
     methods["AttentionArch"] = ns["AttentionArch"]
+    methods.update(pick(ns, "is_deepseek_dsa get_dsa_index_kpool dsa_layer_skips_topk"))
+    for name in ("is_deepseek_dsa", "get_dsa_index_kpool", "dsa_layer_skips_topk"):
+        methods[name] = staticmethod(methods[name])
     return type("ModelConfig", (), methods)
 
 
@@ -241,7 +246,15 @@ def load(root: Path) -> ModelOracle:
                 "qk_rope_head_dim": mc.qk_rope_head_dim if mla else None,
                 "sliding_window_size": window,
                 "state_pool": state is not None,
+                # The DSA indexer: ModelConfig's index_head_dim; the pool configurator's
+                # index_kpool and shared-top-k layers (read from hf_config).
+                "index_head_dim": getattr(mc, "index_head_dim", None) if mla else None,
+                "index_kpool": 1, "index_shared_layers": 0,
             }
+            if mc.is_deepseek_dsa(hf):
+                out["index_kpool"] = mc.get_dsa_index_kpool(hf)
+                out["index_shared_layers"] = sum(
+                    mc.dsa_layer_skips_topk(hf, i) for i in range(mc.num_attention_layers))
             # MLA caches the latent: of the head dims only V's reaches the configurators.
             dims = ("head_dim", "v_head_dim", "swa_head_dim", "swa_v_head_dim")
             out.update({k: None if mla and k != "v_head_dim" else getattr(mc, k) for k in dims})

@@ -3,18 +3,38 @@
 The flags are read by :func:`kvbudget.integrations.sglang.from_server_args` (SGLang's
 own names and defaults, the model folder resolved as SGLang resolves it); the
 budget still comes from ``--available`` or ``--gpu`` (whose ``--mem-fraction``
-defaults to the line's ``--mem-fraction-static``).
+defaults to the line's ``--mem-fraction-static``); with ``--gpu`` and no
+``--weights-gib``, a note gives the model folder's weight bytes (exact from its
+safetensors files, else an estimate, and says which).
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+from typing import TYPE_CHECKING
 
 from kvbudget.cli.parser import UsageError, changed_fields
 from kvbudget.cli.scenario import CliScenario, budget_of
 
+if TYPE_CHECKING:
+    from kvbudget.integrations.sglang_launch import SGLangLaunch
+
 __all__ = ["launch_scenario"]
+
+
+def _weights_note(launch: SGLangLaunch) -> str:
+    """The model folder's weight bytes (:meth:`SGLangLaunch.weights`), for a budget given none."""
+    from kvbudget.models.hf import ConfigError
+
+    try:
+        weights = launch.weights()
+    except ConfigError as exc:
+        return f"the model's weights could not be sized: {exc}"
+    tp = int(launch.args["tp_size"])
+    per_gpu = weights.bytes / tp / (1 << 30)
+    return (f"the model's weights: {weights.describe()}; about {per_gpu:.2f} GiB per GPU at --tp {tp} "
+            f"(--weights-gib {per_gpu:.2f} takes them out of the budget)")  # fmt: skip
 
 
 def launch_scenario(args: argparse.Namespace) -> CliScenario:
@@ -37,6 +57,8 @@ def launch_scenario(args: argparse.Namespace) -> CliScenario:
     if args.mem_fraction is None and launch.mem_fraction_static is not None and args.gpu is not None:
         args.mem_fraction = launch.mem_fraction_static
     available, budget_label, budget_info = budget_of(args, False, notes)
+    if args.gpu is not None and args.weights_gib is None:
+        notes.append(_weights_note(launch))
     spec = launch.scenario.spec
     model = launch.model
     return CliScenario(

@@ -1,8 +1,9 @@
 """kvbudget inside an SGLang 0.5.23 launch: its pool configurators, backed by kvbudget.
 
-Three entry points: :func:`from_server_args` (a launch line as kvbudget inputs,
-:mod:`kvbudget.integrations.sglang_launch`), :func:`install` (below) and, for a
-model folder alone, :func:`kvbudget.models.resolve_sglang`.
+Four entry points: :func:`from_server_args` (a launch line as kvbudget inputs,
+:mod:`kvbudget.integrations.sglang_launch`), :func:`from_kvc` (the same inputs
+from a running SGLang's ``KVCacheConfigurator``), :func:`install` (below) and,
+for a model folder alone, :func:`kvbudget.models.resolve_sglang`.
 
 :func:`install` replaces SGLang's ``create_memory_pool_configurator`` (module
 ``sglang.srt.model_executor.pool_configurator``, which SGLang's
@@ -12,29 +13,35 @@ same ``KVCacheConfigurator`` and runtime context SGLang's configurators read
 ``MemoryPoolConfig``:
 
 * ``fit="sglang"``: SGLang's numbers, exactly (``tests/test_sglang_install.py``
-  holds the installed factory to SGLang's on the parity cases);
+  holds the installed factory to SGLang's on the parity cases, and SGLang's own
+  call site, ``KVCacheConfigurator.config_from_budget``, patched, to the
+  unpatched one);
 * ``fit="exact"``: the profiling path returns the exact plan's pools, whose
   tensors fit the budget (SGLang's coefficient model can over-commit by a few
   pages and padding rows); the constraint path (a token cap the caller chose)
   is SGLang's.
 
 Models kvbudget does not plan (DeepSeek-V4's compressed pools, Mamba-like state
-pools, the DSA indexer, MiniMax sparse attention) keep SGLang's own
-configurator. Nothing here imports SGLang (or torch) at import time.
+pools, DSA under HiSparse or the CP layer split, MiniMax sparse attention)
+keep SGLang's own configurator; DSA models (DeepSeek-V3.2, GLM-5) are planned
+with their indexer. Nothing here imports SGLang (or torch) at import time.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import kvbudget
 from kvbudget.errors import NotEnoughMemoryError
 from kvbudget.fields import canonical_name
-from kvbudget.integrations.sglang_launch import SGLangLaunch, from_server_args
+from kvbudget.models.hf import ConfigError
+from kvbudget.models.sglang_dsa import dsa_fields, dsa_raw_kv_layout
+from kvbudget.integrations.sglang_launch import SGLangLaunch, SGLangWorker, from_server_args
 
-__all__ = ["Runtime", "SGLangLaunch", "from_server_args", "install", "scenario_from_kvc"]
+__all__ = ["Runtime", "SGLangLaunch", "SGLangWorker", "from_kvc", "from_server_args", "install", "mm_reserve_bytes",
+           "scenario_from_kvc"]  # fmt: skip
 
 Fit = Literal["sglang", "exact"]
 
@@ -59,6 +66,37 @@ class Runtime:
         return prefill, decode
 
 
+class _Attributes(Mapping[str, Any]):
+    """A config object read as a mapping (``get`` is ``getattr`` with a default)."""
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self._obj, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("a config object's keys are not listed")
+
+    def __len__(self) -> int:
+        raise TypeError("a config object's keys are not counted")
+
+
+def _dsa(kvc: Any) -> dict[str, int]:
+    """The DSA indexer of the model, as ``DefaultPoolConfigurator`` reads ``hf_config``."""
+    hf, info = kvc.model_config.hf_config, kvc.layer_info
+    archs = getattr(hf, "architectures", None) or [None]
+    return dsa_fields(str(archs[0]), _Attributes(hf), range(info.start_layer, info.end_layer))
+
+
+def _dsa_raw_layout(rt: Runtime, mode: str) -> bool:
+    kernel = rt.get("exec").kernel
+    return dsa_raw_kv_layout(kernel.dsa_prefill_backend, kernel.dsa_decode_backend, mode)
+
+
 def _model(kvc: Any) -> kvbudget.ModelGeometry:
     mc, info = kvc.model_config, kvc.layer_info
     if kvc.is_hybrid_swa:
@@ -70,7 +108,7 @@ def _model(kvc: Any) -> kvbudget.ModelGeometry:
     shape: dict[str, Any] = {"num_kv_heads": mc.get_total_num_kv_heads(), "head_dim": mc.head_dim,
                              "v_head_dim": mc.v_head_dim}  # fmt: skip
     if kvc.use_mla_backend:
-        shape.update(kv_lora_rank=mc.kv_lora_rank, qk_rope_head_dim=mc.qk_rope_head_dim)
+        shape.update(kv_lora_rank=mc.kv_lora_rank, qk_rope_head_dim=mc.qk_rope_head_dim, **_dsa(kvc))
         if swa:
             shape.update(swa_kv_lora_rank=mc.swa_kv_lora_rank, swa_qk_rope_head_dim=mc.swa_qk_rope_head_dim)
     if swa:
@@ -104,6 +142,7 @@ def scenario_from_kvc(kvc: Any, runtime: Runtime | None = None) -> kvbudget.Scen
         swa_eviction_interval=rt.envs.SGLANG_SWA_EVICTION_INTERVAL.get(),
         is_draft_worker=kvc.is_draft_worker, is_sm100=rt.get("platform").is_sm100,
         prefill_attention_backend=prefill, decode_attention_backend=decode,
+        dsa_raw_kv_layout=bool(kvc.use_mla_backend and _dsa(kvc)) and _dsa_raw_layout(rt, disagg.disaggregation_mode),
     )  # fmt: skip
     aux, algo = kvc.spec_aux_config, kvc.spec_algorithm
     name = "none" if algo.is_none() else algo.name.lower()
@@ -123,6 +162,41 @@ def scenario_from_kvc(kvc: Any, runtime: Runtime | None = None) -> kvbudget.Scen
         fused_full_entry_bytes=kvc.fused_entry_bytes("full"), fused_swa_entry_bytes=kvc.fused_entry_bytes("swa"),
     )  # fmt: skip
     return kvbudget.Scenario(_model(kvc), serving, speculative)
+
+
+def mm_reserve_bytes(kvc: Any, runtime: Runtime | None = None) -> int:
+    """The bytes SGLang 0.5.23 holds back from the KV budget for a multimodal model
+    (``mm_runtime_reservation_gb``): ``SGLANG_VLM_CACHE_SIZE_MB``, plus
+    ``SGLANG_MM_FEATURE_CACHE_MB`` with the ``cuda_ipc`` / ``cuda_vmm`` feature
+    transport, in MiB; 0 for a text model."""
+    if not kvc.model_config.is_multimodal:
+        return 0
+    rt = runtime or Runtime()
+    mb = int(rt.envs.SGLANG_VLM_CACHE_SIZE_MB.get())
+    if rt.get("mm").mm_feature_transport in ("cuda_ipc", "cuda_vmm"):
+        mb += int(rt.envs.SGLANG_MM_FEATURE_CACHE_MB.get())
+    return mb << 20
+
+
+def from_kvc(kvc: Any, runtime: Runtime | None = None) -> SGLangWorker:
+    """A running SGLang 0.5.23 worker's ``KVCacheConfigurator`` and runtime context, as
+    kvbudget inputs: the scenario (:func:`scenario_from_kvc`) and the budget's
+    inputs SGLang holds (``get_schedule()``'s page size, ``mem_fraction_static``
+    and ``max_total_tokens``, the multimodal reserve, :func:`mm_reserve_bytes`).
+
+    The free-memory measurements are not on these objects (SGLang passes them
+    to ``configure``): give them to :meth:`SGLangWorker.available_bytes`.
+    """
+    rt = runtime or Runtime()
+    sched = rt.get("schedule")
+    fraction = getattr(sched, "mem_fraction_static", None)
+    cap = getattr(sched, "max_total_tokens", None)
+    return SGLangWorker(
+        scenario=scenario_from_kvc(kvc, rt), page_size=int(sched.page_size),
+        mem_fraction_static=None if fraction is None else float(fraction),
+        max_total_tokens=None if cap is None else int(cap), mm_reserve=mm_reserve_bytes(kvc, rt),
+        is_draft_worker=bool(kvc.is_draft_worker), kvbudget_plans=_kvbudget_plans(kvc, rt),
+    )  # fmt: skip
 
 
 class _Configurator:
@@ -157,12 +231,22 @@ class _Configurator:
         return config
 
 
-def _kvbudget_plans(kvc: Any) -> bool:
-    """False for the pools kvbudget does not model (SGLang's configurator keeps them)."""
+def _kvbudget_plans(kvc: Any, rt: Runtime) -> bool:
+    """False for the pools kvbudget does not model (SGLang's configurator keeps them): state
+    pools, the architectures it has not checked, and DSA under HiSparse, the external cache
+    linker or the CP layer split."""
     from kvbudget.models.sglang_model import UNMODELLED_ARCHITECTURES
 
     archs = set(getattr(kvc.model_config.hf_config, "architectures", None) or ())
-    return not (archs & UNMODELLED_ARCHITECTURES or kvc.mambaish_config is not None)
+    if archs & UNMODELLED_ARCHITECTURES or kvc.mambaish_config is not None:
+        return False
+    try:
+        dsa = bool(kvc.use_mla_backend and _dsa(kvc))
+    except ConfigError:  # an indexer kvbudget does not model (index_kpool_compress)
+        return False
+    mem = rt.get("memory")
+    return not dsa or not (kvc.server_args.enable_hisparse or mem.enable_unified_cache_external_linker
+                           or rt.get("parallel").enable_dsa_cache_layer_split)  # fmt: skip
 
 
 def install(fit: Fit = "sglang", *, pool_configurator: Any = None, runtime: Runtime | None = None) -> Callable[[], None]:
@@ -181,7 +265,7 @@ def install(fit: Fit = "sglang", *, pool_configurator: Any = None, runtime: Runt
     rt = runtime or Runtime()
 
     def create_memory_pool_configurator(kvc: Any) -> Any:
-        if not _kvbudget_plans(kvc):
+        if not _kvbudget_plans(kvc, rt):
             return original(kvc)
         sc = scenario_from_kvc(kvc, rt)
         try:

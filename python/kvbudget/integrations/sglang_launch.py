@@ -12,6 +12,11 @@ step counts from the draft): :attr:`SGLangLaunch.unresolved` names each with the
 value kvbudget assumes, so a plan from such a line is labelled as an
 assumption; give the flags explicitly for SGLang's exact numbers. Flags kvbudget
 does not read are reported in :attr:`SGLangLaunch.unknown_flags`, not ignored.
+
+SGLang's KV budget from memory measurements is
+:func:`kvbudget.budget.sglang_available_bytes` (one value per rank,
+MIN-reduced as SGLang reduces them); :class:`SGLangWorker` is
+what :func:`kvbudget.integrations.sglang.from_kvc` reads from a running worker.
 """
 
 from __future__ import annotations
@@ -19,14 +24,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kvbudget
+from kvbudget.budget import PerRank, sglang_available_bytes
 from kvbudget.errors import InvalidConfigError
 from kvbudget.fields import canonical_name
+from kvbudget.models.sglang_dsa import dsa_raw_kv_layout
 from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
 
-__all__ = ["FLAGS", "SGLangLaunch", "from_server_args"]
+if TYPE_CHECKING:
+    from kvbudget.models.weights import WeightEstimate
+
+__all__ = ["FLAGS", "SGLangLaunch", "SGLangWorker", "from_server_args"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,8 @@ class Flag:
     choices: tuple[str, ...] | None = None
 
 
+_DSA_BACKENDS = ("flashmla_sparse", "flashmla_sparse_q8", "flashmla_kv", "flashmla_auto", "flashinfer_sparse_mla",
+                 "triton_sparse_mla", "fa3", "tilelang", "triton", "aiter", "trtllm", "intel_xpu")  # fmt: skip
 #: The flags :func:`from_server_args` reads, as SGLang 0.5.23 declares them.
 FLAGS: tuple[Flag, ...] = (
     Flag("model_path", ("--model-path", "--model"), str),
@@ -66,6 +78,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("speculative_num_steps", ("--speculative-num-steps",), int),
     Flag("speculative_eagle_topk", ("--speculative-eagle-topk",), int),
     Flag("speculative_num_draft_tokens", ("--speculative-num-draft-tokens",), int),
+    *(Flag(f"dsa_{side}_backend", (f"--dsa-{side}-backend",), str, None, _DSA_BACKENDS) for side in ("prefill", "decode")),
 )  # fmt: skip
 _BY_DEST = {f.dest: f for f in FLAGS}
 #: SGLang's declared fallback for an unset ``--swa-full-tokens-ratio``.
@@ -103,15 +116,66 @@ class SGLangLaunch:
         sc = self.scenario
         return kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
 
-    def available_bytes(self, *, free_before: int, free_now: int, mm_reserve: int = 0) -> int:
-        """SGLang's KV budget on one rank from its memory measurements, bytes
-        (:func:`kvbudget.budget.sglang_available_bytes`; needs ``--mem-fraction-static``)."""
+    def available_bytes(self, *, free_before: PerRank, free_now: PerRank, mm_reserve: int = 0) -> int:
+        """SGLang's KV budget on each rank from its memory measurements, bytes
+        (:func:`kvbudget.budget.sglang_available_bytes`; needs ``--mem-fraction-static``).
+
+        ``free_before`` / ``free_now``: free bytes before the weights load and
+        now, as one int (one rank) or one value per rank (SGLang MIN-reduces them
+        across ranks first)."""
         if self.mem_fraction_static is None:
             raise InvalidConfigError("the launch line leaves --mem-fraction-static to SGLang's "
                                      "launch-time resolution; give it to compute SGLang's budget")  # fmt: skip
-        from kvbudget.budget import sglang_available_bytes
-
         return sglang_available_bytes(free_before, free_now, self.mem_fraction_static, mm_reserve)
+
+    def weights(self) -> WeightEstimate:
+        """The target checkpoint's weight bytes (all ranks), exact from its safetensors
+        files or else an estimate (:func:`kvbudget.models.weight_bytes`; check ``.exact``)."""
+        from kvbudget.models.weights import weight_bytes
+
+        return weight_bytes(self.args["model_path"])
+
+
+@dataclass(frozen=True)
+class SGLangWorker:
+    """What a running SGLang 0.5.23 worker's ``KVCacheConfigurator`` plans, in kvbudget's
+    terms (:func:`kvbudget.integrations.sglang.from_kvc`).
+
+    Attributes:
+        scenario: the model, serving and speculative config, read as
+            :func:`~kvbudget.integrations.sglang.install`'s factory reads them.
+        page_size: ``get_schedule().page_size``, the page SGLang's call site
+            (``config_from_budget``) sizes with.
+        mem_fraction_static: ``get_schedule().mem_fraction_static`` (None: unset).
+        max_total_tokens: ``get_schedule().max_total_tokens``, the user's token
+            cap SGLang applies after sizing (None: none).
+        mm_reserve: the bytes SGLang holds back from the KV budget for a
+            multimodal model (``mm_runtime_reservation_gb``; 0 for a text model).
+        is_draft_worker: a draft worker takes the target's pool config, not a budget.
+        kvbudget_plans: False for the pools kvbudget does not model (``install``
+            keeps SGLang's configurator for them).
+    """
+
+    scenario: kvbudget.Scenario
+    page_size: int
+    mem_fraction_static: float | None
+    max_total_tokens: int | None
+    mm_reserve: int
+    is_draft_worker: bool
+    kvbudget_plans: bool
+
+    def configurator(self) -> kvbudget.PoolConfiguratorBase:
+        """The kvbudget configurator ``install``'s factory builds for this worker."""
+        sc = self.scenario
+        return kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
+
+    def available_bytes(self, *, free_before: PerRank, free_now: PerRank) -> int:
+        """SGLang's KV budget (:func:`kvbudget.budget.sglang_available_bytes`, this worker's fraction and
+        multimodal reserve) from the free bytes before the weights loaded and now,
+        one int or one value per rank."""
+        if self.mem_fraction_static is None:
+            raise InvalidConfigError("the runtime context gives no mem_fraction_static")
+        return sglang_available_bytes(free_before, free_now, self.mem_fraction_static, self.mm_reserve)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -230,7 +294,12 @@ def from_server_args(args: Sequence[str] | Any) -> SGLangLaunch:
         disaggregation_mode=values["disaggregation_mode"],
         disaggregation_decode_extra_slots=values["disaggregation_decode_extra_slots"] or 0,
         enable_unified_memory=values["enable_unified_memory"],
+        dsa_raw_kv_layout=model.index_head_dim is not None and dsa_raw_kv_layout(
+            values["dsa_prefill_backend"], values["dsa_decode_backend"], values["disaggregation_mode"]),
     )  # fmt: skip
+    if model.index_head_dim is not None and None in (values["dsa_prefill_backend"], values["dsa_decode_backend"]):
+        unresolved.append(("--dsa-prefill-backend/--dsa-decode-backend", "the scaled FP8 latent (FlashMLA's); "
+                           "SGLang picks the DSA backends from the hardware and kv_cache_dtype"))  # fmt: skip
     spec = _speculative(values, geometry, cfg)
     if spec.algorithm != "none":
         for flag, key in (("--speculative-num-steps", "num_steps"), ("--speculative-eagle-topk", "eagle_topk"),

@@ -8,6 +8,9 @@
   full and SWA pools (its architecture list), and why.
 * :mod:`kvbudget.models.sglang_model`: the geometry SGLang's pool configurators
   are given for a model (:func:`resolve_sglang`).
+* :mod:`kvbudget.models.weights`: a checkpoint's weight bytes
+  (:func:`weight_bytes`: exact from its safetensors index or headers, else an
+  estimate from the config's parameter count).
 
 Nothing here imports torch.
 """
@@ -33,6 +36,7 @@ from kvbudget.models.presets import (
 )
 from kvbudget.models.sglang_hybrid import SGLangHybrid, sglang_hybrid_swa
 from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
+from kvbudget.models.weights import WeightEstimate, weight_bytes
 
 
 
@@ -62,6 +66,7 @@ __all__ = [
     "SGLangModel",
     "UnknownGpuError",
     "UnknownPresetError",
+    "WeightEstimate",
     "draft_kwargs_from_hf_config",
     "drafts_for",
     "geometry_kwargs_for",
@@ -73,4 +78,5 @@ __all__ = [
     "load_hf_config",
     "resolve_sglang",
     "sglang_hybrid_swa",
+    "weight_bytes",
 ]

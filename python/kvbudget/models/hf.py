@@ -92,6 +92,15 @@ GEOMETRY_KEYS: Final[tuple[str, ...]] = ("full_attention_layer_ids", "swa_attent
 #: The keyword arguments of ``kvbudget.DraftGeometry``, in signature order.
 DRAFT_KEYS: Final[tuple[str, ...]] = _declared("DraftGeometry")
 
+
+def declared_defaults(keys: tuple[str, ...], owner: str) -> dict[str, Any]:
+    """``keys`` with the core's declared default of each ``owner`` field (None for the rest:
+    the id lists and the required fields)."""
+    from kvbudget._core import FIELDS
+
+    defaults = {f["name"]: f["default"] for f in FIELDS[owner]}
+    return {k: defaults.get(k) for k in keys}
+
 DraftKind = Literal["auto", "eagle", "eagle3", "mtp", "nextn", "standalone"]
 
 
@@ -380,7 +389,7 @@ def _layer_kinds(v: _View, n: int) -> tuple[list[str], int | None]:
         kinds = []
         seen: set[str] = set()
         for i, t in enumerate(layer_types):
-            if t == "full_attention":
+            if t in ("full_attention", "indexed_attention"):  # indexed: DSA's full attention
                 kinds.append("full")
             elif t in ("sliding_attention", "chunked_attention"):
                 kinds.append("swa")
@@ -388,7 +397,7 @@ def _layer_kinds(v: _View, n: int) -> tuple[list[str], int | None]:
             else:
                 raise v.fail(
                     "layer_types",
-                    f"entry {i} is {t!r}; kvbudget knows 'full_attention', "
+                    f"entry {i} is {t!r}; kvbudget knows 'full_attention', 'indexed_attention', "
                     "'sliding_attention' and 'chunked_attention'",
                 )
         if seen == {"sliding_attention", "chunked_attention"}:
@@ -483,7 +492,7 @@ def _target_kwargs(v: _View, include_kv_shared_layers: bool) -> dict[str, Any]:
     n = v.req_int("num_hidden_layers")
     if n > MAX_LAYERS:
         raise v.fail("num_hidden_layers", f"({n}) exceeds the {MAX_LAYERS}-layer limit")
-    kw: dict[str, Any] = dict.fromkeys(GEOMETRY_KEYS)
+    kw: dict[str, Any] = declared_defaults(GEOMETRY_KEYS, "AttentionShape")
 
     if v.raw("kv_lora_rank") is not None:
         # MLA (DeepSeek-V2/V3): the cache holds one latent of
@@ -501,6 +510,11 @@ def _target_kwargs(v: _View, include_kv_shared_layers: bool) -> dict[str, Any]:
                 swa_kv_lora_rank=v.opt_int("swa_kv_lora_rank"),
                 swa_qk_rope_head_dim=v.opt_int("swa_qk_rope_head_dim", 0),
             )
+        if not swa:  # a DSA model's indexer (DeepSeek-V3.2: index_topk and index_head_dim)
+            from kvbudget.models.sglang_dsa import DSA_KEYS, dsa_fields
+
+            arch = v.architectures[0] if v.architectures else ""
+            kw.update(dsa_fields(arch, {k: v.raw(k) for k in DSA_KEYS}, range(n)))
         kw.update(
             full_attention_layer_ids=[i for i in range(n) if kinds[i] == "full"],
             swa_attention_layer_ids=swa,

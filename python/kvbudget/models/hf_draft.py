@@ -11,6 +11,7 @@ from typing import Any
 from kvbudget.models.hf import (
     _MIMO_V2_TYPES,
     DRAFT_KEYS,
+    declared_defaults,
     ConfigError,
     DraftKind,
     PathOrDict,
@@ -140,7 +141,7 @@ def draft_kwargs_from_hf_config(
     if target_kwargs is not None:
         capacity = "full" if target_kwargs.get("full_attention_layer_ids") else "swa"
 
-    out: dict[str, Any] = dict.fromkeys(DRAFT_KEYS)
+    out: dict[str, Any] = declared_defaults(DRAFT_KEYS, "DraftGeometry")
     if kind == "eagle":
         kv, head_dim, v_head_dim = _heads_and_dims(v)
         layers = num_layers if num_layers is not None else v.req_int("num_hidden_layers")

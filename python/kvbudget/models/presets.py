@@ -210,10 +210,10 @@ def _model_kwargs(entry: dict[str, Any]) -> dict[str, Any]:
     keep = set(owning) if owning is not None else None
     full = [i for i in entry["full_layer_ids"] if keep is None or i in keep]
     swa = [i for i in entry["swa_layer_ids"] if keep is None or i in keep]
-    from kvbudget.models.hf import GEOMETRY_KEYS
+    from kvbudget.models.hf import GEOMETRY_KEYS, declared_defaults
 
-    # Every geometry key, None (the ModelGeometry default) unless the entry gives it.
-    kw: dict[str, Any] = dict.fromkeys(GEOMETRY_KEYS)
+    # Every geometry key at its ModelGeometry default unless the entry gives it.
+    kw: dict[str, Any] = declared_defaults(GEOMETRY_KEYS, "AttentionShape")
     kw.update(
         full_attention_layer_ids=full,
         swa_attention_layer_ids=swa,

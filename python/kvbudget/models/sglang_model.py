@@ -32,9 +32,12 @@ attention models:
 
 Models SGLang plans with a Mamba or linear-attention state pool beside the KV
 pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2) resolve to the full-attention
-layers that pool counts (``state_pool=True``). Architectures SGLang cannot
-serve (Jamba, OlmoHybrid), pools kvbudget does not model (the DSA indexer of
-DeepSeek-V3.2, DeepSeek-V4, the NemotronH / Falcon-H1 state layouts) and
+layers that pool counts (``state_pool=True``). DSA models (DeepSeek-V3.2,
+GLM-5: an MLA architecture whose config has ``index_topk``) carry their
+indexer (:mod:`kvbudget.models.sglang_dsa`). Architectures SGLang cannot
+serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4, the
+NemotronH / Falcon-H1 state layouts), MLA architectures kvbudget has not
+checked (LongCat-Flash, Dots3, HunYuan-V4, GigaChat-3.5, GLM-5-Next) and
 hybrid architectures whose window rule kvbudget has not checked against
 SGLang's code are refused with a :class:`~kvbudget.models.hf.ConfigError` that
 says so: kvbudget never plans a geometry SGLang would not build. ``tests/test_sglang_model.py`` holds
@@ -51,17 +54,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
+from kvbudget.models.sglang_dsa import MLA_ARCHITECTURES, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.models.sglang_hybrid import SGLangHybrid, sglang_hybrid_swa
 
 __all__ = ["SGLangModel", "resolve_sglang", "sglang_architectures"]
 
-#: Architectures SGLang 0.5.23 serves with MLA (``_derive_model_shapes``' list).
-MLA_ARCHITECTURES = frozenset({
-    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN",
-    "Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN", "KimiK25ForConditionalGeneration",
-    "KimiLinearForCausalLM",
-    "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle",
-})  # fmt: skip
 #: Hybrid-SWA architectures whose SGLang class defines ``get_attention_sliding_window_size``
 #: as HF ``sliding_window`` minus one, and where it reads it: the config, or its text config.
 _WINDOW_MINUS_ONE = {
@@ -81,10 +78,9 @@ _STATEFUL = frozenset({
     "GraniteMoeHybridForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM", "Lfm2MoeForCausalLM",
 })  # fmt: skip
 _NO_CLASS = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM"})
-_DSA = frozenset({"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN"})
 _DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
 #: Architectures whose SGLang pools are not (only) the KV pools kvbudget plans.
-UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | _DSA | _DEEPSEEK_V4
+UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | UNCHECKED_MLA_ARCHITECTURES | _DEEPSEEK_V4
 
 
 def _interval_ids(text: Mapping[str, Any], n: int) -> list[int]:
@@ -145,6 +141,10 @@ class SGLangModel:
             full-attention layers only; give it the KV pool's budget).
         native_class: SGLang has a model class for the architecture; else it
             serves it through its Transformers backend (same pools).
+        index_head_dim, index_kpool, index_shared_layers: the DSA indexer
+            (DeepSeek-V3.2 style: an MLA model whose config has ``index_topk``):
+            its key dim (elements), keys pooled per stored key, and the layers
+            reusing the previous layer's top-k; None, 1, 0 without DSA.
     """
 
     architecture: str
@@ -162,6 +162,9 @@ class SGLangModel:
     sliding_window_size: int | None
     state_pool: bool = False
     native_class: bool = True
+    index_head_dim: int | None = None
+    index_kpool: int = 1
+    index_shared_layers: int = 0
 
     @property
     def is_mla(self) -> bool:
@@ -198,6 +201,9 @@ class SGLangModel:
             kw.update(head_dim=(self.qk_nope_head_dim or 0) + (self.qk_rope_head_dim or 0),
                       v_head_dim=self.v_head_dim, kv_lora_rank=self.kv_lora_rank,
                       qk_rope_head_dim=self.qk_rope_head_dim)  # fmt: skip
+            if self.index_head_dim is not None:
+                kw.update(index_head_dim=self.index_head_dim, index_kpool=self.index_kpool,
+                          index_shared_layers=self.index_shared_layers)  # fmt: skip
         else:
             kw.update(head_dim=self.head_dim, v_head_dim=self.v_head_dim)
         if swa:
@@ -287,6 +293,58 @@ def _gemma4_shapes(v: _View, types: list[str] | None) -> tuple[tuple[int, int], 
     return full, next(iter(shapes.get("sliding_attention", {full})))
 
 
+def _step3p5_loads(v: _View, text: Mapping[str, Any], n: int) -> None:
+    """Refuse the ``step3p5`` configs SGLang 0.5.23's ``get_config`` fails on.
+
+    transformers 5.19.0 owns the model type (its ``Step3p7TextConfig``: SGLang's
+    registration of its own ``Step3p5Config`` yields to it), so ``AutoConfig``
+    builds that class before SGLang reloads the file with its own. Its
+    ``__post_init__`` drops ``num_nextn_predict_layers`` trailing MTP entries of
+    ``layer_types`` (any other length fails ``validate_layer_type``) and gives
+    every sliding layer a ``per_layer_config`` override of ``num_attention_heads``
+    (``num_sliding_attention_heads``, else ``attention_other_setting``'s). An
+    override that differs from the global value makes the attribute per-layer,
+    and SGLang's ``hasattr`` over the text config's keys then raises
+    ``AmbiguousGlobalPerLayerAttributeError``: Step-3.5-Flash itself (96 sliding
+    heads, 64 full) does not load.
+    """
+    types, mtp = text.get("layer_types"), v.opt_int("num_nextn_predict_layers", 0) or 0
+    if isinstance(types, list):
+        if mtp and len(types) == n + mtp:
+            types = types[:n]
+        elif len(types) != n:
+            raise v.fail("layer_types", f"has {len(types)} entries for {n} layers and {mtp} MTP layers; "
+                         "transformers 5.19.0's step3p5 class, which SGLang 0.5.23 loads the config with "
+                         "first, refuses it")  # fmt: skip
+    heads = v.raw("num_attention_heads")
+    if "per_layer_config" in text:
+        given = text["per_layer_config"] or {}
+        if not isinstance(given, Mapping) or not all(isinstance(o, Mapping) for o in given.values()):
+            raise v.fail("per_layer_config", "must map layer indices to objects")
+        try:
+            overrides = {int(k): o for k, o in given.items()}
+        except (TypeError, ValueError):
+            raise v.fail("per_layer_config", "must map layer indices to objects") from None
+        if any(not 0 <= i < n for i in overrides):
+            raise v.fail("per_layer_config", f"has a layer index outside [0, {n}); transformers refuses it")
+    else:
+        sliding, other = v.raw("num_sliding_attention_heads"), text.get("attention_other_setting")
+        if sliding is None and other:
+            if not isinstance(other, Mapping):
+                raise v.fail("attention_other_setting", "must be an object")
+            sliding = other.get("num_attention_heads", heads)
+        sliding = heads if sliding is None else sliding
+        overrides = {i: {"num_attention_heads": sliding} for i, t in enumerate(types or ())
+                     if t == "sliding_attention"}  # fmt: skip
+    per_layer = sorted({a for o in overrides.values() for a, x in o.items() if a != "skip" and x != v.raw(a)})
+    if per_layer:
+        raise ConfigError(f"{v.label}: the sliding layers' {per_layer} differ from the global values (Step3p5's "
+                          "attention_other_setting.num_attention_heads vs num_attention_heads); transformers "
+                          "5.19.0's step3p5 class makes them per-layer attributes and SGLang 0.5.23's get_config "
+                          "fails reading them (AmbiguousGlobalPerLayerAttributeError): SGLang cannot load it",
+                          "attention_other_setting")  # fmt: skip
+
+
 def _window(arch: str, v: _View, cfg: Mapping[str, Any]) -> int | None:
     where = _WINDOW_MINUS_ONE.get(arch)
     if where == "config":
@@ -310,8 +368,8 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     Raises:
         ConfigError: a key SGLang needs is missing or invalid, SGLang itself
             refuses the config, or the model needs pools kvbudget does not
-            model (Mamba-like and linear-attention state, the DSA indexer);
-            the message says which.
+            model (Mamba-like and linear-attention state layouts it does not
+            resolve, DeepSeek-V4); the message says which.
     """
     cfg = load_hf_config(path_or_dict)
     archs = cfg.get("architectures")
@@ -329,15 +387,18 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     if any(a in _STATEFUL for a in archs):
         raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} with a state pool beside its KV pool "
                           "over layers kvbudget does not resolve", "architectures")  # fmt: skip
-    if any(a in _DSA for a in archs):
-        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch}'s DSA indexer cache beside its MLA "
-                          "pool; kvbudget does not model the indexer", "architectures")  # fmt: skip
+    if any(a in UNCHECKED_MLA_ARCHITECTURES for a in archs):
+        raise ConfigError(f"config.json: SGLang 0.5.23 serves {arch} with MLA pools kvbudget has not checked "
+                          "against it (layer counts, SWA latents or state pools of their own)",
+                          "architectures")  # fmt: skip
     v = _View(cfg)
     text = {**v.defaults, **(v.cfg if v.prefix else cfg)}
     n = v.req_int("num_hidden_layers")
     types = _layer_types(v.model_type, n, text.get("layer_types"))
     if types is not None:
         text["layer_types"] = types
+    if v.model_type == "step3p5" and not v.prefix:
+        _step3p5_loads(v, text, n)
     try:
         pools = sglang_hybrid_swa(archs, text, disable_hybrid_swa_memory=disable_hybrid_swa_memory)
     except ValueError as exc:
@@ -353,10 +414,16 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     if any(a in MLA_ARCHITECTURES for a in archs):
         heads = _total_kv_heads(v)
         rope, nope = v.req_int("qk_rope_head_dim", 0), v.req_int("qk_nope_head_dim", 0)
+        dsa = dsa_fields(arch, text, range(common["num_attention_layers"]))
+        if dsa and (pools.hybrid_swa or common.get("state_pool")):
+            raise ConfigError(f"config.json: {arch} with a DSA indexer and sliding-window or state layers: "
+                              "kvbudget models DSA in one Default pool only", "architectures")  # fmt: skip
         return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=heads, head_dim=None,
                            v_head_dim=v.req_int("v_head_dim"), swa_head_dim=None, swa_v_head_dim=None,
                            kv_lora_rank=v.req_int("kv_lora_rank"), qk_rope_head_dim=rope,
-                           qk_nope_head_dim=nope, sliding_window_size=None)  # fmt: skip
+                           qk_nope_head_dim=nope, sliding_window_size=None, index_head_dim=dsa.get("index_head_dim"),
+                           index_kpool=dsa.get("index_kpool", 1),
+                           index_shared_layers=dsa.get("index_shared_layers", 0))  # fmt: skip
     if cfg.get("model_type") == "gemma4_text" and len({*_gemma4_shapes(v, types), _gemma4_base(v)}) > 1:
         raise ConfigError("config.json: a Gemma 4 text config (model_type 'gemma4_text') declares per-layer "
                           "shapes, which SGLang 0.5.23 flattens only for the multimodal model types; "
@@ -373,8 +440,9 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         swa_v = v.opt_int("swa_v_head_dim") or swa_dim
         if "swa_num_key_value_heads" in text:
             swa_heads = v.req_int("swa_num_key_value_heads")
-        elif isinstance(other := v.raw("attention_other_setting"), Mapping):
-            groups = other.get("num_attention_groups")
+        elif "attention_other_setting" in text:  # SGLang's hasattr: a null one fails its .get
+            other = text["attention_other_setting"]
+            groups = other.get("num_attention_groups") if isinstance(other, Mapping) else None
             if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
                 raise v.fail("attention_other_setting", "has no positive num_attention_groups, which "
                              "SGLang 0.5.23 reads as the SWA layers' KV heads")  # fmt: skip

@@ -5,7 +5,7 @@ use crate::arith::{add, mul, py_int_true_div};
 use crate::dtype::KvDtype;
 use crate::error::Fail;
 use crate::fp4::{fp4_buffers, fp4_cell_size, FP4_SCALE_BLOCK};
-use crate::geometry::AttentionShape;
+use crate::geometry::{AttentionShape, MlaDims, DSA_QUANT_BLOCK};
 use crate::serving::ServingConfig;
 use crate::spec::SpeculativeConfig;
 
@@ -58,6 +58,34 @@ pub fn layer_bytes_per_token<E: Fail>(
     Ok(bytes)
 }
 
+/// Elements per token per layer of an MLA latent as SGLang stores it
+/// (`calculate_mla_kv_cache_dim`): `kv_lora_rank + qk_rope_head_dim`, except
+/// a DSA model's `fp8_e4m3` (or `mxfp8`) latent in the scaled layout (unless
+/// `dsa_raw_kv_layout`): `kv_lora_rank + kv_lora_rank / 128 * 4` FP8 bytes
+/// and scales, plus the rotary part in bf16 (`2 * qk_rope_head_dim` bytes).
+pub fn mla_cache_dim<E: Fail>(
+    model: &AttentionShape,
+    mla: &MlaDims,
+    serving: &ServingConfig,
+) -> Result<u64, E> {
+    // SGLang tests `kv_cache_dtype == torch.float8_e4m3fn`, which mxfp8's elements are too.
+    let scaled = model.index_head_dim.is_some()
+        && matches!(serving.kv_dtype(), KvDtype::Fp8E4m3 | KvDtype::Mxfp8)
+        && !serving.dsa_raw_kv_layout;
+    if !scaled {
+        return mla.elements();
+    }
+    let r = mla.kv_lora_rank;
+    if r % DSA_QUANT_BLOCK != 0 {
+        return Err(E::invalid_with(|| {
+            format!("kv_lora_rank {r} must be multiple of quant_block_size {DSA_QUANT_BLOCK} (SGLang's scaled DSA layout)")
+        }));
+    }
+    let scales = mul(r / DSA_QUANT_BLOCK, 4, "DSA latent scales")?;
+    let rope = mul(mla.qk_rope_head_dim, 2, "DSA bf16 rope bytes")?;
+    add(add(r, scales, "DSA latent dim")?, rope, "DSA latent dim")
+}
+
 /// The Default configurator's cell size `C` in bytes per token, over every
 /// attention layer, with the draft terms of REFERENCE 2.2 and 2.7: EAGLE
 /// family and standalone add `int(C * d / L)` (as CPython divides), the
@@ -73,7 +101,7 @@ pub fn default_cell_size<E: Fail>(
     let b = dtype.element_bytes();
     let l = model.num_layers();
     let mut cell = if let Some(mla) = &model.mla() {
-        let dim = mla.elements()?;
+        let dim = mla_cache_dim(model, mla, serving)?;
         let c = mul(mul(dim, l, "MLA cell size")?, b, "MLA cell size")?;
         if dtype.is_fp4() {
             let scale = mul(
@@ -112,6 +140,19 @@ pub fn default_cell_size<E: Fail>(
         }
     };
 
+    // The DSA indexer: replicated under DCP on the target worker, which stores no index
+    // keys for the layers sharing the previous layer's top-k (a draft worker stores all).
+    let mut indexer = 0;
+    if let Some(dsa) = model.dsa() {
+        if serving.is_draft_worker {
+            indexer = mul(dsa.bytes_per_token()?, l, "DSA indexer cell size")?;
+        } else {
+            let own = l - model.index_shared_layers.min(l);
+            indexer = mul(dsa.bytes_per_token()?, own, "DSA indexer cell size")?;
+            indexer = mul(indexer, serving.dcp_size, "DSA indexer cell size")?;
+        }
+        cell = add(cell, indexer, "DSA cell size")?;
+    }
     if cell == 0 {
         // SGLang falls back to context_len here; kvbudget has nothing to plan.
         return Err(E::invalid_with(|| {
@@ -129,7 +170,30 @@ pub fn default_cell_size<E: Fail>(
         return Ok(entry);
     }
     let d = spec.num_draft_layers();
-    if algorithm.counts_draft_layers() && d > 0 && l > 0 {
+    if let (true, Some(dsa)) = (
+        algorithm.counts_draft_layers() && d > 0 && l > 0,
+        model.dsa(),
+    ) {
+        // SGLang's DSA branch: the latent part scaled by layers, then the draft's own
+        // indexer (every draft layer), both across the DCP-widened location space.
+        let dcp = serving.dcp_size;
+        let latent = u128::from(cell - indexer) * u128::from(d);
+        let draft_kv = mul(
+            py_int_true_div(latent, l, "DSA draft cell size")?,
+            dcp,
+            "DSA draft cell size",
+        )?;
+        let draft_indexer = mul(
+            mul(dsa.bytes_per_token()?, d, "DSA draft indexer")?,
+            dcp,
+            "DSA draft indexer",
+        )?;
+        cell = add(
+            cell,
+            add(draft_kv, draft_indexer, "DSA draft cell size")?,
+            "DSA draft cell size",
+        )?;
+    } else if algorithm.counts_draft_layers() && d > 0 && l > 0 {
         // SGLang: cell + int(cell * d / L), a true division of integers.
         let scaled = u128::from(cell) * u128::from(d);
         let draft = py_int_true_div(scaled, l, "draft-scaled cell size")?;

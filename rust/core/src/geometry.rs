@@ -28,6 +28,35 @@ impl MlaDims {
     }
 }
 
+/// SGLang's DSA indexer (DeepSeek-V3.2 style): one FP8 index key per token per
+/// layer, with an f32 scale per [`DSA_QUANT_BLOCK`] elements, pooled by `kpool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DsaIndexer {
+    /// Index key dim, elements (SGLang's pool requires 128).
+    pub index_head_dim: u64,
+    /// Index keys pooled per stored key, tokens.
+    pub index_kpool: u64,
+}
+
+/// Elements per f32 scale of a DSA index key or of DSA's scaled FP8 latent
+/// (SGLang's `DSATokenToKVPool.quant_block_size`).
+pub const DSA_QUANT_BLOCK: u64 = 128;
+
+impl DsaIndexer {
+    /// Bytes of one index key and its scales, before pooling:
+    /// `index_head_dim + index_head_dim / 128 * 4`.
+    pub fn key_bytes<E: Fail>(&self) -> std::result::Result<u64, E> {
+        let scales =
+            crate::arith::mul(self.index_head_dim / DSA_QUANT_BLOCK, 4, "DSA index scales")?;
+        crate::arith::add(self.index_head_dim, scales, "DSA index key bytes")
+    }
+
+    /// Bytes per token per indexer layer as SGLang sizes them: `ceil(key_bytes / kpool)`.
+    pub fn bytes_per_token<E: Fail>(&self) -> std::result::Result<u64, E> {
+        Ok(self.key_bytes::<E>()?.div_ceil(self.index_kpool))
+    }
+}
+
 /// The most attention layers a model (or a draft) may have: far above any
 /// real model, low enough that every layer count stays exact in doubles and a
 /// plan's per-layer tensor list stays small.
@@ -85,7 +114,42 @@ impl AttentionShape {
                 }))
             }
             (None, _) | (Some(_), Some(_)) => Ok(()),
+        }?;
+        if self.index_head_dim.is_none() {
+            if self.index_kpool != 1 || self.index_shared_layers != 0 {
+                return Err(E::invalid_with(|| {
+                    "index_kpool and index_shared_layers are DSA indexer inputs: give index_head_dim too"
+                        .into()
+                }));
+            }
+        } else if self.index_shared_layers > n_full {
+            return Err(E::invalid_with(|| {
+                format!(
+                    "index_shared_layers={} exceeds the model's {n_full} layers",
+                    self.index_shared_layers
+                )
+            }));
+        } else if self.kv_lora_rank.is_none() {
+            return Err(E::invalid_with(|| {
+                "index_head_dim (a DSA indexer) needs an MLA model: give kv_lora_rank too".into()
+            }));
+        } else if self.num_swa_layers > 0 {
+            return Err(E::invalid_with(|| {
+                "a DSA indexer with sliding-window layers is not modelled (SGLang sizes DSA in its \
+                 Default configurator only)"
+                    .into()
+            }));
         }
+        Ok(())
+    }
+
+    /// The DSA indexer, for a DSA model (`index_head_dim` given).
+    #[inline]
+    pub fn dsa(&self) -> Option<DsaIndexer> {
+        self.index_head_dim.map(|index_head_dim| DsaIndexer {
+            index_head_dim,
+            index_kpool: self.index_kpool,
+        })
     }
 
     /// The MLA latent dims, for an MLA model.

@@ -46,7 +46,9 @@ pub use dtype::{KvDtype, ModelDtype, StorageDtype};
 pub use error::{ErrorCode, PlanError, Result};
 pub use fields::{MemoryPoolConfig, Named, Resolve, ValueType};
 pub use fp4::AttentionBackend;
-pub use geometry::{AttentionShape, DraftCapacity, DraftGeometry, MlaDims, ModelGeometry};
+pub use geometry::{
+    AttentionShape, DraftCapacity, DraftGeometry, DsaIndexer, MlaDims, ModelGeometry,
+};
 pub use plan::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
 pub use scenario::Scenario;
 pub use serving::{DisaggregationMode, ServingConfig};

@@ -33,6 +33,11 @@ mod _core {
         m.add("SGLANG_VERSION", kvbudget_core::SGLANG_VERSION)?;
         m.add("TENSOR_ALIGNMENT", kvbudget_core::plan::TENSOR_ALIGNMENT)?;
         m.add("MAX_PLAN_LAYERS", kvbudget_core::plan::MAX_PLAN_LAYERS)?;
+        let kinds: Vec<&str> = kvbudget_core::TensorKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        m.add("TENSOR_KINDS", pyo3::types::PyTuple::new(m.py(), kinds)?)?;
         m.add("DETACH_ROWS", crate::batch::DETACH_ROWS)?;
         m.add("FIELDS", crate::convert::fields_table(m.py())?)?;
         errors::register(m)

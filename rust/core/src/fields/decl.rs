@@ -43,6 +43,16 @@ macro_rules! for_each_value_type {
                     swa_kv_lora_rank: Option<u64> = None => $crate::fields::Derived,
                     /// MLA rotary key dim of an SWA layer, elements (MLA only; default: `qk_rope_head_dim`).
                     swa_qk_rope_head_dim: Option<u64> = None => $crate::fields::OptCount,
+                    /// DSA indexer key dim, elements; given (with MLA), the model is DSA
+                    /// (SGLang's `is_deepseek_dsa`): every layer also keeps an FP8 index key and
+                    /// its f32 scales, `index_head_dim + index_head_dim / 128 * 4` bytes per token.
+                    index_head_dim: Option<u64> = None => $crate::fields::OptPositive,
+                    /// DSA index keys pooled per stored key (SGLang's `index_kpool`), tokens;
+                    /// a token costs `ceil(index key bytes / index_kpool)`.
+                    index_kpool: u64 = 1 => $crate::fields::Positive,
+                    /// DSA layers that reuse the previous layer's top-k (SGLang's
+                    /// `dsa_layer_skips_topk`): the target worker stores no index keys for them, layers.
+                    index_shared_layers: u64 = 0 => $crate::fields::Count,
                 }
                 /// Serving settings (REFERENCE section 1): dtype, paging,
                 /// parallelism, SWA ratio and the request-cap inputs.
@@ -88,6 +98,10 @@ macro_rules! for_each_value_type {
                     is_sm100: bool = true => $crate::fields::Flag,
                     /// The model's dtype: what `kv_cache_dtype="auto"` stores.
                     model_dtype: $crate::dtype::ModelDtype = $crate::dtype::ModelDtype::Bf16 => $crate::fields::Choice<$crate::dtype::ModelDtype>,
+                    /// The DSA attention backends read the raw MLA layout (TRT-LLM or TileLang): an
+                    /// `fp8_e4m3` DSA latent has no per-block scales. Off: the scaled layout,
+                    /// `kv_lora_rank + kv_lora_rank / 128 * 4 + 2 * qk_rope_head_dim` bytes per layer.
+                    dsa_raw_kv_layout: bool = false => $crate::fields::Flag,
                 }
                 /// Speculative-decoding settings (REFERENCE section 1).
                 SpeculativeConfig(spec) [] {

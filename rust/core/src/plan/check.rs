@@ -122,7 +122,8 @@ impl PoolPlan {
                 | TensorKind::DqK
                 | TensorKind::DqV
                 | TensorKind::Entry
-                | TensorKind::Bytes => StorageDtype::Uint8,
+                | TensorKind::Bytes
+                | TensorKind::IndexK => StorageDtype::Uint8,
             };
             if t.dtype != want_dtype {
                 return Err(bad(format!(

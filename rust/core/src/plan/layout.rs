@@ -8,13 +8,13 @@ use super::tensors::{
 };
 use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
 use crate::arith::{add, align_down, last_fitting, mul, narrow};
-use crate::cell::{kv_heads_per_rank, swa_kv_heads_per_rank};
+use crate::cell::{kv_heads_per_rank, mla_cache_dim, swa_kv_heads_per_rank};
 use crate::configurator::PoolConfigurator;
 use crate::dtype::{KvDtype, StorageDtype};
 use crate::error::{PlanError, Result};
 use crate::fields::MemoryPoolConfig;
 use crate::fp4::{fp4_buffers, Fp4Buffers};
-use crate::geometry::DraftCapacity;
+use crate::geometry::{DraftCapacity, DsaIndexer, DSA_QUANT_BLOCK};
 use crate::sizing::ConfiguratorKind;
 
 /// The most target plus draft layers an exact plan holds (far above any real
@@ -51,16 +51,65 @@ impl Geometry<'_> {
     fn full(&self) -> Result<(Vec<TensorLayout>, Vec<TensorLayout>)> {
         let m = self.cfg.shape();
         match &m.mla() {
-            Some(mla) => Ok((mla_layer(mla, self.dtype)?, Vec::new())),
+            Some(mla) => {
+                let mut ts = mla_layer(mla_cache_dim(m, mla, self.cfg.serving())?, self.dtype)?;
+                if let Some(dsa) = m.dsa() {
+                    ts.push(self.index_keys(dsa)?);
+                }
+                Ok((ts, Vec::new()))
+            }
             None => self.mha(self.heads(m.num_kv_heads), m.head_dim, m.v_dim()),
         }
+    }
+
+    /// A DSA layer's index-key tensor, as SGLang's `DSATokenToKVPool` allocates
+    /// it on CUDA: 64-token physical pages (`page_size = 64 * index_kpool`), so
+    /// `rows / index_kpool` keys of `key_bytes` per layer. Its asserts are errors here.
+    fn index_keys(&self, dsa: DsaIndexer) -> Result<TensorLayout> {
+        let s = self.cfg.serving();
+        let (dim, kpool) = (dsa.index_head_dim, dsa.index_kpool);
+        if dim != DSA_QUANT_BLOCK {
+            return Err(PlanError::invalid(format!(
+                "SGLang's DSA pool needs index_head_dim == {DSA_QUANT_BLOCK}, got {dim}"
+            )));
+        }
+        if s.page_size != 64 * kpool {
+            return Err(PlanError::invalid(format!(
+                "DSA requires 64-token physical pages, got page_size={} with index_kpool={kpool} \
+                 (SGLang's DSATokenToKVPool on CUDA)",
+                s.page_size
+            )));
+        }
+        if s.kv_dtype() == KvDtype::Mxfp8 {
+            return Err(PlanError::invalid(
+                "the exact plan does not model a DSA pool in mxfp8 (SGLang's sizing, calculate_pool_sizes, does)",
+            ));
+        }
+        if self.cfg.shape().index_shared_layers > 0 {
+            return Err(PlanError::invalid(
+                "the exact plan needs the ids of the DSA layers sharing top-k (index_shared_layers \
+                 gives their count only; SGLang's sizing, calculate_pool_sizes, needs no more)",
+            ));
+        }
+        let key = dsa.key_bytes::<PlanError>()?;
+        if key % kpool != 0 || s.dcp_size != 1 {
+            return Err(PlanError::invalid(format!(
+                "the exact plan models DSA index keys of whole bytes per token without decode context \
+                 parallelism; got {key} bytes per {kpool} tokens at dcp_size={}",
+                s.dcp_size
+            )));
+        }
+        tensor(TensorKind::IndexK, vec![key / kpool], StorageDtype::Uint8)
     }
 
     /// An SWA layer's tensors, and the pool-wide workspace they need.
     fn swa(&self) -> Result<(Vec<TensorLayout>, Vec<TensorLayout>)> {
         let m = self.cfg.shape();
         match &m.swa_mla() {
-            Some(mla) => Ok((mla_layer(mla, self.dtype)?, Vec::new())),
+            Some(mla) => Ok((
+                mla_layer(mla_cache_dim(m, mla, self.cfg.serving())?, self.dtype)?,
+                Vec::new(),
+            )),
             None => self.mha(self.heads(m.swa_heads()), m.swa_k_dim(), m.swa_v_dim()),
         }
     }

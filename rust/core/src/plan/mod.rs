@@ -136,9 +136,29 @@ pub enum TensorKind {
     Entry,
     /// The unified pool's byte buffer (one-dimensional, listed with its first layer).
     Bytes,
+    /// A DSA layer's index keys and their scales (uint8, `[rows, bytes per token]`).
+    IndexK,
 }
 
 impl TensorKind {
+    /// Every kind, in the order a layer lists its tensors.
+    pub const ALL: &'static [Self] = &[
+        Self::K,
+        Self::V,
+        Self::KScale,
+        Self::VScale,
+        Self::Kv,
+        Self::KvScale,
+        Self::Cache,
+        Self::NativeKScale,
+        Self::NativeVScale,
+        Self::DqK,
+        Self::DqV,
+        Self::Entry,
+        Self::Bytes,
+        Self::IndexK,
+    ];
+
     /// The snake_case name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -155,6 +175,7 @@ impl TensorKind {
             Self::DqV => "dq_v",
             Self::Entry => "entry",
             Self::Bytes => "bytes",
+            Self::IndexK => "index_k",
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::cell::MXFP8_SCALE_BLOCK;
 use crate::dtype::{KvDtype, StorageDtype};
 use crate::error::{PlanError, Result};
 use crate::fp4::{Fp4Buffers, FP4_SCALE_BLOCK};
-use crate::geometry::{DraftCapacity, MlaDims};
+use crate::geometry::DraftCapacity;
 
 /// Per-row shape of one tensor (every dimension after rows).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,9 +121,9 @@ pub(super) fn dequant_workspace(heads: u64, dk: u64) -> Result<Vec<TensorLayout>
     ])
 }
 
-/// The tensors of one MLA layer.
-pub(super) fn mla_layer(mla: &MlaDims, dtype: KvDtype) -> Result<Vec<TensorLayout>> {
-    let dim = mla.elements()?;
+/// The tensors of one MLA layer whose latent has `dim` elements per token
+/// ([`crate::cell::mla_cache_dim`]).
+pub(super) fn mla_layer(dim: u64, dtype: KvDtype) -> Result<Vec<TensorLayout>> {
     let st = dtype.storage();
     let u8t = StorageDtype::Uint8;
     Ok(if dtype.is_fp4() {

@@ -25,6 +25,8 @@ __all__ = [
     "_plan_many",
     "_choice_codes",
     "_canonical_name",
+    "_vllm_plan",
+    "_vllm_defaults",
     "SGLANG_VERSION",
     "__version__",
     "TENSOR_ALIGNMENT",
@@ -44,6 +46,13 @@ SGLANG_VERSION: str
 """The SGLang release the SGLang-compatible numbers follow (``"0.5.23"``)."""
 TENSOR_ALIGNMENT: int
 """Byte alignment of every tensor's offset inside its pool's slab (256)."""
+def _vllm_plan(request: str) -> str:
+    """vLLM 0.33.0's plan of one JSON request ``{"layers", "available", "engine"}``, as JSON
+    (the oracle's result form); use :func:`kvbudget.vllm.plan`."""
+
+def _vllm_defaults() -> str:
+    """The vLLM release and its engine defaults, as JSON."""
+
 TENSOR_KINDS: tuple[str, ...]
 """Every tensor kind a plan may hold (``TensorSpec.kind``), in the order a layer lists them."""
 MAX_PLAN_LAYERS: int

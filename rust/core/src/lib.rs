@@ -39,6 +39,7 @@ pub mod scenario;
 pub mod serving;
 pub mod sizing;
 pub mod spec;
+pub mod vllm;
 pub mod workload;
 
 pub use configurator::{LayerIds, PoolConfigurator};

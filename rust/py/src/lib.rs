@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod plan;
 mod values;
+mod vllm;
 mod workload;
 
 #[pyo3::pymodule(gil_used = false)]
@@ -26,6 +27,9 @@ mod _core {
 
     #[pymodule_export]
     use crate::batch::{_canonical_name, _choice_codes, _plan_many};
+
+    #[pymodule_export]
+    use crate::vllm::{_vllm_defaults, _vllm_plan};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

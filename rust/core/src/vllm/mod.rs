@@ -1,0 +1,389 @@
+//! vLLM 0.33.0's KV-cache planner for attention models, restated in plain
+//! integers (VLLM.md sections 1-7; vLLM's released `kv_cache_planning.py`,
+//! `kv_cache_interface.py` and `kv_cache_utils.py` are the contract).
+//!
+//! [`plan`] takes per-layer specs in registration order, each worker's KV
+//! budget `A` (bytes) and the engine settings, and returns what vLLM's engine
+//! core decides: the groups, `num_blocks`, bytes per block, per-request bytes,
+//! the per-worker tensors, the capacity log numbers, and vLLM's warning and
+//! error texts.
+//!
+//! Scope: full, sliding-window, chunked-local and MLA attention; grouping
+//! cases 0, 1, 2 and 4 (with the MLA + sliding fallback); the FLASH_ATTN
+//! backend defaults (no packing hooks, the primary block size for window
+//! layers, stride alignment 1) and its layer-outer `LBNHC` layout. Not
+//! modelled: block-outer packing (case 3, which needs a block-outer layout),
+//! Mamba, hidden-state, cross-attention, HiSparse, backend packing such as
+//! Triton's per-token-head scales or FlashInfer's NVFP4 slots (under
+//! FLASH_ATTN those modes store one byte per element, as vLLM's specs do).
+//!
+//! Units: bytes for memory, tokens for lengths and blocks' capacity, elements
+//! for head dims.
+
+mod group;
+pub mod json;
+mod place;
+mod plan;
+pub mod spec;
+
+pub use group::{Group, GroupSpec};
+pub use plan::plan;
+pub use spec::{KvQuantMode, KvStorage, Spec, SpecClass, TorchDtype};
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The vLLM release this planner restates.
+pub const VLLM_VERSION: &str = "0.33.0";
+
+/// A layer's attention kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerKind {
+    /// Full attention (`FullAttentionSpec`).
+    Full,
+    /// Sliding-window attention (`SlidingWindowSpec`).
+    Sliding,
+    /// Chunked local attention (`ChunkedLocalAttentionSpec`).
+    Chunked,
+    /// Multi-head latent attention (`MLAAttentionSpec`: one latent head, no V).
+    Mla,
+}
+
+fn default_auto() -> String {
+    "auto".to_owned()
+}
+fn default_bf16() -> String {
+    "bfloat16".to_owned()
+}
+
+/// One attention layer as one worker sees it (the oracle's layer dict).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VllmLayer {
+    /// The layer name (registration order is the order of the slice).
+    pub name: String,
+    /// The attention kind.
+    pub kind: LayerKind,
+    /// KV heads per rank (ignored for MLA, which has one latent head).
+    pub num_kv_heads: u64,
+    /// K head dim, elements (MLA: the latent dim, e.g. 576).
+    pub head_size: u64,
+    /// V head dim, elements (default `head_size`; not used by chunked or MLA layers,
+    /// whose vLLM specs do not take it).
+    #[serde(default)]
+    pub head_size_v: Option<u64>,
+    /// vLLM's `kv_cache_dtype` ("auto", "fp8", "fp8_e4m3", "fp8_e5m2",
+    /// "fp8_per_token_head", "int8_per_token_head", "nvfp4", "fp8_ds_mla", ...).
+    #[serde(default = "default_auto")]
+    pub kv_cache_dtype: String,
+    /// The model dtype "auto" resolves to ("bfloat16", "float16", "float32", ...).
+    #[serde(default = "default_bf16")]
+    pub model_dtype: String,
+    /// Sliding window, tokens (sliding layers).
+    #[serde(default)]
+    pub sliding_window: Option<u64>,
+    /// Attention chunk, tokens (chunked layers).
+    #[serde(default)]
+    pub attention_chunk_size: Option<u64>,
+    /// Tokens per block (default: the engine's).
+    #[serde(default)]
+    pub block_size: Option<u64>,
+    /// Whether the drafter registered this layer.
+    #[serde(default)]
+    pub is_draft: bool,
+    /// The PP stage holding the layer.
+    #[serde(default)]
+    pub pp_stage: u32,
+}
+
+impl VllmLayer {
+    /// A full-attention bf16 layer with `heads` KV heads per rank and head dim `head_size`.
+    pub fn full(name: impl Into<String>, heads: u64, head_size: u64) -> Self {
+        Self {
+            name: name.into(),
+            kind: LayerKind::Full,
+            num_kv_heads: heads,
+            head_size,
+            head_size_v: None,
+            kv_cache_dtype: default_auto(),
+            model_dtype: default_bf16(),
+            sliding_window: None,
+            attention_chunk_size: None,
+            block_size: None,
+            is_draft: false,
+            pp_stage: 0,
+        }
+    }
+
+    /// A sliding-window bf16 layer with a window of `window` tokens.
+    pub fn sliding(name: impl Into<String>, heads: u64, head_size: u64, window: u64) -> Self {
+        Self {
+            kind: LayerKind::Sliding,
+            sliding_window: Some(window),
+            ..Self::full(name, heads, head_size)
+        }
+    }
+}
+
+/// `--max-model-len`: a number of tokens, or `auto` (start from the model's
+/// derived limit and shrink it to what fits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MaxModelLen {
+    /// A fixed maximum length, tokens.
+    Tokens(u64),
+    /// `--max-model-len auto`, starting from the model's `derived` limit, tokens.
+    Auto {
+        /// The model's own limit, tokens.
+        derived: u64,
+    },
+}
+
+/// Engine settings that change the plan (vLLM's CLI defaults in [`Default`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VllmEngine {
+    /// `--block-size`, tokens per block.
+    pub block_size: u64,
+    /// `--max-model-len`.
+    pub max_model_len: MaxModelLen,
+    /// `--max-num-batched-tokens` (`T`), tokens.
+    pub max_num_batched_tokens: u64,
+    /// Async scheduling.
+    pub async_scheduling: bool,
+    /// Model Runner V2.
+    pub use_v2_model_runner: bool,
+    /// Tensor-parallel size.
+    pub tp: u64,
+    /// Pipeline-parallel size.
+    pub pp: u64,
+    /// Decode-context-parallel size.
+    pub dcp: u64,
+    /// `--num-gpu-blocks-override`, blocks.
+    pub num_gpu_blocks_override: Option<u64>,
+    /// `--disable-hybrid-kv-cache-manager`.
+    pub disable_hybrid_kv_cache_manager: bool,
+    /// The speculative method ("eagle", "eagle3", "mtp", "dflash", "dspark", "draft_model", ...).
+    pub speculative_method: Option<String>,
+    /// `num_speculative_tokens` (`k`).
+    pub num_speculative_tokens: Option<u64>,
+    /// The drafter's `num_nextn_predict_layers` (MTP; absent means 1).
+    pub num_nextn_predict_layers: Option<u64>,
+}
+
+impl Default for VllmEngine {
+    fn default() -> Self {
+        Self {
+            block_size: 16,
+            max_model_len: MaxModelLen::Tokens(131_072),
+            max_num_batched_tokens: 8192,
+            async_scheduling: true,
+            use_v2_model_runner: true,
+            tp: 1,
+            pp: 1,
+            dcp: 1,
+            num_gpu_blocks_override: None,
+            disable_hybrid_kv_cache_manager: false,
+            speculative_method: None,
+            num_speculative_tokens: None,
+            num_nextn_predict_layers: None,
+        }
+    }
+}
+
+impl VllmEngine {
+    /// `max_concurrent_batches` (VLLM.md section 5).
+    pub fn max_concurrent_batches(&self) -> u64 {
+        if self.async_scheduling {
+            if self.use_v2_model_runner {
+                return self.pp + 1;
+            }
+            if self.pp <= 1 {
+                return 2;
+            }
+        }
+        self.pp
+    }
+
+    /// `F`, the in-flight tokens: `max_concurrent_batches × T`.
+    pub fn max_in_flight_tokens(&self) -> Option<u64> {
+        self.max_concurrent_batches()
+            .checked_mul(self.max_num_batched_tokens)
+    }
+
+    /// `num_prefill_lookahead_tokens`: `k` for multi-module MTP, 1 for other
+    /// EAGLE-family methods, 0 otherwise.
+    pub fn num_prefill_lookahead_tokens(&self) -> u64 {
+        let Some(m) = self.speculative_method.as_deref() else {
+            return 0;
+        };
+        if !matches!(m, "eagle" | "eagle3" | "mtp" | "dflash" | "dspark") {
+            return 0;
+        }
+        let k = self.num_speculative_tokens.unwrap_or(0);
+        if m == "mtp" && self.num_nextn_predict_layers.unwrap_or(1).min(k) > 1 {
+            return k;
+        }
+        1
+    }
+
+    /// Whether groups holding drafter layers are EAGLE groups (block drop: EAGLE, EAGLE3, MTP).
+    pub fn use_eagle_block_drop(&self) -> bool {
+        matches!(
+            self.speculative_method.as_deref(),
+            Some("eagle" | "eagle3" | "mtp")
+        )
+    }
+}
+
+/// A log record vLLM emits while planning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// "info" or "warning".
+    pub level: String,
+    /// vLLM's formatted message.
+    pub message: String,
+}
+
+impl LogLine {
+    pub(crate) fn warning(m: impl Into<String>) -> Self {
+        Self {
+            level: "warning".to_owned(),
+            message: m.into(),
+        }
+    }
+    pub(crate) fn info(m: impl Into<String>) -> Self {
+        Self {
+            level: "info".to_owned(),
+            message: m.into(),
+        }
+    }
+}
+
+/// The kind of a planning failure: vLLM's exception type, or an input the
+/// restatement does not accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// vLLM raises `ValueError`.
+    ValueError,
+    /// vLLM raises `NotImplementedError`.
+    NotImplementedError,
+    /// vLLM raises `AssertionError`.
+    AssertionError,
+    /// An input outside this planner's scope (or one vLLM fails on with an
+    /// unrelated exception, such as a worker without layers) or an overflow.
+    Input,
+}
+
+/// A planning failure with vLLM's message text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VllmError {
+    /// The exception type.
+    pub kind: ErrorKind,
+    /// vLLM's message, exactly.
+    pub message: String,
+    /// For "To serve at least one request ...": vLLM's binary-search estimate
+    /// of the longest `max_model_len` that fits, tokens (when it is above 0).
+    pub estimated_max_model_len: Option<u64>,
+    /// What vLLM logged before failing.
+    pub log: Vec<LogLine>,
+}
+
+impl VllmError {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            estimated_max_model_len: None,
+            log: Vec::new(),
+        }
+    }
+    pub(crate) fn overflow(what: &str) -> Self {
+        Self::new(ErrorKind::Input, format!("{what} overflows"))
+    }
+}
+
+impl fmt::Display for VllmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for VllmError {}
+
+/// One tensor view over a worker's single KV buffer (vLLM's `KVCacheTensor`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VllmTensor {
+    /// The backing buffer's size, bytes (`num_blocks × bytes_per_block`).
+    pub size: u64,
+    /// The layers viewing it, in order.
+    pub layers: Vec<String>,
+    /// Bytes between consecutive layers.
+    pub layer_stride: u64,
+    /// Bytes between consecutive blocks of one layer (its page).
+    pub block_stride: u64,
+    /// The first layer's offset in the buffer, bytes.
+    pub offset: u64,
+}
+
+/// A KV-cache group as the oracle reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VllmGroup {
+    /// Layer names, in vLLM's order.
+    pub layers: Vec<String>,
+    /// vLLM's spec class name ("FullAttentionSpec", "SlidingWindowSpec",
+    /// "UniformTypeKVCacheSpecs", ...).
+    pub spec: String,
+    /// Tokens per block.
+    pub block_size: u64,
+    /// The group spec's page, bytes (a uniform-type group: the sum of its layers' pages).
+    pub page_size_bytes: u64,
+    /// The sum of the group's layers' pages, bytes.
+    pub layer_pages_bytes: u64,
+    /// Whether the group holds drafter layers under EAGLE block drop.
+    pub is_eagle_group: bool,
+    /// Per worker: bytes of every block this group leaves unused.
+    pub unused_bytes_per_block: Option<u64>,
+    /// Per worker: the unused bytes in whole pages (padding layers), when whole.
+    pub padding_layers: Option<u64>,
+}
+
+/// One worker's part of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VllmWorker {
+    /// Bytes one block costs on this worker (max over groups of their layers' pages).
+    pub bytes_per_block: u64,
+    /// Bytes one request of `max_model_len` needs on this worker.
+    pub per_request_bytes: u64,
+    /// The one buffer this worker allocates, bytes.
+    pub allocated_bytes: u64,
+    /// The tensor views over it.
+    pub tensors: Vec<VllmTensor>,
+    /// The global groups projected onto this worker's layers.
+    pub groups: Vec<VllmGroup>,
+}
+
+/// vLLM's KV-cache plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VllmPlan {
+    /// Blocks every worker allocates (the minimum over workers; includes the null block).
+    pub num_blocks: u64,
+    /// `max_model_len` after auto-fit, tokens.
+    pub max_model_len: u64,
+    /// Per worker (stage-major, `pp × tp`).
+    pub workers: Vec<VllmWorker>,
+    /// The global groups, in vLLM's order.
+    pub groups: Vec<VllmGroup>,
+    /// Blocks one request of `max_model_len` takes from each scheduler group.
+    pub blocks_per_request: Vec<u64>,
+    /// `num_blocks / Σ blocks_per_request`.
+    pub max_concurrency: f64,
+    /// The log's "GPU KV cache size: N tokens": `trunc(max_concurrency × max_model_len)`.
+    pub kv_cache_size_tokens: u64,
+    /// Consecutive TP ranks holding identical KV.
+    pub kv_tp_replicas: u64,
+    /// The scheduler's `cache_config.block_size` (smallest group block size), tokens.
+    pub cache_block_size: u64,
+    /// vLLM's warnings, in order.
+    pub warnings: Vec<String>,
+    /// Everything vLLM logged (info and warning), in order.
+    pub log: Vec<LogLine>,
+}

@@ -1,0 +1,543 @@
+//! vLLM 0.33.0's `get_global_kv_cache_groups` -> `get_kv_cache_configs` ->
+//! scheduler config -> capacity log, over plain inputs (VLLM.md sections 1, 3.5, 5-7).
+
+use super::group::{kv_cache_groups, Group, GroupSpec};
+use super::place::{format_gib, py_repr, tensors, thousands};
+use super::spec::{ds_mla_row_bytes, resolve_storage, Spec, SpecClass};
+use super::{
+    ErrorKind, LayerKind, LogLine, MaxModelLen, VllmEngine, VllmError, VllmGroup, VllmLayer,
+    VllmPlan, VllmWorker,
+};
+
+/// The layer's spec on its worker, as vLLM's attention layers build it.
+fn layer_spec(l: &VllmLayer, engine_block: u64) -> Result<Spec, VllmError> {
+    let storage = resolve_storage(&l.kv_cache_dtype, &l.model_dtype)?;
+    let missing = |what: &str| {
+        VllmError::new(
+            ErrorKind::Input,
+            format!("layer {}: {what} is required", py_repr(&l.name)),
+        )
+    };
+    let mut s = Spec {
+        class: SpecClass::Full,
+        block_size: l.block_size.unwrap_or(engine_block),
+        num_kv_heads: l.num_kv_heads,
+        head_size: l.head_size,
+        head_size_v: l.head_size_v.unwrap_or(l.head_size),
+        storage,
+        page_size_padded: None,
+        state_content_bytes: None,
+        max_tp_shards: None,
+        sliding_window: None,
+        attention_chunk_size: None,
+        extra_retained_tokens: 0,
+        cache_dtype_str: None,
+    };
+    match l.kind {
+        LayerKind::Full => {}
+        LayerKind::Sliding => {
+            s.class = SpecClass::Sliding;
+            s.sliding_window = Some(l.sliding_window.ok_or_else(|| missing("sliding_window"))?);
+        }
+        LayerKind::Chunked => {
+            s.class = SpecClass::Chunked;
+            s.head_size_v = l.head_size;
+            s.attention_chunk_size = Some(
+                l.attention_chunk_size
+                    .ok_or_else(|| missing("attention_chunk_size"))?,
+            );
+        }
+        LayerKind::Mla => {
+            s.class = SpecClass::Mla;
+            s.num_kv_heads = 1;
+            s.head_size_v = 0;
+            s.max_tp_shards = Some(1);
+            s.cache_dtype_str = Some(l.kv_cache_dtype.clone());
+            s.state_content_bytes = ds_mla_row_bytes(&l.kv_cache_dtype);
+        }
+    }
+    if s.block_size == 0 {
+        return Err(VllmError::new(
+            ErrorKind::Input,
+            "block_size must be positive",
+        ));
+    }
+    check_domain(l, &s)?;
+    Ok(s)
+}
+
+/// The largest value of a layer's sizes (heads, head dims, block size, window,
+/// chunk) and of its page, bytes: far above any model, low enough that no sum
+/// or product the planner forms (pages over at most [`MAX_LAYERS`] layers,
+/// pages per request, blocks) can overflow.
+pub const MAX_LAYER_SIZE: u64 = 1 << 24;
+/// The largest page of one layer, bytes (1 TiB).
+pub const MAX_PAGE_BYTES: u64 = 1 << 40;
+/// The most layers a plan holds.
+pub const MAX_LAYERS: usize = 1 << 16;
+/// The largest engine length (`max_model_len`, `max_num_batched_tokens`, the
+/// block override), tokens or blocks.
+pub const MAX_ENGINE_LENGTH: u64 = 1 << 40;
+
+fn check_domain(l: &VllmLayer, s: &Spec) -> Result<(), VllmError> {
+    let sizes = [
+        ("num_kv_heads", Some(l.num_kv_heads)),
+        ("head_size", Some(l.head_size)),
+        ("head_size_v", l.head_size_v),
+        ("block_size", Some(s.block_size)),
+        ("sliding_window", s.sliding_window),
+        ("attention_chunk_size", s.attention_chunk_size),
+    ];
+    for (name, v) in sizes {
+        if let Some(v) = v.filter(|v| *v > MAX_LAYER_SIZE) {
+            return Err(VllmError::new(
+                ErrorKind::Input,
+                format!(
+                    "layer {}: {name}={v} is above {MAX_LAYER_SIZE}",
+                    py_repr(&l.name)
+                ),
+            ));
+        }
+    }
+    let content = s.head_size.checked_add(s.head_size_v).and_then(|d| {
+        s.state_content_bytes
+            .or_else(|| d.checked_mul(s.storage.dtype.size_bytes()))
+    });
+    let page = content
+        .and_then(|c| c.checked_mul(s.num_kv_heads))
+        .and_then(|c| c.checked_mul(s.block_size));
+    if page.is_none_or(|p| p == 0 || p > MAX_PAGE_BYTES) {
+        return Err(VllmError::new(
+            ErrorKind::Input,
+            format!(
+                "layer {}: its page must be 1 to {MAX_PAGE_BYTES} bytes (heads, head dims and block size \
+                 of at least 1)",
+                py_repr(&l.name)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One worker's projection of the global groups.
+struct Worker {
+    groups: Vec<Group>,
+    bytes_per_block: u64,
+}
+
+fn project(global: &[Group], on_worker: &dyn Fn(&str) -> bool) -> Vec<Group> {
+    global
+        .iter()
+        .map(|g| {
+            let names: Vec<String> = g.layers.iter().filter(|n| on_worker(n)).cloned().collect();
+            if names.len() == g.layers.len() {
+                return g.clone();
+            }
+            let spec = match &g.spec {
+                GroupSpec::Uniform { block_size, specs } if !names.is_empty() => {
+                    GroupSpec::Uniform {
+                        block_size: *block_size,
+                        specs: specs
+                            .iter()
+                            .filter(|(n, _)| on_worker(n))
+                            .cloned()
+                            .collect(),
+                    }
+                }
+                other => other.clone(),
+            };
+            Group {
+                layers: names,
+                spec,
+                is_eagle_group: g.is_eagle_group,
+            }
+        })
+        .collect()
+}
+
+fn layer_pages(g: &Group) -> u64 {
+    g.layers
+        .iter()
+        .filter_map(|n| g.spec.layer_spec(n))
+        .map(Spec::page_size_bytes)
+        .sum()
+}
+
+/// Blocks one request takes from a group (a uniform group: the most over its layers).
+fn group_pages(g: &GroupSpec, m: u64, f: u64, dcp: u64) -> Result<u64, VllmError> {
+    let mut most = 0;
+    for s in g.layer_specs() {
+        most = most.max(s.pages_per_request(m, f, dcp)?);
+    }
+    Ok(most)
+}
+
+struct Ctx<'a> {
+    in_flight: u64,
+    dcp: u64,
+    workers: &'a [Worker],
+}
+
+impl Ctx<'_> {
+    /// `_max_memory_usage_bytes_from_groups` on worker `w` at `m` tokens.
+    fn per_request(&self, w: usize, m: u64) -> Result<i128, VllmError> {
+        let wk = &self.workers[w];
+        let mut total: i128 = 0;
+        for g in &wk.groups {
+            total += i128::from(group_pages(&g.spec, m, self.in_flight, self.dcp)?);
+        }
+        Ok(i128::from(wk.bytes_per_block) * total)
+    }
+
+    /// `_estimate_max_model_len_from_groups`: binary search over `[1, max]`.
+    fn estimate(&self, w: usize, avail: i128, max: u64) -> Result<u64, VllmError> {
+        if self.per_request(w, 1)? > avail {
+            return Ok(0);
+        }
+        let (mut lo, mut hi, mut best) = (1i128, i128::from(max), 1u64);
+        while lo <= hi {
+            let mid = (lo + hi).div_euclid(2);
+            if self.per_request(w, mid as u64)? <= avail {
+                best = mid as u64;
+                lo = mid + 1;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Ok(best)
+    }
+}
+
+fn out_group(g: &Group, bytes_per_block: Option<u64>) -> VllmGroup {
+    let pages = layer_pages(g);
+    let page = g.spec.page_size_bytes();
+    let unused = bytes_per_block.map(|b| b - pages);
+    VllmGroup {
+        layers: g.layers.clone(),
+        spec: g.spec.class_name().to_owned(),
+        block_size: g.spec.block_size(),
+        page_size_bytes: page,
+        layer_pages_bytes: pages,
+        is_eagle_group: g.is_eagle_group,
+        unused_bytes_per_block: unused,
+        padding_layers: unused.and_then(|u| (page > 0 && u % page == 0).then(|| u / page)),
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// vLLM 0.33.0's plan for `layers` (registration order, drafter layers last),
+/// `available` KV bytes (one value for all workers, one per PP stage, or one
+/// per worker, `pp × tp` stage-major) and `engine`.
+pub fn plan(
+    layers: &[VllmLayer],
+    available: &[i64],
+    engine: &VllmEngine,
+) -> Result<VllmPlan, VllmError> {
+    let mut log = Vec::new();
+    plan_inner(layers, available, engine, &mut log).map_err(|mut e| {
+        e.log = log;
+        e
+    })
+}
+
+/// The most workers (`pp × tp`) a plan holds: far above any deployment, low
+/// enough that the per-worker records stay small.
+pub const MAX_WORKERS: u64 = 1 << 14;
+
+fn plan_inner(
+    layers: &[VllmLayer],
+    available: &[i64],
+    e: &VllmEngine,
+    log: &mut Vec<LogLine>,
+) -> Result<VllmPlan, VllmError> {
+    let input = |m: String| VllmError::new(ErrorKind::Input, m);
+    if e.tp == 0 || e.pp == 0 || e.dcp == 0 || e.block_size == 0 {
+        return Err(input(
+            "tp, pp, dcp and block_size must be positive".to_owned(),
+        ));
+    }
+    if layers.len() > MAX_LAYERS {
+        return Err(input(format!(
+            "{} layers: at most {MAX_LAYERS}",
+            layers.len()
+        )));
+    }
+    let lengths = [
+        ("max_num_batched_tokens", Some(e.max_num_batched_tokens)),
+        ("num_gpu_blocks_override", e.num_gpu_blocks_override),
+        (
+            "max_model_len",
+            Some(match e.max_model_len {
+                MaxModelLen::Tokens(n) | MaxModelLen::Auto { derived: n } => n,
+            }),
+        ),
+        ("num_speculative_tokens", e.num_speculative_tokens),
+        ("num_nextn_predict_layers", e.num_nextn_predict_layers),
+    ];
+    for (name, v) in lengths {
+        if let Some(v) = v.filter(|v| *v > MAX_ENGINE_LENGTH) {
+            return Err(input(format!("{name}={v} is above {MAX_ENGINE_LENGTH}")));
+        }
+    }
+    if e.block_size > MAX_LAYER_SIZE {
+        return Err(input(format!(
+            "block_size={} is above {MAX_LAYER_SIZE}",
+            e.block_size
+        )));
+    }
+    if e.pp.checked_mul(e.tp).is_none_or(|w| w > MAX_WORKERS) {
+        return Err(input(format!(
+            "pp={} x tp={} workers: at most {MAX_WORKERS} (one plan per worker)",
+            e.pp, e.tp
+        )));
+    }
+    let (pp, tp) = (e.pp as usize, e.tp as usize);
+    let budgets: Vec<i128> = match available.len() {
+        n if n == pp * tp => available.iter().map(|&a| i128::from(a)).collect(),
+        n if n == pp => available
+            .iter()
+            .flat_map(|&a| std::iter::repeat_n(i128::from(a), tp))
+            .collect(),
+        1 => vec![i128::from(available[0]); pp * tp],
+        n => return Err(input(format!("{n} budgets for pp={pp} x tp={tp} workers"))),
+    };
+    // One spec per layer per stage, in the oracle's checks' order.
+    let mut stages: Vec<Vec<(String, Spec, bool)>> = vec![Vec::new(); pp];
+    for l in layers {
+        let st = l.pp_stage as usize;
+        if st >= pp {
+            return Err(VllmError::new(
+                ErrorKind::ValueError,
+                format!(
+                    "layer {}: pp_stage {} outside 0..{}",
+                    py_repr(&l.name),
+                    l.pp_stage,
+                    pp - 1
+                ),
+            ));
+        }
+        if stages[st].iter().any(|(n, _, _)| *n == l.name) {
+            return Err(VllmError::new(
+                ErrorKind::ValueError,
+                format!("duplicate layer name {}", py_repr(&l.name)),
+            ));
+        }
+        let s = layer_spec(l, e.block_size)?;
+        stages[st].push((l.name.clone(), s, l.is_draft));
+    }
+    // Merge the workers' specs (stage-major), then tag the sliding specs.
+    let mut merged: Vec<(String, Spec)> = Vec::new();
+    let mut draft: Vec<String> = Vec::new();
+    for (name, s, is_draft) in stages.iter().flatten() {
+        match merged.iter().find(|(n, _)| n == name) {
+            Some((_, prev)) if prev != s => {
+                return Err(VllmError::new(
+                    ErrorKind::AssertionError,
+                    "The KV cache specs for the same layer are different across workers. This is not supported yet.",
+                ))
+            }
+            Some(_) => {}
+            None => {
+                merged.push((name.clone(), s.clone()));
+                if *is_draft {
+                    draft.push(name.clone());
+                }
+            }
+        }
+    }
+    let extra = e.num_prefill_lookahead_tokens().saturating_sub(1);
+    for (_, s) in &mut merged {
+        if s.class == SpecClass::Sliding {
+            s.extra_retained_tokens = extra;
+        }
+    }
+    if merged.is_empty() {
+        return Err(input(
+            "no attention layers (attention-free models are not modelled)".to_owned(),
+        ));
+    }
+    let mut global = kv_cache_groups(&merged, e.disable_hybrid_kv_cache_manager, log)?;
+    if e.use_eagle_block_drop() {
+        for g in &mut global {
+            g.is_eagle_group = g.layers.iter().any(|n| draft.contains(n));
+        }
+    }
+    // Project onto each worker (stage-major, TP ranks identical).
+    let workers: Vec<Worker> = (0..pp * tp)
+        .map(|w| {
+            let stage = &stages[w / tp];
+            let groups = project(&global, &|n: &str| stage.iter().any(|(k, _, _)| k == n));
+            let bytes_per_block = groups.iter().map(layer_pages).max().unwrap_or(0);
+            Worker {
+                groups,
+                bytes_per_block,
+            }
+        })
+        .collect();
+    let no_layers = |w: usize| {
+        input(format!(
+            "worker {w} holds no KV-cache layers (vLLM divides by zero)"
+        ))
+    };
+    let in_flight = e
+        .max_in_flight_tokens()
+        .ok_or_else(|| VllmError::overflow("in-flight tokens"))?;
+    let ctx = Ctx {
+        in_flight,
+        dcp: e.dcp,
+        workers: &workers,
+    };
+    let mut avail = budgets;
+    if let Some(o) = e.num_gpu_blocks_override {
+        for (w, a) in avail.iter_mut().enumerate() {
+            let b = i128::from(workers[w].bytes_per_block);
+            if b == 0 {
+                return Err(no_layers(w));
+            }
+            log.push(LogLine::info(format!(
+                "Overriding num_gpu_blocks={} with num_gpu_blocks_override={o}",
+                a.div_euclid(b)
+            )));
+            *a = i128::from(o) * b;
+        }
+    }
+    let check: Vec<i128> = avail
+        .iter()
+        .zip(&workers)
+        .map(|(a, w)| a - i128::from(w.bytes_per_block))
+        .collect();
+    let mut max_model_len = match e.max_model_len {
+        MaxModelLen::Tokens(m) | MaxModelLen::Auto { derived: m } => m,
+    };
+    if let MaxModelLen::Auto { derived } = e.max_model_len {
+        let mut fit = derived;
+        let mut limiting = check[0];
+        for (w, &c) in check.iter().enumerate() {
+            let wm = ctx.estimate(w, c, derived)?;
+            if wm < fit {
+                fit = wm;
+                limiting = c;
+            }
+        }
+        if fit == 0 {
+            return Err(VllmError::new(
+                ErrorKind::ValueError,
+                "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. Try increasing `gpu_memory_utilization`.",
+            ));
+        }
+        let mem = format!("{} GiB GPU", format_gib(limiting));
+        if fit >= derived {
+            log.push(LogLine::info(format!("Auto-fit max_model_len: full model context length {derived} fits in available KV cache memory ({mem})")));
+        } else {
+            max_model_len = fit;
+            log.push(LogLine::info(format!("Auto-fit max_model_len: reduced from {derived} to {fit} to fit in available KV cache memory ({mem})")));
+        }
+    }
+    // Admission: one request of max_model_len per worker, the null block held back.
+    for (w, &c) in check.iter().enumerate() {
+        if c <= 0 {
+            return Err(VllmError::new(ErrorKind::ValueError, "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."));
+        }
+        let needed = ctx.per_request(w, max_model_len)?;
+        if needed > c {
+            let est = ctx.estimate(w, c, max_model_len)?;
+            let est_msg = if est > 0 {
+                format!(
+                    "Based on the available memory, the estimated maximum model length is {est}. "
+                )
+            } else {
+                String::new()
+            };
+            let mut err = VllmError::new(ErrorKind::ValueError, format!(
+                "To serve at least one request with the model's max seq len ({max_model_len}), ({} GiB KV cache is needed, which is larger than the available KV cache memory ({} GiB). {est_msg}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
+                format_gib(needed), format_gib(c)));
+            err.estimated_max_model_len = (est > 0).then_some(est);
+            return Err(err);
+        }
+    }
+    let mut num_blocks = u64::MAX;
+    for (w, wk) in workers.iter().enumerate() {
+        if wk.bytes_per_block == 0 {
+            return Err(no_layers(w));
+        }
+        let n = e
+            .num_gpu_blocks_override
+            .unwrap_or_else(|| avail[w].div_euclid(i128::from(wk.bytes_per_block)) as u64);
+        num_blocks = num_blocks.min(n);
+    }
+    let mut out_workers = Vec::with_capacity(workers.len());
+    for (w, wk) in workers.iter().enumerate() {
+        let t = tensors(&wk.groups, wk.bytes_per_block, num_blocks)?;
+        let per_request = u64::try_from(ctx.per_request(w, max_model_len)?)
+            .map_err(|_| VllmError::overflow("per-request bytes"))?;
+        out_workers.push(VllmWorker {
+            bytes_per_block: wk.bytes_per_block,
+            per_request_bytes: per_request,
+            allocated_bytes: wk.bytes_per_block * num_blocks,
+            tensors: t,
+            groups: wk
+                .groups
+                .iter()
+                .map(|g| out_group(g, Some(wk.bytes_per_block)))
+                .collect(),
+        });
+    }
+    let w0 = &workers[0].groups;
+    let replicas = w0
+        .iter()
+        .flat_map(|g| g.spec.layer_specs())
+        .fold(e.tp, |acc, s| {
+            let r = match s.max_tp_shards {
+                None => 1,
+                Some(_) if e.dcp > 1 => 1,
+                Some(shards) => (e.tp / shards).max(1),
+            };
+            gcd(acc, r)
+        });
+    // The scheduler's view: worker 0's groups, a uniform group reduced to its first layer.
+    let mut blocks_per_request = Vec::with_capacity(w0.len());
+    for g in w0 {
+        blocks_per_request.push(g.spec.first_spec().pages_per_request(
+            max_model_len,
+            in_flight,
+            e.dcp,
+        )?);
+    }
+    let total: u64 = blocks_per_request.iter().sum();
+    let max_concurrency = num_blocks as f64 / total as f64;
+    let kv_cache_size_tokens = (max_concurrency * max_model_len as f64) as u64;
+    let cache_block_size = w0
+        .iter()
+        .map(|g| g.spec.first_spec().block_size)
+        .min()
+        .unwrap_or(e.block_size);
+    log.push(LogLine::info(format!(
+        "GPU KV cache size: {} tokens, Maximum concurrency for {} tokens per request: {max_concurrency:.2}x",
+        thousands(kv_cache_size_tokens),
+        thousands(max_model_len)
+    )));
+    Ok(VllmPlan {
+        num_blocks,
+        max_model_len,
+        workers: out_workers,
+        groups: global.iter().map(|g| out_group(g, None)).collect(),
+        blocks_per_request,
+        max_concurrency,
+        kv_cache_size_tokens,
+        kv_tp_replicas: replicas,
+        cache_block_size,
+        warnings: log
+            .iter()
+            .filter(|l| l.level == "warning")
+            .map(|l| l.message.clone())
+            .collect(),
+        log: log.clone(),
+    })
+}

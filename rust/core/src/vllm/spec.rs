@@ -1,0 +1,374 @@
+//! vLLM 0.33.0 per-layer KV-cache specs: storage dtypes, quantisation modes,
+//! page sizes (bytes per block per layer), spec equality and merging, and the
+//! pages one request needs at a given `max_model_len` (VLLM.md sections 2, 5).
+//!
+//! The FLASH_ATTN defaults apply: no backend packing hook (no head slots, no
+//! content override except DeepSeek MLA's opaque rows), the window layers use
+//! the primary block size, and the block-stride alignment is 1.
+
+use super::{ErrorKind, VllmError};
+use serde::{Deserialize, Serialize};
+
+/// A torch storage dtype a KV cache can be held in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TorchDtype {
+    /// `torch.float32`, 4 bytes.
+    Float32,
+    /// `torch.float16`, 2 bytes.
+    Float16,
+    /// `torch.bfloat16`, 2 bytes.
+    BFloat16,
+    /// `torch.uint8`, 1 byte (vLLM's storage for fp8 / packed caches).
+    UInt8,
+    /// `torch.int8`, 1 byte.
+    Int8,
+    /// `torch.float8_e4m3fn`, 1 byte (`fp8_inc`).
+    Float8E4M3,
+}
+
+impl TorchDtype {
+    /// Bytes per element.
+    pub fn size_bytes(self) -> u64 {
+        match self {
+            Self::Float32 => 4,
+            Self::Float16 | Self::BFloat16 => 2,
+            Self::UInt8 | Self::Int8 | Self::Float8E4M3 => 1,
+        }
+    }
+
+    /// vLLM's string-to-dtype table (`STR_DTYPE_TO_TORCH_DTYPE`).
+    pub fn from_vllm_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "float32" | "float" => Self::Float32,
+            "half" | "float16" => Self::Float16,
+            "bfloat16" => Self::BFloat16,
+            "int8" | "int8_per_token_head" => Self::Int8,
+            "fp8_inc" => Self::Float8E4M3,
+            "fp8"
+            | "fp8_e4m3"
+            | "fp8_e5m2"
+            | "int4_per_token_head"
+            | "fp8_per_token_head"
+            | "fp8_ds_mla"
+            | "nvfp4_ds_mla"
+            | "turboquant_k8v4"
+            | "turboquant_4bit_nc"
+            | "turboquant_k3v4_nc"
+            | "turboquant_3bit_nc"
+            | "octave_k3v4"
+            | "octave_k3v3"
+            | "octave_k3v3_compact"
+            | "ultraquant_4bit"
+            | "nvfp4"
+            | "nvfp4_4over6" => Self::UInt8,
+            _ => return None,
+        })
+    }
+}
+
+/// vLLM's `KVQuantMode` (the value is vLLM's enum value; it is part of spec equality).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvQuantMode(pub u8);
+
+impl KvQuantMode {
+    /// `KVQuantMode.NONE`.
+    pub const NONE: Self = Self(0);
+
+    /// `get_kv_quant_mode(kv_cache_dtype)` with vLLM's (empty) handler table.
+    pub fn from_kv_cache_dtype(s: &str) -> Self {
+        Self(match s {
+            "int4_per_token_head" => 4,
+            "int8_per_token_head" => 2,
+            "fp8_per_token_head" => 3,
+            "nvfp4_ds_mla" => 10,
+            _ if s.starts_with("nvfp4") => 5,
+            "turboquant_k8v4" => 6,
+            "turboquant_4bit_nc" => 7,
+            "turboquant_k3v4_nc" => 8,
+            "turboquant_3bit_nc" => 9,
+            "ultraquant_4bit" => 11,
+            "octave_k3v4" => 12,
+            "octave_k3v3" => 13,
+            "octave_k3v3_compact" => 14,
+            _ if s.starts_with("fp8") => 1,
+            _ => 0,
+        })
+    }
+}
+
+/// The resolved KV storage of a layer: `get_kv_cache_torch_dtype` and the quant mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvStorage {
+    /// The storage dtype.
+    pub dtype: TorchDtype,
+    /// The quant mode.
+    pub quant: KvQuantMode,
+}
+
+/// Resolves `kv_cache_dtype` against the model dtype as vLLM does ("auto" takes
+/// the model dtype); vLLM's `ValueError` texts for unknown names.
+pub fn resolve_storage(kv_cache_dtype: &str, model_dtype: &str) -> Result<KvStorage, VllmError> {
+    let dtype = if kv_cache_dtype == "auto" {
+        TorchDtype::from_vllm_name(model_dtype).ok_or_else(|| {
+            VllmError::new(
+                ErrorKind::ValueError,
+                format!("Invalid model dtype: {model_dtype}"),
+            )
+        })?
+    } else {
+        TorchDtype::from_vllm_name(kv_cache_dtype).ok_or_else(|| {
+            VllmError::new(
+                ErrorKind::ValueError,
+                format!("Invalid kv cache dtype: {kv_cache_dtype}"),
+            )
+        })?
+    };
+    Ok(KvStorage {
+        dtype,
+        quant: KvQuantMode::from_kv_cache_dtype(kv_cache_dtype),
+    })
+}
+
+/// Bytes per token of DeepSeek's opaque MLA rows (`fp8_ds_mla`, `nvfp4_ds_mla`).
+pub fn ds_mla_row_bytes(kv_cache_dtype: &str) -> Option<u64> {
+    match kv_cache_dtype {
+        "fp8_ds_mla" => Some(656),
+        "nvfp4_ds_mla" => Some(352),
+        _ => None,
+    }
+}
+
+/// The vLLM spec class of a layer spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SpecClass {
+    /// `FullAttentionSpec`.
+    Full,
+    /// `MLAAttentionSpec` (a `FullAttentionSpec` subclass).
+    Mla,
+    /// `SlidingWindowSpec`.
+    Sliding,
+    /// `ChunkedLocalAttentionSpec`.
+    Chunked,
+}
+
+impl SpecClass {
+    /// vLLM's class name.
+    pub fn class_name(self) -> &'static str {
+        match self {
+            Self::Full => "FullAttentionSpec",
+            Self::Mla => "MLAAttentionSpec",
+            Self::Sliding => "SlidingWindowSpec",
+            Self::Chunked => "ChunkedLocalAttentionSpec",
+        }
+    }
+
+    /// `isinstance(spec, FullAttentionSpec)`.
+    pub fn is_full_family(self) -> bool {
+        matches!(self, Self::Full | Self::Mla)
+    }
+}
+
+/// One layer's KV-cache spec: the fields vLLM compares (the draft flag is not
+/// one of them, so it is kept on the layer). Sizes in tokens, heads, elements, bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// The spec class.
+    pub class: SpecClass,
+    /// Tokens per block.
+    pub block_size: u64,
+    /// KV heads per rank (1 for MLA).
+    pub num_kv_heads: u64,
+    /// K head dim, elements (MLA: the latent dim).
+    pub head_size: u64,
+    /// V head dim, elements (MLA: 0).
+    pub head_size_v: u64,
+    /// Storage dtype and quant mode.
+    pub storage: KvStorage,
+    /// Padded page, bytes (set by page unification).
+    pub page_size_padded: Option<u64>,
+    /// Bytes per (head slot, state) cell when packed (DeepSeek MLA rows).
+    pub state_content_bytes: Option<u64>,
+    /// `max_tp_shards` (MLA: 1; otherwise unknown).
+    pub max_tp_shards: Option<u64>,
+    /// Sliding window, tokens (sliding specs; full specs promoted from sliding keep it).
+    pub sliding_window: Option<u64>,
+    /// Chunk, tokens (chunked specs; full specs promoted from chunked keep it).
+    pub attention_chunk_size: Option<u64>,
+    /// Extra trailing tokens a sliding spec retains (multi-module MTP).
+    pub extra_retained_tokens: u64,
+    /// MLA's `cache_dtype_str`.
+    pub cache_dtype_str: Option<String>,
+}
+
+/// Python's `cdiv(a, b)` (`-(a // -b)`) for `b > 0`.
+pub(crate) fn cdiv(a: i128, b: i128) -> i128 {
+    -((-a).div_euclid(b))
+}
+
+impl Spec {
+    /// Bytes per (head, state) cell of the page.
+    pub fn content_bytes(&self) -> u64 {
+        self.state_content_bytes
+            .unwrap_or((self.head_size + self.head_size_v) * self.storage.dtype.size_bytes())
+    }
+
+    /// The page without padding, bytes: `heads × block_size × content`.
+    pub fn unpadded_page_size_bytes(&self) -> u64 {
+        self.num_kv_heads * self.block_size * self.content_bytes()
+    }
+
+    /// The page, bytes (the padded page when set).
+    pub fn page_size_bytes(&self) -> u64 {
+        self.page_size_padded
+            .unwrap_or_else(|| self.unpadded_page_size_bytes())
+    }
+
+    /// `merge_window_sizes`: at most one distinct value.
+    fn merge_window(values: &[Option<u64>]) -> Result<Option<u64>, VllmError> {
+        let mut out: Option<u64> = None;
+        for v in values.iter().flatten() {
+            match out {
+                Some(o) if o != *v => {
+                    return Err(VllmError::new(
+                        ErrorKind::ValueError,
+                        "All attention layers in the same KV cache group must have the same window size.",
+                    ))
+                }
+                _ => out = Some(*v),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `AttentionSpec` fields vLLM's full/MLA merges require to agree.
+    fn same_attention_fields(&self, o: &Self) -> bool {
+        self.block_size == o.block_size
+            && self.num_kv_heads == o.num_kv_heads
+            && self.head_size == o.head_size
+            && self.head_size_v == o.head_size_v
+            && self.storage == o.storage
+            && self.page_size_padded == o.page_size_padded
+            && self.state_content_bytes == o.state_content_bytes
+            && self.max_tp_shards == o.max_tp_shards
+    }
+
+    /// `type(specs[0]).merge(specs)`: the merged spec, or vLLM's exception
+    /// (`AssertionError` for incompatible specs, `ValueError` for differing windows).
+    pub fn merge(specs: &[&Spec]) -> Result<Spec, VllmError> {
+        let first = specs[0];
+        let assertion = |m: &str| Err(VllmError::new(ErrorKind::AssertionError, m));
+        match first.class {
+            SpecClass::Full => {
+                if !specs.iter().all(|s| s.class.is_full_family()) {
+                    return assertion("All attention layers in the same KV cache group must be FullAttentionSpec.");
+                }
+                if specs.iter().any(|s| s.class == SpecClass::Mla) {
+                    return assertion(
+                        "MLAAttentionSpec should be merged in MLAAttentionSpec.merge",
+                    );
+                }
+                let sw = Self::merge_window(
+                    &specs.iter().map(|s| s.sliding_window).collect::<Vec<_>>(),
+                )?;
+                let ch = Self::merge_window(
+                    &specs
+                        .iter()
+                        .map(|s| s.attention_chunk_size)
+                        .collect::<Vec<_>>(),
+                )?;
+                let merged = Spec {
+                    sliding_window: sw,
+                    attention_chunk_size: ch,
+                    ..first.clone()
+                };
+                if !specs.iter().all(|s| s.same_attention_fields(&merged)) {
+                    return assertion("All attention layers in the same KV cache group must have the same attention spec.");
+                }
+                if sw.is_some() && ch.is_some() {
+                    return assertion("Model with both sliding window layers and chunked local attention layers is not supported.");
+                }
+                Ok(merged)
+            }
+            SpecClass::Mla => {
+                if !specs.iter().all(|s| s.class == SpecClass::Mla) {
+                    return assertion(
+                        "All attention layers in the same KV cache group must be MLAAttentionSpec.",
+                    );
+                }
+                if !specs
+                    .iter()
+                    .all(|s| s.cache_dtype_str == first.cache_dtype_str)
+                {
+                    return assertion("All attention layers in the same KV cache group must use the same quantization method, top-k buffer width, tokens per state, model version, cache role, index-sharing role, and block stride alignment.");
+                }
+                let merged = Spec {
+                    sliding_window: None,
+                    attention_chunk_size: None,
+                    ..first.clone()
+                };
+                if !specs.iter().all(|s| s.same_attention_fields(&merged)) {
+                    return assertion("All attention layers in the same KV cache group must have the same attention spec.");
+                }
+                Ok(merged)
+            }
+            SpecClass::Sliding | SpecClass::Chunked => {
+                if specs.iter().all(|s| *s == first) {
+                    Ok(first.clone())
+                } else {
+                    assertion("All layers in the same KV cache group must be the same.")
+                }
+            }
+        }
+    }
+
+    /// `is_uniform_with_collection`: the registry's uniform-type rule (full and
+    /// MLA share the full-attention base; sliding needs equal windows; chunked
+    /// equal chunks).
+    pub fn is_uniform_with(&self, all: &[&Spec]) -> bool {
+        match self.class {
+            SpecClass::Full | SpecClass::Mla => all.iter().all(|s| s.class.is_full_family()),
+            SpecClass::Sliding => all
+                .iter()
+                .all(|s| s.class == SpecClass::Sliding && s.sliding_window == self.sliding_window),
+            SpecClass::Chunked => all.iter().all(|s| {
+                s.class == SpecClass::Chunked && s.attention_chunk_size == self.attention_chunk_size
+            }),
+        }
+    }
+
+    /// Blocks one request needs at `max_model_len` tokens (`cdiv(max_memory_usage_bytes, page)`),
+    /// with `in_flight` = F tokens and `dcp` the decode-context-parallel size.
+    pub fn pages_per_request(
+        &self,
+        max_model_len: u64,
+        in_flight: u64,
+        dcp: u64,
+    ) -> Result<u64, VllmError> {
+        let m = i128::from(max_model_len);
+        let b = i128::from(self.block_size);
+        let f = i128::from(in_flight);
+        let pages = match self.class {
+            SpecClass::Full | SpecClass::Mla => {
+                let m = if dcp > 1 { cdiv(m, i128::from(dcp)) } else { m };
+                cdiv(m, b)
+            }
+            SpecClass::Sliding => {
+                if dcp != 1 {
+                    return Err(VllmError::new(
+                        ErrorKind::AssertionError,
+                        "DCP not support sliding window.",
+                    ));
+                }
+                let w = i128::from(self.sliding_window.unwrap_or(0));
+                let tokens = (w - 1 + i128::from(self.extra_retained_tokens) + f).min(m);
+                cdiv(tokens, b) + 1
+            }
+            SpecClass::Chunked => {
+                let c = i128::from(self.attention_chunk_size.unwrap_or(0));
+                cdiv((c + f).min(m), b)
+            }
+        };
+        u64::try_from(pages)
+            .map_err(|_| VllmError::new(ErrorKind::Input, "negative pages per request"))
+    }
+}

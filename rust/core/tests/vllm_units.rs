@@ -1,0 +1,292 @@
+//! Unit checks of the vLLM 0.33.0 planner (kvbudget_core::vllm): page sizes,
+//! the group-width rule and the strided cut, page unification and padding
+//! warnings, the admission error and its estimate, auto-fit, and the extra
+//! tokens multi-module MTP retains. The worked cases are in tests/vllm.rs.
+use kvbudget_core::vllm::{plan, ErrorKind, LayerKind, MaxModelLen, VllmEngine, VllmLayer};
+
+const GIB: i64 = 1 << 30;
+
+fn round_to(x: f64, d: usize) -> f64 {
+    format!("{x:.d$}").parse().expect("a float")
+}
+
+fn layers_a() -> Vec<VllmLayer> {
+    (0..62)
+        .map(|i| {
+            let name = format!("model.layers.{i}.self_attn.attn");
+            if i % 6 == 5 {
+                VllmLayer::full(name, 16, 128)
+            } else {
+                VllmLayer::sliding(name, 16, 128, 1024)
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn vllm_page_sizes_of_section_2() {
+    let one = |l: VllmLayer| {
+        plan(&[l], &[40 * GIB], &VllmEngine::default())
+            .unwrap()
+            .groups[0]
+            .page_size_bytes
+    };
+    assert_eq!(one(VllmLayer::full("x", 8, 128)), 65_536);
+    let fp8 = VllmLayer {
+        kv_cache_dtype: "fp8".into(),
+        ..VllmLayer::full("x", 8, 128)
+    };
+    assert_eq!(one(fp8), 32_768);
+    let f32 = VllmLayer {
+        model_dtype: "float32".into(),
+        ..VllmLayer::full("x", 8, 128)
+    };
+    assert_eq!(one(f32), 131_072);
+    let mla = VllmLayer {
+        kind: LayerKind::Mla,
+        ..VllmLayer::full("x", 1, 576)
+    };
+    assert_eq!(one(mla.clone()), 18_432);
+    assert_eq!(
+        one(VllmLayer {
+            kv_cache_dtype: "fp8_ds_mla".into(),
+            ..mla.clone()
+        }),
+        10_496
+    );
+    assert_eq!(
+        one(VllmLayer {
+            kv_cache_dtype: "nvfp4_ds_mla".into(),
+            ..mla
+        }),
+        5_632
+    );
+    let hv = VllmLayer {
+        head_size_v: Some(64),
+        ..VllmLayer::full("x", 8, 128)
+    };
+    assert_eq!(one(hv), 16 * 8 * 192 * 2);
+    let bad = VllmLayer {
+        kv_cache_dtype: "fp7".into(),
+        ..VllmLayer::full("x", 8, 128)
+    };
+    let e = plan(&[bad], &[GIB], &VllmEngine::default()).unwrap_err();
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorKind::ValueError, "Invalid kv cache dtype: fp7")
+    );
+}
+
+#[test]
+fn vllm_group_width_rule_and_strided_cut() {
+    let e = VllmEngine {
+        max_model_len: MaxModelLen::Tokens(8192),
+        ..VllmEngine::default()
+    };
+    let p = plan(&layers_a(), &[40 * GIB], &e).unwrap();
+    // 52 sliding, 10 full: G = 10 (52 >= 15), 6 sliding groups cut layers[i::6].
+    let swa: Vec<String> = (0..62)
+        .filter(|i| i % 6 != 5)
+        .map(|i| format!("model.layers.{i}.self_attn.attn"))
+        .collect();
+    for (i, g) in p.groups[..6].iter().enumerate() {
+        let want: Vec<String> = swa.iter().skip(i).step_by(6).cloned().collect();
+        assert_eq!(g.layers, want);
+    }
+    assert_eq!(p.blocks_per_request.iter().sum::<u64>(), 3590);
+    assert_eq!(p.workers[0].per_request_bytes, 3590 * 1_310_720);
+    assert!(p.log.iter().any(|l| l.message == "GPU KV cache size: 74,773 tokens, Maximum concurrency for 8,192 tokens per request: 9.13x"));
+    // 12 sliding + 13 full: 13 < 1.5 * 12, so G = 13 (one padding layer on the sliding bucket).
+    let mut l: Vec<VllmLayer> = (0..25)
+        .map(|i| {
+            if i % 2 == 0 && i < 24 {
+                VllmLayer::sliding(format!("l{i}"), 8, 64, 128)
+            } else {
+                VllmLayer::full(format!("l{i}"), 8, 64)
+            }
+        })
+        .collect();
+    let p = plan(&l, &[10 * GIB], &VllmEngine::default()).unwrap();
+    assert_eq!(
+        p.groups.iter().map(|g| g.layers.len()).collect::<Vec<_>>(),
+        vec![12, 13]
+    );
+    assert_eq!(
+        p.warnings,
+        vec!["Add 1 padding layers, may waste at most 8.33% KV cache memory"]
+    );
+    // 12 sliding + 18 full: 18 = 1.5 * 12 is not below it, so G = 12.
+    l.extend((25..30).map(|i| VllmLayer::full(format!("l{i}"), 8, 64)));
+    let p = plan(&l, &[10 * GIB], &VllmEngine::default()).unwrap();
+    assert_eq!(
+        p.groups.iter().map(|g| g.layers.len()).collect::<Vec<_>>(),
+        vec![12, 9, 9]
+    );
+    assert_eq!(
+        p.warnings,
+        vec!["Add 6 padding layers, may waste at most 33.33% KV cache memory"]
+    );
+}
+
+#[test]
+fn vllm_page_unification_and_padding() {
+    // A drafter of another geometry in a hybrid target (VLLM.md s4): 25 groups, pages padded.
+    let mut l: Vec<VllmLayer> = (0..24)
+        .map(|i| {
+            if i % 3 == 0 {
+                VllmLayer::full(format!("t{i}"), 4, 96)
+            } else {
+                VllmLayer::sliding(format!("t{i}"), 4, 96, 512)
+            }
+        })
+        .collect();
+    l.push(VllmLayer {
+        is_draft: true,
+        ..VllmLayer::full("d0", 4, 128)
+    });
+    let e = VllmEngine {
+        max_model_len: MaxModelLen::Tokens(32768),
+        speculative_method: Some("eagle".into()),
+        num_speculative_tokens: Some(3),
+        ..VllmEngine::default()
+    };
+    let p = plan(&l, &[20 * GIB], &e).unwrap();
+    assert_eq!(p.groups.len(), 25);
+    assert!(p.groups.iter().all(|g| g.page_size_bytes == 32_768));
+    assert!(p.warnings.is_empty());
+    assert_eq!(round_to(p.max_concurrency, 2), 18.54);
+    // A smaller page that divides the largest scales its block size instead.
+    let l = vec![
+        VllmLayer::full("f", 8, 128),
+        VllmLayer::sliding("s", 4, 128, 1024),
+    ];
+    let p = plan(&l, &[10 * GIB], &VllmEngine::default()).unwrap();
+    assert_eq!(
+        p.groups.iter().map(|g| g.block_size).collect::<Vec<_>>(),
+        vec![16, 32]
+    );
+    assert_eq!(p.cache_block_size, 16);
+    // MLA whose page does not divide: NotImplementedError, unless the MLA + SWA fallback applies.
+    let mla = VllmLayer {
+        kind: LayerKind::Mla,
+        ..VllmLayer::full("m", 1, 576)
+    };
+    let chunked = VllmLayer {
+        kind: LayerKind::Chunked,
+        attention_chunk_size: Some(8192),
+        ..VllmLayer::full("c", 8, 128)
+    };
+    let e = plan(&[mla.clone(), chunked], &[10 * GIB], &VllmEngine::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotImplementedError);
+    assert!(
+        e.message.starts_with("Layer m: page size is not divisible"),
+        "{}",
+        e.message
+    );
+    let p = plan(
+        &[mla, VllmLayer::sliding("s", 8, 128, 1024)],
+        &[10 * GIB],
+        &VllmEngine::default(),
+    )
+    .unwrap();
+    assert_eq!(p.groups[0].spec, "UniformTypeKVCacheSpecs");
+    assert_eq!(p.warnings.len(), 1);
+    assert!(p.warnings[0].starts_with("KV cache page sizes cannot be unified"));
+}
+
+#[test]
+fn vllm_admission_error_estimate_and_auto_fit() {
+    let e = VllmEngine {
+        disable_hybrid_kv_cache_manager: true,
+        ..VllmEngine::default()
+    };
+    let err = plan(&layers_a(), &[40 * GIB], &e).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::ValueError);
+    assert!(err.message.starts_with("To serve at least one request with the model's max seq len (131072), (62.0 GiB KV cache is needed, which is larger than the available KV cache memory (39.99 GiB). Based on the available memory, the estimated maximum model length is 84544. "), "{}", err.message);
+    assert_eq!(err.estimated_max_model_len, Some(84_544));
+    assert!(err
+        .log
+        .iter()
+        .any(|l| l.message.starts_with("Hybrid KV cache manager is disabled")));
+    let auto = VllmEngine {
+        max_model_len: MaxModelLen::Auto { derived: 131_072 },
+        ..e
+    };
+    let p = plan(&layers_a(), &[40 * GIB], &auto).unwrap();
+    assert_eq!(
+        (p.num_blocks, p.max_model_len, p.kv_cache_size_tokens),
+        (5285, 84_544, 84_560)
+    );
+    assert!(p.log.iter().any(|l| l.message == "Auto-fit max_model_len: reduced from 131072 to 84544 to fit in available KV cache memory (39.99 GiB GPU)"));
+    // The null block costs 16 tokens of M (VLLM.md s9, c at 8 GiB).
+    let c: Vec<VllmLayer> = (0..32)
+        .map(|i| VllmLayer::full(format!("l{i}"), 8, 128))
+        .collect();
+    let p = plan(
+        &c,
+        &[8 * GIB],
+        &VllmEngine {
+            max_model_len: MaxModelLen::Auto { derived: 131_072 },
+            ..VllmEngine::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((p.num_blocks, p.max_model_len), (4096, 65_520));
+    let err = plan(&c, &[0], &VllmEngine::default()).unwrap_err();
+    assert!(err
+        .message
+        .starts_with("No available memory for the cache blocks."));
+    // num_gpu_blocks_override: the admission check runs against override x bytes_per_block.
+    let o = |n| {
+        plan(
+            &c,
+            &[40 * GIB],
+            &VllmEngine {
+                num_gpu_blocks_override: Some(n),
+                ..VllmEngine::default()
+            },
+        )
+    };
+    assert_eq!(
+        o(10_000).unwrap().workers[0].allocated_bytes,
+        10_000 * 2_097_152
+    );
+    assert!(o(8192).is_err());
+    assert!(o(8193).is_ok());
+}
+
+#[test]
+fn vllm_multi_module_mtp_retains_extra_tokens() {
+    let l = vec![
+        VllmLayer::full("f", 8, 128),
+        VllmLayer::sliding("s", 8, 128, 1024),
+    ];
+    let base = VllmEngine {
+        max_model_len: MaxModelLen::Tokens(32768),
+        ..VllmEngine::default()
+    };
+    let mtp = VllmEngine {
+        speculative_method: Some("mtp".into()),
+        num_speculative_tokens: Some(3),
+        num_nextn_predict_layers: Some(3),
+        ..base.clone()
+    };
+    // ceil(min(1023 + 16384, M) / 16) + 1 = 1089; k - 1 = 2 extra tokens make it 1090.
+    assert_eq!(
+        plan(&l, &[10 * GIB], &base).unwrap().blocks_per_request,
+        vec![2048, 1089]
+    );
+    assert_eq!(
+        plan(&l, &[10 * GIB], &mtp).unwrap().blocks_per_request,
+        vec![2048, 1090]
+    );
+    let big = VllmEngine {
+        num_speculative_tokens: Some(40),
+        num_nextn_predict_layers: Some(40),
+        ..mtp
+    };
+    assert_eq!(
+        plan(&l, &[10 * GIB], &big).unwrap().blocks_per_request,
+        vec![2048, 1092]
+    );
+}

@@ -1,0 +1,24 @@
+//! vLLM mode: the core's planner over its JSON forms (`kvbudget_core::vllm::json`).
+//! JSON in, JSON out; the arithmetic is the core's, the typed API is `kvbudget.vllm`.
+
+use crate::errors::{invalid, Result};
+use pyo3::prelude::*;
+
+/// Plans one request `{"layers", "available", "engine"}` (JSON text); returns the
+/// plan or the failure as JSON text. Runs without the GIL (the input is a copied string).
+#[pyfunction]
+pub fn _vllm_plan(py: Python<'_>, request: &str) -> Result<String> {
+    let value: serde_json::Value =
+        serde_json::from_str(request).map_err(|e| invalid(format!("vLLM plan request: {e}")))?;
+    Ok(py.detach(|| kvbudget_core::vllm::json::plan_json(&value).to_string()))
+}
+
+/// vLLM's engine defaults (`VllmEngine::default()`) and version, as JSON text.
+#[pyfunction]
+pub fn _vllm_defaults() -> String {
+    serde_json::json!({
+        "version": kvbudget_core::vllm::VLLM_VERSION,
+        "engine": kvbudget_core::vllm::VllmEngine::default(),
+    })
+    .to_string()
+}

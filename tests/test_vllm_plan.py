@@ -1,0 +1,169 @@
+"""kvbudget's vLLM mode (``kvbudget.vllm``) held to vLLM 0.33.0's released planning code.
+
+* the worked cases of VLLM.md section 9 (tests/data/vllm_golden.json) reproduce
+  through ``kvbudget.vllm``, checked by the same checker the oracle's tests use;
+* a differential over ``KVBUDGET_VLLM_CASES`` seeded random deployments
+  (tests/vllm_cases.py; 5,000 by default) compares every field of the plan,
+  the warnings and log, and the error type, text and estimated length, with
+  what tests/vllm_oracle (vLLM's own code) gives;
+* the typed API: defaults from the core, errors in kvbudget's hierarchy.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import vllm_cases
+import vllm_oracle as vo
+from test_vllm_oracle import CASES, check_case
+
+import kvbudget
+from kvbudget import vllm
+
+N = int(os.environ.get("KVBUDGET_VLLM_CASES", "5000"))
+
+
+class Ours:
+    """``kvbudget.vllm`` behind the oracle's ``plan(layers, available, engine)`` interface."""
+
+    @staticmethod
+    def plan(layers: Sequence[dict[str, Any]], available: Any, engine: dict[str, Any] | None = None) -> dict[str, Any]:
+        specs = [vllm.LayerSpec(**x) for x in layers]
+        return vllm.plan_raw(specs, available, vllm.EngineConfig(**(engine or {})))
+
+
+@pytest.mark.parametrize("case_id", list(CASES))
+def test_golden_case(case_id: str) -> None:
+    check_case(Ours(), CASES[case_id])  # type: ignore[arg-type]
+
+
+def _compare(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    theirs = json.loads(json.dumps(theirs))  # the oracle's tuples as the JSON lists ours are
+    keys = sorted(set(ours) | set(theirs))
+    return [f"{k}: kvbudget {ours.get(k)!r} vs vLLM {theirs.get(k)!r}" for k in keys if ours.get(k) != theirs.get(k)]
+
+
+_ORACLE: vo.VllmOracle | None = None
+
+
+def _chunk(seeds: range) -> tuple[list[str], dict[str, int], float, float]:
+    """Mismatches, outcome counts and seconds spent (vLLM's code, kvbudget) over ``seeds``."""
+    global _ORACLE
+    if _ORACLE is None:  # one oracle per worker process
+        _ORACLE = vo.load()
+    mismatches: list[str] = []
+    outcomes: dict[str, int] = {}
+    spent = [0.0, 0.0]
+    for seed in seeds:
+        layers, available, engine = vllm_cases.deployment(seed)
+        t0 = time.perf_counter()
+        theirs = _ORACLE.plan(layers, available, engine)
+        t1 = time.perf_counter()
+        ours = Ours.plan(layers, available, engine)
+        spent[0] += t1 - t0
+        spent[1] += time.perf_counter() - t1
+        key = "ok" if theirs["ok"] else theirs["error_type"]
+        outcomes[key] = outcomes.get(key, 0) + 1
+        diff = _compare(ours, theirs)
+        if diff:
+            mismatches.append(f"seed {seed}: " + "; ".join(d[:300] for d in diff[:4]))
+    return mismatches, outcomes, spent[0], spent[1]
+
+
+def test_differential_against_vllm() -> None:
+    """Seeds split over the cores (each worker process loads its own oracle)."""
+    workers = max(1, min(os.cpu_count() or 1, 4))
+    bounds = [N * i // workers for i in range(workers + 1)]
+    chunks = [range(a, b) for a, b in zip(bounds, bounds[1:])]
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        results = list(pool.map(_chunk, chunks))
+    mismatches = [m for r in results for m in r[0]]
+    outcomes: dict[str, int] = {}
+    for r in results:
+        for k, v in r[1].items():
+            outcomes[k] = outcomes.get(k, 0) + v
+    t_vllm, t_ours = sum(r[2] for r in results), sum(r[3] for r in results)
+    print(f"\nvLLM differential: {N} deployments, outcomes {outcomes}, {len(mismatches)} mismatches "
+          f"(vLLM's code {t_vllm:.1f} s, kvbudget {t_ours:.1f} s, over {workers} processes)")  # fmt: skip
+    assert sum(outcomes.values()) == N
+    assert not mismatches, f"{len(mismatches)} of {N} deployments differ:\n" + "\n".join(mismatches[:15])
+    # The draws reach plans and vLLM's startup failure alike.
+    assert outcomes.get("ok", 0) > N // 3 and outcomes.get("ValueError", 0) > N // 50, outcomes
+
+
+def test_engine_defaults_are_the_cores() -> None:
+    e = vllm.EngineConfig()
+    assert (e.block_size, e.max_model_len, e.max_num_batched_tokens, e.async_scheduling) == (16, 131072, 8192, True)
+    assert vllm.VLLM_VERSION == "0.33.0"
+
+
+def test_plan_is_typed_and_its_views_fit() -> None:
+    layers = [vllm.LayerSpec(f"model.layers.{i}.self_attn.attn", "full" if i % 6 == 5 else "sliding",
+                             num_kv_heads=16, head_size=128, sliding_window=1024) for i in range(62)]  # fmt: skip
+    p = vllm.plan(layers, 40 << 30)
+    assert (p.num_blocks, p.bytes_per_block, p.kv_cache_size_tokens) == (32768, (1310720,), 291658)
+    assert p.warnings == ("Add 8 padding layers, may waste at most 15.38% KV cache memory",)
+    assert [len(g.layers) for g in p.groups] == [9, 9, 9, 9, 8, 8, 10]
+    for t in p.tensors[0]:
+        assert t.offset + (len(t.layers) - 1) * t.layer_stride + p.num_blocks * t.block_stride <= t.size
+    assert p.allocated_bytes == (p.num_blocks * p.bytes_per_block[0],)
+
+
+def test_a_startup_failure_is_not_enough_memory_with_vllms_estimate() -> None:
+    layers = [vllm.LayerSpec(f"l{i}", "full", num_kv_heads=8, head_size=128) for i in range(32)]
+    with pytest.raises(kvbudget.NotEnoughMemoryError) as info:
+        vllm.plan(layers, 8 << 30)
+    err = info.value
+    assert isinstance(err, vllm.VllmStartupError)
+    assert err.vllm_message.startswith("To serve at least one request with the model's max seq len (131072)")
+    assert err.estimated_max_model_len == 65520  # VLLM.md s9: the null block costs 16 tokens of M
+    ok = vllm.plan(layers, 8 << 30, vllm.EngineConfig(max_model_len="auto", derived_max_model_len=131072))
+    assert ok.max_model_len == 65520
+
+
+def test_refusals_are_invalid_config() -> None:
+    bad = [vllm.LayerSpec("a", "sliding", num_kv_heads=8, head_size=128, sliding_window=128)]
+    with pytest.raises(kvbudget.InvalidConfigError):
+        vllm.plan(bad, 1 << 30, vllm.EngineConfig(dcp=2))  # vLLM asserts DCP = 1 for sliding windows
+    with pytest.raises(kvbudget.InvalidConfigError, match="auto"):
+        vllm.plan(bad, 1 << 30, vllm.EngineConfig(max_model_len="auto"))
+    with pytest.raises(TypeError):
+        vllm.plan([{"name": "a"}], 1 << 30)  # type: ignore[list-item]
+
+
+def _hostile(seed: int) -> dict[str, Any]:
+    """A request of out-of-range, zero, huge and missing values."""
+    r = random.Random(seed)
+    ints = (0, 1, 3, 16, 1 << 24, (1 << 24) + 1, 1 << 40, (1 << 64) - 1)
+    layers = []
+    for i in range(r.choice((0, 1, 2, 5))):
+        layer: dict[str, Any] = {"name": r.choice((f"l{i}", "l0")), "kind": r.choice(("full", "sliding", "chunked", "mla")),
+                                 "num_kv_heads": r.choice(ints), "head_size": r.choice(ints)}  # fmt: skip
+        for k in ("head_size_v", "sliding_window", "attention_chunk_size", "block_size", "pp_stage"):
+            if r.random() < 0.4:
+                layer[k] = r.choice(ints[:5])
+        layers.append(layer)
+    engine = {k: r.choice(ints) for k in ("block_size", "max_num_batched_tokens", "tp", "pp", "dcp",
+                                          "num_gpu_blocks_override") if r.random() < 0.3}  # fmt: skip
+    available = r.choice((0, -1, 1, 1 << 40, (1 << 63) - 1, -(1 << 63), [1, 2], [1 << 62] * 3))
+    return {"layers": layers, "available": available, "engine": engine}
+
+
+def test_hostile_requests_are_errors_never_panics() -> None:
+    """Zero, huge and out-of-range sizes give a result or an error, never a Rust panic."""
+    from kvbudget import _core
+
+    outcomes: dict[str, int] = {}
+    for seed in range(3000):
+        out = json.loads(_core._vllm_plan(json.dumps(_hostile(seed))))
+        key = "ok" if out["ok"] else out["error_type"]
+        outcomes[key] = outcomes.get(key, 0) + 1
+    assert outcomes.get("Input", 0) > 1000 and sum(outcomes.values()) == 3000, outcomes

@@ -1,0 +1,129 @@
+"""Seeded random vLLM deployments for the vLLM-mode differential (tests/test_vllm_plan.py).
+
+A deployment is ``(layers, available, engine)`` in the oracle's forms
+(tests/vllm_oracle): per-layer dicts in registration order (the target, then
+the drafter on the last PP stage), one budget for every worker or one per
+worker, and engine settings. The draws cover dense and hybrid targets (sliding
+and chunked layers, MLA), drafters of the target's geometry and of others
+(EAGLE heads, draft models, a sliding drafter layer), PP up to 3 with
+per-worker budgets, block sizes, dtypes, ``--max-model-len auto``, the block
+override, the hybrid manager off, and budgets too small to start.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+Deployment = tuple[list[dict[str, Any]], Any, dict[str, Any]]
+
+GIB = 1 << 30
+DIMS = (64, 80, 96, 128, 128, 256)
+DTYPES = ("auto", "auto", "auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+MODEL_DTYPES = ("bfloat16", "bfloat16", "float16", "float32")
+
+
+def _target(r: random.Random) -> list[dict[str, Any]]:
+    n = r.choice((r.randint(1, 8), r.randint(1, 64), 62, 36, 48))
+    shape = r.random()
+    heads, dim = r.choice((1, 2, 4, 8, 16)), r.choice(DIMS)
+    common: dict[str, Any] = {"num_kv_heads": heads, "head_size": dim, "kv_cache_dtype": r.choice(DTYPES),
+                              "model_dtype": r.choice(MODEL_DTYPES)}  # fmt: skip
+    if r.random() < 0.2:
+        common["head_size_v"] = r.choice(DIMS)
+    if shape < 0.15:  # MLA (DeepSeek-style): one latent head
+        mla = {"kind": "mla", "num_kv_heads": 1, "head_size": r.choice((576, 512, 320)),
+               "kv_cache_dtype": r.choice(("auto", "auto", "fp8", "fp8_ds_mla")), "model_dtype": "bfloat16"}  # fmt: skip
+        layers = [dict(mla) for _ in range(n)]
+        if r.random() < 0.3:  # MLA with sliding layers (the fallback, or an error)
+            for i in range(0, n, r.choice((2, 3, 4))):
+                layers[i] = {**common, "kind": "sliding", "sliding_window": r.choice((128, 512, 4096))}
+    elif shape < 0.4:  # dense
+        layers = [{**common, "kind": "full"} for _ in range(n)]
+    else:  # hybrid: full every k-th layer, local elsewhere
+        k = r.choice((2, 4, 6, 6, 5))
+        local: dict[str, Any]
+        if r.random() < 0.2:
+            local = {"kind": "chunked", "attention_chunk_size": r.choice((2048, 8192))}
+        else:
+            local = {"kind": "sliding", "sliding_window": r.choice((128, 512, 1024, 4096))}
+        layers = [{**common, "kind": "full"} if i % k == k - 1 else {**common, **local} for i in range(n)]
+        if r.random() < 0.15:  # other geometry on the local layers (Gemma-4-like)
+            other = {"num_kv_heads": r.choice((2, 4, 8)), "head_size": r.choice(DIMS)}
+            layers = [x if x["kind"] == "full" else {**x, **other} for x in layers]
+    for i, x in enumerate(layers):
+        x["name"] = f"model.layers.{i}.self_attn.attn"
+    return layers
+
+
+def _drafter(r: random.Random, target: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    pick = r.random()
+    full = next((x for x in target if x["kind"] in ("full", "mla")), target[0])
+    if pick < 0.35:
+        return []
+    if pick < 0.6:  # an EAGLE head of the target's geometry, full attention (MLA for MLA)
+        out = [{k: v for k, v in full.items() if k not in ("name", "sliding_window", "attention_chunk_size")}]
+        if out[0]["kind"] != "mla":
+            out[0]["kind"] = "full"
+    elif pick < 0.75:  # an EAGLE head of another geometry
+        out = [{**full, "kind": "full", "num_kv_heads": r.choice((2, 4, 8)), "head_size": r.choice(DIMS)}]
+    elif pick < 0.85:  # a sliding drafter layer
+        out = [{**full, "kind": "sliding", "sliding_window": r.choice((128, 1024))}]
+    else:  # a draft model of a few layers, its own geometry
+        geo = {"kind": "full", "num_kv_heads": r.choice((2, 8)), "head_size": r.choice(DIMS),
+               "kv_cache_dtype": full.get("kv_cache_dtype", "auto") if full["kind"] != "mla" else "auto",
+               "model_dtype": "bfloat16"}  # fmt: skip
+        out = [dict(geo) for _ in range(r.choice((1, 2, 4, 16)))]
+    for x in out:
+        x.pop("name", None)
+        if x["kind"] != "chunked":
+            x.pop("attention_chunk_size", None)
+        if x["kind"] != "sliding":
+            x.pop("sliding_window", None)
+        if x["kind"] != "mla" and full["kind"] == "mla":  # an MLA target's head of another kind
+            x.update(num_kv_heads=r.choice((2, 8)), head_size=r.choice(DIMS), kv_cache_dtype="auto")
+    for j, x in enumerate(out):
+        x.update(name=f"drafter.layers.{j}.self_attn.attn", is_draft=True)
+    return out
+
+
+def deployment(seed: int) -> Deployment:
+    """The deployment of ``seed``."""
+    r = random.Random(seed)
+    layers = _target(r)
+    drafter = _drafter(r, layers)
+    pp = r.choice((1, 1, 1, 2, 3)) if len(layers) >= 3 else 1
+    tp = r.choice((1, 1, 1, 1, 2, 2, 4, 8))  # TP repeats a stage's plan per rank: the oracle's cost
+    base, extra = divmod(len(layers), pp)
+    stages = [s for s in range(pp) for _ in range(base + (1 if s < extra else 0))]
+    for x, s in zip(layers, stages):
+        x["pp_stage"] = s
+    for x in drafter:
+        x["pp_stage"] = pp - 1
+    block = r.choice((16, 16, 16, 32, 64))
+    engine: dict[str, Any] = {"block_size": block, "tp": tp, "pp": pp,
+                              "max_num_batched_tokens": r.choice((2048, 8192, 8192, 16384)),
+                              "async_scheduling": r.random() < 0.8, "use_v2_model_runner": r.random() < 0.8}  # fmt: skip
+    m = r.random()
+    if m < 0.15:
+        engine.update(max_model_len="auto", derived_max_model_len=r.choice((32768, 131072, 262144)))
+    else:
+        engine["max_model_len"] = r.choice((2048, 8192, 32768, 131072, r.randint(1, 200_000)))
+    if r.random() < 0.1:
+        engine["num_gpu_blocks_override"] = r.choice((1, 64, 4096, r.randint(2, 100_000)))
+    if r.random() < 0.15:
+        engine["disable_hybrid_kv_cache_manager"] = True
+    if drafter:
+        method = r.choice(("eagle", "eagle3", "mtp", "draft_model"))
+        engine.update(speculative_method=method, num_speculative_tokens=r.choice((1, 3, 4)))
+        if method == "mtp":
+            engine["num_nextn_predict_layers"] = r.choice((1, 1, 3))
+    workers = pp * tp
+    scale = r.choice((GIB // 64, GIB, 8 * GIB, 30 * GIB, 70 * GIB))
+    if r.random() < 0.5:
+        available: Any = int(scale * r.uniform(0.5, 1.5))
+    elif r.random() < 0.5:
+        available = [int(scale * r.uniform(0.5, 1.5)) for _ in range(pp)]
+    else:
+        available = [int(scale * r.uniform(0.5, 1.5)) for _ in range(workers)]
+    return layers + drafter, available, engine

@@ -99,14 +99,9 @@ fn check_domain(l: &VllmLayer, s: &Spec) -> Result<(), VllmError> {
             ));
         }
     }
-    let content = s.head_size.checked_add(s.head_size_v).and_then(|d| {
-        s.state_content_bytes
-            .or_else(|| d.checked_mul(s.storage.dtype.size_bytes()))
-    });
-    let page = content
-        .and_then(|c| c.checked_mul(s.num_kv_heads))
-        .and_then(|c| c.checked_mul(s.block_size));
-    if page.is_none_or(|p| p == 0 || p > MAX_PAGE_BYTES) {
+    if s.checked_unpadded_page_size_bytes()
+        .is_none_or(|p| p == 0 || p > MAX_PAGE_BYTES)
+    {
         return Err(VllmError::new(
             ErrorKind::Input,
             format!(

@@ -206,15 +206,26 @@ pub(crate) fn cdiv(a: i128, b: i128) -> i128 {
 }
 
 impl Spec {
-    /// Bytes per (head, state) cell of the page.
-    pub fn content_bytes(&self) -> u64 {
-        self.state_content_bytes
-            .unwrap_or((self.head_size + self.head_size_v) * self.storage.dtype.size_bytes())
+    /// The page without padding, bytes: `heads × block_size × content`, where a
+    /// (head, state) cell holds `state_content_bytes` or `(Dk + Dv) × dtype bytes`;
+    /// `None` on overflow.
+    pub fn checked_unpadded_page_size_bytes(&self) -> Option<u64> {
+        let content = match self.state_content_bytes {
+            Some(c) => c,
+            None => self
+                .head_size
+                .checked_add(self.head_size_v)?
+                .checked_mul(self.storage.dtype.size_bytes())?,
+        };
+        content
+            .checked_mul(self.num_kv_heads)?
+            .checked_mul(self.block_size)
     }
 
-    /// The page without padding, bytes: `heads × block_size × content`.
+    /// The page without padding, bytes (inside the planner's domain, which
+    /// bounds every page when the spec is built, so it cannot overflow).
     pub fn unpadded_page_size_bytes(&self) -> u64 {
-        self.num_kv_heads * self.block_size * self.content_bytes()
+        self.checked_unpadded_page_size_bytes().unwrap_or(u64::MAX)
     }
 
     /// The page, bytes (the padded page when set).

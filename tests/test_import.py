@@ -48,6 +48,18 @@ TORCH_FREE = {
         "    assert main([]) == 0\n"
     ),
     "models": "import kvbudget.models; kvbudget.models.get_preset('gemma-3-27b').model_geometry()",
+    "vllm": (
+        "from kvbudget import vllm\n"
+        "from kvbudget.models import get_preset\n"
+        "from kvbudget.vllm_models import layers_from_hf_config\n"
+        "vllm.plan(layers_from_hf_config(get_preset('gemma-3-27b').hf_config()), 40 << 30)\n"
+    ),
+    "cli --engine vllm": (
+        "import contextlib, io\n"
+        "from kvbudget.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['compare', '--engines', 'sglang', 'vllm']) == 0\n"
+    ),
 }
 
 

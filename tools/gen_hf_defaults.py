@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "python" / "kvbudget" / "models" / "data" / "hf_defaults.json"
 TRANSFORMERS_VERSION = "5.19.0"
 
-#: The keys the readers use (kvbudget.models.hf and kvbudget.models.sglang_model).
+#: The keys the readers use (kvbudget.models.hf, kvbudget.models.sglang_model, kvbudget.vllm_models).
 KEYS = (
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "head_dim",
     "v_head_dim", "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "sliding_window",
@@ -39,7 +39,7 @@ KEYS = (
     "attention_k_eq_v", "multi_query", "layer_types", "hybrid_layer_pattern", "full_attention_interval",
     "linear_attn_config", "full_attn_idxs", "num_attention_groups", "index_topk", "index_head_dim",
     "index_kpool", "index_kpool_compress", "indexer_types", "index_topk_freq", "index_topk_pattern",
-    "index_skip_topk_offset", "cli_factor",
+    "index_skip_topk_offset", "cli_factor", "num_nextn_predict_layers", "no_rope_layers",
 )  # fmt: skip
 #: Model types recorded: the families the SGLang model-resolution test builds (text types
 #: of multimodal configs included).

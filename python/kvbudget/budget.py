@@ -144,10 +144,10 @@ def vllm_available_bytes(
     non_torch_bytes: int = 0,
     cuda_graph_bytes: int = 0,
 ) -> int:
-    """vLLM: ``A = total * gpu_memory_utilization - non-KV memory``.
+    """vLLM: ``A = ceil(total * gpu_memory_utilization) - non-KV memory``.
 
-    vLLM's worker (``determine_available_memory``) requests
-    ``total * gpu_memory_utilization`` of the device and gives KV what is left
+    vLLM 0.33.0's worker (``request_memory``, then ``determine_available_memory``)
+    requests ``ceil(total * gpu_memory_utilization)`` bytes of the device and gives KV what is left
     after the model's weights, peak activations seen while profiling, non-torch
     memory (NCCL, CUDA context) and the CUDA graph estimate. Pass the non-KV
     total as ``non_kv_bytes``, or its components by keyword, or both (they add).
@@ -173,7 +173,7 @@ def vllm_available_bytes(
         + _bytes("non_torch_bytes", non_torch_bytes)
         + _bytes("cuda_graph_bytes", cuda_graph_bytes)
     )
-    return math.floor(tot * f) - used
+    return math.ceil(tot * f) - used
 
 
 def gpu_available_bytes(memory_bytes: int, mem_fraction: float, weights_bytes: int = 0) -> int:

@@ -133,13 +133,21 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class VllmTensor:
-    """One view over a worker's single KV buffer (vLLM's ``KVCacheTensor``), bytes."""
+    """Layers viewing a worker's single KV buffer (vLLM's ``KVCacheTensor``), bytes.
+
+    Layer ``i`` of ``layers`` is the ``[B, H, N, C]`` view of ``shape`` / ``strides``
+    (bytes) at ``offset + i * layer_stride``, reinterpreted as ``dtype`` (so its last
+    dimension holds ``C // dtype size`` elements: K then V of one head and token).
+    """
 
     size: int
     layers: tuple[str, ...]
     layer_stride: int
     block_stride: int
     offset: int
+    shape: tuple[int, int, int, int]
+    strides: tuple[int, int, int, int]
+    dtype: str
 
 
 @dataclass(frozen=True)
@@ -239,6 +247,11 @@ def _engine_json(engine: EngineConfig) -> dict[str, Any]:
     return out
 
 
+def _tensor(t: dict[str, Any]) -> VllmTensor:
+    return VllmTensor(**{**t, "layers": tuple(t["layers"]), "shape": tuple(t["shape"]),
+                         "strides": tuple(t["strides"])})  # fmt: skip
+
+
 def _group(g: dict[str, Any]) -> VllmGroup:
     return VllmGroup(**{**g, "layers": tuple(g["layers"])})
 
@@ -280,7 +293,7 @@ def plan(layers: Sequence[LayerSpec], available_bytes: int | Sequence[int],
         num_blocks=r["num_blocks"], max_model_len=r["max_model_len"],
         bytes_per_block=tuple(r["bytes_per_block"]), per_request_bytes=tuple(r["per_request_bytes"]),
         allocated_bytes=tuple(a[0] for a in r["allocated_bytes"]),
-        tensors=tuple(tuple(VllmTensor(**{**t, "layers": tuple(t["layers"])}) for t in w) for w in r["tensors"]),
+        tensors=tuple(tuple(_tensor(t) for t in w) for w in r["tensors"]),
         groups=tuple(_group(g) for g in r["groups"]),
         worker_groups=tuple(tuple(_group(g) for g in w) for w in r["worker_groups"]),
         blocks_per_request=tuple(r["blocks_per_request"]), max_concurrency=r["max_concurrency"],

@@ -168,6 +168,63 @@ class VllmOracle:
             out["padding_layers"] = unused // page if unused % page == 0 else None
         return out
 
+    def tensor_spec(self, config: Any, tensor: Any) -> Any:
+        """The spec ``allocate_kv_cache`` views ``tensor`` with (its first layer's group's;
+        a uniform-type group's per-layer spec)."""
+        name = tensor.layers[0]
+        group = next(g for g in config.kv_cache_groups if name in g.layer_names)
+        return self.planning["_get_per_layer_spec"](group, name)
+
+    def _tensor(self, config: Any, t: Any, layout: Any) -> dict[str, Any]:
+        """One ``KVCacheTensor`` with its per-layer view as ``create_kv_cache_views`` makes
+        it (no kernel block split): vLLM's ``compute_layer_kv_cache_shape_bytes`` and
+        ``compute_layout_strides`` (bytes, ``[B, H, N, C]``) and ``spec.dtype``."""
+        i, spec = self.iface, self.tensor_spec(config, t)
+        nb = config.num_blocks_of(t)
+        strides = i["compute_layout_strides"](
+            spec, nb, len(t.layers), layout, fixed_strides=(t.layer_stride, t.block_stride, None, None, None)
+        )
+        return {
+            "size": t.size,
+            "layers": list(t.layers),
+            "layer_stride": t.layer_stride,
+            "block_stride": t.block_stride,
+            "offset": t.offset,
+            "shape": list(i["compute_layer_kv_cache_shape_bytes"](spec, nb)),
+            "strides": list(strides[1:]),
+            "dtype": str(spec.dtype).removeprefix("torch."),
+        }
+
+    def _configs(
+        self, layers: Sequence[dict[str, Any]], available: int | Sequence[int],
+        engine_settings: dict[str, Any] | None,
+    ) -> tuple[Any, list[Any], list[Any]]:
+        """The engine core's steps up to the per-worker ``KVCacheConfig`` s: the config,
+        the global groups and one config per worker (vLLM's exceptions propagate)."""
+        engine = dict(engine_settings or {})
+        sb, p = self.sb, self.planning
+        sb.log.clear()
+        cfg = make_vllm_config(sb.configs, engine)
+        pp, tp = cfg.parallel_config.pipeline_parallel_size, cfg.parallel_config.tensor_parallel_size
+        budgets = self._budgets(available, pp, tp)
+        sb.register_all_kvcache_specs(cfg)
+        specs = self.worker_specs(layers, engine)
+        global_groups = p["get_global_kv_cache_groups"](cfg, specs)
+        return cfg, global_groups, p["get_kv_cache_configs"](cfg, specs, budgets, global_groups)
+
+    def allocate(
+        self, layers: Sequence[dict[str, Any]], available: int | Sequence[int],
+        engine_settings: dict[str, Any] | None = None, device: str = "meta",
+    ) -> list[dict[str, Any]]:
+        """Every worker's KV cache as vLLM's worker allocates it (``allocate_kv_cache``
+        over that worker's ``KVCacheConfig``, FLASH_ATTN: no kernel block split):
+        one ``{layer name: view}`` per worker. vLLM's exceptions propagate."""
+        import torch
+
+        cfg, _, configs = self._configs(layers, available, engine_settings)
+        layout = cfg.cache_config.get_resolved_kv_cache_layout()
+        return [self.sb.allocate_kv_cache(c, torch.device(device), layout) for c in configs]
+
     def plan(
         self,
         layers: Sequence[dict[str, Any]],
@@ -181,20 +238,9 @@ class VllmOracle:
         ``blocks_per_request`` (per scheduler group),
         ``max_concurrency``, ``kv_cache_size_tokens``, ``kv_tp_replicas``,
         ``log`` / ``warnings`` (vLLM's formatted messages)."""
-        engine = dict(engine_settings or {})
         sb, p = self.sb, self.planning
-        sb.log.clear()
-        cfg = make_vllm_config(sb.configs, engine)
-        pp, tp = (
-            cfg.parallel_config.pipeline_parallel_size,
-            cfg.parallel_config.tensor_parallel_size,
-        )
-        budgets = self._budgets(available_bytes_per_worker, pp, tp)
         try:
-            sb.register_all_kvcache_specs(cfg)
-            specs = self.worker_specs(layers, engine)
-            global_groups = p["get_global_kv_cache_groups"](cfg, specs)
-            configs = p["get_kv_cache_configs"](cfg, specs, budgets, global_groups)
+            cfg, global_groups, configs = self._configs(layers, available_bytes_per_worker, engine_settings)
         except StubError:
             raise
         except (ValueError, NotImplementedError, AssertionError) as e:
@@ -209,6 +255,7 @@ class VllmOracle:
             }
         for c in configs:
             c.kv_cache_layout = cfg.cache_config.kv_cache_layout
+        layout = cfg.cache_config.get_resolved_kv_cache_layout()
         u = sb.utils
         sched = u["generate_scheduler_kv_cache_config"](configs)
         cfg.cache_config.num_gpu_blocks = sched.num_blocks
@@ -238,19 +285,7 @@ class VllmOracle:
                 for c in configs
             ],
             "allocated_bytes": [sorted({t.size for t in c.kv_cache_tensors}) for c in configs],
-            "tensors": [
-                [
-                    {
-                        "size": t.size,
-                        "layers": list(t.layers),
-                        "layer_stride": t.layer_stride,
-                        "block_stride": t.block_stride,
-                        "offset": t.offset,
-                    }
-                    for t in c.kv_cache_tensors
-                ]
-                for c in configs
-            ],
+            "tensors": [[self._tensor(c, t, layout) for t in c.kv_cache_tensors] for c in configs],
             "groups": [self._group(g) for g in global_groups],
             "worker_groups": [
                 [

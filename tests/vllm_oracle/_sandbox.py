@@ -20,7 +20,9 @@
   ``get_max_concurrency_for_kv_cache_config``,
   ``generate_scheduler_kv_cache_config``, ``get_kv_cache_capacity``,
   ``update_kv_cache_capacity``), and ``Platform.get_kv_cache_config_builder_cls``
-  / ``Platform.register_custom_kv_cache_specs`` (``platforms/interface.py``);
+  / ``Platform.register_custom_kv_cache_specs`` (``platforms/interface.py``),
+  and the worker's ``allocate_kv_cache`` (``v1/worker/utils.py``, with a CUDA
+  ``current_platform`` whose only member is ``is_rocm``);
   the config methods are lifted in :mod:`._configs`;
 * **stubs**, strictly (:mod:`._strict`): ``vllm.logger.init_logger`` returns a
   recording logger; ``vllm.config`` provides the strict config stand-ins of
@@ -135,6 +137,7 @@ class Sandbox:
     register_all_kvcache_specs: Callable[[Any], None]
     get_kv_cache_torch_dtype: Callable[..., Any]
     configs: Any  # the config stand-in classes (._configs.ConfigClasses)
+    allocate_kv_cache: Callable[..., Any]  # v1/worker/utils.py, lifted
 
     @property
     def log(self) -> list[tuple[str, str]]:
@@ -255,6 +258,16 @@ def build(root: Path) -> Sandbox:
     )
     planning = b.exec_whole("v1/core/kv_cache_planning.py")
     resolved[DEFAULT_BUILDER] = planning["DefaultKVCacheConfigBuilder"]
+    # The worker's allocation: a CUDA platform (``is_rocm()`` False, so the ROCm
+    # workspace warm-up is never reached and is poisoned).
+    worker_env = {k: v for k, v in iface.items() if not k.startswith("__")}
+    worker_env.update(
+        torch=torch,
+        KVCacheLayout=layout["KVCacheLayout"],
+        current_platform=StrictModule("current_platform", {"is_rocm": lambda: False}),
+        warmup_rocm_skinny_gemm_workspaces=Poison("warmup_rocm_skinny_gemm_workspaces"),
+    )
+    alloc = b.lift("v1/worker/utils.py", "allocate_kv_cache", **worker_env)
     return Sandbox(
         builder=b,
         planning=planning,
@@ -263,4 +276,5 @@ def build(root: Path) -> Sandbox:
         register_all_kvcache_specs=stm["register_all_kvcache_specs"],
         get_kv_cache_torch_dtype=tu["get_kv_cache_torch_dtype"],
         configs=configs,
+        allocate_kv_cache=alloc["allocate_kv_cache"],
     )

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, Union
 from kvbudget import KVBudgetError, PoolPlan
 from kvbudget.cli import render
 from kvbudget.cli.render import b
+from kvbudget.cli.parser import UsageError
 from kvbudget.cli.scenario import CliScenario, build_scenario
+from kvbudget.cli.vllm_inputs import refuse_vllm_flags
 from kvbudget.workload import WithoutDraftTerms, without_draft_configurator, without_draft_terms
 
 if TYPE_CHECKING:
@@ -99,6 +101,13 @@ def to_json(c: Comparison) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     sc = build_scenario(args)
+    if args.engines:
+        from kvbudget.cli import engines
+
+        return engines.run(args, sc)
+    if args.context_lengths or args.plot:
+        raise UsageError("--context-lengths and --plot go with --engines")
+    refuse_vllm_flags(args, "--engines ... vllm")
     c = compare(sc, sc.require_budget())
     if args.json:
         render.emit_json(render.document("compare", sc, **to_json(c)))

@@ -29,6 +29,7 @@ __all__ = [
     "ALIASES",
     "ArgumentsError",
     "COMMANDS",
+    "ENGINES",
     "MAX_SWEEP_STEPS",
     "SERVING_FIELDS",
     "SPEC_FIELDS",
@@ -49,6 +50,8 @@ _T = TypeVar("_T")
 GIB: Final = 1 << 30
 PROG: Final = "kvbudget"
 COMMANDS: Final = ("plan", "compare", "sweep", "ratio", "models")
+#: ``plan --engine`` / ``compare --engines`` choices.
+ENGINES: Final = ("sglang", "vllm")
 #: The most values ``sweep --steps`` makes (each is planned twice).
 MAX_SWEEP_STEPS: Final = 10_000
 
@@ -302,6 +305,29 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, budget: bool = True) -> No
         _add_field_argument(s, f)
 
 
+@_arg_type
+def _max_model_len(text: str) -> int | str:
+    return "auto" if text.strip().lower() == "auto" else parse_int(text, 1, INT64_MAX)
+
+
+def _add_vllm_args(p: argparse.ArgumentParser) -> None:
+    """vLLM 0.33.0's engine flags (``--engine vllm``, ``compare --engines ... vllm``)."""
+    v = p.add_argument_group("vLLM engine (vLLM 0.33.0's flags; --tp, --dcp and --kv-dtype are shared)")
+    v.add_argument("--block-size", type=_positive_int, metavar="N", help="tokens per block (default 16)")
+    v.add_argument("--max-model-len", type=_max_model_len, metavar="N|auto",
+                   help="tokens, or auto (default: the model's max_position_embeddings)")  # fmt: skip
+    v.add_argument("--max-num-batched-tokens", type=_positive_int, metavar="N", help="tokens (default 8192)")
+    v.add_argument("--no-async-scheduling", action="store_true", help="async scheduling off")
+    v.add_argument("--pp", type=_positive_int, default=1, metavar="N", help="pipeline stages (default 1)")
+    v.add_argument("--gpu-memory-utilization", type=_fraction, metavar="F",
+                   help="with --gpu: vLLM's fraction of the device (default 0.92)")  # fmt: skip
+    v.add_argument("--num-gpu-blocks-override", type=_positive_int, metavar="N", help="blocks")
+    v.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
+                   help="one group of full-attention pages for every layer")  # fmt: skip
+    v.add_argument("--num-speculative-tokens", type=_positive_int, metavar="K",
+                   help="the drafter's k (default: --num-steps, else 1)")  # fmt: skip
+
+
 def _add_command(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     """A command's parser; no abbreviated flags (``--model`` is not ``--model-dtype``)."""
     parser: argparse.ArgumentParser = sub.add_parser(name, allow_abbrev=False, **kwargs)
@@ -336,6 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="exact: the largest plan whose tensors fit; sglang: SGLang's token counts "
         "(default exact)",
     )
+    p.add_argument("--engine", choices=ENGINES, default="sglang",
+                   help="sglang: SGLang's pools and kvbudget's exact plan; vllm: vLLM 0.33.0's blocks "
+                   "(default sglang)")  # fmt: skip
+    _add_vllm_args(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     c = _add_command(
@@ -346,6 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
         "its budget (PR #29622) with SGLang without them (before).",
     )
     _add_scenario_args(c)
+    c.add_argument("--engines", nargs="+", choices=ENGINES, metavar="ENGINE",
+                   help="compare engines side by side (sglang vllm): pools or blocks, concurrency "
+                   "at --context-lengths, waste, against kvbudget's exact plan")  # fmt: skip
+    c.add_argument("--context-lengths", nargs="+", metavar="L",
+                   help="with --engines: context lengths, tokens (default 4096 8192 16384 32768 65536 131072)")  # fmt: skip
+    c.add_argument("--plot", metavar="PNG", help="with --engines: concurrency vs context length (needs matplotlib)")
+    _add_vllm_args(c)
     c.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
     s = _add_command(

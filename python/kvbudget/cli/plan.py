@@ -8,9 +8,15 @@ import json
 from kvbudget.cli import render
 from kvbudget.cli.render import b
 from kvbudget.cli.scenario import build_scenario
+from kvbudget.cli.vllm_inputs import refuse_vllm_flags
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine == "vllm":
+        from kvbudget.cli import plan_vllm
+
+        return plan_vllm.run(args)
+    refuse_vllm_flags(args, "--engine vllm")
     sc = build_scenario(args)
     available = sc.require_budget()
     cfg = sc.configurator()

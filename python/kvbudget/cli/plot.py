@@ -1,4 +1,5 @@
-"""``sweep --plot``: pool tokens and bytes against the swept input (matplotlib is imported here)."""
+"""``sweep --plot`` (pool tokens and bytes against the swept input) and ``compare --engines --plot``
+(requests held against context length, per engine); matplotlib is imported here."""
 
 from __future__ import annotations
 
@@ -9,6 +10,57 @@ from kvbudget.cli import render
 from kvbudget.cli.files import OutputError, open_output, output_error
 from kvbudget.cli.render import GIB
 from kvbudget.cli.scenario import CliScenario
+
+
+def _save(fig: Any, plt: Any, path: str) -> None:
+    """Write ``fig`` at ``path`` (its suffix is the format; none is PNG) and close it.
+
+    Raises:
+        OutputError: ``path`` cannot be written.
+    """
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    try:
+        with open_output(path, "--plot", binary=True) as fh:
+            fig.savefig(fh, format=fmt, dpi=120)
+    except OutputError:
+        raise
+    except OSError as exc:  # a write, or the flush at close
+        raise output_error("--plot", path, exc) from exc
+    finally:
+        plt.close(fig)
+
+
+def plot_engines(rows: list[dict[str, Any]], sc: CliScenario, path: str) -> None:
+    """``compare --engines``' rows as requests held against context length, one line per engine.
+
+    Raises:
+        OutputError: ``path`` cannot be written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [int(r["context_len"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    styles = {"sglang": ("o-", "tab:orange", "SGLang 0.5.23 (its pools, whole requests)"),
+              "exact": ("s--", "tab:blue", "kvbudget exact plan (SGLang layout, fits)"),
+              "vllm": ("^-", "tab:green", "vLLM 0.33.0 (its max concurrency estimate)")}  # fmt: skip
+    for key, (style, color, label) in styles.items():
+        if key in rows[0]:
+            ax.plot(xs, [float(r[key]) for r in rows], style, color=color, label=label, markersize=5)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("context length, tokens")
+    ax.set_ylabel("requests held at once")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="best", fontsize=9)
+    model = sc.model_info.get("preset") or sc.model_label
+    draft_name = sc.draft_info.get("preset") or sc.draft_info.get("spec", "none")
+    fig.suptitle(f"kvbudget compare --engines: {model}, draft {draft_name}, budget {render.gib(sc.available or 0)}")
+    fig.tight_layout()
+    _save(fig, plt, path)
 
 
 def plot(rows: list[dict[str, Any]], sc: CliScenario, vary: str, x_label: str, path: str) -> None:
@@ -96,13 +148,4 @@ def plot(rows: list[dict[str, Any]], sc: CliScenario, vary: str, x_label: str, p
     )
     ax1.set_title(render.serving_summary(sc.scenario.serving, skip=vary), fontsize=9)
     fig.tight_layout()
-    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
-    try:
-        with open_output(path, "--plot", binary=True) as fh:
-            fig.savefig(fh, format=fmt, dpi=120)
-    except OutputError:
-        raise
-    except OSError as exc:  # a write, or the flush at close
-        raise output_error("--plot", path, exc) from exc
-    finally:
-        plt.close(fig)
+    _save(fig, plt, path)

@@ -196,6 +196,10 @@ def _load_model(
     return label, info, preset.model_geometry(), preset.kv_cache_dtype, is_default, sglang
 
 
+#: How the note that kvbudget's configurator is not SGLang's begins.
+WHAT_IF_NOTE: Final = "SGLang 0.5.23 plans "
+
+
 def _sglang_pools(
     model: _SGLangModel | None, scenario: kvbudget.Scenario, notes: list[str]
 ) -> dict[str, Any] | None:
@@ -216,7 +220,7 @@ def _sglang_pools(
     if got.hybrid_swa != ours:
         layers = scenario.model.num_full_layers + scenario.model.num_swa_layers
         notes.append(
-            f"SGLang 0.5.23 plans {archs[0]} with "
+            f"{WHAT_IF_NOTE}{archs[0]} with "
             + ("one DefaultPoolConfigurator pool over all " f"{layers} layers"
                if not got.hybrid_swa else "separate full and SWA pools")
             + "; the numbers here are for kvbudget's geometry as given, a what-if for SGLang"

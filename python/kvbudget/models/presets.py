@@ -127,6 +127,31 @@ class Preset:
             cfg["hybrid_layer_pattern"] = [int(i in swa) for i in range(n)]
         return cfg
 
+    def hf_config(self) -> dict[str, Any]:
+        """The model's HF config as far as the table gives it (flattened: no ``text_config``):
+        :meth:`sglang_text_config` plus ``architectures``, the heads, dims and hidden size,
+        ``dtype``, ``max_position_embeddings``, Llama 4's ``attention_chunk_size`` / ``no_rope_layers`` (0 on its global
+        layers), MLA's latent keys and the MTP layer count. What
+        :func:`kvbudget.vllm_models.layers_from_hf_config` reads for a preset."""
+        e = self.entry
+        cfg: dict[str, Any] = {"architectures": list(self.architectures), **self.sglang_text_config(),
+                               "num_attention_heads": e["num_attention_heads"],
+                               "num_key_value_heads": e["num_kv_heads"], "head_dim": e["head_dim"],
+                               "hidden_size": e["hidden_size"], "dtype": e.get("dtype"),
+                               "max_position_embeddings": e.get("max_position_embeddings")}  # fmt: skip
+        if not e["swa_layer_ids"]:
+            del cfg["layer_types"]
+        if e.get("attention_chunk_size"):
+            full = set(e["full_layer_ids"])
+            cfg.update(attention_chunk_size=e["attention_chunk_size"],
+                       no_rope_layers=[int(i not in full) for i in range(e["num_layers"])])  # fmt: skip
+            del cfg["layer_types"]
+        if e.get("mla"):
+            cfg.update({k: e["mla"][k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")})
+        if e.get("mtp_layers"):
+            cfg["num_nextn_predict_layers"] = e["mtp_layers"]
+        return cfg
+
     def sglang_hybrid(self, disable_hybrid_swa_memory: bool = False) -> SGLangHybrid:
         """Whether SGLang 0.5.23 gives this model separate full and SWA pools, and why
         (:func:`kvbudget.models.sglang_hybrid.sglang_hybrid_swa` on :attr:`architectures`)."""

@@ -290,3 +290,31 @@ fn vllm_multi_module_mtp_retains_extra_tokens() {
         vec![2048, 1092]
     );
 }
+
+#[test]
+fn vllm_views_are_lbnhc_over_one_buffer() {
+    // Case (a): each tensor's layer view is [B, H, N, C] bytes with strides
+    // [page, C, H*C, 1]; layers of one spec follow one another a whole layer apart.
+    let p = plan(&layers_a(), &[40 * GIB], &VllmEngine::default()).unwrap();
+    let w = &p.workers[0];
+    for t in &w.tensors {
+        let content = (128 + 128) * 2; // K + V of one head and token, bf16
+        assert_eq!(t.shape, [p.num_blocks, 16, 16, content]);
+        assert_eq!(t.strides, [t.block_stride, content, 16 * content, 1]);
+        assert_eq!(t.layer_stride, t.block_stride * p.num_blocks);
+        assert_eq!(t.dtype, "bfloat16");
+        let last = t.offset + (t.layers.len() as u64 - 1) * t.layer_stride;
+        assert!(last + p.num_blocks * t.block_stride <= t.size);
+    }
+    let fp8 = VllmLayer {
+        kv_cache_dtype: "fp8_ds_mla".into(),
+        kind: LayerKind::Mla,
+        ..VllmLayer::full("m", 1, 576)
+    };
+    let p = plan(&[fp8], &[GIB], &VllmEngine::default()).unwrap();
+    let t = &p.workers[0].tensors[0];
+    assert_eq!(
+        (t.shape[1], t.shape[3], t.dtype.as_str()),
+        (1, 656, "uint8")
+    );
+}

@@ -322,6 +322,14 @@ pub struct VllmTensor {
     pub block_stride: u64,
     /// The first layer's offset in the buffer, bytes.
     pub offset: u64,
+    /// Each layer's view `[B, H, N, C]` (`compute_layer_kv_cache_shape_bytes`):
+    /// blocks, head slots, states per block (tokens), and `C` in bytes.
+    pub shape: [u64; 4],
+    /// The view's strides for `[B, H, N, C]`, bytes (`LBNHC`: `B` is the block
+    /// stride, then `N`, `H`, `C` innermost).
+    pub strides: [u64; 4],
+    /// The torch dtype the bytes are viewed as (`spec.dtype`, e.g. `"bfloat16"`, `"uint8"`).
+    pub dtype: String,
 }
 
 /// A KV-cache group as the oracle reports it.

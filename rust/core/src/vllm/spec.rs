@@ -36,6 +36,18 @@ impl TorchDtype {
         }
     }
 
+    /// torch's name without the `torch.` prefix (`str(dtype)`).
+    pub fn torch_name(self) -> &'static str {
+        match self {
+            Self::Float32 => "float32",
+            Self::Float16 => "float16",
+            Self::BFloat16 => "bfloat16",
+            Self::UInt8 => "uint8",
+            Self::Int8 => "int8",
+            Self::Float8E4M3 => "float8_e4m3fn",
+        }
+    }
+
     /// vLLM's string-to-dtype table (`STR_DTYPE_TO_TORCH_DTYPE`).
     pub fn from_vllm_name(name: &str) -> Option<Self> {
         Some(match name {
@@ -210,16 +222,21 @@ impl Spec {
     /// (head, state) cell holds `state_content_bytes` or `(Dk + Dv) × dtype bytes`;
     /// `None` on overflow.
     pub fn checked_unpadded_page_size_bytes(&self) -> Option<u64> {
-        let content = match self.state_content_bytes {
-            Some(c) => c,
+        self.checked_state_content_bytes()?
+            .checked_mul(self.num_kv_heads)?
+            .checked_mul(self.block_size)
+    }
+
+    /// Bytes of one (head slot, state) cell (`state_content_size_bytes`):
+    /// `state_content_bytes` when packed, else `(Dk + Dv) × dtype bytes`; `None` on overflow.
+    pub fn checked_state_content_bytes(&self) -> Option<u64> {
+        match self.state_content_bytes {
+            Some(c) => Some(c),
             None => self
                 .head_size
                 .checked_add(self.head_size_v)?
-                .checked_mul(self.storage.dtype.size_bytes())?,
-        };
-        content
-            .checked_mul(self.num_kv_heads)?
-            .checked_mul(self.block_size)
+                .checked_mul(self.storage.dtype.size_bytes()),
+        }
     }
 
     /// The page without padding, bytes (inside the planner's domain, which

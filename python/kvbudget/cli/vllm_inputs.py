@@ -1,0 +1,199 @@
+"""What ``--engine vllm`` plans: vLLM's layers, engine settings and budget from the command line.
+
+The layers are :func:`kvbudget.vllm_models.layers_from_hf_config` of the model's
+``config.json`` (a preset's is :meth:`~kvbudget.models.Preset.hf_config`) and of
+the drafter's: a draft preset's, a ``KIND:config.json``, or for ``eagle3:N`` /
+``eagle:N`` N Llama-architecture layers at the target's full-attention geometry
+(``mtp:N``: a DeepSeek target's own N MTP layers). The serving flags that mean
+the same in both engines are shared (``--tp``, ``--dcp``, ``--kv-dtype``); the
+vLLM flags (``--block-size``, ``--max-model-len``, ...) map to
+:class:`~kvbudget.vllm.EngineConfig`. The budget is ``--available`` (vLLM's
+"Available KV cache memory"), or with ``--gpu``
+:func:`kvbudget.budget.vllm_available_bytes` at ``--gpu-memory-utilization``
+less ``--weights-gib``, an upper bound (vLLM also subtracts its profile run's
+peak and the CUDA-graph estimate).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kvbudget import vllm
+from kvbudget.cli import render
+from kvbudget.cli.files import read_config
+from kvbudget.cli.parser import UsageError
+from kvbudget.cli.scenario import CliScenario
+from kvbudget.vllm_models import layers_from_hf_config, text_part
+
+__all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "VllmInputs", "refuse_vllm_flags", "vllm_inputs"]
+
+# The vLLM flags' destinations and their unset values.
+_VLLM_FLAGS: Final[dict[str, Any]] = {
+    "block_size": None, "max_model_len": None, "max_num_batched_tokens": None, "no_async_scheduling": False,
+    "pp": 1, "gpu_memory_utilization": None, "num_gpu_blocks_override": None,
+    "disable_hybrid_kv_cache_manager": False, "num_speculative_tokens": None,
+}  # fmt: skip
+
+
+def refuse_vllm_flags(args: argparse.Namespace, needs: str) -> None:
+    """UsageError when a vLLM flag is given without vLLM being planned."""
+    given = [k for k, unset in _VLLM_FLAGS.items() if getattr(args, k, unset) != unset]
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise UsageError(f"{flags}: vLLM's, which need {needs}")
+
+#: vLLM 0.33.0's ``--gpu-memory-utilization`` default.
+DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.92
+
+# kvbudget's (SGLang's) KV dtype names -> (vLLM's --kv-cache-dtype, the model dtype "auto" stores).
+_KV_DTYPES: Final[dict[str, tuple[str, str | None]]] = {
+    "auto": ("auto", None),
+    "bf16": ("auto", "bfloat16"),
+    "fp16": ("auto", "float16"),
+    "fp32": ("auto", "float32"),
+    "fp8_e4m3": ("fp8", None),
+    "fp8_e5m2": ("fp8_e5m2", None),
+    "nvfp4": ("nvfp4", None),
+}
+_METHODS: Final[dict[str, str]] = {"eagle": "eagle", "eagle3": "eagle3", "nextn": "mtp"}
+
+
+@dataclass(frozen=True)
+class VllmInputs:
+    """One vLLM deployment as the command line describes it."""
+
+    layers: list[vllm.LayerSpec]
+    engine: vllm.EngineConfig
+    available: int
+    budget_label: str
+    notes: list[str] = field(default_factory=list)
+
+    def plan(self, **changes: Any) -> vllm.VllmPlan:
+        """vLLM's plan, with ``changes`` to the engine settings (e.g. ``max_model_len``)."""
+        from dataclasses import replace
+
+        return vllm.plan(self.layers, self.available, replace(self.engine, **changes))
+
+    def settings(self) -> str:
+        """The engine settings, one line."""
+        e = self.engine
+        parts = [f"block {e.block_size}", f"max-model-len {e.max_model_len}",
+                 f"max-num-batched-tokens {e.max_num_batched_tokens}",
+                 "async scheduling" if e.async_scheduling else "async scheduling off", f"TP {e.tp}"]  # fmt: skip
+        if e.pp > 1:
+            parts.append(f"PP {e.pp}")
+        if e.dcp > 1:
+            parts.append(f"DCP {e.dcp}")
+        if e.speculative_method:
+            parts.append(f"{e.speculative_method} k={e.num_speculative_tokens}")
+        if e.disable_hybrid_kv_cache_manager:
+            parts.append("hybrid KV cache manager off")
+        if e.num_gpu_blocks_override is not None:
+            parts.append(f"{e.num_gpu_blocks_override} blocks (override)")
+        return ", ".join(parts)
+
+
+def _target_config(sc: CliScenario) -> dict[str, Any]:
+    from kvbudget.models import get_preset
+
+    info = sc.model_info
+    if info.get("preset"):
+        return get_preset(info["preset"]).hf_config()
+    if info.get("config"):
+        return read_config(info["config"])
+    raise UsageError("--engine vllm needs a model preset or a config.json")
+
+
+def _draft(sc: CliScenario, target: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None, int | None]:
+    """(vLLM's method, the drafter's config, MTP layers) for the command line's draft."""
+    from kvbudget.models import get_preset
+
+    spec = sc.scenario.spec
+    if spec.algorithm in ("none", "") or spec.draft_num_layers == 0:
+        return None, None, None
+    method = _METHODS.get(spec.algorithm)
+    if method is None:
+        raise UsageError(f"--engine vllm: kvbudget's vLLM mode reads EAGLE, EAGLE3 and MTP drafters, not "
+                         f"{spec.algorithm!r} (vLLM's draft_model method)")  # fmt: skip
+    info = sc.draft_info
+    if info.get("preset"):
+        preset = get_preset(info["preset"])
+        return method, (None if method == "mtp" else preset.hf_config()), preset.draft_num_layers
+    if info.get("config"):
+        cfg = read_config(info["config"])
+        return method, cfg, cfg.get("num_nextn_predict_layers") if method == "mtp" else None
+    n = spec.draft_num_layers
+    if method == "mtp":
+        return method, None, n
+    text = text_part(target)
+    keys = ("num_attention_heads", "num_key_value_heads", "head_dim", "hidden_size")
+    return method, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": n,
+                    **{k: text[k] for k in keys if text.get(k) is not None}}, None  # fmt: skip
+
+
+def _budget(args: argparse.Namespace, sc: CliScenario) -> tuple[int, str]:
+    from kvbudget.budget import vllm_available_bytes
+
+    info = sc.budget_info
+    util = args.gpu_memory_utilization
+    if info.get("source") != "gpu":
+        if util is not None:
+            raise UsageError("--gpu-memory-utilization goes with --gpu")
+        return sc.require_budget(), sc.budget_label
+    util = DEFAULT_GPU_MEMORY_UTILIZATION if util is None else util
+    total, weights = info["gpu_memory_bytes"], info["weights_bytes"]
+    available = vllm_available_bytes(total, util, weights_bytes=weights)
+    label = (f"{render.b(available)} bytes = {render.gib(available)}: ceil({render.b(total)} B x "
+             f"gpu-memory-utilization {util:g}) - weights {render.b(weights)} B (an upper bound: vLLM "
+             "also subtracts its profile run's peak and the CUDA-graph estimate; give --available "
+             "with the log's 'Available KV cache memory' for its figure)")  # fmt: skip
+    return available, label
+
+
+def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
+    """The vLLM deployment for parsed arguments and the scenario they built.
+
+    Raises:
+        UsageError: a model, drafter or KV dtype kvbudget's vLLM mode does not read.
+        kvbudget.models.ConfigError: a config vLLM refuses (an InvalidConfigError).
+    """
+    target = _target_config(sc)
+    serving = sc.scenario.serving
+    if serving.kv_cache_dtype not in _KV_DTYPES:
+        raise UsageError(f"--engine vllm: no vLLM --kv-cache-dtype for {serving.kv_cache_dtype!r} "
+                         f"(kvbudget maps {', '.join(_KV_DTYPES)})")  # fmt: skip
+    kv_dtype, model_dtype = _KV_DTYPES[serving.kv_cache_dtype]
+    method, draft, mtp_layers = _draft(sc, target)
+    if method == "mtp" and mtp_layers:
+        target = {**target, "num_nextn_predict_layers": mtp_layers}
+    derived = text_part(target).get("max_position_embeddings")
+    derived = derived if isinstance(derived, int) and not isinstance(derived, bool) and derived > 0 else None
+    max_len: int | str | None = args.max_model_len
+    notes: list[str] = []
+    if max_len is None:
+        max_len = derived or vllm.EngineConfig().max_model_len
+        notes.append(f"--max-model-len: the model's max_position_embeddings, {max_len}" if derived else
+                     f"--max-model-len: vLLM's default {max_len} (the config gives no max_position_embeddings)")  # fmt: skip
+    if max_len == "auto" and derived is None:
+        raise UsageError("--max-model-len auto needs the model's max_position_embeddings")
+    k = args.num_speculative_tokens
+    if method is not None and k is None:
+        k = sc.scenario.spec.num_steps or 1
+    engine_kw: dict[str, Any] = dict(
+        max_model_len=max_len, derived_max_model_len=derived, tp=serving.tp_size, pp=args.pp,
+        dcp=serving.dcp_size, num_gpu_blocks_override=args.num_gpu_blocks_override,
+        disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager, speculative_method=method,
+        num_speculative_tokens=k, num_nextn_predict_layers=mtp_layers if method == "mtp" else None,
+        async_scheduling=not args.no_async_scheduling,
+    )  # fmt: skip
+    for key in ("block_size", "max_num_batched_tokens"):
+        if getattr(args, key) is not None:
+            engine_kw[key] = getattr(args, key)
+    engine = vllm.EngineConfig(**engine_kw)
+    layers = layers_from_hf_config(target, engine, draft=draft, kv_cache_dtype=kv_dtype, model_dtype=model_dtype)
+    available, label = _budget(args, sc)
+    if available <= 0:
+        raise UsageError(f"no KV budget for vLLM: {label}")
+    return VllmInputs(layers, engine, available, label, notes)

@@ -1,0 +1,98 @@
+"""``kvbudget plan --engine vllm`` and ``kvbudget compare --engines sglang vllm``.
+
+The numbers asserted are VLLM.md section 9's, which its authors produced by
+running vLLM 0.33.0's own planner: case (a) + EAGLE3 is the embedded default
+(Gemma-3-27B, a one-layer EAGLE3 drafter, 40 GiB), case (b) is gpt-oss-120b at
+TP 4 with an fp8 cache and 30 GiB. The README's ``compare`` output is this
+command's output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from cli_helpers import run
+
+from kvbudget import vllm
+from kvbudget.budget import vllm_available_bytes
+from kvbudget.models import get_preset
+from kvbudget.vllm_models import layers_from_hf_config
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _json(*args: str) -> dict:
+    r = run(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_plan_engine_vllm_is_vllms_plan_of_the_default() -> None:
+    doc = _json("plan", "--engine", "vllm")
+    p = doc["vllm_plan"]
+    assert (p["num_blocks"], p["kv_cache_size_tokens"], p["bytes_per_block"]) == (29789, 286316, [1441792])
+    assert p["warnings"] == ["Add 3 padding layers, may waste at most 5.77% KV cache memory"]
+    # The document's layers are the library's reading of the preset, and its plan the library's.
+    engine = vllm.EngineConfig(speculative_method="eagle3", num_speculative_tokens=1, derived_max_model_len=131072)
+    layers = layers_from_hf_config(get_preset("gemma-3-27b").hf_config(), engine,
+                                   draft={"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1,
+                                          "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                                          "hidden_size": 5376})  # fmt: skip
+    assert doc["vllm_layers"] == [json.loads(json.dumps(x.__dict__)) for x in layers]
+    assert p["num_blocks"] == vllm.plan(layers, 40 << 30, engine).num_blocks
+
+
+def test_plan_engine_vllm_gpt_oss_tp4_fp8_is_vllm_md_case_b() -> None:
+    doc = _json("plan", "gpt-oss-120b", "--engine", "vllm", "--tp", "4", "--kv-dtype", "fp8_e4m3",
+                "--available", "30GiB", "--max-model-len", "131072")  # fmt: skip
+    p = doc["vllm_plan"]
+    assert (p["num_blocks"], p["kv_cache_size_tokens"], p["bytes_per_block"]) == (436906, 6207712, [73728] * 4)
+    assert {x["num_kv_heads"] for x in doc["vllm_layers"]} == {2}
+
+
+def test_plan_engine_vllm_table_and_errors() -> None:
+    r = run("plan", "--engine", "vllm", "--block-size", "32")
+    assert r.returncode == 0, r.stderr
+    assert "vLLM 0.33.0: block 32" in r.stdout and "GPU KV cache size" in r.stdout
+    r = run("plan", "--block-size", "32")
+    assert r.returncode == 2 and "--block-size: vLLM's, which need --engine vllm" in r.stderr
+    r = run("plan", "--engine", "vllm", "--draft", "standalone:qwen3-0.6b")
+    assert r.returncode == 2 and "draft_model" in r.stderr
+    r = run("plan", "llama-3.1-8b", "--engine", "vllm", "--available", "1GiB", "--max-model-len", "1000000")
+    assert r.returncode == 1 and "To serve at least one request with the model's max seq len (1000000)" in r.stderr
+    r = run("plan", "gemma-3n-e2b", "--engine", "vllm", "--available", "1GiB")
+    assert r.returncode == 1 and "Gemma3nForConditionalGeneration" in r.stderr
+
+
+def test_plan_engine_vllm_gpu_budget_is_vllms_request() -> None:
+    doc = _json("plan", "llama-3.1-8b", "--engine", "vllm", "--gpu", "h100", "--weights-gib", "16")
+    total = doc["budget"]["gpu_memory_bytes"]
+    assert doc["vllm_available_bytes"] == vllm_available_bytes(total, 0.92, weights_bytes=16 << 30)
+    r = run("plan", "--engine", "vllm", "--gpu-memory-utilization", "0.9")
+    assert r.returncode == 2 and "--gpu" in r.stderr
+
+
+def test_compare_engines_json_and_plot(tmp_path: Path) -> None:
+    png = tmp_path / "c.png"
+    doc = _json("compare", "--engines", "sglang", "vllm", "--context-lengths", "8192,131072", "--plot", str(png))
+    assert doc["sglang_configurator"] == "default"  # SGLang 0.5.23's own choice for Gemma 3 (not hybrid)
+    rows = {r["context_len"]: r for r in doc["concurrency"]}
+    assert rows[131072]["vllm"] == doc["engines"]["vllm"]["vllm_plan"]["max_concurrency"]
+    assert rows[8192]["vllm"] == pytest.approx(9.68, abs=0.005)  # VLLM.md: (a) + EAGLE3, conc @8192
+    sg = doc["engines"]["sglang"]
+    assert sg["over_budget_bytes"] > 0 and doc["engines"]["exact"]["over_budget_bytes"] == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = run("compare", "--context-lengths", "8192")
+    assert r.returncode == 2 and "--engines" in r.stderr
+
+
+def test_readme_compare_output_is_the_commands() -> None:
+    text = README.read_text()
+    m = re.search(r"```console\n\$ kvbudget compare --engines sglang vllm\n(.*?)```", text, flags=re.S)
+    assert m is not None, "README lacks the compare --engines output"
+    r = run("compare", "--engines", "sglang", "vllm")
+    assert r.returncode == 0, r.stderr
+    assert [line.rstrip() for line in m.group(1).splitlines()] == [line.rstrip() for line in r.stdout.splitlines()]

@@ -1,0 +1,151 @@
+"""``kvbudget.vllm_models.layers_from_hf_config`` held to vLLM 0.33.0's own reading of a config.
+
+The configs are the model-resolution differential's (tests/sglang_model_cases.py:
+transformers 5.19.0's classes, seeded variants, saved with every key and sparse
+as released checkpoints are), for the families kvbudget's vLLM mode reads, each
+with a seeded TP, PP and drafter (EAGLE / EAGLE3 heads of Llama architecture,
+some with sliding layers; DeepSeek's MTP layers). kvbudget reads the saved dict;
+the oracle (tests/vllm_oracle/_hf.py, vLLM's lifted code) reads the
+transformers object vLLM would load from that file. Every layer's name, kind,
+heads per rank, head sizes, window or chunk, drafter flag and stage are
+compared; a refusal on one side only is a mismatch.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import transformers as T
+from sglang_model_cases import DEFAULTS, FAMILIES
+from vllm_oracle._hf import VllmLoadError, vllm_layers
+
+from kvbudget import InvalidConfigError, vllm
+from kvbudget.vllm_models import layers_from_hf_config
+
+N = int(os.environ.get("KVBUDGET_VLLM_MODEL_CASES", "40"))
+_FAMILIES = ("gemma2", "gemma3", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4", "gpt_oss", "deepseek_v3")
+_DEFAULTS = ("gemma2", "gemma3", "gemma3_text", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4",
+             "llama4_text", "gpt_oss", "deepseek_v3")  # fmt: skip
+_FIELDS = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "sliding_window", "attention_chunk_size",
+           "is_draft", "pp_stage")  # fmt: skip
+
+Case = tuple[str, dict[str, Any], dict[str, Any]]
+
+
+def _load(saved: dict[str, Any]) -> Any:
+    """The transformers object vLLM loads from ``saved`` (its config.json): the model type's class."""
+    d = dict(saved)
+    return T.CONFIG_MAPPING[d["model_type"]].from_dict(d)
+
+
+def _draft(rng: random.Random, target: dict[str, Any]) -> dict[str, Any]:
+    n = rng.choice([1, 1, 2])
+    heads = rng.choice([8, 16, 32])
+    arch = rng.choice(["LlamaForCausalLM", "LlamaForCausalLMEagle3"])  # EAGLE renames the first, refuses the second
+    d: dict[str, Any] = {"model_type": "llama", "architectures": [arch], "num_hidden_layers": n,
+                         "num_attention_heads": heads, "num_key_value_heads": rng.choice([1, 4, 8, heads]),
+                         "hidden_size": heads * rng.choice([64, 128])}  # fmt: skip
+    if rng.random() < 0.5:
+        d["head_dim"] = rng.choice([64, 128, 256])
+    if rng.random() < 0.3:
+        d["layer_types"] = [rng.choice(["sliding_attention", "full_attention"]) for _ in range(n)]
+        d["sliding_window"] = rng.choice([512, 2048])
+    return d
+
+
+def _engine(rng: random.Random, family: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    engine: dict[str, Any] = {"tp": rng.choice([1, 1, 2, 4, 8, 16]), "pp": rng.choice([1, 1, 1, 2, 3])}
+    r = rng.random()
+    if family == "deepseek_v3" and r < 0.4:
+        engine.update(speculative_method="mtp", num_speculative_tokens=1)
+    elif r < 0.5:
+        engine.update(speculative_method=rng.choice(["eagle", "eagle3"]), num_speculative_tokens=3)
+        return engine, {}
+    return engine, None
+
+
+def cases(per_family: int, seed: int = 0) -> Iterator[Case]:
+    """Class defaults, then ``per_family`` seeded variants (every key and sparse) per family."""
+    for name in _DEFAULTS:
+        cls, arch = DEFAULTS[name]
+        yield name, {**cls().to_dict(), "architectures": [arch]}, {"tp": 1, "pp": 1}
+    for family in _FAMILIES:
+        rng = random.Random(f"vllm:{seed}:{family}")
+        for _ in range(per_family):
+            built = FAMILIES[family](rng)
+            if "index_topk" in built.extra:
+                continue  # DSA (an indexer cache): outside kvbudget's vLLM mode
+            for sparse in (False, True):
+                engine, draft = _engine(rng, family)
+                if draft is not None:
+                    engine["draft"] = _draft(rng, built.saved(False))
+                saved = built.saved(sparse)
+                if sparse and rng.random() < 0.5:  # many released configs carry no layer_types
+                    saved.pop("layer_types", None)
+                    if isinstance(saved.get("text_config"), dict):
+                        saved["text_config"].pop("layer_types", None)
+                yield family, saved, engine
+
+
+def _ours(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
+    s = dict(settings)
+    draft = s.pop("draft", None)
+    try:
+        layers = layers_from_hf_config(saved, vllm.EngineConfig(**s), draft=draft)
+    except InvalidConfigError as e:
+        return f"refused: {e}"
+    return [{k: getattr(x, k) for k in _FIELDS} for x in layers]
+
+
+def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
+    s = dict(settings)
+    draft = s.pop("draft", None)
+    try:
+        layers = vllm_layers(_load(saved), tp=s["tp"], pp=s["pp"], draft_config=None if draft is None else _load(draft),
+                             method=s.get("speculative_method"),
+                             num_speculative_tokens=s.get("num_speculative_tokens"))  # fmt: skip
+    except VllmLoadError as e:
+        return f"refused: {e}"
+    return [{k: x[k] for k in _FIELDS} for x in layers]
+
+
+def test_layers_equal_vllms_reading_of_the_config() -> None:
+    mismatches: list[str] = []
+    counts = {"compared": 0, "refused": 0, "layers": 0, "drafted": 0}
+    for i, (family, saved, settings) in enumerate(cases(N)):
+        ours = _ours(saved, settings)
+        counts["compared"] += 1
+        if _load(saved).get_text_config().num_attention_heads % settings["tp"]:
+            # vLLM's QKVParallelLinear divides the heads by TP (`divide` asserts); the oracle
+            # stubs the linear layers, so this refusal is checked here, not against it.
+            if not isinstance(ours, str):
+                mismatches.append(f"case {i} ({family}, {settings}): kvbudget read heads that TP does not divide")
+            counts["refused"] += 1
+            continue
+        theirs = _theirs(saved, settings)
+        if isinstance(ours, str) or isinstance(theirs, str):
+            if isinstance(ours, str) != isinstance(theirs, str):
+                mismatches.append(f"case {i} ({family}, {settings}): kvbudget {str(ours)[:200]} vs vLLM {str(theirs)[:200]}")
+            else:
+                counts["refused"] += 1
+            continue
+        counts["layers"] += len(theirs)
+        counts["drafted"] += any(x["is_draft"] for x in theirs)
+        if ours != theirs:
+            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
+            mismatches.append(f"case {i} ({family}, {settings}): {diff}")
+    print(f"\nvLLM model reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert counts["drafted"] > N and counts["refused"] < counts["compared"] // 3, counts
+
+
+def test_out_of_scope_architectures_are_refused_by_name() -> None:
+    with pytest.raises(InvalidConfigError, match="Gemma3nForConditionalGeneration"):
+        layers_from_hf_config({"architectures": ["Gemma3nForConditionalGeneration"], "num_hidden_layers": 2})
+    with pytest.raises(InvalidConfigError, match="draft="):
+        layers_from_hf_config({**T.LlamaConfig().to_dict(), "architectures": ["LlamaForCausalLM"]},
+                              vllm.EngineConfig(speculative_method="eagle3"))  # fmt: skip

@@ -1,0 +1,587 @@
+"""Oracle: vLLM 0.33.0's per-layer KV-cache specs for an HF config, from vLLM's own model code.
+
+``vllm_layers(config, *, tp, pp, ...)`` builds the model (and a drafter) the way
+vLLM's loader does, on CPU, by executing the classes of the pinned wheel's model
+files (``tools/vllm_pins.json``; nothing of vLLM is in this repository), and
+reads the attention layers that registered themselves in
+``compilation_config.static_forward_context``.
+
+What is vLLM's (lifted with :mod:`ast` from the verified files and executed)
+---------------------------------------------------------------------------
+* config level: ``getattr_iter``, ``CONFIG_FIELD_ALIASES``, ``get_hf_text_config``,
+  ``set_default_rope_theta``, ``ModelArchitectureConfig``, every arch-config
+  convertor and ``MODEL_ARCH_CONFIG_CONVERTORS``, ``get_pp_indices``, ``EAGLEConfig``,
+  ``SpeculativeConfig.hf_config_override`` (the MTP rewrite), the ``ModelConfig``
+  methods (``get_sliding_window``, ``get_head_size``, ``get_total_num_kv_heads``,
+  ``get_num_kv_heads``, ``get_layers_start_end_indices``, ``get_num_layers``,
+  ``use_mla``, ``is_deepseek_mla``, ...), the two sliding-window ``if`` statements of
+  ``ModelConfig.__post_init__`` and the ``CacheConfig.sliding_window`` rule of
+  ``EngineArgs.create_engine_config`` (statements picked by what they assign);
+* the architecture tables of ``models/registry.py``;
+* ``make_layers``, ``extract_layer_index``, ``maybe_prefix``,
+  ``spec_decode_needs_target_embed`` (``models/utils.py``);
+* the model classes' whole ``__init__`` bodies (and the helper methods they call):
+  the ``*Model``, decoder-layer and attention classes of each family, the EAGLE /
+  EAGLE3 ``*ForCausalLM`` and the DeepSeek MTP predictor. So which layers are
+  sliding / chunked / MLA, the window (Cohere2's ``+ 1``, gpt-oss's even layers),
+  heads per rank (``max(1, kv // tp)``, gpt-oss's ``kv // tp``), ``head_dim``, layer
+  names and Qwen2's mixed-``layer_types`` assertion are vLLM's own statements;
+* from ``Attention.__init__`` / ``ChunkedLocalAttention.__init__`` /
+  ``MLAAttention.__init__``: their signatures and the statements assigning the
+  window fallback (``per_layer_sliding_window`` else ``cache_config.sliding_window``),
+  ``num_kv_heads``, ``head_size``, ``head_size_v``, ``attn_type``,
+  ``kv_sharing_target_layer_name`` and the registration into
+  ``static_forward_context`` (with its duplicate-name ``ValueError``);
+  ``MLAAttentionSpec.head_size_v`` (0) from ``v1/kv_cache_interface.py``.
+
+What is restated here (glue, not vLLM text)
+-------------------------------------------
+* :data:`ENTRY`: which class each registered ``(module, class)`` is entered at and
+  with what prefix. The ``*ForCausalLM`` wrappers (lm_head, tying) are not
+  executed: the prefix is ``model`` (``language_model.model`` for
+  Gemma3ForConditionalGeneration, whose text model is built from ``text_config``);
+  for Llama / Mistral / Llama4 their own ``_init_model`` picks the model class
+  (Llama4ForConditionalGeneration's text model is Llama4ForCausalLM's, from
+  ``text_config`` at ``language_model.model``).
+  The DeepSeek MTP drafter is entered at ``DeepSeekMultiTokenPredictor``.
+* class decorators (``support_torch_compile``) are dropped; base classes other
+  than lifted ones become :class:`_Module` (an ``nn.Module`` stand-in whose
+  missing attributes raise); methods a class body has but that are not lifted
+  raise when called;
+* stand-ins: the ``VllmConfig`` / ``CacheConfig`` / ``ParallelConfig`` /
+  ``SpeculativeConfig`` records (strict: unknown fields raise), the TP / PP groups
+  (``tp``; PP rank ``r`` of ``pp``), ``current_platform`` (CUDA, no ROCm AITER),
+  no quantization (``quant_config=None``, also for drafters), a no-op offloader;
+  linear / norm / rope / embedding / MLP / MoE constructors return :class:`Poison`
+  (they own no KV; any use of what they return raises);
+  ``MultiHeadLatentAttentionWrapper`` only builds its ``MLAAttention`` at
+  ``f"{prefix}.attn"``;
+* the engine flow: each PP stage builds its own model; the drafter is built after
+  the target on the last stage (same ``CacheConfig``, the target's TP) and its
+  layers are ``is_draft``; spec kinds follow the attention class (``MLAAttention`` ->
+  mla, ``ChunkedLocalAttention`` -> chunked, ``Attention`` -> sliding iff its
+  ``sliding_window`` is set), encoder-only layers and KV-sharing layers get no spec;
+* a config without ``architectures`` gets the one of :data:`DEFAULT_ARCH`.
+
+A vLLM failure (an exception raised by vLLM's code) is :class:`VllmLoadError`
+carrying vLLM's text; a stub being reached is ``StubError`` (an oracle gap).
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import builtins
+import copy
+import functools
+import traceback
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+from oracle_kit.lift import Source, registered
+from oracle_kit.strict import Poison, StrictModule, StubError, fail
+from ._strict import RecordingLogger, StrictConfig
+
+__all__ = ["ENTRY", "VllmLoadError", "vllm_layers", "vllm_model_config"]
+_FLAGS = __future__.annotations.compiler_flag
+_REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
+                  "itertools pydantic transformers torch".split())  # fmt: skip
+#: Oracle convenience for configs without ``architectures`` (vLLM would refuse them).
+DEFAULT_ARCH = {
+    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+    "gemma3": "Gemma3ForConditionalGeneration", "gpt_oss": "GptOssForCausalLM",
+    "cohere2": "Cohere2ForCausalLM", "llama4_text": "Llama4ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
+}  # fmt: skip
+#: Registered (file, class) -> ("[file:]class entered", its method (None: construct it),
+#: prefix, whether the text model is built from ``config.text_config``). Restated glue.
+ENTRY = {
+    ("llama", "LlamaForCausalLM"): ("LlamaForCausalLM", "_init_model", "model", False),
+    ("mistral", "MistralForCausalLM"): ("MistralForCausalLM", "_init_model", "model", False),
+    ("llama4", "Llama4ForCausalLM"): ("Llama4ForCausalLM", "_init_model", "model", False),
+    ("mllama4", "Llama4ForConditionalGeneration"):
+        ("llama4:Llama4ForCausalLM", "_init_model", "language_model.model", True),
+    ("qwen2", "Qwen2ForCausalLM"): ("Qwen2Model", None, "model", False),
+    ("qwen3", "Qwen3ForCausalLM"): ("Qwen3Model", None, "model", False),
+    ("gemma2", "Gemma2ForCausalLM"): ("Gemma2Model", None, "model", False),
+    ("gemma3", "Gemma3ForCausalLM"): ("Gemma3Model", None, "model", False),
+    ("gemma3_mm", "Gemma3ForConditionalGeneration"):
+        ("gemma3:Gemma3Model", None, "language_model.model", True),
+    ("gpt_oss", "GptOssForCausalLM"): ("GptOssModel", None, "model", False),
+    ("commandr", "CohereForCausalLM"): ("CohereModel", None, "model", False),
+    ("deepseek_v2", "DeepseekV2ForCausalLM"): ("DeepseekV2Model", None, "model", False),
+    ("deepseek_v2", "DeepseekV3ForCausalLM"): ("DeepseekV2Model", None, "model", False),
+    ("llama_eagle", "EagleLlamaForCausalLM"): ("EagleLlamaForCausalLM", None, "", False),
+    ("llama_eagle3", "Eagle3LlamaForCausalLM"): ("Eagle3LlamaForCausalLM", None, "", False),
+    ("deepseek_mtp", "DeepSeekMTP"): ("DeepSeekMultiTokenPredictor", None, "model", False),
+}  # fmt: skip
+_QC = "get_quant_config"
+#: Model file -> (what is lifted, in order: a function, a class or (class, extra methods);
+#: inert names (MLP / MoE classes: no KV); names taken from another file ("file[:name]")).
+_MODELS: dict[str, tuple[list[Any], str, dict[str, str]]] = {
+    "llama": ([("LlamaAttention", "_init_rotary_emb"), ("LlamaDecoderLayer", _QC), "LlamaModel",
+               ("LlamaForCausalLM", "_init_model")], "LlamaMLP", {}),
+    "mistral": (["MistralAttention", "MistralDecoderLayer", "MistralModel",
+                 ("MistralForCausalLM", "_init_model")], "",
+                {n: "llama" for n in ("LlamaAttention", "LlamaDecoderLayer", "LlamaModel",
+                                      "LlamaForCausalLM")}),
+    "qwen2": (["Qwen2Attention", "Qwen2DecoderLayer", "Qwen2Model"], "Qwen2MLP", {}),
+    "qwen3": (["Qwen3Attention", "Qwen3DecoderLayer", "Qwen3Model"], "Qwen3MLP",
+              {"Qwen2Model": "qwen2"}),
+    "gemma2": (["Gemma2Attention", "Gemma2DecoderLayer", "Gemma2Model"], "Gemma2MLP", {}),
+    "gemma3": (["Gemma3Attention", "Gemma3DecoderLayer", "Gemma3Model"], "Gemma3MLP", {}),
+    "gpt_oss": ([("OAIAttention", "_build_attention"), "TransformerBlock", "GptOssModel"],
+                "MLPBlock", {}),
+    "commandr": (["select_norm_impl", "CohereAttention", "CohereDecoderLayer", "CohereModel"],
+                 "CohereMLP", {}),
+    "llama4": (["Llama4Attention", "Llama4DecoderLayer", "Llama4Model",
+                ("Llama4ForCausalLM", "_init_model")], "Llama4MoE",
+               {"LlamaModel": "llama", "LlamaForCausalLM": "llama", "LlamaMLP": "llama"}),
+    "deepseek_v2": (["yarn_get_mscale", "DeepseekV2Attention", "DeepseekV2MLAAttention",
+                     "DeepseekV2DecoderLayer", "DeepseekV2Model"],
+                    "DeepseekV2MLP DeepseekV2MoE DeepSeekV2FusedQkvAProjLinear Indexer", {}),
+    "llama_eagle": ([("LlamaDecoderLayer", _QC), "LlamaModel", "EagleLlamaForCausalLM"], "",
+                    {"BaseLlamaDecoderLayer": "llama:LlamaDecoderLayer"}),
+    "llama_eagle3": ([("LlamaDecoderLayer", _QC), "LlamaModel", "Eagle3LlamaForCausalLM"], "",
+                     {"_Eagle3LlamaDecoderLayerBase": "llama:LlamaDecoderLayer"}),
+    "deepseek_mtp": (["DeepSeekMultiTokenPredictorLayer", "DeepSeekMultiTokenPredictor"],
+                     "SharedHead", {"DeepseekV2DecoderLayer": "deepseek_v2"}),
+}  # fmt: skip
+_INERT = """QKVParallelLinear RowParallelLinear ColumnParallelLinear MergedColumnParallelLinear
+ReplicatedLinear DCPGroupColumnParallelLinear VocabParallelEmbedding ParallelLMHead LogitsProcessor
+RMSNorm GemmaRMSNorm LayerNorm get_rope SiluAndMul MLAModules make_attention_sink PPMissingLayer
+make_empty_intermediate_tensors_factory is_model_fused_shared_expert_compatible
+SparseMLAIndexGroupBuilder get_sparse_mla_index_group_max_rows""".split()
+#: What the attention layers' ``__init__`` keep (see :func:`_picker`).
+_ATTN_KEEP = set("""sliding_window num_kv_heads vllm_config compilation_config
+compilation_config.static_forward_context[prefix] self.layer_name self.num_heads self.head_size
+self.head_size_v self.num_kv_heads self.sliding_window self.attn_type
+self.kv_sharing_target_layer_name self.attention_chunk_size""".split())
+
+
+class VllmLoadError(Exception):
+    """vLLM's own code refused the configuration (its exception text is the message)."""
+
+
+def _load_error(e: BaseException) -> VllmLoadError:
+    last = traceback.extract_tb(e.__traceback__)[-1]
+    where = f" [{Path(last.filename).name}:{last.lineno}: {last.line}]" if last.line else ""
+    return VllmLoadError(f"{type(e).__name__}: {e}{where}")
+
+
+class _Module:
+    """``nn.Module`` stand-in: attributes are free to set; reading an unset one raises."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        fail(f"{type(self).__name__} (module stand-in)", f"attribute {name!r}")
+
+    def register_buffer(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _inert(name: str) -> Any:
+    """A constructor owning no KV: what it returns raises on any use."""
+
+    def build(*args: Any, **kwargs: Any) -> Poison:
+        return Poison(f"{name}(...)")
+
+    return build
+
+
+def _unlifted(qualname: str) -> None:
+    fail(qualname, "calling this (unlifted) method")
+
+
+def _stores(stmt: ast.stmt) -> set[str]:
+    """What ``stmt`` assigns (comprehension variables aside)."""
+    local = {id(n) for c in ast.walk(stmt) if isinstance(c, ast.comprehension)
+             for n in ast.walk(c.target)}  # fmt: skip
+    return {ast.unparse(n) for n in ast.walk(stmt) if id(n) not in local
+            and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript))
+            and isinstance(n.ctx, ast.Store)}  # fmt: skip
+
+
+def _picker(fn: ast.FunctionDef, keep: set[str]) -> Any:
+    """Statements of ``fn``'s body that assign only names in ``keep``, ``super().__init__(...)``,
+    asserts on the parameters and ``if <no self>: raise`` guards."""
+    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+
+    def pick(s: ast.stmt) -> bool:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            return ast.unparse(s.value.func) == "super().__init__"
+        names = {n.id for n in ast.walk(getattr(s, "test", s)) if isinstance(n, ast.Name)}
+        if isinstance(s, ast.Assert):
+            return names <= params
+        if isinstance(s, ast.If) and not s.orelse and all(isinstance(b, ast.Raise) for b in s.body):
+            return names <= (keep | params) - {"self"}
+        st = _stores(s)
+        return bool(st) and st <= keep
+
+    return pick
+
+
+def _lift_class(src: Source, ns: dict[str, Any], name: str, methods: tuple[str, ...] = (),
+                keep: set[str] | None = None) -> type:
+    """Executes a skeleton of class ``name`` into ``ns``: ``__init__`` (whole, or what
+    :func:`_picker` keeps of it) and ``methods``; the class-level constants and names; other
+    methods raise when called. Bases that are lifted classes stay, the rest become
+    :class:`_Module`; class decorators are dropped."""
+    node = next((n for n in src.tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if node is None:
+        raise LookupError(f"{src.rel}: no class {name}")
+    body: list[ast.stmt] = []
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef):
+            decos = {ast.unparse(d) for d in item.decorator_list}
+            if item.name in ("__init__", *methods):
+                if decos - {"property", "classmethod", "staticmethod"}:
+                    raise LookupError(f"{src.rel}: {name}.{item.name} has other decorators")
+                fn = copy.copy(item)
+                if keep is not None and item.name == "__init__":
+                    fn.body = [s for s in item.body if _picker(item, keep)(s)]
+                body.append(fn)
+            else:
+                code = f"def {item.name}(self, *a, **k):\n    _unlifted('{name}.{item.name}')"
+                stub = ast.parse(code).body[0]
+                prop = [ast.Name("property", ast.Load())]
+                stub.decorator_list = prop if "property" in decos else []
+                body.append(ast.copy_location(stub, item))
+        elif isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value is not None:
+            v = item.value
+            if isinstance(v, ast.Constant) or (isinstance(v, ast.Name) and v.id in ns):
+                body.append(item)
+    bases = [b.id for b in node.bases if isinstance(b, ast.Name)
+             and isinstance(ns.get(b.id), type) and issubclass(ns[b.id], _Module)]  # fmt: skip
+    base_nodes = [ast.Name(b, ast.Load()) for b in bases or ["_Module"]]
+    cls_node = ast.ClassDef(name=name, bases=base_nodes, keywords=[], body=body or [ast.Pass()],
+                            decorator_list=[])  # fmt: skip
+    module = ast.Module(body=[ast.copy_location(cls_node, node)], type_ignores=[])
+    code = compile(ast.fix_missing_locations(module), str(src.path), "exec", flags=_FLAGS,
+                   dont_inherit=True)  # fmt: skip
+    with registered(ns):
+        exec(code, ns)  # noqa: S102 (the point)
+    return ns[name]  # type: ignore[no-any-return]
+
+
+def _lift_stmts(src: Source, cls: str, fn: str, pick: Any) -> Any:
+    """The code of the top-level statements of ``cls.fn`` that ``pick`` selects."""
+    c = next(n for n in src.tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    f = next(m for m in c.body if isinstance(m, ast.FunctionDef) and m.name == fn)
+    body = [s for s in f.body if pick(s)]
+    assert body, f"{src.rel}: {cls}.{fn}: no statement picked"
+    module = ast.Module(body=body, type_ignores=[])
+    return compile(module, str(src.path), "exec", flags=_FLAGS, dont_inherit=True)
+
+
+def _run(code: Any, **scope: Any) -> dict[str, Any]:
+    exec(code, {"__builtins__": builtins}, scope)  # noqa: S102 (the point)
+    return scope
+
+
+@dataclass
+class _Env:
+    cfg: dict[str, Any]  # the config-level namespace
+    models: dict[str, dict[str, Any]]  # model file -> namespace
+    registry: dict[str, tuple[str, str]]
+    model_config_cls: type
+    cache_window: Any  # EngineArgs.create_engine_config's CacheConfig.sliding_window rule
+    post_init: Any  # ModelConfig.__post_init__'s two sliding-window edits
+    attn: dict[str, Any]
+    mla_head_size_v: int
+
+
+_CTX: dict[str, Any] = {}  # the build in progress: tp, pp_group, vllm_config
+
+
+def _ctx(key: str) -> Any:
+    if key not in _CTX:
+        fail("vllm_oracle._hf", f"{key!r} outside a build")
+    return _CTX[key]
+
+
+@functools.cache
+def _env(root: Path) -> _Env:
+    def source(rel: str) -> Source:
+        return Source(root, f"vllm/{rel}")
+
+    table: dict[str, StrictModule] = {}
+
+    def importer(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+                 level: int = 0) -> Any:  # fmt: skip
+        if name.startswith("vllm"):
+            if name not in table or not fromlist or level:
+                raise StubError(f"vllm_oracle._hf: import of {name!r} is not provided")
+            return table[name]
+        if level or name.partition(".")[0] not in _REAL:
+            raise StubError(f"vllm_oracle._hf: import of {name!r} is not allowed")
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    bi = dict(builtins.__dict__, __import__=importer)
+    log: list[tuple[str, str]] = []
+    envs = StrictModule("vllm.envs", {"VLLM_MLA_DISABLE": False, "VLLM_PP_LAYER_PARTITION": None,
+                                      "VLLM_DCP_Q_REPLICATE": False, "is_set": lambda n: False})
+
+    def ns(module: str, **names: Any) -> dict[str, Any]:
+        return {"__builtins__": bi, "__name__": f"vllm_oracle.hf.{module}", "envs": envs,
+                "logger": RecordingLogger(module, log), **names}  # fmt: skip
+
+    from typing import Callable, Sequence, final
+
+    from pydantic import ConfigDict
+    from pydantic.dataclasses import dataclass as pyd_dataclass
+
+    never = ("get_hf_file_to_dict file_or_path_exists get_safetensors_params_metadata ConfigFormat "
+             "common_broadcastable_dtype _SAFETENSORS_TO_TORCH_DTYPE").split()  # fmt: skip
+    cfg = ns("config", Any=Any, final=final, Callable=Callable, Sequence=Sequence, copy=copy.copy,
+             torch=torch, dataclass_fields=fields, ConfigDict=ConfigDict, dataclass=pyd_dataclass,
+             os=__import__("os"), PreTrainedConfig=transformers.PreTrainedConfig,
+             AutoConfig=transformers.AutoConfig, DeepseekV2Config=transformers.DeepseekV2Config,
+             without_trust_remote_code=lambda kw: kw, ParallelConfig=object,
+             **{n: Poison(n) for n in never})  # fmt: skip
+    source("config/utils.py").lift(cfg, "getattr_iter")
+    source("transformers_utils/config.py").lift(
+        cfg, "CONFIG_FIELD_ALIASES", "get_hf_text_config", "set_default_rope_theta")
+    source("transformers_utils/deepseek_v4_utils.py").lift(cfg, "get_compress_ratios")
+    source("config/model_arch.py").lift(cfg, "ModelArchitectureConfig")
+    conv = source("transformers_utils/model_arch_config_convertor.py")
+    defs = [n.name for n in conv.tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
+    conv.lift(cfg, *defs, "MODEL_ARCH_CONFIG_CONVERTORS")
+    source("distributed/utils.py").lift(cfg, "get_pp_indices")
+    source("transformers_utils/configs/eagle.py").lift(cfg, "EAGLEConfig")
+    cfg["hf_config_override"] = source("config/speculative.py").lift_member(
+        cfg, "SpeculativeConfig", "hf_config_override")
+    model_py = source("config/model.py")
+    methods = {m: model_py.lift_member(cfg, "ModelConfig", m) for m in """get_sliding_window
+        get_head_size get_total_num_kv_heads get_num_kv_heads get_vocab_size get_num_attention_heads
+        get_total_num_hidden_layers get_layers_start_end_indices get_num_layers use_mla
+        is_deepseek_mla get_model_arch_config""".split()}  # fmt: skip
+    methods["using_transformers_backend"] = lambda self: False  # restated: native model classes
+    methods["_supports_multimodal_for_mm_prefix"] = lambda self: True
+    edits = ("self.get_sliding_window() == 0", "self.disable_sliding_window")
+    post_init = _lift_stmts(model_py, "ModelConfig", "__post_init__",
+                            lambda s: isinstance(s, ast.If) and ast.unparse(s.test) in edits)
+    cache_window = _lift_stmts(
+        source("engine/arg_utils.py"), "EngineArgs", "create_engine_config",
+        lambda s: bool(st := _stores(s)) and st <= {"sliding_window", "layer_types"})
+    reg = ns("registry")
+    tables = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS", "_SPECULATIVE_DECODING_MODELS")
+    source("model_executor/models/registry.py").lift(reg, *tables)
+    registry = {k: v for t in tables for k, v in reg[t].items()}
+
+    inert_nn = {n: _inert(f"nn.{n}") for n in ("Identity", "Sequential", "GELU", "Linear",
+                                               "Parameter")}  # fmt: skip
+    nn = StrictModule("torch.nn", {"Module": _Module, "ModuleList": list, "ModuleDict": dict,
+                                   **inert_nn})  # fmt: skip
+    real = ("float32", "int32", "long", "bfloat16", "tensor", "zeros", "empty", "Tensor")
+    torch_stub = StrictModule("torch", {"nn": nn, **{n: getattr(torch, n) for n in real}})
+    utils = ns("models.utils", torch=torch_stub, PPMissingLayer=_inert("PPMissingLayer"))
+    helpers = ("extract_layer_index", "maybe_prefix", "make_layers",
+               "spec_decode_needs_target_embed")
+    source("model_executor/models/utils.py").lift(utils, *helpers)
+    pp_group = lambda: _ctx("pp_group")  # noqa: E731
+    offloader = StrictConfig(wrap_modules=list)  # restated: the default offloader is a no-op
+    def config_file(file_name: str, model: Any, revision: Any = None) -> Any:
+        # Restated: the checkpoint's config.json is the config being read (its to_dict()).
+        if file_name != "config.json":
+            fail("vllm_oracle._hf", f"get_hf_file_to_dict({file_name!r})")
+        return copy.deepcopy(_ctx("config_file"))
+
+    table.update({
+        "vllm.transformers_utils.repo_utils": StrictModule("ru", {"get_hf_file_to_dict": config_file}),
+        "vllm.distributed.utils": StrictModule("du", {"get_pp_indices": cfg["get_pp_indices"]}),
+        "vllm.distributed.parallel_state": StrictModule("ps", {"get_pp_group": pp_group}),
+        "vllm.model_executor.offloader": StrictModule("ol", {"get_offloader": lambda: offloader}),
+    })  # fmt: skip
+    bns = ns("backend", Enum=__import__("enum").Enum)
+    source("v1/attention/backend.py").lift(bns, "AttentionType")
+    common: dict[str, Any] = {n: _inert(n) for n in _INERT}
+    common.update(
+        torch=torch_stub, nn=nn, typing=__import__("typing"), Any=Any, _Module=_Module,
+        _unlifted=_unlifted, AttentionType=bns["AttentionType"],
+        CohereConfig=transformers.CohereConfig,
+        get_tensor_model_parallel_world_size=lambda: _ctx("tp"), get_pp_group=pp_group,
+        get_current_vllm_config=lambda: _ctx("vllm_config"),
+        get_draft_quant_config=lambda vc: None,  # restated: no quantization
+        set_default_rope_theta=cfg["set_default_rope_theta"],
+        current_platform=StrictModule("current_platform", {"device_type": "cuda"}),
+        rocm_aiter_ops=StrictModule("rocm_aiter_ops", {"is_fused_moe_enabled": lambda: False}),
+        **{n: utils[n] for n in helpers})  # fmt: skip
+    # The attention layers: their signatures and the statements fixing geometry, window and
+    # registration (ChunkedLocalAttention hands its backend, never read, to Attention).
+    lns = ns("attention", **common, attn_backend=Poison("attn_backend"))
+    attn: dict[str, Any] = {"AttentionType": bns["AttentionType"]}
+    for cls, file in (("Attention", "attention"), ("MLAAttention", "mla_attention"),
+                      ("ChunkedLocalAttention", "chunked_local_attention")):  # fmt: skip
+        src = source(f"model_executor/layers/attention/{file}.py")
+        attn[cls] = _lift_class(src, lns, cls, keep=_ATTN_KEEP)
+    mla = attn["MLAAttention"]
+
+    def mla_wrapper(hidden_size: int, num_heads: int, scale: float, qk_nope_head_dim: int,
+                    qk_rope_head_dim: int, v_head_dim: int, q_lora_rank: int | None,
+                    kv_lora_rank: int, mla_modules: Any, cache_config: Any = None,
+                    quant_config: Any = None, prefix: str = "", **kw: Any) -> Any:  # fmt: skip
+        """Restated ``MultiHeadLatentAttentionWrapper``: only builds its ``MLAAttention``."""
+        return mla(num_heads=num_heads, scale=scale, qk_nope_head_dim=qk_nope_head_dim,
+                   qk_rope_head_dim=qk_rope_head_dim, v_head_dim=v_head_dim,
+                   q_lora_rank=q_lora_rank, kv_lora_rank=kv_lora_rank, kv_b_proj=None,
+                   cache_config=cache_config, quant_config=quant_config, prefix=f"{prefix}.attn")
+
+    common.update({k: attn[k] for k in ("Attention", "ChunkedLocalAttention", "MLAAttention")},
+                  EncoderOnlyAttention=Poison("EncoderOnlyAttention"),
+                  MultiHeadLatentAttentionWrapper=mla_wrapper,
+                  DeepseekAttention=Poison("DeepseekAttention (MHA)"))  # fmt: skip
+    models: dict[str, dict[str, Any]] = {}
+    for module, (names, inert, imports) in _MODELS.items():
+        mns = ns(f"models.{module}", **common, **{n: _inert(n) for n in inert.split()})
+        for alias, origin in imports.items():
+            file, _, cls = origin.partition(":")
+            mns[alias] = models[file][cls or alias]
+        src = source(f"model_executor/models/{module}.py")
+        for entry in names:
+            name, *extra = (entry,) if isinstance(entry, str) else entry
+            node = next(n for n in src.tree.body if getattr(n, "name", None) == name)
+            if isinstance(node, ast.FunctionDef):
+                src.lift(mns, name)
+            else:
+                _lift_class(src, mns, name, tuple(extra))
+        models[module] = mns
+    kvi = source("v1/kv_cache_interface.py").lift_class_values(
+        {"__name__": "vllm_oracle.hf.kvi"}, "MLAAttentionSpec", "head_size_v")
+    model_config_cls = type("ModelConfig", (StrictConfig,), methods)
+    return _Env(cfg, models, registry, model_config_cls, cache_window, post_init, attn,
+                kvi["head_size_v"])  # fmt: skip
+
+
+def _model_config(env: _Env, hf_config: Any, disable_sliding_window: bool = False) -> Any:
+    text = env.cfg["get_hf_text_config"](hf_config)
+    mc = env.model_config_cls(hf_config=hf_config, hf_text_config=text, revision=None,
+                              disable_sliding_window=disable_sliding_window,
+                              model_arch_config=None, dtype=Poison("model_config.dtype"))
+    _CTX["config_file"] = hf_config.to_dict()  # what a re-read of config.json gives
+    try:
+        mc.model_arch_config = mc.get_model_arch_config()
+    finally:
+        _CTX.pop("config_file", None)
+    _run(env.post_init, self=mc)
+    return mc
+
+
+@functools.cache
+def _root() -> Path:
+    from ._fetch import vllm_root
+
+    return vllm_root()  # verified once per process
+
+
+def vllm_model_config(config: Any, *, disable_sliding_window: bool = False) -> Any:
+    """vLLM's ``ModelConfig`` methods (lifted) over a copy of ``config``."""
+    return _model_config(_env(_root()), copy.deepcopy(config), disable_sliding_window)
+
+
+def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any) -> None:
+    if arch not in env.registry:
+        raise VllmLoadError(f"Model architectures ['{arch}'] are not supported for now.")
+    key = env.registry[arch]
+    if key not in ENTRY:
+        raise LookupError(f"vllm_oracle._hf: {arch} ({'.'.join(key)}) is not covered")
+    target, method, prefix, text = ENTRY[key]
+    file, _, target = target.rpartition(":")
+    cls = env.models[file or key[0]][target]
+    if text:  # init_vllm_registered_model(hf_config=config.text_config) -> with_hf_config
+        vllm_config.model_config = copy.copy(vllm_config.model_config)
+        vllm_config.model_config.hf_config = hf_config.text_config
+    try:
+        if method is None:
+            cls(vllm_config=vllm_config, prefix=prefix)
+        else:
+            getattr(cls.__new__(cls), method)(vllm_config=vllm_config, prefix=prefix)
+    except (StubError, NameError):
+        raise
+    except Exception as e:
+        raise _load_error(e) from e
+
+
+def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window: bool = False,
+                draft_config: Any = None, method: str | None = None,
+                num_speculative_tokens: int | None = None) -> list[dict[str, Any]]:
+    """vLLM 0.33.0's KV-cache layers for ``config`` in registration order (target layers, per
+    PP stage, then drafter layers); see the module docstring. Inputs are not modified."""
+    env = _env(_root())
+    if method not in (None, "eagle", "eagle3", "mtp") or (
+            (method in ("eagle", "eagle3")) != (draft_config is not None)):
+        raise ValueError(f"vllm_layers: method={method!r} with draft_config={draft_config!r}")
+    config = copy.deepcopy(config)
+    if not getattr(config, "architectures", None):
+        config.architectures = [DEFAULT_ARCH.get(config.model_type, "?")]
+    try:
+        mc = _model_config(env, config, disable_sliding_window)
+        window = _run(env.cache_window, model_config=mc)["sliding_window"]
+        draft_mc = None
+        if method in ("eagle", "eagle3"):
+            eagle = env.cfg["EAGLEConfig"](copy.deepcopy(draft_config), method=method,
+                                           model_type="eagle")  # fmt: skip
+            draft_mc = _model_config(env, eagle)
+        elif method == "mtp":
+            draft_mc = _model_config(env, env.cfg["hf_config_override"](copy.deepcopy(config)))
+    except StubError:
+        raise
+    except Exception as e:
+        raise _load_error(e) from e
+    cache_config = StrictConfig(sliding_window=window, cache_dtype="auto")
+    spec = None if method is None else StrictConfig(
+        method=method, draft_model_config=draft_mc, parallel_drafting=False,
+        num_speculative_tokens=num_speculative_tokens)  # fmt: skip
+    decoder = (env.attn["AttentionType"].DECODER,)
+    out: list[dict[str, Any]] = []
+    for rank in range(pp):
+        parallel = StrictConfig(
+            tensor_parallel_size=tp, pipeline_parallel_size=pp, rank=rank * tp,
+            use_sequence_parallel_moe=False, enable_eplb=False, dcp_q_replicate=False,
+            decode_context_parallel_size=1, prefill_context_parallel_size=1,
+            eplb_config=StrictConfig(num_redundant_experts=0))  # fmt: skip
+        context: dict[str, Any] = {}
+        vllm_config = StrictConfig(
+            model_config=mc, cache_config=cache_config, quant_config=None, load_config=None,
+            parallel_config=parallel, speculative_config=spec,
+            compilation_config=StrictConfig(static_forward_context=context))  # fmt: skip
+        pp_group = StrictConfig(rank_in_group=rank, world_size=pp, is_first_rank=rank == 0,
+                                is_last_rank=rank == pp - 1)  # fmt: skip
+        _CTX.update(tp=tp, pp_group=pp_group, vllm_config=vllm_config)
+        try:
+            _build(env, config.architectures[0], vllm_config, config)
+            vllm_config.model_config = mc
+            target = set(context)
+            if draft_mc is not None and rank == pp - 1:
+                _build(env, draft_mc.hf_config.architectures[0], vllm_config, draft_mc.hf_config)
+        finally:
+            _CTX.clear()
+        for name, layer in context.items():
+            if isinstance(layer, env.attn["MLAAttention"]):
+                kind = "mla"
+            elif layer.kv_sharing_target_layer_name is not None or layer.attn_type not in decoder:
+                continue  # no spec: shares another layer's KV, or encoder-only
+            elif isinstance(layer, env.attn["ChunkedLocalAttention"]):
+                kind = "chunked"
+            else:
+                kind = "sliding" if layer.sliding_window is not None else "full"
+            out.append({
+                "name": name, "kind": kind, "num_kv_heads": layer.num_kv_heads,
+                "head_size": layer.head_size,
+                # MLA: MLAAttentionSpec's own; chunked: the spec passes none (so head_size)
+                "head_size_v": env.mla_head_size_v if kind == "mla" else
+                layer.head_size if kind == "chunked" else layer.head_size_v,
+                "sliding_window": layer.sliding_window if kind in ("sliding", "mla") else None,
+                "attention_chunk_size": layer.attention_chunk_size if kind == "chunked" else None,
+                "is_draft": name not in target, "pp_stage": rank,
+            })  # fmt: skip
+    return out

@@ -126,4 +126,6 @@ def deployment(seed: int) -> Deployment:
         available = [int(scale * r.uniform(0.5, 1.5)) for _ in range(pp)]
     else:
         available = [int(scale * r.uniform(0.5, 1.5)) for _ in range(workers)]
+    if drafter and r.random() < 0.3:  # speculative_config.kv_cache_dtype (drawn last: the draws above stay)
+        engine["draft_kv_cache_dtype"] = r.choice(("fp8", "auto", "bfloat16", "fp8_e5m2"))
     return layers + drafter, available, engine

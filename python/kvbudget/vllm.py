@@ -113,6 +113,8 @@ class EngineConfig:
         num_speculative_tokens: ``k``.
         num_nextn_predict_layers: the drafter's MTP modules (multi-module MTP retains
             ``k - 1`` extra tokens in sliding layers).
+        draft_kv_cache_dtype: ``speculative_config.kv_cache_dtype``: the KV dtype of every
+            drafter layer (``is_draft``); None keeps each layer's own ``kv_cache_dtype``.
     """
 
     block_size: int = field(default_factory=lambda: _engine_default("block_size"))
@@ -129,6 +131,7 @@ class EngineConfig:
     speculative_method: str | None = None
     num_speculative_tokens: int | None = None
     num_nextn_predict_layers: int | None = None
+    draft_kv_cache_dtype: str | None = None
 
 
 @dataclass(frozen=True)

@@ -245,8 +245,9 @@ def layers_from_hf_config(
             ``num_nextn_predict_layers``); default :class:`~kvbudget.vllm.EngineConfig`.
         draft: the EAGLE/EAGLE3 drafter's config (a Llama-architecture head).
         kv_cache_dtype: ``--kv-cache-dtype`` for every layer.
-        draft_kv_cache_dtype: the drafter's (``speculative_config.kv_cache_dtype``),
-            default ``kv_cache_dtype``.
+        draft_kv_cache_dtype: the drafter layers' ``kv_cache_dtype``, default
+            ``engine.draft_kv_cache_dtype`` (which :func:`kvbudget.vllm.plan` applies to
+            drafter layers anyway), else ``kv_cache_dtype``.
         model_dtype: what ``"auto"`` stores; default the config's float16/bfloat16, else bfloat16.
         disable_sliding_window: ``--disable-sliding-window`` (every layer full).
 
@@ -273,7 +274,7 @@ def layers_from_hf_config(
         return out
     if method not in DRAFT_METHODS:
         raise ConfigError(f"speculative_method={method!r}: kvbudget reads {sorted(DRAFT_METHODS)} drafters")
-    dtype_d = draft_kv_cache_dtype or kv_cache_dtype
+    dtype_d = draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype
     last = pp - 1
     if method == "mtp":
         if family != "mla":

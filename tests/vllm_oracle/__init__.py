@@ -37,7 +37,8 @@ Inputs
 ``head_size``, ``head_size_v`` (optional), ``kv_cache_dtype`` ("auto", "fp8",
 "fp8_per_token_head", "nvfp4", ...), ``model_dtype`` (default "bfloat16"),
 ``sliding_window`` / ``attention_chunk_size``, ``block_size`` (optional),
-``is_draft`` (default False), ``pp_stage`` (default 0).
+``is_draft`` (default False), ``pp_stage`` (default 0); the engine's
+``draft_kv_cache_dtype`` replaces a drafter layer's ``kv_cache_dtype``.
 
 ``available_bytes``: one int for every worker, one per PP stage, or one per
 worker (``pp * tp`` of them, stage-major). ``engine``: see
@@ -77,11 +78,15 @@ class VllmOracle:
         self.iface = sandbox.interface
         self.planning = sandbox.planning
 
-    def layer_spec(self, layer: dict[str, Any], engine_block_size: int) -> Any:
-        """vLLM's spec object for one layer (on one worker)."""
+    def layer_spec(self, layer: dict[str, Any], engine_block_size: int, draft_dtype: str | None = None) -> Any:
+        """vLLM's spec object for one layer (on one worker). A drafter layer takes
+        ``draft_dtype`` when set: the drafter's layers are built with a cache config whose
+        ``cache_dtype`` is ``speculative_config.kv_cache_dtype`` (``llm_base_proposer``)."""
         i = self.iface
         kind = layer.get("kind", "full")
         cache_dtype = layer.get("kv_cache_dtype", "auto")
+        if draft_dtype is not None and layer.get("is_draft"):
+            cache_dtype = draft_dtype
         dtype = self.sb.get_kv_cache_torch_dtype(cache_dtype, layer.get("model_dtype", "bfloat16"))
         mode = i["get_kv_quant_mode"](cache_dtype)
         bs = layer.get("block_size", engine_block_size)
@@ -131,7 +136,7 @@ class VllmOracle:
                 raise ValueError(f"layer {layer['name']!r}: pp_stage {stage} outside 0..{pp - 1}")
             if layer["name"] in stages[stage]:
                 raise ValueError(f"duplicate layer name {layer['name']!r}")
-            stages[stage][layer["name"]] = self.layer_spec(layer, bs)
+            stages[stage][layer["name"]] = self.layer_spec(layer, bs, engine.get("draft_kv_cache_dtype"))
         return [dict(s) for s in stages for _ in range(tp)]
 
     @staticmethod

@@ -138,6 +138,7 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "num_speculative_tokens": None,
     "num_nextn_predict_layers": None,
     "derived_max_model_len": None,
+    "draft_kv_cache_dtype": None,
 }
 
 

@@ -318,3 +318,34 @@ fn vllm_views_are_lbnhc_over_one_buffer() {
         (1, 656, "uint8")
     );
 }
+
+#[test]
+fn vllm_draft_kv_cache_dtype_replaces_the_drafters_dtype() {
+    // VLLM.md section 9, sensitivity: case (c) with an fp8 target and a bf16
+    // drafter (speculative_config.kv_cache_dtype) holds 27,306 blocks at 40 GiB.
+    let fp8 = |l: VllmLayer| VllmLayer {
+        kv_cache_dtype: "fp8".into(),
+        ..l
+    };
+    let mut layers: Vec<VllmLayer> = (0..32)
+        .map(|i| fp8(VllmLayer::full(format!("t{i}"), 8, 128)))
+        .collect();
+    layers.extend((0..16).map(|i| VllmLayer {
+        is_draft: true,
+        ..fp8(VllmLayer::full(format!("d{i}"), 8, 64))
+    }));
+    let e = VllmEngine {
+        speculative_method: Some("draft_model".into()),
+        draft_kv_cache_dtype: Some("auto".into()),
+        ..VllmEngine::default()
+    };
+    assert_eq!(plan(&layers, &[40 * GIB], &e).unwrap().num_blocks, 27_306);
+    let same = VllmEngine {
+        draft_kv_cache_dtype: None,
+        ..e
+    };
+    assert_ne!(
+        plan(&layers, &[40 * GIB], &same).unwrap().num_blocks,
+        27_306
+    );
+}

@@ -64,6 +64,15 @@ pub fn engine_from_json(v: &Value) -> Result<VllmEngine, String> {
             "speculative_method" => e.speculative_method = x.as_str().map(str::to_owned),
             "num_speculative_tokens" => e.num_speculative_tokens = opt(k, x)?,
             "num_nextn_predict_layers" => e.num_nextn_predict_layers = opt(k, x)?,
+            "draft_kv_cache_dtype" => {
+                e.draft_kv_cache_dtype = match x {
+                    Value::Null => None,
+                    Value::String(d) => Some(d.clone()),
+                    _ => {
+                        return Err("engine draft_kv_cache_dtype: expected a string or null".into())
+                    }
+                }
+            }
             "derived_max_model_len" => {}
             _ => return Err(format!("unknown engine setting {k}")),
         }

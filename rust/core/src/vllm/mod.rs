@@ -167,6 +167,9 @@ pub struct VllmEngine {
     pub num_speculative_tokens: Option<u64>,
     /// The drafter's `num_nextn_predict_layers` (MTP; absent means 1).
     pub num_nextn_predict_layers: Option<u64>,
+    /// `speculative_config.kv_cache_dtype`: the KV dtype of every drafter layer
+    /// (their own `kv_cache_dtype` when `None`).
+    pub draft_kv_cache_dtype: Option<String>,
 }
 
 impl Default for VllmEngine {
@@ -185,6 +188,7 @@ impl Default for VllmEngine {
             speculative_method: None,
             num_speculative_tokens: None,
             num_nextn_predict_layers: None,
+            draft_kv_cache_dtype: None,
         }
     }
 }

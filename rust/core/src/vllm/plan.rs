@@ -9,9 +9,15 @@ use super::{
     VllmPlan, VllmWorker,
 };
 
-/// The layer's spec on its worker, as vLLM's attention layers build it.
-fn layer_spec(l: &VllmLayer, engine_block: u64) -> Result<Spec, VllmError> {
-    let storage = resolve_storage(&l.kv_cache_dtype, &l.model_dtype)?;
+/// The layer's spec on its worker, as vLLM's attention layers build it (a
+/// drafter layer with the engine's `draft_kv_cache_dtype` when set).
+fn layer_spec(l: &VllmLayer, e: &VllmEngine) -> Result<Spec, VllmError> {
+    let engine_block = e.block_size;
+    let dtype = match (&e.draft_kv_cache_dtype, l.is_draft) {
+        (Some(d), true) => d.as_str(),
+        _ => l.kv_cache_dtype.as_str(),
+    };
+    let storage = resolve_storage(dtype, &l.model_dtype)?;
     let missing = |what: &str| {
         VllmError::new(
             ErrorKind::Input,
@@ -52,8 +58,8 @@ fn layer_spec(l: &VllmLayer, engine_block: u64) -> Result<Spec, VllmError> {
             s.num_kv_heads = 1;
             s.head_size_v = 0;
             s.max_tp_shards = Some(1);
-            s.cache_dtype_str = Some(l.kv_cache_dtype.clone());
-            s.state_content_bytes = ds_mla_row_bytes(&l.kv_cache_dtype);
+            s.cache_dtype_str = Some(dtype.to_owned());
+            s.state_content_bytes = ds_mla_row_bytes(dtype);
         }
     }
     if s.block_size == 0 {
@@ -324,7 +330,7 @@ fn plan_inner(
                 format!("duplicate layer name {}", py_repr(&l.name)),
             ));
         }
-        let s = layer_spec(l, e.block_size)?;
+        let s = layer_spec(l, e)?;
         stages[st].push((l.name.clone(), s, l.is_draft));
     }
     // Merge the workers' specs (stage-major), then tag the sliding specs.

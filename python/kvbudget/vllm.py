@@ -210,6 +210,13 @@ class VllmPlan:
     warnings: tuple[str, ...]
     log: tuple[tuple[str, str], ...]
 
+    @property
+    def padding_bytes_per_request(self) -> int:
+        """Bytes of one ``max_model_len`` request's blocks (worker 0) that hold no layer's KV:
+        per group, its blocks per request times the bytes of each block it leaves unused."""
+        groups = self.worker_groups[0]
+        return sum(n * (g.unused_bytes_per_block or 0) for g, n in zip(groups, self.blocks_per_request))
+
 
 class VllmError(InvalidConfigError):
     """vLLM refuses the deployment (its ``ValueError``, ``NotImplementedError`` or

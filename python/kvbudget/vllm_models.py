@@ -44,11 +44,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
+from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, load_hf_config
 from kvbudget.models.sglang_model import _layer_types
 from kvbudget.vllm import EngineConfig, LayerKind, LayerSpec
 
-__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "layers_from_hf_config", "pp_stage_layers", "text_part"]
+__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "layers_from_hf_config", "pp_stage_layers"]
 
 # Architecture -> (family, layer-name prefix).
 _FAMILIES: Final[dict[str, tuple[str, str]]] = {
@@ -211,19 +211,10 @@ def _family(cfg: Mapping[str, Any], label: str) -> tuple[str, str]:
     return _FAMILIES[arch]
 
 
-def text_part(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A config's ``text_config`` when it has one (a multimodal model), else the config."""
-    text = cfg.get("text_config")
-    return text if isinstance(text, Mapping) else cfg
-
-
 def _model_dtype(cfg: Mapping[str, Any]) -> str:
     """What ``"auto"`` stores: the config's 16-bit dtype, else bfloat16 (kvbudget's default reading)."""
-    for source in (text_part(cfg), cfg):
-        d = source.get("dtype") or source.get("torch_dtype")
-        if d in ("float16", "bfloat16"):
-            return str(d)
-    return "bfloat16"
+    d = config_dtype(cfg)
+    return str(d) if d in ("float16", "bfloat16") else "bfloat16"
 
 
 def layers_from_hf_config(

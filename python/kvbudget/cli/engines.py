@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import kvbudget
 from kvbudget import PoolPlan, vllm
 from kvbudget.cli import render
-from kvbudget.cli.plan_vllm import padding_per_request, plan_json
+from kvbudget.cli.plan_vllm import plan_json
 from kvbudget.cli.ratio import context_lengths
 from kvbudget.cli.render import b
 from kvbudget.cli.scenario import WHAT_IF_NOTE, CliScenario
@@ -102,7 +102,7 @@ def to_json(c: EngineComparison) -> dict[str, Any]:
         doc["engines"]["sglang"] = _plan_doc(c.sglang)
     if c.vllm_inputs is not None and c.vllm_plan is not None:
         doc["engines"]["vllm"] = {**plan_json(c.vllm_inputs, c.vllm_plan),
-                                  "padding_bytes_per_request": padding_per_request(c.vllm_plan)}  # fmt: skip
+                                  "padding_bytes_per_request": c.vllm_plan.padding_bytes_per_request}  # fmt: skip
     return doc
 
 
@@ -125,7 +125,7 @@ def _memory_table(c: EngineComparison) -> Any:
     add("kvbudget exact", c.exact)
     vi, vp = c.vllm_inputs, c.vllm_plan
     if vi is not None and vp is not None:
-        pad = padding_per_request(vp)
+        pad = vp.padding_bytes_per_request
         t.add_row(f"vLLM {vllm.VLLM_VERSION}", f"{b(vp.num_blocks)} blocks of {b(vp.bytes_per_block[0])} bytes, "
                   f"{len(vp.groups)} groups", b(vp.allocated_bytes[0]), b(vi.available - vp.allocated_bytes[0]),
                   f"{render.percent(pad, vp.per_request_bytes[0], 2)} of a request", "0")  # fmt: skip

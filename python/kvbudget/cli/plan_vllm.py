@@ -16,12 +16,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def padding_per_request(p: vllm.VllmPlan) -> int:
-    """Bytes of one ``max_model_len`` request's blocks that hold no layer's KV (worker 0): per group,
-    its blocks per request times the bytes of each block it leaves unused (padding layers)."""
-    return sum(n * (g.unused_bytes_per_block or 0) for g, n in zip(p.worker_groups[0], p.blocks_per_request))
-
-
 def plan_json(vi: VllmInputs, p: vllm.VllmPlan) -> dict[str, Any]:
     """The plan and its inputs as JSON members."""
     return {
@@ -65,7 +59,7 @@ def group_table(p: vllm.VllmPlan, drafters: set[str]) -> Any:
 
 def summary(out: Console, vi: VllmInputs, p: vllm.VllmPlan) -> None:
     alloc, budget = p.allocated_bytes[0], vi.available
-    pad, need = padding_per_request(p), p.per_request_bytes[0]
+    pad, need = p.padding_bytes_per_request, p.per_request_bytes[0]
     out.print(f"  {b(p.num_blocks)} blocks x {b(p.bytes_per_block[0])} bytes = {b(alloc)} bytes "
               f"({render.gib(alloc)}) of {b(budget)}; {b(budget - alloc)} left (under one block)")  # fmt: skip
     out.print(f"  one request of {b(p.max_model_len)} tokens is charged {b(sum(p.blocks_per_request))} blocks "

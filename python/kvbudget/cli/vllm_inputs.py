@@ -25,7 +25,8 @@ from kvbudget.cli import render
 from kvbudget.cli.files import read_config
 from kvbudget.cli.parser import UsageError
 from kvbudget.cli.scenario import CliScenario
-from kvbudget.vllm_models import layers_from_hf_config, text_part
+from kvbudget.models.hf import text_part
+from kvbudget.vllm_models import layers_from_hf_config
 
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "VllmInputs", "refuse_vllm_flags", "vllm_inputs"]
 

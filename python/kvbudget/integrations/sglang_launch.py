@@ -30,6 +30,7 @@ import kvbudget
 from kvbudget.budget import PerRank, sglang_available_bytes
 from kvbudget.errors import InvalidConfigError
 from kvbudget.fields import canonical_name
+from kvbudget.models.hf import config_dtype, text_part
 from kvbudget.models.sglang_dsa import dsa_raw_kv_layout
 from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
 
@@ -209,18 +210,11 @@ def _require(values: dict[str, Any]) -> None:
         canonical_name("algorithm", str(algo))  # the core's names and aliases; an unknown one raises
 
 
-def _text(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The text config of a multimodal config, else the config."""
-    text = cfg.get("text_config")
-    return text if isinstance(text, dict) else cfg
-
-
 def _model_dtype(values: dict[str, Any], cfg: dict[str, Any]) -> str:
     given = values["dtype"]
     if given != "auto":
         return canonical_name("model_dtype", given)
-    text = _text(cfg)
-    name = cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype") or text.get("dtype") or "bfloat16"
+    name = config_dtype(cfg) or "bfloat16"
     # SGLang's "auto" serves a float32 checkpoint in bfloat16 (as transformers' dtype "auto" does not).
     if name == "float32":
         return "bf16"
@@ -243,10 +237,10 @@ def _speculative(values: dict[str, Any], model: kvbudget.ModelGeometry, cfg: dic
     path = values["speculative_draft_model_path"]
     draft_model = None
     if name == "nextn":
-        layers = int(_text(cfg).get("num_nextn_predict_layers") or 1)
+        layers = int(text_part(cfg).get("num_nextn_predict_layers") or 1)
     elif path is not None:
         draft_cfg = load_hf_config(path)
-        layers = int(_text(draft_cfg).get("num_hidden_layers") or 1)
+        layers = int(text_part(draft_cfg).get("num_hidden_layers") or 1)
         # The draft's own ModelConfig decides its sliding-window layers (an EAGLE head's is not hybrid).
         draft_model = resolve_sglang(draft_cfg).model_geometry()
     else:

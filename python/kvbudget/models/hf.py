@@ -69,6 +69,8 @@ __all__ = [
     "ConfigError",
     "DraftKind",
     "load_hf_config",
+    "text_part",
+    "config_dtype",
     "geometry_kwargs_from_hf_config",
     "draft_kwargs_from_hf_config",
     "GEOMETRY_KEYS",
@@ -181,6 +183,19 @@ _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
 _MIMO_V2_TYPES: Final[frozenset[str]] = frozenset({"mimo_v2_flash", "mimo_v2"})
 
 PathOrDict = Mapping[str, Any] | str | os.PathLike[str]
+
+
+def text_part(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A config's ``text_config`` when it has one (a multimodal model), else the config."""
+    text = cfg.get("text_config")
+    return text if isinstance(text, Mapping) else cfg
+
+
+def config_dtype(cfg: Mapping[str, Any]) -> Any:
+    """The checkpoint's dtype as the config names it (``torch_dtype``, then ``dtype``; the
+    config's own, then its text config's), or None."""
+    t = text_part(cfg)
+    return cfg.get("torch_dtype") or cfg.get("dtype") or t.get("torch_dtype") or t.get("dtype")
 
 
 def load_hf_config(path_or_dict: PathOrDict) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from kvbudget.models.hf import ConfigError, PathOrDict, load_hf_config
+from kvbudget.models.hf import ConfigError, PathOrDict, config_dtype, load_hf_config, text_part
 
 __all__ = ["DTYPE_BYTES", "WeightEstimate", "WeightSource", "parameter_count", "weight_bytes"]
 
@@ -175,11 +175,6 @@ def _int(cfg: Mapping[str, Any], key: str, default: Any = _REQUIRED) -> int:
     return value
 
 
-def _text(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
-    text = cfg.get("text_config")
-    return text if isinstance(text, Mapping) else cfg
-
-
 def _attention(t: Mapping[str, Any], h: int, model_type: str) -> int:
     """One layer's attention parameters (MLA when ``kv_lora_rank`` is set)."""
     heads = _int(t, "num_attention_heads")
@@ -237,7 +232,7 @@ def parameter_count(config: PathOrDict) -> int:
         ConfigError: a key the formula needs is missing or not an integer.
     """
     cfg = load_hf_config(config)
-    t = _text(cfg)
+    t = text_part(cfg)
     model_type = str(t.get("model_type") or cfg.get("model_type") or "")
     h, layers, vocab = _int(t, "hidden_size"), _int(t, "num_hidden_layers"), _int(t, "vocab_size")
     tied = t.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))
@@ -260,8 +255,8 @@ def parameter_count(config: PathOrDict) -> int:
 
 
 def _estimate(cfg: dict[str, Any], files: tuple[str, ...]) -> WeightEstimate:
-    t = _text(cfg)
-    name = cfg.get("torch_dtype") or cfg.get("dtype") or t.get("torch_dtype") or t.get("dtype")
+    t = text_part(cfg)
+    name = config_dtype(cfg)
     notes = ["an estimate from the config's parameter count (kvbudget.models.weights.parameter_count)"]
     if name is None:
         name = "bfloat16"

@@ -6,7 +6,8 @@ Run ``python benches/bench_batch.py`` for the numbers (one run, one process):
   counts, dims, dtype, window, request-cap inputs, speculative algorithm and
   draft layers, all arrays), 1,000,000 rows: ``kvbudget.plan_many`` in ns/row
   with fresh outputs and with reused ones (``out=``), on one thread and on
-  every core; against a Python loop over SGLang 0.5.23's own
+  every core, with int64 columns and with the same rows in int32 columns;
+  and a floor, numpy reading those columns' bytes once; against a Python loop over SGLang 0.5.23's own
   ``pool_configurator.py`` (run by the test oracle, ``tests/sglang_oracle``:
   each row builds the oracle's mock inputs and runs SGLang's factory,
   constructor and ``calculate_pool_sizes``, so the SGLang loop times all of
@@ -88,6 +89,13 @@ def varied_columns(n: int, seed: int = 0) -> dict[str, np.ndarray]:
         num_draft_tokens=rng.choice([-1, 4, 8], n),
         dflash_draft_cell_size_per_token=rng.choice([-1, 4096], n),
     )
+
+
+def narrowed(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The same rows with every int64 column but the budgets as int32 (the values fit)."""
+    out = {k: v.astype(np.int32) if v.dtype == np.int64 and k != "available_bytes" else v for k, v in cols.items()}
+    assert all((out[k] == v).all() for k, v in cols.items())
+    return out
 
 
 def _opt(v: int) -> Optional[int]:
@@ -218,6 +226,13 @@ def test_bench_plan_many_varied(benchmark: Any) -> None:
     assert batch_rows(res, LOOP_ROWS) == scalar_api_loop(row_dicts(cols, LOOP_ROWS))
 
 
+def test_bench_plan_many_varied_int32(benchmark: Any) -> None:
+    cols = varied_columns(SMOKE_ROWS)
+    res = benchmark(lambda: kvbudget.plan_many(**narrowed(cols)))
+    for got, want in zip(res, kvbudget.plan_many(**cols)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_bench_scalar_api_loop(benchmark: Any) -> None:
     cols = varied_columns(LOOP_ROWS)
     rows = row_dicts(cols, LOOP_ROWS)
@@ -285,18 +300,30 @@ def main(argv: Optional[list[str]] = None) -> None:
     a = budgets(n)
     out = kvbudget.BatchResult.empty(n)
 
-    # The varied and the budget-only paths under the same four conditions, interleaved.
+    # The varied rows (int64 columns, and the same rows with int32 integer columns)
+    # and the budget-only path under the same four conditions, interleaved.
+    thin = narrowed(cols)
     rows = []
     for label, extra in (("fresh outputs, 1 thread", dict(threads=1)),
                          ("out=, 1 thread", dict(threads=1, out=out)),
                          ("fresh outputs, all cores", {}),
                          ("out=, all cores", dict(out=out))):
         tv = best(lambda: kvbudget.plan_many(**cols, **extra), k) / n
+        t32 = best(lambda: kvbudget.plan_many(**thin, **extra), k) / n
         tb = best(lambda: kvbudget.plan_many(a, **ONE_SETUP_KW, **extra), k) / n
-        rows.append((label, tv, tb))
-    print(f"  {'':28s} {'varied':>10s} {'budget-only':>12s} {'ratio':>7s}")
-    for label, tv, tb in rows:
-        print(f"  {label:28s} {tv * 1e9:7.1f} ns {tb * 1e9:9.1f} ns {tv / tb:7.2f}x")
+        rows.append((label, tv, t32, tb))
+    print(f"  {'':28s} {'varied':>10s} {'int32':>10s} {'budget-only':>12s} {'ratio':>7s} {'int32':>7s}")
+    for label, tv, t32, tb in rows:
+        print(f"  {label:28s} {tv * 1e9:7.1f} ns {t32 * 1e9:7.1f} ns {tb * 1e9:9.1f} ns "
+              f"{tv / tb:7.2f}x {t32 / tb:6.2f}x")
+    # A floor: only reading the varied rows' input bytes once (numpy's vectorised max of
+    # each column's bytes), against the budget-only path (out=, 1 thread).
+    tb = rows[1][3]
+    for label, c in (("int64", cols), ("int32", thin)):
+        size = sum(v.nbytes for v in c.values()) / n
+        tr = best(lambda: [np.max(v.view(np.uint8)) for v in c.values()], k) / n
+        print(f"  reading the inputs only ({label} columns, {size:.0f} B/row) {tr * 1e9:5.1f} ns/row = "
+              f"{tr / tb:.2f}x the budget-only path (out=, 1 thread)")
 
     t_batch = rows[0][1]
     sample, sglang_sample = row_dicts(cols, m), sglang_rows(cols, m)

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Instructions per batch row, counted by valgrind's callgrind inside
 # kvbudget_core::batch::plan_many only (repeatable, unlike timings on a shared
-# machine): the varied rows (18 columns besides the budget) and the
-# budget-only rows (one sizing), 20,000 rows each, one thread.
+# machine): the varied rows (18 columns besides the budget), the same rows
+# with int32 integer columns, and the budget-only rows (one sizing), 20,000
+# rows each, one thread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind is not installed" >&2; exit 1; }
 cargo build --release -q -p kvbudget-core --example batch_instructions
 rows=20000
-for mode in varied budget; do
+for mode in varied varied32 budget; do
     out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         --toggle-collect='kvbudget_core::batch::kernel::plan_many' \
         target/release/examples/batch_instructions "$mode" "$rows" 2>&1)

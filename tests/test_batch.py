@@ -185,14 +185,24 @@ def _encode_scalar(draw: Callable[[Any], Any], kind: str, v: Any) -> Any:
     return v  # str / None
 
 
+#: Integer array dtypes besides int64: int32 is read in place, the others converted to it.
+NARROW_INTS = (np.int32, np.int16, np.uint16, np.int8, np.uint8, np.uint32)
+
+
+def _int_array(draw: Callable[[Any], Any], vals: list[int]) -> np.ndarray:
+    """``vals`` as an int64 array, or in a narrower integer dtype that holds every value."""
+    fits = [d for d in NARROW_INTS if all(np.iinfo(d).min <= v <= np.iinfo(d).max for v in vals)]
+    return np.array(vals, dtype=draw(st.sampled_from([np.int64, *fits])))
+
+
 def _encode_array(draw: Callable[[Any], Any], name: str, kind: str, vals: list[Any]) -> Any:
     as_list = draw(st.booleans())
     if kind == "int":
-        return list(vals) if as_list else np.array(vals, dtype=np.int64)
+        return list(vals) if as_list else _int_array(draw, vals)
     if kind == "opt":
         if as_list:  # Python lists may hold None itself
             return [(None if draw(st.booleans()) else _encode_none(draw, None)) if v is None else v for v in vals]
-        return np.array([_encode_none(draw, v) for v in vals], dtype=np.int64)
+        return _int_array(draw, [_encode_none(draw, v) for v in vals])
     if kind == "float":
         return list(vals) if as_list else np.array(vals, dtype=np.float64)
     if kind == "bool":

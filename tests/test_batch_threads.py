@@ -81,6 +81,23 @@ def test_threads_get_serial_results() -> None:
             np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("pinned", [False, True], ids=["fast path", "general path"])
+def test_int32_columns_plan_as_int64_ones(pinned: bool) -> None:
+    """Every integer column as int32 (read in place) or int16 (converted) gives the int64 rows,
+    on the fast path and, with a pinned option as a column, on the general one, across threads."""
+    wide = _varied_columns(7, THREAD_ROWS)
+    if pinned:
+        wide["dcp_size"] = np.random.default_rng(8).choice([1, 2], THREAD_ROWS)
+    ints = [k for k, v in wide.items() if k != "available_bytes" and v.dtype == np.int64]
+    want = plan_many(**wide, threads=1)
+    assert set(np.unique(want.status).tolist()) >= {0, 1, 3}
+    for dtype in (np.int32, np.int16):
+        thin = {k: v.astype(dtype) if k in ints else v for k, v in wide.items()}
+        for threads in (1, 2):
+            for got, exp in zip(plan_many(**thin, threads=threads), want):
+                np.testing.assert_array_equal(got, exp)
+
+
 def test_threads_calculate_pool_sizes_many_shared_configurator() -> None:
     """One configurator, four threads, calculate_pool_sizes_many at once."""
     cfg = create_pool_configurator(

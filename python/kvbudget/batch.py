@@ -13,6 +13,10 @@ of the scalar API, errors included (as the row's ``status``, see
 :data:`STATUS_CODES`). Scalars go through the scalar constructors' own checks
 once; a scalar the scalar API rejects makes every row invalid.
 
+Integer arrays are read in place when they are int64 or int32 (other integer
+dtypes are converted): int32 cells halve the memory a large batch streams, so
+keep small integers narrow.
+
 Encodings of array values: for an optional integer field, ``None`` (in a
 list) or any negative number means ``None``; dtype, algorithm and mode
 arrays hold names or their integer codes (the order of each field's
@@ -136,6 +140,15 @@ def int_column(name: str, v: object, *, optional: bool) -> npt.NDArray[np.int64]
     return out
 
 
+def _int_cells(name: str, v: object, *, optional: bool) -> Union[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """An integer field's column: an int32 array as it is (the kernel reads int32 cells in
+    place, half the memory of int64), narrower integers as int32, anything else by
+    :func:`int_column`."""
+    if isinstance(v, np.ndarray) and v.dtype.kind in "iu" and v.dtype.itemsize <= 4 and v.dtype != np.uint32:
+        return np.ascontiguousarray(_plain_array(name, v), dtype=np.int32)
+    return int_column(name, v, optional=optional)
+
+
 def _float_column(name: str, v: object) -> npt.NDArray[np.float64]:
     if isinstance(v, np.ndarray) and _plain_array(name, v).dtype.kind in "fiu":
         return np.ascontiguousarray(v, dtype=np.float64)
@@ -188,7 +201,7 @@ def _code_column(f: Field, v: object) -> npt.NDArray[np.uint8]:
 def _column(f: Field, v: object) -> np.ndarray:
     """The batch column of field ``f``, in its ``cell_dtype``."""
     if f.cell_dtype == "int64":
-        return int_column(f.name, v, optional=f.py == "opt_int")
+        return _int_cells(f.name, v, optional=f.py == "opt_int")
     if f.cell_dtype == "float64":
         return _float_column(f.name, v)
     if f.cell_dtype == "bool":
@@ -230,7 +243,8 @@ def plan_many(
             batches of 65,536 rows or more.
         **columns: the scenario fields of :data:`BATCH_FIELDS` (``num_kv_heads`` and
             ``head_dim`` are required), each a scalar or a 1-D array; arrays must
-            share one length.
+            share one length. Integer fields' int64 and int32 arrays are read in
+            place (int32: half the memory traffic).
 
     Returns:
         :class:`BatchResult` (``out`` itself when given).

@@ -4,6 +4,8 @@
 //!   the budget varying (layer counts, heads, head dim, window, dtype, page
 //!   size, TP, ratio, request-cap inputs, speculative algorithm and draft
 //!   layers; `common/varied.rs`), one thread;
+//! - `plan_many/varied_int32/{1000,1000000}`: the same rows with their integer
+//!   columns in int32 cells (half the memory streamed), one thread;
 //! - `plan_many/budget_only/{1000,1000000}`: only the budget varies (one
 //!   sizing for every row, REFERENCE example 1), one thread, in the same run,
 //!   so that the ratio of the two is measured under the same conditions;
@@ -56,6 +58,11 @@ fn bench_plan_many(c: &mut Criterion) {
         assert!(ok * 10 >= n * 9, "mostly valid rows: {ok} of {n}");
         g.bench_function(BenchmarkId::new("varied", n), |b| {
             b.iter(|| varied.run(black_box(&cols), &mut out.views(), Threads::Fixed(1)));
+        });
+        let thin = varied::varied(n, 7).narrowed();
+        let thin_cols = thin.columns();
+        g.bench_function(BenchmarkId::new("varied_int32", n), |b| {
+            b.iter(|| thin.run(black_box(&thin_cols), &mut out.views(), Threads::Fixed(1)));
         });
         let one = varied::one_setup(n, 11);
         let none = one.columns();

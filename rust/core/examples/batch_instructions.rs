@@ -9,7 +9,8 @@
 //!
 //! `--toggle-collect='kvbudget_core::batch::plan_many'` counts only the call;
 //! divide by the rows (`benches/callgrind.sh` does this). Modes: `varied` (18
-//! varying columns besides the budget) and `budget` (only the budget varies).
+//! varying columns besides the budget), `varied32` (the same rows, their
+//! integer columns in int32 cells) and `budget` (only the budget varies).
 //! Arguments: `MODE ROWS [REPEATS [THREADS]]` (THREADS 0: automatic); it also
 //! prints the best wall time per row of REPEATS calls.
 
@@ -24,9 +25,10 @@ fn main() {
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let owner = match mode.as_str() {
         "varied" => varied::varied(n, 7),
+        "varied32" => varied::varied(n, 7).narrowed(),
         "budget" => varied::one_setup(n, 11),
         other => {
-            eprintln!("unknown mode {other:?}: expected varied or budget");
+            eprintln!("unknown mode {other:?}: expected varied, varied32 or budget");
             std::process::exit(2);
         }
     };

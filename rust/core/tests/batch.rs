@@ -48,9 +48,17 @@ fn int_cell(name: &str) -> BoxedStrategy<i64> {
 fn cells(field: ScenarioField, n: usize) -> BoxedStrategy<Cells> {
     let info = field.info();
     match info.cell_dtype {
-        "int64" => prop::collection::vec(int_cell(info.name), n)
-            .prop_map(Cells::I64)
-            .boxed(),
+        // int64 cells, or the same cells in int32 (saturated), which the
+        // kernel widens as it reads them.
+        "int64" => prop_oneof![
+            prop::collection::vec(int_cell(info.name), n).prop_map(Cells::I64),
+            prop::collection::vec(int_cell(info.name), n).prop_map(|v| Cells::I32(
+                v.into_iter()
+                    .map(|x| x.clamp(i32::MIN.into(), i32::MAX.into()) as i32)
+                    .collect()
+            )),
+        ]
+        .boxed(),
         "float64" => prop::collection::vec(
             prop_oneof![0.01f64..2.0, Just(0.8), Just(0.0), Just(f64::NAN)],
             n,
@@ -201,4 +209,86 @@ fn threads_give_the_serial_results() {
     assert_eq!(Threads::Auto.for_rows(10), 1);
     assert_eq!(Threads::Fixed(4).for_rows(10), 1);
     assert_eq!(Threads::Fixed(4).for_rows(n), 4);
+}
+
+/// int32 cells of an int64 field plan as the same values in int64 do, on the
+/// fast path and on the general one (a pinned field as a column), across
+/// threads; int32 cells of any other field are an error of the call.
+#[test]
+fn int32_cells_stand_for_int64_ones() {
+    let n = 70_000; // above PARALLEL_ROWS / 2: two threads share it
+    let heads: Vec<i64> = (0..n).map(|i| [1, 2, 8, 16, 0, -1][i % 6]).collect();
+    let windows: Vec<i64> = (0..n).map(|i| [-1, 127, 4096, 1 << 40][i % 4]).collect();
+    let dcp: Vec<i64> = (0..n).map(|i| [1, 2][i % 2]).collect();
+    let budgets: Vec<i64> = (0..n).map(|i| (i as i64 % 1000 - 10) << 24).collect();
+    let narrow = |v: &[i64]| -> Vec<i32> {
+        v.iter()
+            .map(|x| i32::try_from(*x).unwrap_or(i32::MAX))
+            .collect()
+    };
+    let (heads32, windows32, dcp32) = (narrow(&heads), narrow(&windows), narrow(&dcp));
+    // The int64 twin of the int32 windows (the large window saturated alike).
+    let windows_sat: Vec<i64> = windows32.iter().map(|x| i64::from(*x)).collect();
+    let field = |s: &str| ScenarioField::from_name(s).unwrap();
+    let plan = |cols: &[(&str, ColumnData<'_>)], threads| {
+        let columns: Vec<Column<'_>> = cols
+            .iter()
+            .map(|(name, data)| Column {
+                field: field(name),
+                data: *data,
+            })
+            .collect();
+        let batch = Batch {
+            base: base(),
+            base_status: 0,
+            available_bytes: Budgets::Array(&budgets),
+            columns: &columns,
+            threads,
+        };
+        run(&batch, n)
+    };
+    for with_dcp in [false, true] {
+        let mut wide = vec![
+            ("num_kv_heads", ColumnData::I64(&heads)),
+            ("sliding_window_size", ColumnData::I64(&windows_sat)),
+        ];
+        let mut thin = vec![
+            ("num_kv_heads", ColumnData::I32(&heads32)),
+            ("sliding_window_size", ColumnData::I32(&windows32)),
+        ];
+        if with_dcp {
+            wide.push(("dcp_size", ColumnData::I64(&dcp)));
+            thin.push(("dcp_size", ColumnData::I32(&dcp32)));
+        }
+        let want = plan(&wide, Threads::Fixed(1));
+        assert!(want.iter().any(|r| r.3 == 0) && want.iter().any(|r| r.3 != 0));
+        assert_eq!(
+            plan(&thin, Threads::Fixed(1)),
+            want,
+            "dcp column: {with_dcp}"
+        );
+        assert_eq!(
+            plan(&thin, Threads::Fixed(2)),
+            want,
+            "dcp column: {with_dcp}"
+        );
+    }
+    let ratios = vec![1i32; n];
+    let columns = [Column {
+        field: field("swa_full_tokens_ratio"),
+        data: ColumnData::I32(&ratios),
+    }];
+    let batch = Batch {
+        base: base(),
+        base_status: 0,
+        available_bytes: Budgets::Array(&budgets),
+        columns: &columns,
+        threads: Threads::Fixed(1),
+    };
+    let err = plan_many(&batch, &mut Buffers::new(n).views()).unwrap_err();
+    assert!(
+        err.message()
+            .contains("swa_full_tokens_ratio must be float64, got int32"),
+        "{err}"
+    );
 }

@@ -23,6 +23,8 @@ fuzz_target!(|data: &[u8]| {
     for _ in 0..b.u8() % 4 {
         let f = fields[usize::from(b.u8()) % fields.len()];
         let cells = match f.info().cell_dtype {
+            // int64 cells, or int32 ones (the kernel widens them).
+            "int64" if b.u8() % 4 == 0 => Cells::I32((0..n).map(|_| b.int() as i32).collect()),
             "int64" => Cells::I64((0..n).map(|_| b.int() as i64).collect()),
             "float64" => Cells::F64((0..n).map(|_| f64::from(b.u8()) / 100.0).collect()),
             "bool" => Cells::Bool((0..n).map(|_| b.u8() % 2 == 0).collect()),

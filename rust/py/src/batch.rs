@@ -137,6 +137,7 @@ impl<'py> Outputs<'py> {
 /// A readonly contiguous array of one cell type.
 enum Held<'py> {
     I64(PyReadonlyArray1<'py, i64>),
+    I32(PyReadonlyArray1<'py, i32>),
     F64(PyReadonlyArray1<'py, f64>),
     Bool(PyReadonlyArray1<'py, bool>),
     U8(PyReadonlyArray1<'py, u8>),
@@ -149,13 +150,22 @@ fn contiguous<'a, T: Element>(name: &str, a: &'a PyReadonlyArray1<'_, T>) -> Res
 
 impl<'py> Held<'py> {
     fn extract(name: &str, dtype: &str, v: &Bound<'py, PyAny>) -> Result<Self> {
+        let want = if dtype == "int64" {
+            "int64 or int32"
+        } else {
+            dtype
+        };
         let bad = || {
             type_error(format!(
-                "plan_many: column {name} must be a 1-D {dtype} numpy array"
+                "plan_many: column {name} must be a 1-D {want} numpy array"
             ))
         };
         Ok(match dtype {
-            "int64" => Self::I64(v.extract().map_err(|_| bad())?),
+            // An int64 field also takes int32 cells (read in place, widened by the kernel).
+            "int64" => match v.extract() {
+                Ok(a) => Self::I64(a),
+                Err(_) => Self::I32(v.extract().map_err(|_| bad())?),
+            },
             "float64" => Self::F64(v.extract().map_err(|_| bad())?),
             "bool" => Self::Bool(v.extract().map_err(|_| bad())?),
             "uint8" => Self::U8(v.extract().map_err(|_| bad())?),
@@ -166,6 +176,7 @@ impl<'py> Held<'py> {
     fn data(&self, name: &str) -> Result<ColumnData<'_>> {
         Ok(match self {
             Self::I64(a) => ColumnData::I64(contiguous(name, a)?),
+            Self::I32(a) => ColumnData::I32(contiguous(name, a)?),
             Self::F64(a) => ColumnData::F64(contiguous(name, a)?),
             Self::Bool(a) => ColumnData::Bool(contiguous(name, a)?),
             Self::U8(a) => ColumnData::U8(contiguous(name, a)?),

@@ -26,7 +26,7 @@ use kvbudget_core::{
 /// The cells of a batch column, as numpy would hold them (the core's owned column).
 pub use kvbudget_core::batch::Cells;
 
-pub const CELL_DTYPES: [&str; 4] = ["int64", "float64", "bool", "uint8"];
+pub const CELL_DTYPES: [&str; 5] = ["int64", "int32", "float64", "bool", "uint8"];
 
 /// Output buffers of the given lengths, prefilled with values no row writes
 /// (7 and status 9), so that an unwritten row shows.
@@ -73,18 +73,30 @@ pub fn gen_cells(r: &mut Rng, f: &FieldInfo, dtype: &str, len: usize, mix: Mix) 
             })
             .collect(),
         ),
-        _ => Cells::I64(
-            raws.map(|v| match v {
+        _ => {
+            let ints = raws.map(|v| match v {
                 Raw::Int(i) => i64::try_from(i).unwrap_or_else(|_| r.i64_edge()),
                 Raw::None if r.chance(80) => -1,
                 Raw::None => -1 - (r.next_u64() >> r.range(1, 63)) as i64,
                 Raw::Float(x) => x as i64,
                 Raw::Bool(b) => i64::from(b),
                 _ => r.i64_edge(),
-            })
-            .collect(),
-        ),
+            });
+            if dtype == "int32" {
+                // Saturated: the large values become i32's bounds.
+                let narrow = |x: i64| x.clamp(i32::MIN.into(), i32::MAX.into()) as i32;
+                Cells::I32(ints.map(narrow).collect())
+            } else {
+                Cells::I64(ints.collect())
+            }
+        }
     }
+}
+
+/// Whether a column of `dtype` is one of field `f`'s: its `cell_dtype`, or
+/// int32 cells of an int64 field.
+fn takes(f: &FieldInfo, dtype: &str) -> bool {
+    dtype == f.cell_dtype || (dtype == "int32" && f.cell_dtype == "int64")
 }
 
 /// The budgets of a batch.
@@ -135,7 +147,12 @@ pub fn gen_batch(r: &mut Rng) -> BatchCase {
         let info = f.info();
         if info.batch && r.chance(column_percent) {
             let l = len(r);
-            columns.push((f, gen_cells(r, info, info.cell_dtype, l, mix)));
+            let dtype = if info.cell_dtype == "int64" && r.chance(30) {
+                "int32"
+            } else {
+                info.cell_dtype
+            };
+            columns.push((f, gen_cells(r, info, dtype, l, mix)));
         } else if info.required || r.chance(85) {
             base.push((f, gen_value(r, info, mix)));
         }
@@ -158,7 +175,7 @@ pub fn gen_batch(r: &mut Rng) -> BatchCase {
         let (f, cells) = &columns[k];
         let dtype = loop {
             let d = r.pick(&CELL_DTYPES);
-            if d != f.info().cell_dtype {
+            if !takes(f.info(), d) {
                 break d;
             }
         };
@@ -236,6 +253,8 @@ fn decode(f: &FieldInfo, cells: &Cells, i: usize) -> Result<Value<'static>, Plan
     Ok(match cells {
         Cells::I64(a) if a[i] < 0 && f.py == PyRepr::OptInt => Value::None,
         Cells::I64(a) => Value::Int(i128::from(a[i])),
+        Cells::I32(a) if a[i] < 0 && f.py == PyRepr::OptInt => Value::None,
+        Cells::I32(a) => Value::Int(i128::from(a[i])),
         Cells::F64(a) => Value::Float(a[i]),
         Cells::Bool(a) => Value::Bool(a[i]),
         Cells::U8(a) => Value::Str(f.choices.get(usize::from(a[i])).ok_or_else(|| {
@@ -298,7 +317,7 @@ pub fn run_batch(c: &BatchCase, st: &mut Stats) -> Check {
     let wrong_dtype = c
         .columns
         .iter()
-        .any(|(f, cells)| cells.data().type_name() != f.info().cell_dtype);
+        .any(|(f, cells)| !takes(f.info(), cells.data().type_name()));
     let not_batch = c.columns.iter().any(|(f, _)| !f.info().batch);
     let outputs_ok = c.out_lens.iter().all(|l| *l == rows);
     let must_fail = duplicate || wrong_dtype || !consistent || !outputs_ok;

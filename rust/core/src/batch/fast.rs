@@ -81,28 +81,46 @@ const BLOCK: usize = 1 << u8::BITS;
 /// One field's cells: its column's, or the base's value repeated.
 struct Source<'a, T: Copy> {
     column: Option<&'a [T]>,
-    /// The base's cell repeated (no column), or the column's last partial
-    /// block (padded with the base's cell).
+    /// A narrower column of the field (int32 cells of an int64 field),
+    /// widened into `fill` block by block.
+    narrow: Option<&'a [i32]>,
+    /// The base's cell (what pads a column's last partial block).
+    pad: T,
+    /// The base's cell repeated (no column), the column's last partial
+    /// block (padded with the base's cell), or a narrow column's current block.
     fill: [T; BLOCK],
 }
 
-impl<'a, T: Copy> Source<'a, T> {
-    /// The cells of `field` (a column of cell type `T`), or the base's value
-    /// `v` as a cell when it is no column; `None` when that value does not
-    /// round-trip through its cell (the base is then not planned here).
+impl<'a, T: super::CellType> Source<'a, T> {
+    /// The cells of `field` (a column of cell type `T`, or int32 cells of an
+    /// int64 field), or the base's value `v` as a cell when it is no column;
+    /// `None` when that value does not round-trip through its cell (the base
+    /// is then not planned here).
     fn new<K>(batch: &Batch<'a>, field: ScenarioField, v: K::Value) -> Option<Self>
     where
         K: Encode<Cell = T>,
         K::Value: PartialEq,
-        T: super::CellType,
     {
         let c = K::to_cell(v);
         match batch.columns.iter().find(|c| c.field == field) {
-            Some(col) => Some(Self::cells(T::of(col.data)?, c)),
-            None => (K::from_cell(c) == (v, true)).then_some(Self {
-                column: None,
-                fill: [c; BLOCK],
-            }),
+            Some(col) => match T::of(col.data) {
+                Some(cells) => Some(Self::cells(cells, c)),
+                None => Some(Self {
+                    narrow: Some(T::narrow(col.data)?),
+                    ..Self::repeat(c)
+                }),
+            },
+            None => (K::from_cell(c) == (v, true)).then_some(Self::repeat(c)),
+        }
+    }
+
+    /// The cell `c` in every row.
+    fn repeat(c: T) -> Self {
+        Self {
+            column: None,
+            narrow: None,
+            pad: c,
+            fill: [c; BLOCK],
         }
     }
 
@@ -114,12 +132,21 @@ impl<'a, T: Copy> Source<'a, T> {
         Self {
             column: Some(column),
             fill,
+            ..Self::repeat(pad)
         }
     }
 
-    /// The block of rows from `start` (past the last row: anything).
+    /// The block of rows from `start` (past the last row: anything): read
+    /// in place from a column of `T`, widened into `fill` from a narrow one.
     #[inline(always)]
-    fn block(&self, start: usize) -> &[T; BLOCK] {
+    fn block(&mut self, start: usize) -> &[T; BLOCK] {
+        if let Some(narrow) = self.narrow {
+            let cells = narrow.get(start..).unwrap_or_default();
+            let n = cells.len().min(BLOCK);
+            T::widen(&cells[..n], &mut self.fill[..n]);
+            self.fill[n..].fill(self.pad);
+            return &self.fill;
+        }
         match self.column.and_then(|c| c.get(start..)?.first_chunk()) {
             Some(full) => full,
             None => &self.fill,
@@ -150,7 +177,7 @@ macro_rules! fast_fields {
 
 
             #[inline(always)]
-            fn block(&self, start: usize) -> Cells<'_> {
+            fn block(&mut self, start: usize) -> Cells<'_> {
                 Cells { $( $f: self.$f.block(start), )* }
             }
         }
@@ -487,14 +514,11 @@ fn exact_row(cells: &Cells<'_>, i: u8, a: i64, out: &mut BatchOutputs<'_>) {
 /// value does not round-trip through its cell (the caller then takes the
 /// general loop).
 pub(super) fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) -> bool {
-    let Some(sources) = Sources::new(batch) else {
+    let Some(mut sources) = Sources::new(batch) else {
         return false;
     };
-    let budgets: Source<'_, i64> = match batch.available_bytes {
-        Budgets::Scalar(v) => Source {
-            column: None,
-            fill: [v; BLOCK],
-        },
+    let mut budgets: Source<'_, i64> = match batch.available_bytes {
+        Budgets::Scalar(v) => Source::repeat(v),
         Budgets::Array(a) => Source::cells(a, 0),
     };
     let mut by_kind = [[0u8; BLOCK]; 3];

@@ -169,9 +169,17 @@ fn int_cell(name: &str) -> BoxedStrategy<i64> {
 fn cells(field: ScenarioField, n: usize) -> BoxedStrategy<Cells> {
     let info = field.info();
     match info.cell_dtype {
-        "int64" => prop::collection::vec(int_cell(info.name), n)
-            .prop_map(Cells::I64)
-            .boxed(),
+        // int64 cells, or the same cells in int32 (saturated), which the kernel
+        // widens block by block.
+        "int64" => prop_oneof![
+            3 => prop::collection::vec(int_cell(info.name), n).prop_map(Cells::I64),
+            1 => prop::collection::vec(int_cell(info.name), n).prop_map(|v| Cells::I32(
+                v.into_iter()
+                    .map(|x| x.clamp(i32::MIN.into(), i32::MAX.into()) as i32)
+                    .collect()
+            )),
+        ]
+        .boxed(),
         "float64" => prop::collection::vec(
             prop_oneof![
                 4 => 0.01f64..2.0,
@@ -265,7 +273,7 @@ fn edge(base: &Scenario, cells: &[(&str, Value<'_>)], budgets: &[i64]) -> bool {
         columns: &[],
         threads: Threads::Fixed(1),
     };
-    let sources = Sources::new(&batch).unwrap();
+    let mut sources = Sources::new(&batch).unwrap();
     let (row, ok, inside) = sources.block(0).row(0);
     assert!(ok);
     if !inside {
@@ -404,7 +412,7 @@ fn kinds_algorithms_and_dtypes() {
 fn solved(base: &Scenario, cols: &[(ScenarioField, Cells)], budgets: &[i64]) -> Vec<bool> {
     let columns: Vec<Column<'_>> = cols.iter().map(|(f, c)| Column::of(*f, c)).collect();
     let batch = Batch::serial(*base, budgets, &columns);
-    let sources = Sources::new(&batch).unwrap();
+    let mut sources = Sources::new(&batch).unwrap();
     (0..budgets.len())
         .map(|i| {
             let (row, _, ok) = sources.block(i / BLOCK * BLOCK).row((i % BLOCK) as u8);
@@ -419,19 +427,22 @@ fn solved(base: &Scenario, cols: &[(ScenarioField, Cells)], budgets: &[i64]) -> 
         .collect()
 }
 
-/// The proptest's batches hold many rows of both paths, and of every kind on
-/// the fast one.
+/// The proptest's batches hold many rows of both paths (about one in five
+/// rows is fast), of every kind on the fast one, and fast rows read from
+/// int32 columns.
 #[test]
 fn the_proptest_exercises_both_paths() {
     use proptest::strategy::ValueTree;
     let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let (mut fast_rows, mut exact_rows, mut kinds) = (0, 0, [0usize; 3]);
+    let (mut fast_rows, mut exact_rows, mut kinds, mut narrow) = (0, 0, [0usize; 3], 0);
     for _ in 0..200 {
         let (kind, cols, budgets) = case().new_tree(&mut runner).unwrap().current();
         let base = case_base(kind);
+        let has_i32 = cols.iter().any(|(_, c)| matches!(c, Cells::I32(_)));
         for (i, s) in solved(&base, &cols, &budgets).into_iter().enumerate() {
             if s {
                 fast_rows += 1;
+                narrow += usize::from(has_i32);
                 let mut sc = base;
                 for (f, c) in &cols {
                     sc.set(f.info().name, c.scalar_value(*f, i)).unwrap();
@@ -444,8 +455,12 @@ fn the_proptest_exercises_both_paths() {
     }
     let all = fast_rows + exact_rows;
     assert!(
-        fast_rows * 5 > all && exact_rows * 5 > all,
+        fast_rows * 6 > all && exact_rows * 6 > all,
         "{fast_rows} fast, {exact_rows} exact"
     );
     assert!(kinds.iter().all(|k| *k > 20), "{kinds:?}");
+    assert!(
+        narrow * 4 > fast_rows,
+        "{narrow} of {fast_rows} fast rows with int32 columns"
+    );
 }

@@ -14,15 +14,13 @@
 //! solves its rows with the same small functions, hands every error row to
 //! the scalar API's, and is held to them by its tests.
 
-use super::{Batch, BatchOutputs, Budgets, Column, STATUS_OK};
+use super::{Batch, BatchOutputs, Budgets, CellType, Column, ColumnData, STATUS_OK};
 use crate::error::{ErrorCode, PlanError, Result};
 use crate::fields::{Kind, MemoryPoolConfig, Named, ScenarioField};
 use crate::scenario::Scenario;
 use crate::sizing::{kind_index, ConfiguratorKind, Sizing};
 
-/// Rows sized together: a block's scenarios stay in cache while its columns
-/// are applied.
-pub const BLOCK: usize = 256;
+pub use super::BLOCK;
 
 /// Rows from which the work is split across threads (below it, thread start-up
 /// costs more than it saves).
@@ -130,7 +128,14 @@ fn check_columns(batch: &Batch<'_>) -> Result<()> {
                 c.field.info().name
             )));
         }
-        Scenario::apply_column(&mut [], &mut [], c.field, c.data)?;
+        // An int32 column stands for an int64 field's cells (widened block by block).
+        let data = match c.data {
+            ColumnData::I32(_) if c.field.info().cell_dtype == <i64 as CellType>::DTYPE => {
+                ColumnData::I64(&[])
+            }
+            d => d,
+        };
+        Scenario::apply_column(&mut [], &mut [], c.field, data)?;
     }
     Ok(())
 }
@@ -180,6 +185,7 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
     }
     let mut rows = vec![batch.base; BLOCK];
     let mut by_kind: [[u16; BLOCK]; 3] = [[0; BLOCK]; 3];
+    let mut wide = [0i64; BLOCK];
     let mut start = 0;
     while start < n {
         let end = (start + BLOCK).min(n);
@@ -188,8 +194,8 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
         status.fill(STATUS_OK);
         for c in batch.columns {
             // The cell types were checked by `check_columns`.
-            let _ =
-                Scenario::apply_column(&mut rows[..m], status, c.field, c.data.slice(start, end));
+            let data = c.data.slice(start, end).widen(&mut wide);
+            let _ = Scenario::apply_column(&mut rows[..m], status, c.field, data);
         }
         let rows = &rows[..m];
         let mut block = out.rows(start, end);

@@ -30,7 +30,8 @@ use crate::scenario::Scenario;
 /// Status of a successful row; failed rows carry [`crate::ErrorCode::status`].
 pub const STATUS_OK: u8 = 0;
 
-/// Rows sized together: the block's scenarios and sizings stay in L1/L2.
+/// Rows sized together: a block's scenarios (or, on the fast path, its
+/// cells) stay in L1/L2 while its columns are read.
 pub const BLOCK: usize = 256;
 
 /// The cells of a batch column: one slice of the field kind's [`Kind::Cell`] type.
@@ -38,6 +39,9 @@ pub const BLOCK: usize = 256;
 pub enum ColumnData<'a> {
     /// Integers (counts, sizes; a negative cell of an optional field means `None`).
     I64(&'a [i64]),
+    /// The cells of an [`I64`](Self::I64) field in 32 bits: the same values,
+    /// half the memory the kernel streams (it widens each block as it reads it).
+    I32(&'a [i32]),
     /// Floats (the ratio).
     F64(&'a [f64]),
     /// Bools (flags).
@@ -46,11 +50,12 @@ pub enum ColumnData<'a> {
     U8(&'a [u8]),
 }
 
-impl ColumnData<'_> {
+impl<'a> ColumnData<'a> {
     /// The number of cells.
     pub fn len(&self) -> usize {
         match self {
             Self::I64(a) => a.len(),
+            Self::I32(a) => a.len(),
             Self::F64(a) => a.len(),
             Self::Bool(a) => a.len(),
             Self::U8(a) => a.len(),
@@ -65,9 +70,26 @@ impl ColumnData<'_> {
     pub(crate) fn slice(self, start: usize, end: usize) -> Self {
         match self {
             Self::I64(a) => Self::I64(&a[start..end]),
+            Self::I32(a) => Self::I32(&a[start..end]),
             Self::F64(a) => Self::F64(&a[start..end]),
             Self::Bool(a) => Self::Bool(&a[start..end]),
             Self::U8(a) => Self::U8(&a[start..end]),
+        }
+    }
+
+    /// The cells as the kernel applies them: an [`I32`](Self::I32) column's
+    /// first [`BLOCK`] cells widened into `buf`, any other column as it is.
+    pub(crate) fn widen<'b>(self, buf: &'b mut [i64; BLOCK]) -> ColumnData<'b>
+    where
+        'a: 'b,
+    {
+        match self {
+            Self::I32(a) => {
+                let n = a.len().min(BLOCK);
+                widen_into(&a[..n], &mut buf[..n]);
+                ColumnData::I64(&buf[..n])
+            }
+            other => other,
         }
     }
 
@@ -75,10 +97,19 @@ impl ColumnData<'_> {
     pub fn type_name(&self) -> &'static str {
         match self {
             Self::I64(_) => "int64",
+            Self::I32(_) => "int32",
             Self::F64(_) => "float64",
             Self::Bool(_) => "bool",
             Self::U8(_) => "uint8",
         }
+    }
+}
+
+/// `dst[i] = src[i]` widened (one vectorised loop).
+#[inline(always)]
+pub(crate) fn widen_into(src: &[i32], dst: &mut [i64]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = i64::from(*s);
     }
 }
 
@@ -87,6 +118,8 @@ impl ColumnData<'_> {
 pub enum Cells {
     /// Integers.
     I64(Vec<i64>),
+    /// Integers in 32 bits.
+    I32(Vec<i32>),
     /// Floats.
     F64(Vec<f64>),
     /// Bools.
@@ -106,6 +139,8 @@ impl Cells {
         match self {
             Self::I64(v) if v[i] < 0 && info.py == PyRepr::OptInt => Value::None,
             Self::I64(v) => Value::Int(i128::from(v[i])),
+            Self::I32(v) if v[i] < 0 && info.py == PyRepr::OptInt => Value::None,
+            Self::I32(v) => Value::Int(i128::from(v[i])),
             Self::F64(v) => Value::Float(v[i]),
             Self::Bool(v) => Value::Bool(v[i]),
             Self::U8(v) => Value::Str(
@@ -121,6 +156,7 @@ impl Cells {
     pub fn data(&self) -> ColumnData<'_> {
         match self {
             Self::I64(v) => ColumnData::I64(v),
+            Self::I32(v) => ColumnData::I32(v),
             Self::F64(v) => ColumnData::F64(v),
             Self::Bool(v) => ColumnData::Bool(v),
             Self::U8(v) => ColumnData::U8(v),
@@ -184,10 +220,22 @@ pub trait CellType: Copy + Sized {
     const DTYPE: &'static str;
     /// The cells, when `data` holds this type.
     fn of(data: ColumnData<'_>) -> Option<&[Self]>;
+    /// The narrower cells `data` holds for this type (an int32 column of an
+    /// int64 field; `None` for every other type).
+    #[inline]
+    fn narrow(data: ColumnData<'_>) -> Option<&[i32]> {
+        let _ = data;
+        None
+    }
+    /// `dst[i]` = `src[i]` widened (only called with [`Self::narrow`]'s cells).
+    #[inline]
+    fn widen(src: &[i32], dst: &mut [Self]) {
+        let _ = (src, dst);
+    }
 }
 
 macro_rules! cell_type {
-    ($t:ty, $variant:ident, $dtype:literal) => {
+    ($t:ty, $variant:ident, $dtype:literal $(, $narrow:ident)?) => {
         impl CellType for $t {
             const DTYPE: &'static str = $dtype;
             #[inline]
@@ -197,10 +245,23 @@ macro_rules! cell_type {
                     _ => None,
                 }
             }
+            $(
+                #[inline]
+                fn $narrow(data: ColumnData<'_>) -> Option<&[i32]> {
+                    match data {
+                        ColumnData::I32(a) => Some(a),
+                        _ => None,
+                    }
+                }
+                #[inline(always)]
+                fn widen(src: &[i32], dst: &mut [Self]) {
+                    widen_into(src, dst);
+                }
+            )?
         }
     };
 }
-cell_type!(i64, I64, "int64");
+cell_type!(i64, I64, "int64", narrow);
 cell_type!(f64, F64, "float64");
 cell_type!(bool, Bool, "bool");
 cell_type!(u8, U8, "uint8");

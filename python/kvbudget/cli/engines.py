@@ -21,7 +21,7 @@ from kvbudget.cli import render
 from kvbudget.cli.plan_vllm import plan_json
 from kvbudget.cli.ratio import context_lengths
 from kvbudget.cli.render import b
-from kvbudget.cli.scenario import WHAT_IF_NOTE, CliScenario
+from kvbudget.cli.scenario import CliScenario
 from kvbudget.cli.vllm_inputs import VllmInputs, vllm_inputs
 from kvbudget.workload import concurrency
 
@@ -63,7 +63,7 @@ def _sglang_configurator(sc: CliScenario) -> PoolConfiguratorBase:
     cfg = sc.configurator()
     if sc.sglang_pools is not None and sc.sglang_pools["hybrid_swa"] is False and cfg.kind != "default":
         s = sc.scenario
-        sc.notes[:] = [n for n in sc.notes if not n.startswith(WHAT_IF_NOTE)]  # SGLang's own choice is used
+        sc.use_sglang_choice()
         return kvbudget.Scenario(s.model, s.serving.replace(disable_hybrid_swa_memory=True), s.spec).configurator()
     return cfg
 

@@ -99,6 +99,15 @@ class CliScenario:
     notes: list[str] = field(default_factory=list)
     #: SGLang 0.5.23's pool choice for the model and why (None: no architecture known).
     sglang_pools: dict[str, Any] | None = None
+    #: The note (one of ``notes``) that kvbudget's configurator is not SGLang's own choice,
+    #: so its numbers are a what-if for SGLang; None when the two agree.
+    what_if: str | None = None
+
+    def use_sglang_choice(self) -> None:
+        """The caller plans with SGLang's own configurator: the what-if note no longer applies."""
+        if self.what_if is not None:
+            self.notes.remove(self.what_if)
+            self.what_if = None
 
     def configurator(self) -> PoolConfiguratorBase:
         """SGLang's configurator for the scenario (the factory's choice)."""
@@ -196,38 +205,37 @@ def _load_model(
     return label, info, preset.model_geometry(), preset.kv_cache_dtype, is_default, sglang
 
 
-#: How the note that kvbudget's configurator is not SGLang's begins.
-WHAT_IF_NOTE: Final = "SGLang 0.5.23 plans "
-
-
 def _sglang_pools(
     model: _SGLangModel | None, scenario: kvbudget.Scenario, notes: list[str]
-) -> dict[str, Any] | None:
-    """SGLang 0.5.23's pool choice for the model (kvbudget.models.sglang_hybrid), with a note
-    when kvbudget's configurator is another family (its numbers are then a what-if for SGLang)."""
+) -> tuple[dict[str, Any] | None, str | None]:
+    """SGLang 0.5.23's pool choice for the model (kvbudget.models.sglang_hybrid), and the note
+    (appended to ``notes`` too) when kvbudget's configurator is another family: its numbers are
+    then a what-if for SGLang."""
     from kvbudget.models.sglang_hybrid import sglang_hybrid_swa
 
     if model is None or not model[0]:
-        return None
+        return None, None
     archs, text = model
     disable = scenario.serving.disable_hybrid_swa_memory
     try:
         got = sglang_hybrid_swa(archs, text, disable_hybrid_swa_memory=disable)
     except ValueError as exc:
         notes.append(f"SGLang 0.5.23 would not load this model: {exc}")
-        return {"architectures": archs, "hybrid_swa": None, "reason": str(exc)}
+        return {"architectures": archs, "hybrid_swa": None, "reason": str(exc)}, None
     ours = scenario.configurator().kind != "default"
+    what_if = None
     if got.hybrid_swa != ours:
         layers = scenario.model.num_full_layers + scenario.model.num_swa_layers
-        notes.append(
-            f"{WHAT_IF_NOTE}{archs[0]} with "
+        what_if = (
+            f"SGLang 0.5.23 plans {archs[0]} with "
             + ("one DefaultPoolConfigurator pool over all " f"{layers} layers"
                if not got.hybrid_swa else "separate full and SWA pools")
             + "; the numbers here are for kvbudget's geometry as given, a what-if for SGLang"
             + ("" if got.hybrid_swa else
                " (--disable-hybrid-swa-memory plans one Default pool over this geometry's layers)")
         )  # fmt: skip
-    return {"architectures": archs, "hybrid_swa": got.hybrid_swa, "reason": got.reason}
+        notes.append(what_if)
+    return {"architectures": archs, "hybrid_swa": got.hybrid_swa, "reason": got.reason}, what_if
 
 
 # --------------------------------------------------------------------------- the draft
@@ -456,7 +464,7 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         values["kv_cache_dtype"] = "bf16"
         notes.append("the model's dtype is unknown: kv_cache_dtype bf16 (set --kv-dtype)")
     scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
-    sglang_pools = _sglang_pools(sglang_model, scenario, notes)
+    sglang_pools, what_if = _sglang_pools(sglang_model, scenario, notes)
     available, budget_label, budget_info = budget_of(args, is_default, notes)
     return CliScenario(
         scenario=scenario,
@@ -470,4 +478,5 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         is_default=is_default,
         notes=notes,
         sglang_pools=sglang_pools,
+        what_if=what_if,
     )

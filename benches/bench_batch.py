@@ -46,7 +46,7 @@ import parity_cases  # noqa: E402
 import sglang_oracle  # noqa: E402
 
 import kvbudget  # noqa: E402
-from kvbudget.batch import BATCH_FIELDS, STATUS_CODES  # noqa: E402
+from kvbudget.batch import BATCH_FIELDS, STATUS_CODES, simd_level  # noqa: E402
 from kvbudget.fields import SCENARIO_FIELDS  # noqa: E402
 
 GIB = 1 << 30
@@ -288,7 +288,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = ap.parse_args(argv)
     n, m, k = args.rows, min(args.sample, args.rows), args.repeats
 
-    print(f"kvbudget {kvbudget.__version__}; numpy {np.__version__}; Python {sys.version.split()[0]}")
+    print(f"kvbudget {kvbudget.__version__}; numpy {np.__version__}; Python {sys.version.split()[0]}; "
+          f"fast path on {simd_level()} (KVBUDGET_SIMD caps it)")
     print(f"best of {k}; loops run on a {m:,}-row sample and are scaled per row\n")
 
     cols = varied_columns(n)

@@ -1,8 +1,13 @@
-"""The batch API under threads, its input coercion (INV-8), reused output buffers and keywords."""
+"""The batch API under threads, its input coercion (INV-8), reused output buffers, keywords,
+and its instruction sets."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -230,3 +235,41 @@ def test_bad_scalar_makes_every_row_invalid_as_the_scalar_api_raises() -> None:
     assert res.error_codes() == ["invalid_config"]
     with pytest.raises(TypeError):
         plan_many(10**10, page_size=True, **BASE)  # a bool is not an int, as in the scalar API
+
+
+# --------------------------------------------------------------------------
+# Instruction sets: the fast path is compiled per level and picked at run
+# time; KVBUDGET_SIMD caps it. Every level the CPU runs gives the same rows.
+# --------------------------------------------------------------------------
+
+_LEVEL_SCRIPT = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_batch_threads import _varied_columns
+from kvbudget.batch import plan_many, simd_level
+r = plan_many(**_varied_columns(11, 50_000))
+np.savez(sys.argv[2], level=simd_level(), **{k: getattr(r, k) for k in r._fields})
+"""
+
+
+def test_every_simd_level_gives_the_same_rows(tmp_path: Path) -> None:
+    from kvbudget.batch import simd_level
+
+    best = simd_level()
+    x86 = ["avx512", "avx2", "sse4.2", "sse2"]
+    assert best in x86 + ["baseline", "scalar"]
+    levels = x86[x86.index(best):] if best in x86 else [best]
+    rows = {}
+    for level in levels:
+        out = tmp_path / f"{level}.npz"
+        env = {**os.environ, "KVBUDGET_SIMD": level}
+        here = str(Path(__file__).resolve().parent)
+        subprocess.run([sys.executable, "-c", _LEVEL_SCRIPT, here, str(out)], env=env, check=True)
+        got = np.load(out)
+        assert str(got["level"]) == level
+        rows[level] = got
+    want = plan_many(**_varied_columns(11, 50_000))
+    assert set(np.unique(want.status).tolist()) >= {0, 1, 3}
+    for level, got in rows.items():
+        for field in want._fields:
+            np.testing.assert_array_equal(got[field], getattr(want, field), err_msg=f"{level}: {field}")

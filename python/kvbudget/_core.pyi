@@ -25,6 +25,7 @@ __all__ = [
     "_plan_many",
     "_choice_codes",
     "_canonical_name",
+    "simd_level",
     "_vllm_plan",
     "_vllm_defaults",
     "SGLANG_VERSION",
@@ -61,6 +62,12 @@ MAX_PLAN_LAYERS: int
 (``calculate_pool_sizes``) has no such limit, as in SGLang."""
 DETACH_ROWS: int
 """Batch rows from which the GIL is released (4096)."""
+def simd_level() -> str:
+    """The instruction set ``plan_many``'s fast path runs on in this process: ``"avx512"``,
+    ``"avx2"``, ``"sse4.2"`` or ``"sse2"`` on x86 (the CPU's best, or the lower level the
+    ``KVBUDGET_SIMD`` environment variable names, read once), else ``"baseline"`` (the
+    target's own vector unit) or ``"scalar"``. Every level gives the same results."""
+
 FIELDS: dict[str, tuple[dict[str, Any], ...]]
 """The field table: declared type name -> its fields (see ``kvbudget.fields``)."""
 

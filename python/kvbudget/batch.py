@@ -17,6 +17,11 @@ Integer arrays are read in place when they are int64 or int32 (other integer
 dtypes are converted): int32 cells halve the memory a large batch streams, so
 keep small integers narrow.
 
+Rows whose options are the common ones are solved many at once in vector
+code, compiled for several instruction sets and chosen at run time
+(:func:`simd_level` names the one in use; the ``KVBUDGET_SIMD`` environment
+variable can cap it, e.g. ``avx2``). Every level gives the same results.
+
 Encodings of array values: for an optional integer field, ``None`` (in a
 list) or any negative number means ``None``; dtype, algorithm and mode
 arrays hold names or their integer codes (the order of each field's
@@ -39,7 +44,7 @@ if TYPE_CHECKING:
 
     from kvbudget._columns import PlanManyColumns
 
-__all__ = ["BATCH_FIELDS", "BatchResult", "STATUS_CODES", "int_column", "plan_many"]
+__all__ = ["BATCH_FIELDS", "BatchResult", "STATUS_CODES", "int_column", "plan_many", "simd_level"]
 
 #: status value -> error code (0 is success).
 STATUS_CODES: dict[int, str] = {
@@ -223,6 +228,17 @@ def _scalar(f: Field, v: object) -> object:
 
 def _is_array(v: object) -> bool:
     return isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim != 0)
+
+
+def simd_level() -> str:
+    """The instruction set :func:`plan_many`'s fast path runs on in this process.
+
+    ``"avx512"``, ``"avx2"``, ``"sse4.2"`` or ``"sse2"`` on x86: the CPU's best, or
+    the lower level the ``KVBUDGET_SIMD`` environment variable names (read once, at
+    the first batch call). Elsewhere ``"baseline"`` (the target's own vector unit,
+    e.g. NEON) or ``"scalar"``. Results do not depend on it.
+    """
+    return _core.simd_level()
 
 
 def plan_many(

@@ -12,7 +12,8 @@
 //! varying columns besides the budget), `varied32` (the same rows, their
 //! integer columns in int32 cells) and `budget` (only the budget varies).
 //! Arguments: `MODE ROWS [REPEATS [THREADS]]` (THREADS 0: automatic); it also
-//! prints the best wall time per row of REPEATS calls.
+//! prints the best wall time per row of REPEATS calls and the instruction set
+//! the fast path ran on (`KVBUDGET_SIMD` caps it).
 
 #[path = "../benches/common/varied.rs"]
 mod varied;
@@ -53,7 +54,8 @@ fn main() {
         .map(|s| usize::from(*s == 0))
         .sum::<usize>();
     println!(
-        "{mode}: {n} rows, {ok} ok, best of {repeats}: {:.1} ns/row",
-        best * 1e9 / n as f64
+        "{mode}: {n} rows, {ok} ok, best of {repeats}: {:.1} ns/row (simd level {})",
+        best * 1e9 / n as f64,
+        kvbudget_core::batch::simd_level()
     );
 }

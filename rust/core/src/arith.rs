@@ -93,17 +93,30 @@ pub fn last_fitting(mut lo: u64, mut hi: u64, mut fits: impl FnMut(u64) -> bool)
 #[inline(always)]
 pub fn py_float_floordiv(a: f64, b: f64) -> f64 {
     let q = a / b;
-    if q.is_finite() && q.abs() < 4.5e15 {
+    if q.is_finite() && q.abs() < FLOORDIV_SURE_BELOW {
         // floor(q) from a truncation (exact below 2^63): no libm call on baseline x86-64.
         let t = q as i64 as f64;
         let f = if t > q { t - 1.0 } else { t };
-        let frac = q - f;
-        let margin = q.abs().max(1.0) * 1e-12;
-        if frac > margin && frac < 1.0 - margin {
+        if floor_is_sure(q, f) {
             return f;
         }
     }
     py_float_floordiv_exact(a, b)
+}
+
+/// Below this quotient (in magnitude, under 2^52) the floor of a rounded
+/// quotient is CPython's floor division where [`floor_is_sure`] says so.
+pub(crate) const FLOORDIV_SURE_BELOW: f64 = 4.5e15;
+
+/// Whether `f = floor(q)` of the rounded quotient `q` is the floor of the
+/// exact one: `q` is far (relative 2^-40) from an integer. Branch free.
+// `&`, not `&&`: the batch kernel's lanes call it.
+#[allow(clippy::needless_bitwise_bool)]
+#[inline(always)]
+pub(crate) fn floor_is_sure(q: f64, f: f64) -> bool {
+    let frac = q - f;
+    let margin = q.abs().max(1.0) * 1e-12;
+    (frac > margin) & (frac < 1.0 - margin)
 }
 
 /// `int(a // b)` for doubles (CPython's float floor division, then `int`):
@@ -113,14 +126,12 @@ pub fn py_float_floordiv(a: f64, b: f64) -> f64 {
 #[inline(always)]
 pub fn py_int_floordiv<E: Fail>(a: f64, b: f64, what: &str) -> Result<i64, E> {
     let q = a / b;
-    if q.abs() < 4.5e15 {
+    if q.abs() < FLOORDIV_SURE_BELOW {
         // |q| < 2^53: the truncation is exact and in range (NaN fails the test).
         let t = q as i64;
         let tf = t as f64;
         let (f, fi) = if tf > q { (tf - 1.0, t - 1) } else { (tf, t) };
-        let frac = q - f;
-        let margin = q.abs().max(1.0) * 1e-12;
-        if frac > margin && frac < 1.0 - margin {
+        if floor_is_sure(q, f) {
             return Ok(fi);
         }
     }

@@ -76,7 +76,7 @@ pub fn mla_cache_dim<E: Fail>(
         return mla.elements();
     }
     let r = mla.kv_lora_rank;
-    if r % DSA_QUANT_BLOCK != 0 {
+    if !r.is_multiple_of(DSA_QUANT_BLOCK) {
         return Err(E::invalid_with(|| {
             format!("kv_lora_rank {r} must be multiple of quant_block_size {DSA_QUANT_BLOCK} (SGLang's scaled DSA layout)")
         }));

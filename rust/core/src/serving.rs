@@ -68,7 +68,7 @@ impl ServingConfig {
     /// `dcp_size` divides `tp_size`.
     #[inline]
     pub fn check_rules<E: Fail>(&self) -> std::result::Result<(), E> {
-        if self.dcp_size != 1 && self.tp_size % self.dcp_size != 0 {
+        if self.dcp_size != 1 && !self.tp_size.is_multiple_of(self.dcp_size) {
             return Err(E::invalid_with(|| {
                 format!(
                     "tp_size={} must be a multiple of dcp_size={}",

@@ -293,6 +293,12 @@ impl PoolConfigurator {
     }
 }
 
+/// The instruction set the batch fast path runs on (the core's `simd_level`).
+#[pyfunction]
+pub fn simd_level() -> &'static str {
+    kvbudget_core::batch::simd_level()
+}
+
 /// The batch codes of `names` for the choice field `field` (the core's
 /// `FromStr` parses names and aliases); an unknown name gets code 255, an
 /// invalid row.

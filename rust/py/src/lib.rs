@@ -26,7 +26,7 @@ mod _core {
     use crate::plan::{PoolConfigurator, PoolPlan, PoolSpec, TensorSpec};
 
     #[pymodule_export]
-    use crate::batch::{_canonical_name, _choice_codes, _plan_many};
+    use crate::batch::{_canonical_name, _choice_codes, _plan_many, simd_level};
 
     #[pymodule_export]
     use crate::vllm::{_vllm_defaults, _vllm_plan};

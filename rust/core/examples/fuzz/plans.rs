@@ -109,7 +109,7 @@ fn check_plan(cfg: &PoolConfigurator, plan: &PoolPlan) -> Check {
 
 /// `check` refuses the plan with one field broken; the plan round-trips through JSON.
 fn check_checker(plan: &PoolPlan, which: u64, st: &mut Stats) -> Check {
-    if which % 8 == 0 {
+    if which.is_multiple_of(8) {
         let text = serde_json::to_string(plan).map_err(|e| format!("plan to JSON: {e}"))?;
         let back: PoolPlan =
             serde_json::from_str(&text).map_err(|e| format!("plan from its own JSON: {e}"))?;

@@ -3,16 +3,15 @@
 //!
 //! When no rarely used option varies or leaves its default ([`PINNED`],
 //! checked once per batch), the rows go to the fast path
-//! ([`super::fast`]): rows read straight from the columns, a lean per-row
-//! kernel per configurator kind, every error row and every row outside its
-//! domain handed to the scalar API's functions. Otherwise (or when a base
-//! value is no valid cell) the general loop below runs: columns applied to
-//! a block of scenarios, then the scalar API's functions per row, with the
-//! "lean" instantiation (the pinned fields reset to their defaults, constants
-//! the compiler folds) when [`PINNED`] allows it: same functions, same
-//! scenario, so the same results, errors included (INV-7). The fast path
-//! solves its rows with the same small functions, hands every error row to
-//! the scalar API's, and is held to them by its tests.
+//! ([`super::fast`]): rows read straight from the columns and solved in
+//! vector code, every error row and every row outside its domain handed to
+//! the scalar API's functions. Otherwise (or when a base value is no valid
+//! cell) the general loop below runs: columns applied to a block of
+//! scenarios, then the scalar API's functions per row, with the "lean"
+//! instantiation (the pinned fields reset to their defaults, constants the
+//! compiler folds) when [`PINNED`] allows it: same functions, same scenario,
+//! so the same results, errors included (INV-7). The fast path's results
+//! are held to the scalar API's by its tests.
 
 use super::{Batch, BatchOutputs, Budgets, CellType, Column, ColumnData, STATUS_OK};
 use crate::error::{ErrorCode, PlanError, Result};

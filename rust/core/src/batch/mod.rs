@@ -15,12 +15,16 @@
 //! a block in one branch-free loop each, rows solved in one loop per
 //! configurator kind; large batches split across threads ([`Threads`]). The
 //! common domain (no rarely used option set) takes the fast path in `fast`:
-//! rows read from the columns, a lean kernel per configurator kind, errors
-//! and rows outside its domain handed to the functions above.
+//! rows read from the columns and solved many at once in vector code (the
+//! configurator formulas restated branch free, compiled per instruction set
+//! and chosen at run time), every error row and every row outside its domain
+//! handed to the functions above. Its rows are held to the scalar API by
+//! its tests, at every instruction set the CPU has.
 
 mod fast;
 pub(crate) mod kernel;
 
+pub use fast::simd_level;
 pub use kernel::{plan_many, Threads, PARALLEL_ROWS};
 
 use crate::error::{ErrorCode, PlanError, Result};

@@ -2,7 +2,9 @@
 //! lean batches whose cells lie in and out of the fast domain (a proptest),
 //! and rows at the domain's edges.
 
-use super::{fast_row, plan_rows, Sources, BLOCK, FAST, MODEL_DTYPE};
+use super::cells::Sources;
+use super::lanes::MODEL_DTYPE;
+use super::{lane, plan_rows, simd, BLOCK, FAST};
 use crate::batch::kernel::PINNED;
 use crate::batch::{Batch, Budgets, Buffers, Cells, Column, Threads};
 use crate::fields::{Named, ScenarioField, Value};
@@ -12,14 +14,26 @@ use proptest::prelude::*;
 
 type Out = (i64, i64, i64, u8);
 
-/// The fast path's rows of a lean batch (asserting that it takes them).
+/// The fast path's rows of a lean batch (asserting that it takes them), the
+/// same at every SIMD level this CPU runs.
 fn fast(base: &Scenario, cols: &[(ScenarioField, Cells)], budgets: &[i64]) -> Vec<Out> {
     let columns: Vec<Column<'_>> = cols.iter().map(|(f, c)| Column::of(*f, c)).collect();
     let batch = Batch::serial(*base, budgets, &columns);
     let n = budgets.len();
-    let mut out = Buffers::new(n);
-    assert!(plan_rows(&batch, n, &mut out.views()), "fast path refused");
-    (0..n).map(|i| out.row(i)).collect()
+    let mut rows: Option<Vec<Out>> = None;
+    for (name, level) in simd::levels() {
+        let mut out = Buffers::new(n);
+        simd::FORCED.with(|f| f.set(Some(level)));
+        let took = plan_rows(&batch, n, &mut out.views());
+        simd::FORCED.with(|f| f.set(None));
+        assert!(took, "fast path refused");
+        let got: Vec<Out> = (0..n).map(|i| out.row(i)).collect();
+        match &rows {
+            Some(best) => assert_eq!(&got, best, "{name} differs from the best level"),
+            None => rows = Some(got),
+        }
+    }
+    rows.expect("a level")
 }
 
 /// The scalar API on row `i`: each cell's value set by name, the layer ids
@@ -127,43 +141,69 @@ fn base_values_round_trip_through_cells() {
     assert!(Sources::new(&batch(bad)).is_none());
 }
 
-/// Integer cells per fast field: realistic, at the domain's edges, beyond
-/// them, invalid, "None".
+/// Integer cells per fast field: mostly realistic values inside the fast
+/// domain, else its edges (the last value inside, the first outside),
+/// values far beyond them, invalid cells and "None".
 fn int_cell(name: &str) -> BoxedStrategy<i64> {
-    let pick = |xs: &'static [i64]| prop::sample::select(xs).boxed();
-    match name {
-        "num_full_layers" => prop_oneof![
-            4 => 0i64..64,
-            1 => pick(&[4095, 4096, 4097, (1 << 20) + 1, -1, i64::MAX]),
-        ]
-        .boxed(),
-        "num_swa_layers" => prop_oneof![
-            2 => Just(0i64),
-            4 => 0i64..48,
-            1 => pick(&[4000, 4096, i64::MAX, -1]),
-        ]
-        .boxed(),
-        "num_kv_heads" => pick(&[1, 2, 8, 16, 32, 3, 4095, 4096, 4097, 1 << 30, 0, -1]),
-        "head_dim" => prop_oneof![
-            4 => pick(&[64, 128, 256, 1, 80]),
-            1 => pick(&[16383, 16384, 16385, 1 << 40, i64::MAX, 0, -1]),
-        ]
-        .boxed(),
-        "sliding_window_size" => pick(&[-1, 0, 127, 1023, 4095, 1 << 40, i64::MAX]),
-        "page_size" => pick(&[1, 16, 64, 3, 1 << 20, 1 << 40, i64::MAX, 0]),
-        "tp_size" => pick(&[1, 2, 4, 8, 3, 1 << 40, 0]),
-        "max_running_requests" => pick(&[-1, 1, 64, 256, 1 << 40, i64::MAX, 0]),
-        "chunked_prefill_size" => pick(&[-1, 512, 8192, 1 << 62, 0]),
-        "swa_eviction_interval" => pick(&[128, 0, -5, 4, 1 << 40, i64::MIN, i64::MAX]),
-        "draft_num_layers" => pick(&[0, 0, 1, 2, 3, 1023, 1024, 1025, 1 << 20, -1]),
-        "num_steps" | "eagle_topk" | "num_draft_tokens" => {
-            pick(&[-1, 0, 1, 3, 4, 1 << 40, i64::MAX])
-        }
-        "dflash_draft_cell_size_per_token" => {
-            pick(&[-1, 0, 4096, 1 << 40, (1 << 40) + 1, i64::MAX])
-        }
+    const COUNT: i64 = 1 << 16;
+    const SPAN: i64 = 1 << 32;
+    const SIZE: i64 = 1 << 20;
+    let (inside, edges): (BoxedStrategy<i64>, &'static [i64]) = match name {
+        "num_full_layers" => (
+            (0i64..64).boxed(),
+            &[4095, 4096, 4097, (1 << 20) + 1, -1, i64::MAX],
+        ),
+        "num_swa_layers" => (
+            prop_oneof![Just(0i64), 0i64..48].boxed(),
+            &[4000, 4096, i64::MAX, -1],
+        ),
+        "num_kv_heads" => (
+            prop::sample::select(&[1i64, 2, 8, 16, 32, 3][..]).boxed(),
+            &[4095, 4096, 4097, 1 << 30, 0, -1],
+        ),
+        "head_dim" => (
+            prop::sample::select(&[64i64, 128, 256, 1, 80][..]).boxed(),
+            &[16383, 16384, 16385, 1 << 40, i64::MAX, 0, -1],
+        ),
+        "sliding_window_size" => (
+            prop::sample::select(&[-1i64, 0, 127, 1023, 4095][..]).boxed(),
+            &[SPAN, SPAN + 1, 1 << 40, i64::MAX],
+        ),
+        "page_size" => (
+            prop::sample::select(&[1i64, 16, 64, 3][..]).boxed(),
+            &[SIZE, SIZE + 1, 1 << 40, i64::MAX, 0],
+        ),
+        "tp_size" => (
+            prop::sample::select(&[1i64, 2, 4, 8, 3][..]).boxed(),
+            &[SIZE, SIZE + 1, 1 << 40, 0],
+        ),
+        "max_running_requests" => (
+            prop::sample::select(&[-1i64, 1, 64, 256][..]).boxed(),
+            &[COUNT, COUNT + 1, 1 << 40, i64::MAX, 0],
+        ),
+        "chunked_prefill_size" => (
+            prop::sample::select(&[-1i64, 512, 8192][..]).boxed(),
+            &[SPAN, SPAN + 1, 1 << 62, 0],
+        ),
+        "swa_eviction_interval" => (
+            prop::sample::select(&[128i64, 0, -5, 4][..]).boxed(),
+            &[COUNT, COUNT + 1, 1 << 40, i64::MIN, i64::MAX],
+        ),
+        "draft_num_layers" => (
+            prop::sample::select(&[0i64, 0, 1, 2, 3][..]).boxed(),
+            &[1023, 1024, 1025, 1 << 20, -1],
+        ),
+        "num_steps" | "eagle_topk" | "num_draft_tokens" => (
+            prop::sample::select(&[-1i64, 0, 1, 3, 4][..]).boxed(),
+            &[COUNT, COUNT + 1, 1 << 40, i64::MAX],
+        ),
+        "dflash_draft_cell_size_per_token" => (
+            prop::sample::select(&[-1i64, 0, 4096][..]).boxed(),
+            &[1 << 40, (1 << 40) + 1, i64::MAX],
+        ),
         other => panic!("no cell strategy for {other}"),
-    }
+    };
+    prop_oneof![6 => inside, 1 => prop::sample::select(edges)].boxed()
 }
 
 fn cells(field: ScenarioField, n: usize) -> BoxedStrategy<Cells> {
@@ -274,18 +314,9 @@ fn edge(base: &Scenario, cells: &[(&str, Value<'_>)], budgets: &[i64]) -> bool {
         threads: Threads::Fixed(1),
     };
     let mut sources = Sources::new(&batch).unwrap();
-    let (row, ok, inside) = sources.block(0).row(0);
-    assert!(ok);
-    if !inside {
-        return false;
-    }
-    let kind = crate::sizing::kind_index(&sc.shape, &sc.serving);
-    let got = match kind {
-        0 => fast_row::<0>(&row, budgets[0]),
-        1 => fast_row::<1>(&row, budgets[0]),
-        _ => fast_row::<2>(&row, budgets[0]),
-    };
-    got.is_some()
+    let cells = sources.block(0);
+    assert!(cells.row(0).1);
+    !lane(&cells, 0, budgets[0]).1
 }
 
 const GIB: i64 = 1 << 30;
@@ -294,7 +325,7 @@ const GIB: i64 = 1 << 30;
 /// the first outside goes to the exact path; both equal the scalar API.
 #[test]
 fn domain_edges() {
-    let budgets = [40 * GIB, 0, -1, 1, i64::MAX, i64::MIN];
+    let budgets = [1 << 50, 40 * GIB, 0, -1, 1, i64::MAX, i64::MIN];
     for hybrid in [0, 12] {
         let b = base(hybrid);
         for (name, inside, outside) in [
@@ -302,12 +333,24 @@ fn domain_edges() {
             ("num_kv_heads", 4096, 4097),
             ("head_dim", 16384, 16385),
             ("draft_num_layers", 1024, 1025),
+            ("page_size", 1 << 20, (1 << 20) + 1),
+            ("tp_size", 1 << 20, (1 << 20) + 1),
+            ("max_running_requests", 1 << 16, (1 << 16) + 1),
+            ("swa_eviction_interval", 1 << 16, (1 << 16) + 1),
+            ("num_steps", 1 << 16, (1 << 16) + 1),
+            ("eagle_topk", 1 << 16, (1 << 16) + 1),
+            ("num_draft_tokens", 1 << 16, (1 << 16) + 1),
+            ("sliding_window_size", 1 << 32, (1 << 32) + 1),
+            ("chunked_prefill_size", 1 << 32, (1 << 32) + 1),
         ] {
             let alg = ("algorithm", Value::Str("eagle"));
             let at = |v| [(name, Value::Int(v)), alg];
             assert!(edge(&b, &at(inside), &budgets), "{name}={inside}");
             assert!(!edge(&b, &at(outside), &budgets), "{name}={outside}");
         }
+        // The budget: below 2^52 bytes the lanes solve it, from 2^52 the exact path.
+        assert!(edge(&b, &[], &[(1 << 52) - 1, 1 << 52]));
+        assert!(!edge(&b, &[], &[1 << 52, (1 << 52) - 1]));
         let dflash = |c| {
             [
                 ("algorithm", Value::Str("dflash")),
@@ -315,7 +358,7 @@ fn domain_edges() {
                 ("dflash_draft_cell_size_per_token", Value::Int(c)),
             ]
         };
-        let big = [1 << 62, 40 * GIB, 0, -1];
+        let big = [1 << 51, 1 << 62, 40 * GIB, 0, -1];
         assert!(edge(&b, &dflash(1 << 40), &big));
         assert!(!edge(&b, &dflash((1 << 40) + 1), &big));
         // Overflow edges beyond the domain: the exact path's errors.
@@ -414,16 +457,7 @@ fn solved(base: &Scenario, cols: &[(ScenarioField, Cells)], budgets: &[i64]) -> 
     let batch = Batch::serial(*base, budgets, &columns);
     let mut sources = Sources::new(&batch).unwrap();
     (0..budgets.len())
-        .map(|i| {
-            let (row, _, ok) = sources.block(i / BLOCK * BLOCK).row((i % BLOCK) as u8);
-            let sc = row.scenario();
-            let a = budgets[i];
-            ok && match crate::sizing::kind_index(&sc.shape, &sc.serving) {
-                0 => fast_row::<0>(&row, a).is_some(),
-                1 => fast_row::<1>(&row, a).is_some(),
-                _ => fast_row::<2>(&row, a).is_some(),
-            }
-        })
+        .map(|i| !lane(&sources.block(i / BLOCK * BLOCK), i % BLOCK, budgets[i]).1)
         .collect()
 }
 

@@ -113,43 +113,9 @@ fn run(batch: &Batch<'_>, n: usize) -> Vec<(i64, i64, i64, u8)> {
     (0..n).map(|i| out.row(i)).collect()
 }
 
-fn scalar(
-    mut sc: Scenario,
-    cols: &[(ScenarioField, Cells)],
-    i: usize,
-    a: i64,
-) -> (i64, i64, i64, u8) {
-    let err = |e: PlanError| (0, 0, 0, e.code.status());
-    for (f, c) in cols {
-        if let Err(e) = sc.set(f.info().name, c.scalar_value(*f, i)) {
-            return err(e);
-        }
-    }
-    let (n_f, n_s) = (sc.shape.num_full_layers, sc.shape.num_swa_layers);
-    let model = ModelGeometry::new(
-        (0..n_f).collect(),
-        (n_f..n_f + n_s).collect(),
-        AttentionShape {
-            num_full_layers: 0,
-            num_swa_layers: 0,
-            ..sc.shape
-        },
-    );
-    let r = model
-        .and_then(|m| sc.serving.resolved().map(|s| (m, s)))
-        .and_then(|(m, s)| sc.spec.resolved().map(|sp| (m, s, sp)))
-        .and_then(|(m, s, sp)| PoolConfigurator::create(m, s, sp))
-        .and_then(|c| c.calculate_pool_sizes(a, None));
-    match r {
-        Ok(c) => (
-            c.max_total_num_tokens,
-            c.full_max_total_num_tokens.unwrap_or(-1),
-            c.swa_max_total_num_tokens.unwrap_or(-1),
-            0,
-        ),
-        Err(e) => err(e),
-    }
-}
+#[path = "common/scalar_row.rs"]
+mod scalar_row;
+use scalar_row::scalar;
 
 proptest! {
     // Cases: proptest's default (256), or PROPTEST_CASES (CI sets 10,000).

@@ -49,7 +49,9 @@ pub(super) fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>)
         Budgets::Scalar(v) => Source::repeat(v),
         Budgets::Array(a) => Source::cells(a, 0),
     };
-    simd::run(Blocks {
+    // By reference: the sources hold a block buffer per field (tens of KB,
+    // not to be copied through the dispatch).
+    simd::run(&mut Blocks {
         sources,
         budgets,
         n,
@@ -70,19 +72,23 @@ struct Blocks<'a, 'o, 'b> {
 impl Blocks<'_, '_, '_> {
     /// Every block: the lanes, then their results and the slow rows' into `out`.
     #[inline(always)]
-    fn run(mut self) {
+    fn run(&mut self) {
         let mut lanes = Lanes::new();
         let mut start = 0;
         while start < self.n {
             let end = (start + BLOCK).min(self.n);
             let cells = self.sources.block(start);
             let budget = self.budgets.block(start);
-            lanes.solve(&cells, budget);
+            lanes.solve(&cells, budget, end - start);
             lanes.write(&cells, budget, &mut self.out.rows(start, end));
             start = end;
         }
     }
 }
+
+/// Rows in a whole number of vectors at every level (8 doubles for AVX-512,
+/// unrolled twice).
+const VECTOR: usize = 16;
 
 /// One block's lane results (struct of arrays: the loops store and load
 /// whole vectors): the first stage's quotients, then `(max_total, full,
@@ -112,14 +118,16 @@ impl Lanes {
         })
     }
 
-    /// Every row of the block (past the batch's last row: the padding's
-    /// cells, whose results are not written out), in two loops: each keeps
-    /// its chain of divisions short, so that many rows are in flight.
+    /// The block's first `m` rows, rounded up to a whole number of vectors
+    /// (past the batch's last row: the padding's cells, whose results are not
+    /// written out), in two loops: each keeps its chain of divisions short,
+    /// so that many rows are in flight.
     // Indexed loops over many arrays of one length: the shape the compiler vectorizes.
     #[allow(clippy::needless_range_loop)]
     #[inline(always)]
-    fn solve(&mut self, cells: &Cells<'_>, budget: &[i64; BLOCK]) {
-        for i in 0..BLOCK {
+    fn solve(&mut self, cells: &Cells<'_>, budget: &[i64; BLOCK], m: usize) {
+        let rows = m.next_multiple_of(VECTOR).min(BLOCK);
+        for i in 0..rows {
             let (row, _, inside) = cells.row(i);
             let codes = (cells.kv_cache_dtype[i], cells.algorithm[i]);
             let q = lanes::quotient(&row, codes, inside, budget[i]);
@@ -128,7 +136,7 @@ impl Lanes {
             self.pools[i] = q.pools;
             self.ok[i] = q.ok;
         }
-        for i in 0..BLOCK {
+        for i in 0..rows {
             let q = lanes::FirstStage {
                 quotient: self.quotient[i],
                 cap_swa: self.cap_swa[i],

@@ -85,7 +85,7 @@ thread_local! {
 }
 
 /// Runs `blocks` at the chosen level.
-pub(super) fn run(blocks: Blocks<'_, '_, '_>) {
+pub(super) fn run(blocks: &mut Blocks<'_, '_, '_>) {
     let level = level().1;
     #[cfg(test)]
     let level = FORCED.with(std::cell::Cell::get).unwrap_or(level);
@@ -95,6 +95,6 @@ pub(super) fn run(blocks: Blocks<'_, '_, '_>) {
 /// The block loop, compiled with `S`'s target features (everything it
 /// calls is inlined into it).
 #[inline(always)]
-fn at<S: Simd>(_: S, blocks: Blocks<'_, '_, '_>) {
+fn at<S: Simd>(_: S, blocks: &mut Blocks<'_, '_, '_>) {
     blocks.run();
 }

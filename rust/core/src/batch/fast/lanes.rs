@@ -28,6 +28,7 @@ use crate::arith::{floor_is_sure, FLOORDIV_SURE_BELOW};
 use crate::cell::MXFP8_SCALE_BLOCK;
 use crate::dtype::{KvDtype, ModelDtype};
 use crate::fields::Named;
+use crate::sizing::kind_index;
 use crate::spec::SpecAlgorithm;
 
 /// 2^52: every lane quantity is an integer below it.
@@ -237,16 +238,16 @@ pub(super) fn quotient(row: &Row, (dtype, alg): (u8, u8), inside: bool, a: i64) 
     // SpeculativeConfig::dflash_cell at dcp 1 on the target worker.
     let d_c = int(row.dflash_draft_cell_size_per_token.unwrap_or(0)) * one_if(dflash);
 
-    // SGLang's factory (`kind_index` with hybrid memory on, PD off).
-    let swa_kind = n_s > 0.0;
+    // SGLang's factory: the scalar path's own `kind_index` on the row's
+    // scenario (the pinned fields at their defaults; branch free).
+    let kind = {
+        let sc = row.scenario();
+        kind_index(&sc.shape, &sc.serving)
+    };
+    let swa_kind = kind != 0;
+    let cap_kind = kind == 2;
+    let ratio_kind = (kind == 1) & (n_f > 0.0);
     let window = row.sliding_window_size;
-    let cap_kind = swa_kind
-        & row.max_running_requests.is_some()
-        & row.disable_radix_cache
-        & row.chunked_prefill_size.is_some()
-        & window.is_some()
-        & (n_f > 0.0);
-    let ratio_kind = swa_kind & !cap_kind & (n_f > 0.0);
 
     // Default's cell: `default_cell_size`. The EAGLE term `int(C * d / L)`
     // (C * d below 2^52: the integer quotient) or the DFLASH term (`d_c`, or

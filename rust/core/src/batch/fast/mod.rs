@@ -101,7 +101,8 @@ struct Lanes {
     max_total: [i64; BLOCK],
     full: [i64; BLOCK],
     swa: [i64; BLOCK],
-    slow: [bool; BLOCK],
+    /// 1 where the row is slow (bytes, read eight at a time).
+    slow: [u8; BLOCK],
 }
 
 impl Lanes {
@@ -114,7 +115,7 @@ impl Lanes {
             max_total: [0; BLOCK],
             full: [0; BLOCK],
             swa: [0; BLOCK],
-            slow: [false; BLOCK],
+            slow: [0; BLOCK],
         })
     }
 
@@ -151,7 +152,7 @@ impl Lanes {
             self.max_total[i] = t;
             self.full[i] = f;
             self.swa[i] = s;
-            self.slow[i] = slow;
+            self.slow[i] = u8::from(slow);
         }
     }
 
@@ -166,9 +167,15 @@ impl Lanes {
             .copy_from_slice(&self.full[..m]);
         out.swa_max_total_num_tokens.copy_from_slice(&self.swa[..m]);
         out.status.fill(STATUS_OK);
-        for (i, slow) in self.slow[..m].iter().enumerate() {
-            if *slow {
-                exact_row(cells, i, budget[i], out);
+        // Slow rows are rare: skip eight flags (one word) at a time.
+        for (k, eight) in self.slow.chunks_exact(8).enumerate().take(m.div_ceil(8)) {
+            let mut word = u64::from_le_bytes(eight.try_into().expect("eight flags"));
+            while word != 0 {
+                let i = 8 * k + word.trailing_zeros() as usize / 8;
+                word &= word - 1;
+                if i < m {
+                    exact_row(cells, i, budget[i], out);
+                }
             }
         }
     }

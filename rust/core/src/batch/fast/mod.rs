@@ -129,9 +129,7 @@ impl Lanes {
     fn solve(&mut self, cells: &Cells<'_>, budget: &[i64; BLOCK], m: usize) {
         let rows = m.next_multiple_of(VECTOR).min(BLOCK);
         for i in 0..rows {
-            let (row, _, inside) = cells.row(i);
-            let codes = (cells.kv_cache_dtype[i], cells.algorithm[i]);
-            let q = lanes::quotient(&row, codes, inside, budget[i]);
+            let q = first_stage(cells, i, budget[i]);
             self.quotient[i] = q.quotient;
             self.cap_swa[i] = q.cap_swa;
             self.pools[i] = q.pools;
@@ -144,11 +142,7 @@ impl Lanes {
                 pools: self.pools[i],
                 ok: self.ok[i],
             };
-            // The cells the second stage reads again (valid where `ok`).
-            let page = cells.page_size[i] as u64;
-            let window = OptCount::from_cell(cells.sliding_window_size[i]).0;
-            let r = cells.swa_full_tokens_ratio[i];
-            let ([t, f, s], slow) = lanes::finish(&q, page, r, window);
+            let ([t, f, s], slow) = second_stage(cells, i, &q);
             self.max_total[i] = t;
             self.full[i] = f;
             self.swa[i] = s;
@@ -181,20 +175,29 @@ impl Lanes {
     }
 }
 
+/// The first stage of row `i` of a block at budget `a` bytes: its cells
+/// decoded and checked, its codes.
+#[inline(always)]
+fn first_stage(cells: &Cells<'_>, i: usize, a: i64) -> lanes::FirstStage {
+    let (row, _, inside) = cells.row(i);
+    let codes = (cells.kv_cache_dtype[i], cells.algorithm[i]);
+    lanes::quotient(&row, codes, inside, a)
+}
+
+/// The second stage of row `i`: the cells it reads again (valid where the
+/// first stage is `ok`).
+#[inline(always)]
+fn second_stage(cells: &Cells<'_>, i: usize, q: &lanes::FirstStage) -> lanes::Lane {
+    let page = cells.page_size[i] as u64;
+    let window = OptCount::from_cell(cells.sliding_window_size[i]).0;
+    lanes::finish(q, page, cells.swa_full_tokens_ratio[i], window)
+}
+
 /// Row `i` of a block through the lanes alone (the tests' view of which rows
 /// the fast kernel solves).
 #[cfg(test)]
 fn lane(cells: &Cells<'_>, i: usize, a: i64) -> lanes::Lane {
-    let (row, _, inside) = cells.row(i);
-    let q = lanes::quotient(
-        &row,
-        (cells.kv_cache_dtype[i], cells.algorithm[i]),
-        inside,
-        a,
-    );
-    let window = OptCount::from_cell(cells.sliding_window_size[i]).0;
-    let page = cells.page_size[i] as u64;
-    lanes::finish(&q, page, cells.swa_full_tokens_ratio[i], window)
+    second_stage(cells, i, &first_stage(cells, i, a))
 }
 
 /// The exact path for one row: its scenario (the base's pinned fields are

@@ -185,6 +185,25 @@ def error_kind(e: kvbudget.KVBudgetError) -> str:
     return "invalid"
 
 
+def differences(o: Any, k: Answer) -> list[str]:
+    """What differs between SGLang's outcome (``sglang_oracle.Outcome``) and kvbudget's answer."""
+    diffs = []
+    if o.stage != k.stage:
+        diffs.append(f"stage {o.stage} vs {k.stage}")
+    if (o.error[0] if o.error else None) != k.error:
+        diffs.append(f"error {o.error} vs {k.error}")
+    if o.stage == "solve" or k.stage == "solve":
+        if o.class_name != k.class_name:
+            diffs.append(f"class {o.class_name} vs {k.class_name}")
+        if type(o.cell_size) is not type(k.cell_size) or o.cell_size != k.cell_size:
+            diffs.append(f"cell_size {o.cell_size!r} vs {k.cell_size!r}")
+        if o.swa_cap != k.swa_cap:
+            diffs.append(f"swa_cap {o.swa_cap} vs {k.swa_cap}")
+        if o.config != k.config:
+            diffs.append(f"config {o.config} vs {k.config}")
+    return diffs
+
+
 def scenario_of(c: dict[str, Any]) -> kvbudget.Scenario:
     n_f, n_s = c["num_full_layers"], c["num_swa_layers"]
     counts = ("num_full_layers", "num_swa_layers")
@@ -195,10 +214,13 @@ def scenario_of(c: dict[str, Any]) -> kvbudget.Scenario:
     return kvbudget.Scenario(model, serving, spec)
 
 
-def kvbudget_answer(c: dict[str, Any], entry: str, value: int) -> Answer:
-    """kvbudget's factory and entry point on case ``c``."""
+def kvbudget_answer(
+    c: dict[str, Any], entry: str, value: int, scenario: Callable[[], kvbudget.Scenario] | None = None
+) -> Answer:
+    """kvbudget's factory and entry point on case ``c`` (or on what ``scenario()`` builds; its
+    kvbudget errors are refusals too)."""
     try:
-        sc = scenario_of(c)
+        sc = scenario_of(c) if scenario is None else scenario()
         cfg = kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
     except kvbudget.KVBudgetError as e:
         return Answer(None, None, None, None, error_kind(e), "init")

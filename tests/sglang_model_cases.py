@@ -131,13 +131,64 @@ def _plain(cls: Any, arch: str, **extra: Callable[[random.Random], Any]) -> _Bui
     return build
 
 
-def _with_types(cls: Any, arch: str, windows: list[int]) -> _Builder:
+def _with_types(cls: Any, arch: str, windows: list[int | None], p_types: float = 1.0) -> _Builder:
+    """Layer kinds given with probability ``p_types``, else the class's own (Mellum: all full)."""
+
     def build(rng: random.Random) -> Built:
         kw = {**_gqa(rng), "sliding_window": rng.choice(windows)}
-        kw["layer_types"] = _types(rng, kw["num_hidden_layers"], 0.6)
+        if p_types >= 1 or rng.random() < p_types:
+            kw["layer_types"] = _types(rng, kw["num_hidden_layers"], 0.6)
         return _text(cls, arch, **kw)
 
     return build
+
+
+_GLIMMER = ("MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration")
+
+
+def _released(config: Any, arch: str) -> Built:
+    """As ``save_pretrained`` writes the file (``to_diff_dict``: a nested config's text part
+    without the null ``architectures`` its ``to_dict`` carries)."""
+    return Built(None, arch, config.to_diff_dict())
+
+
+def _muse_glimmer(rng: random.Random) -> Built:
+    """Muse Glimmer: transformers' text class, or the multimodal file as saved (SGLang reloads
+    model_type ``muse_glimmer`` with its own class, flattening the text part), flat as SGLang's
+    class holds it, or missing a key SGLang's loader reads."""
+    kw = {**_gqa(rng), "sliding_window": rng.choice([1024, 2048, 2048, 4096, None])}
+    if rng.random() < 0.6:
+        kw["layer_types"] = _types(rng, kw["num_hidden_layers"], 0.7)
+    arch, pick = rng.choice(_GLIMMER), rng.random()
+    if pick < 0.3:
+        return _text(T.MuseGlimmerTextConfig, arch, **kw)
+    saved = _released(T.MuseGlimmerConfig(text_config=kw), arch).extra
+    text = saved["text_config"]
+    if pick < 0.45:
+        saved = {**{k: v for k, v in saved.items() if k not in ("text_config", "vision_config")},
+                 **{k: v for k, v in text.items() if k != "model_type"}}  # fmt: skip
+    elif pick < 0.6:
+        del text[rng.choice(["layer_types", "head_dim", "hidden_activation", "num_key_value_heads"])]
+    return Built(None, arch, saved)
+
+
+#: Off SGLang's hybrid-SWA list: opting in with the text config's ``is_hybrid_swa``, the layer kinds
+#: in ``hybrid_layer_pattern`` (1 = sliding window); Transformers-backend and windowed classes too.
+_OPT_IN = ((T.LlamaConfig, "LlamaForCausalLM"), (T.MistralConfig, "MistralForCausalLM"),
+           (T.Qwen2Config, "Qwen2ForCausalLM"), (T.Cohere2Config, "Cohere2ForCausalLM"),
+           (T.Gemma2Config, "Gemma2ForCausalLM"), (T.LlamaConfig, "HybridLlamaForCausalLM"))  # fmt: skip
+
+
+def _opt_in(rng: random.Random) -> Built:
+    cls, arch = rng.choice(_OPT_IN)
+    kw = _gqa(rng)
+    n = kw["num_hidden_layers"]
+    extra: dict[str, Any] = {"is_hybrid_swa": rng.random() < 0.9}
+    if rng.random() < 0.8:
+        extra["hybrid_layer_pattern"] = [int(rng.random() < 0.7) for _ in range(rng.choice([n, n, n, n - 1]))]
+    if rng.random() < 0.6:
+        extra["sliding_window"] = rng.choice([512, 4096])
+    return Built(cls(**kw), arch, extra)
 
 
 def _qwen3_next(rng: random.Random) -> Built:
@@ -288,6 +339,9 @@ FAMILIES: dict[str, _Builder] = {
     "mimo_v2": _mimo_v2,
     "granite_swa": _with_types(T.GraniteSWAConfig, "GraniteSWAForCausalLM", [128, 512]),
     "laguna": _with_types(T.LagunaConfig, "LagunaForCausalLM", [512, 1024]),
+    "mellum": _with_types(T.MellumConfig, "MellumForCausalLM", [512, 1024, None], p_types=0.7),
+    "muse_glimmer": _muse_glimmer,
+    "hybrid_opt_in": _opt_in,
     "qwen3_next": _qwen3_next,
     "kimi_linear": _kimi_linear,
     "lfm2": _lfm2,
@@ -318,7 +372,8 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "qwen3_next": (T.Qwen3NextConfig, "Qwen3NextForCausalLM"), "qwen3_5": (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration"),
     "kimi_linear": (T.KimiLinearConfig, "KimiLinearForCausalLM"), "lfm2": (T.Lfm2Config, "Lfm2ForCausalLM"),
     "jamba": (T.JambaConfig, "JambaForCausalLM"), "olmo_hybrid": (T.OlmoHybridConfig, "OlmoHybridForCausalLM"),
-    "step3p5": (T.Step3p7TextConfig, _STEP3P5),
+    "step3p5": (T.Step3p7TextConfig, _STEP3P5), "mellum": (T.MellumConfig, "MellumForCausalLM"),
+    "muse_glimmer": (T.MuseGlimmerConfig, _GLIMMER[1]), "muse_glimmer_text": (T.MuseGlimmerTextConfig, _GLIMMER[0]),
 }  # fmt: skip
 
 
@@ -329,6 +384,11 @@ def cases(per_family: int, seed: int = 0, *, sparse: bool = False) -> Iterator[C
         yield name, _text(cls, arch).saved(sparse)
     # SGLang's own class of a model type transformers also owns (SGLang reloads the file with it).
     yield "step3p5", _text(_sglang_config_class("Step3p5Config"), _STEP3P5).saved(sparse)
+    glimmer = _sglang_config_class("MuseGlimmerConfig")
+    yield "muse_glimmer", _text(glimmer, _GLIMMER[0], layer_types=["full_attention"] * 52).saved(sparse)
+    yield "muse_glimmer", _released(T.MuseGlimmerConfig(), _GLIMMER[1]).saved(sparse)  # as the checkpoint saves it
+    opt_in = {"is_hybrid_swa": True, "hybrid_layer_pattern": [1, 1, 1, 0] * 4, "sliding_window": 4096}
+    yield "hybrid_opt_in", Built(T.LlamaConfig(num_hidden_layers=16), "LlamaForCausalLM", opt_in).saved(sparse)
     for name, build in FAMILIES.items():
         rng = random.Random(f"{seed}:{name}")
         for _ in range(per_family):

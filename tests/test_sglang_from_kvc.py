@@ -21,7 +21,7 @@ import kvbudget
 import parity_cases as P
 import pytest
 import sglang_oracle
-from kvbudget.integrations.sglang import Runtime, SGLangWorker, from_kvc, scenario_from_kvc
+from kvbudget.integrations.sglang import Runtime, SGLangWorker, declined, from_kvc, scenario_from_kvc
 from kvbudget.budget import sglang_available_bytes as sglang_budget
 from sglang_oracle._case import build_inputs, resolve_case
 from sglang_oracle._strict import StrictNamespace, StubError
@@ -112,6 +112,54 @@ def test_a_runtime_without_the_fraction_gives_no_budget(oracle: sglang_oracle.Or
     assert case is not None
     with running(oracle, case, 0.9) as kvc:
         worker = from_kvc(kvc, _runtime(oracle.sandbox))
-    unset = SGLangWorker(worker.scenario, worker.page_size, None, None, 0, False, True)
+    unset = SGLangWorker(worker.scenario, worker.page_size, None, None, 0, False, None)
     with pytest.raises(kvbudget.InvalidConfigError, match="mem_fraction_static"):
         unset.available_bytes(free_before=1 << 30, free_now=1 << 30)
+
+
+class _Bags(Runtime):
+    """A runtime context holding only the schedule bag (what from_kvc reads of a declined worker)."""
+
+    def __init__(self) -> None:
+        pass
+
+    def get(self, bag: str) -> Any:
+        assert bag == "schedule", bag
+        return StrictNamespace("get_schedule()", page_size=64, mem_fraction_static=0.9, max_total_tokens=None)
+
+
+def test_a_worker_kvbudget_declines_is_not_planned() -> None:
+    """A state-pool model (Qwen3-Next): no scenario counting every layer, and a configurator
+    that names the reason instead of a quarter of SGLang's tokens."""
+    hf = StrictNamespace("hf_config", architectures=["Qwen3NextForCausalLM"])
+    kvc = StrictNamespace("kvc", model_config=StrictNamespace("model_config", hf_config=hf, is_multimodal=False),
+                          mambaish_config=object(), is_draft_worker=False)  # fmt: skip
+    worker = from_kvc(kvc, _Bags())
+    assert worker.scenario is None and not worker.kvbudget_plans
+    assert worker.declined is not None and "state pool" in worker.declined
+    with pytest.raises(kvbudget.InvalidConfigError, match="does not plan this worker's pools: a Mamba"):
+        worker.configurator()
+    assert worker.available_bytes(free_before=80 << 30, free_now=60 << 30) == sglang_budget(80 << 30, 60 << 30, 0.9)
+
+
+def test_a_backend_kvbudget_has_no_name_for_plans_every_dtype_it_does_not_price(oracle: sglang_oracle.Oracle) -> None:
+    """SGLang's ``dsa`` backend (DeepSeek-V3.2) reaches only the FP4 recipes' pricing: with any
+    other dtype the worker is planned, with SGLang's pools; with NVFP4 it is declined."""
+    runtime = _runtime(oracle.sandbox)
+    checked = 0
+    for seed in range(200):
+        r = random.Random(f"dsa backend {seed}")
+        case = P.oracle_case(P.random_case(r))
+        if case is None or case["kv_cache_dtype"] == "nvfp4":
+            continue
+        case = {**case, "prefill_attention_backend": "dsa", "decode_attention_backend": "dsa"}
+        budget = P.amount(r, "bytes")
+        theirs = oracle.run(case, entry="bytes", amount=budget)
+        with running(oracle, case, 0.9) as kvc:
+            worker = from_kvc(kvc, runtime)
+        assert worker.kvbudget_plans
+        assert _pools(worker, budget) == (theirs.config, theirs.error[0] if theirs.error else None)
+        checked += 1
+    assert checked >= 100
+    with running(oracle, {**case, "kv_cache_dtype": "nvfp4"}, 0.9) as kvc:
+        assert "'dsa'" in (declined(kvc, runtime) or "")

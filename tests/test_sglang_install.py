@@ -17,6 +17,7 @@ patched by :func:`install` it must return the unpatched call site's config.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import random
 import types
@@ -26,7 +27,7 @@ import kvbudget
 import parity_cases as P
 import pytest
 import sglang_oracle
-from kvbudget.integrations.sglang import Runtime, install
+from kvbudget.integrations.sglang import Runtime, _Configurator, declined, install
 
 CASES = int(os.environ.get("KVBUDGET_INSTALL_CASES", "2000"))
 #: Cases each comparison must reach: 1,000 on the default 2,000 seeds (issue 12);
@@ -150,7 +151,11 @@ def test_exact_fit_returns_the_exact_plans_pools(oracles: tuple[sglang_oracle.Or
         if got.config is None:
             continue
         sc = P.scenario_of(original)
-        plan = kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec).plan(amount, fit="exact")
+        try:
+            plan = kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec).plan(amount, fit="exact")
+        except kvbudget.KVBudgetError:  # no exact plan: SGLang's own configurator answered instead
+            assert got.config == sglang.run(c, entry="bytes", amount=amount).config
+            continue
         assert got.config["max_total_num_tokens"] == plan.config.max_total_num_tokens
         assert plan.total_bytes <= amount
         checked += 1
@@ -168,3 +173,61 @@ def test_the_module_does_not_import_sglang() -> None:
 
     code = "import sys, kvbudget.integrations.sglang; print(any(m.startswith(('sglang', 'torch')) for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_what_kvbudget_cannot_read_is_sglangs_own(caplog: pytest.LogCaptureFixture) -> None:
+    """A worker kvbudget cannot read (here: a runtime context without the bags) goes to
+    SGLang's own factory, logged, instead of raising inside SGLang's sizing call."""
+    calls: list[Any] = []
+
+    def original(kvc: Any) -> str:
+        calls.append(kvc)
+        return "SGLang's configurator"
+
+    pc = types.SimpleNamespace(create_memory_pool_configurator=original, MemoryPoolConfig=dict)
+    install(pool_configurator=pc, runtime=object())  # type: ignore[arg-type]
+    kvc = types.SimpleNamespace(model_config=types.SimpleNamespace(hf_config=types.SimpleNamespace(
+        architectures=["LlamaForCausalLM"])), mambaish_config=None, use_mla_backend=False)  # fmt: skip
+    with caplog.at_level(logging.INFO, "kvbudget.integrations.sglang"):
+        assert pc.create_memory_pool_configurator(kvc) == "SGLang's configurator"
+    assert calls == [kvc]
+    assert "SGLang's own pool configurator plans this worker (kvbudget could not plan it: AttributeError" in caplog.text
+
+
+def test_a_state_pool_model_is_sglangs_own() -> None:
+    calls: list[Any] = []
+    pc = types.SimpleNamespace(create_memory_pool_configurator=lambda kvc: calls.append(kvc) or "SGLang's",
+                               MemoryPoolConfig=dict)  # fmt: skip
+    install(pool_configurator=pc, runtime=object())  # type: ignore[arg-type]
+    kvc = types.SimpleNamespace(model_config=types.SimpleNamespace(hf_config=types.SimpleNamespace(
+        architectures=["Qwen3NextForCausalLM"])), mambaish_config=object())  # fmt: skip
+    assert pc.create_memory_pool_configurator(kvc) == "SGLang's" and calls == [kvc]
+    assert "state pool" in (declined(kvc, object()) or "")  # type: ignore[arg-type]
+
+
+class _Failing:
+    """A kvbudget configurator whose every answer raises (as a budget kvbudget cannot plan)."""
+
+    cell_size = 1
+
+    def calculate_pool_sizes(self, *args: Any) -> Any:
+        raise kvbudget.InvalidConfigError("kvbudget cannot plan this")
+
+    plan = calculate_pool_sizes_from_max_tokens = calculate_pool_sizes
+
+
+def test_a_solve_kvbudget_cannot_answer_is_sglangs(caplog: pytest.LogCaptureFixture) -> None:
+    built: list[int] = []
+
+    def sglang() -> Any:
+        built.append(1)
+        return types.SimpleNamespace(calculate_pool_sizes=lambda a, p: ("SGLang", a, p),
+                                     calculate_pool_sizes_from_max_tokens=lambda t, p: ("SGLang tokens", t, p))
+
+    for fit in ("sglang", "exact"):
+        cfg = _Configurator(_Failing(), dict, fit, sglang)  # type: ignore[arg-type]
+        with caplog.at_level(logging.WARNING, "kvbudget.integrations.sglang"):
+            assert cfg.calculate_pool_sizes(1 << 30, 16) == ("SGLang", 1 << 30, 16)
+            assert cfg.calculate_pool_sizes_from_max_tokens(4096, 16) == ("SGLang tokens", 4096, 16)
+    assert built == [1, 1]  # SGLang's configurator built once per worker, when first needed
+    assert "handed to SGLang's configurator: InvalidConfigError: kvbudget cannot plan this" in caplog.text

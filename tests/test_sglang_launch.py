@@ -3,11 +3,12 @@
 Each line is parsed twice: by kvbudget and by the parser SGLang builds from its
 field declarations (:mod:`sglang_oracle.launch`); every flag kvbudget reads must
 have SGLang's value. The model folder is resolved by SGLang's own config loading
-and ``ModelConfig`` (:mod:`sglang_oracle.model`), and the pools by SGLang's own
-configurator (:mod:`sglang_oracle`) on SGLang's parsed values: kvbudget's
-configurator for the launch must give the same ``MemoryPoolConfig``. The lines
-give the flags SGLang resolves at launch (page size, speculative steps), so the
-comparison is exact; the launch-time resolution itself is reported, not run.
+and ``ModelConfig`` (:mod:`sglang_oracle.model`), the line by SGLang's launch
+resolution (:mod:`sglang_oracle.resolve`), and the pools by SGLang's own
+configurator (:mod:`sglang_oracle`) on SGLang's resolved values: kvbudget's
+configurator for the launch must give the same ``MemoryPoolConfig``.
+``tests/test_sglang_launch_resolution.py`` runs the same comparison on
+generated lines.
 """
 
 from __future__ import annotations
@@ -20,16 +21,19 @@ from typing import Any
 import pytest
 import transformers as T
 
+import launch_cases
 import sglang_oracle
 from kvbudget.errors import InvalidConfigError
 from kvbudget.integrations.sglang import from_server_args
 from kvbudget.integrations.sglang_launch import FLAGS
+from kvbudget.integrations.sglang_resolve import LaunchRefused
+from sglang_oracle import draft as sglang_draft
 from sglang_oracle import launch as sglang_launch
+from sglang_oracle import resolve as sglang_resolve
 from sglang_oracle import model as sglang_model
 from sglang_oracle._fetch import sglang_root
 
-GEMMA3_27B = dict(hidden_size=5376, num_hidden_layers=62, num_attention_heads=32, num_key_value_heads=16,
-                  head_dim=128, sliding_window=1024)  # fmt: skip
+GEMMA3_27B = launch_cases.GEMMA3_27B
 
 
 def _folder(tmp: Path, name: str, config: Any, arch: str, **extra: Any) -> str:
@@ -107,48 +111,30 @@ def test_sglang_defaults_for_flags_a_line_leaves_out(sglang_parse: Any, lines: d
         f.dest: theirs[f.dest] for f in FLAGS if f.dest != "model_path"}
 
 
-def _case(args: dict[str, Any], m: dict[str, Any], launch: Any) -> dict[str, Any]:
-    """The pool oracle's case from SGLang's parsed values and SGLang's model resolution."""
-    full = len(m["full_attention_layer_ids"] or ()) if m["hybrid_swa"] else m["num_attention_layers"]
-    swa = len(m["swa_attention_layer_ids"] or ()) if m["hybrid_swa"] else 0
-    dims = ("head_dim", "v_head_dim", "swa_head_dim", "swa_v_head_dim")
-    spec = launch.scenario.spec  # the draft's layer count comes from its checkpoint, read by SGLang's rule
-    kv = args["kv_cache_dtype"]
-    case = {
-        "num_full_layers": full, "num_swa_layers": swa, "num_kv_heads": m["num_kv_heads"],
-        "swa_num_kv_heads": m["swa_num_kv_heads"], **{k: m[k] or 128 for k in dims},
-        "sliding_window_size": m["sliding_window_size"], "kv_lora_rank": m["kv_lora_rank"],
-        "qk_rope_head_dim": m["qk_rope_head_dim"], "kv_cache_dtype": "bf16" if kv == "bfloat16" else kv,
-        "model_dtype": launch.scenario.serving.model_dtype, "page_size": args["page_size"],
-        "swa_full_tokens_ratio": 0.8 if args["swa_full_tokens_ratio"] is None else args["swa_full_tokens_ratio"],
-        "swa_eviction_interval": launch.scenario.serving.swa_eviction_interval, "tp_size": args["tp_size"],
-        "max_running_requests": args["max_running_requests"], "chunked_prefill_size": args["chunked_prefill_size"],
-        "disable_radix_cache": args["disable_radix_cache"], "disaggregation_mode": args["disaggregation_mode"],
-        "disaggregation_decode_extra_slots": args["disaggregation_decode_extra_slots"] or 0,
-        "algorithm": (args["speculative_algorithm"] or "none").lower(), "draft_num_layers": spec.draft_num_layers,
-        "num_steps": args["speculative_num_steps"], "eagle_topk": args["speculative_eagle_topk"],
-        "num_draft_tokens": args["speculative_num_draft_tokens"],
-    }  # fmt: skip
-    if m["mla"]:
-        case.update(swa_kv_lora_rank=m["kv_lora_rank"], swa_qk_rope_head_dim=m["qk_rope_head_dim"])
-    if m["index_head_dim"] is not None:  # DSA: the indexer, and the backends as launched
-        case.update(index_head_dim=m["index_head_dim"], index_kpool=m["index_kpool"],
-                    index_shared_layers=m["index_shared_layers"],
-                    dsa_backends=(args["dsa_prefill_backend"], args["dsa_decode_backend"]))  # fmt: skip
-    return case
+@pytest.fixture(scope="module")
+def sglang_pools() -> Any:
+    """``pools(flags, budget) -> (SGLang's configurator class, MemoryPoolConfig) | its refusal``:
+    SGLang's launch resolution, draft layers and configurator, as the generated differential runs them."""
+    oracle, root = sglang_oracle.load(), sglang_root()
+    resolve, models, draft_layers = sglang_resolve.load(root), sglang_model.load(root), sglang_draft.load(root)
+
+    def pools(flags: list[str], budget: int) -> Any:
+        theirs = launch_cases.sglang_side(resolve, models, flags)
+        if theirs.refused is not None:
+            return theirs.refused
+        outcome = oracle.run(launch_cases.pool_case(theirs, draft_layers, flags), entry="bytes", amount=budget)
+        return outcome.class_name, outcome.config
+
+    return pools
 
 
-def test_the_launch_plans_sglangs_pools(lines: dict[str, str], sglang_parse: Any, resolve: Any) -> None:
-    oracle = sglang_oracle.load()
+def test_the_launch_plans_sglangs_pools(lines: dict[str, str], sglang_pools: Any) -> None:
     for name, line in lines.items():
-        args = sglang_parse(shlex.split(line))
-        model = resolve(json.loads((Path(args["model_path"]) / "config.json").read_text()), False)
-        assert isinstance(model, dict), (name, model)
         launch = from_server_args(shlex.split(line))
         for budget in (20 << 30, 60 << 30):
-            theirs = oracle.run(_case(args, model, launch), entry="bytes", amount=budget)
+            cls, theirs = sglang_pools(shlex.split(line), budget)
             ours = launch.configurator().calculate_pool_sizes(budget)
-            assert theirs.config == {k: getattr(ours, k) for k in theirs.config}, (name, budget)
+            assert theirs == {k: getattr(ours, k) for k in theirs}, (name, budget)
 
 
 def test_what_the_line_leaves_to_sglang_is_reported(lines: dict[str, str]) -> None:
@@ -160,7 +146,8 @@ def test_what_the_line_leaves_to_sglang_is_reported(lines: dict[str, str]) -> No
     assert [flag for flag, _ in bare.unresolved] == ["--page-size", "--mem-fraction-static"]
     dsv3 = from_server_args(shlex.split(lines["dsv3-mtp-tp8"]))
     assert dsv3.unknown_flags == ("--host", "0.0.0.0", "--trust-remote-code")
-    assert dsv3.scenario.spec.algorithm == "nextn" and dsv3.scenario.spec.draft_num_layers == 1
+    # SGLang resolves NEXTN to EAGLE; the MTP layer comes from the target checkpoint.
+    assert dsv3.scenario.spec.algorithm == "eagle" and dsv3.scenario.spec.draft_num_layers == 1
     # DSA: TRT-LLM decodes from the raw layout; a PD prefill worker with FlashMLA keeps the scaled one.
     raw = from_server_args(shlex.split(lines["dsv32-dsa-mtp-fp8-trtllm"]))
     scaled = from_server_args(shlex.split(lines["dsv32-dsa-pd-prefill-scaled"]))
@@ -187,3 +174,50 @@ def test_bad_lines_are_refused() -> None:
         from_server_args("--model-path x")  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match="could not be parsed"):
         from_server_args(["--model-path", "x", "--tp", "two"])
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return launch_cases.model_folders(tmp_path_factory.mktemp("issue-22"))
+
+
+#: The launch lines issue 22 found planned differently from SGLang: (model, flags, what SGLang does).
+ISSUE_22 = {
+    "pd-decode-turns-radix-off": ("gpt-oss-120b", "--tp 1 --page-size 1 --disaggregation-mode decode "
+                                  "--max-running-requests 128"),
+    "pd-decode-reserves-extra-slots": ("gpt-oss-120b", "--tp 1 --page-size 1 --disaggregation-mode decode "
+                                       "--max-running-requests 32"),
+    "nextn-without-a-draft-path-prices-no-draft-layer": ("qwen3-next-80b", "--tp 4 --speculative-algorithm NEXTN "
+                                                         "--speculative-num-steps 3 --speculative-eagle-topk 1 "
+                                                         "--speculative-num-draft-tokens 4"),
+    "eagle-without-a-draft-path-takes-the-mtp-layer": ("deepseek-v3", "--tp 8 --page-size 64 "
+                                                       "--speculative-algorithm EAGLE"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ISSUE_22)
+def test_the_lines_issue_22_found_plan_sglangs_pools(name: str, folders: dict[str, str], sglang_pools: Any) -> None:
+    model, line = ISSUE_22[name]
+    flags = ["--model-path", folders[model], *shlex.split(line)]
+    launch = from_server_args(flags)
+    cls, theirs = sglang_pools(flags, 24 << 30)
+    ours = launch.configurator()
+    assert type(ours).__name__ == cls
+    assert {k: getattr(ours.calculate_pool_sizes(24 << 30), k) for k in theirs} == theirs
+    v, spec = launch.resolved, launch.scenario.spec
+    if name == "pd-decode-turns-radix-off":
+        assert v["disable_radix_cache"] and cls == "SWARequestCapPoolConfigurator"
+    elif name == "pd-decode-reserves-extra-slots":
+        assert v["disaggregation_decode_extra_slots"] == 64  # 2 x 32 running requests on one DP rank
+    elif name == "nextn-without-a-draft-path-prices-no-draft-layer":
+        assert spec.algorithm == "eagle" and spec.draft_num_layers == 0
+    else:
+        assert v["speculative_draft_model_path"] == folders[model] and spec.draft_num_layers == 1
+
+
+def test_a_line_sglang_refuses_is_refused_with_its_reason(folders: dict[str, str], sglang_pools: Any) -> None:
+    flags = ["--model-path", folders["llama-3.1-70b"], "--speculative-algorithm", "EAGLE3",
+             "--speculative-draft-model-path", folders["eagle3-8192"], "--speculative-num-draft-tokens", "4"]
+    assert sglang_pools(flags, 24 << 30).startswith("AssertionError")
+    with pytest.raises(LaunchRefused, match=r"SGLang 0\.5\.23 refuses this launch .*need --speculative-num-steps"):
+        from_server_args(flags)

@@ -36,25 +36,6 @@ def oracle() -> sglang_oracle.Oracle:
     return sglang_oracle.load()
 
 
-def differences(o: sglang_oracle.Outcome, k: P.Answer) -> list[str]:
-    """What differs between SGLang's outcome and kvbudget's answer."""
-    diffs = []
-    if o.stage != k.stage:
-        diffs.append(f"stage {o.stage} vs {k.stage}")
-    if (o.error[0] if o.error else None) != k.error:
-        diffs.append(f"error {o.error} vs {k.error}")
-    if o.stage == "solve" or k.stage == "solve":
-        if o.class_name != k.class_name:
-            diffs.append(f"class {o.class_name} vs {k.class_name}")
-        if type(o.cell_size) is not type(k.cell_size) or o.cell_size != k.cell_size:
-            diffs.append(f"cell_size {o.cell_size!r} vs {k.cell_size!r}")
-        if o.swa_cap != k.swa_cap:
-            diffs.append(f"swa_cap {o.swa_cap} vs {k.swa_cap}")
-        if o.config != k.config:
-            diffs.append(f"config {o.config} vs {k.config}")
-    return diffs
-
-
 def run_case(oracle: sglang_oracle.Oracle, seed: int) -> tuple[list[str], Counter[str]]:
     """Case ``seed`` through both entry points: its mismatches, and what SGLang did."""
     r = random.Random(seed)
@@ -69,7 +50,7 @@ def run_case(oracle: sglang_oracle.Oracle, seed: int) -> tuple[list[str], Counte
         o = oracle.run(oc, entry=entry, amount=amount)
         k = P.kvbudget_answer(c, entry, amount)
         seen[f"{o.class_name}/{entry}/{o.error[0] if o.error else 'ok'}"] += 1
-        diffs = differences(o, k)
+        diffs = P.differences(o, k)
         if diffs:
             out.append(f"seed {seed} {entry}={amount}: {'; '.join(diffs)}\n  case {c}")
     return out, seen

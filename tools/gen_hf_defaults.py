@@ -47,7 +47,7 @@ MODEL_TYPES = (
     "gemma2", "gemma3_text", "gemma3n_text", "gemma4_text", "cohere2", "exaone4", "olmo2", "olmo3",
     "mistral", "phi3", "qwen2", "qwen3", "llama", "llama4_text", "gpt_oss", "mimo_v2_flash",
     "granite_swa", "laguna", "deepseek_v3", "qwen3_next", "qwen3_5_text", "kimi_linear", "lfm2",
-    "step3p5", "deepseek_v32", "glm_moe_dsa",
+    "step3p5", "deepseek_v32", "glm_moe_dsa", "mellum", "muse_glimmer", "muse_glimmer_text",
 )  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,

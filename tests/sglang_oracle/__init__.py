@@ -24,9 +24,12 @@ Model geometry (``model_config`` is a strict stand-in carrying SGLang's own
   hybrid, ``full_attention_layer_ids = range(n_f)``,
   ``swa_attention_layer_ids = range(n_f, n_f + n_s)``, else both None (as
   ``ModelLayerInfo`` has them for a non-hybrid model).
-* ``kvc.is_hybrid_swa = n_s > 0 and not disable_hybrid_swa_memory``
-  (SGLang: ``model_config.is_hybrid_swa`` = hybrid architecture and not
-  ``--disable-hybrid-swa-memory``; a hybrid architecture has SWA layers).
+* ``kvc.is_hybrid_swa = hybrid and not disable_hybrid_swa_memory``, ``hybrid``
+  being ``n_s > 0`` unless the case's ``hybrid_swa`` says otherwise (SGLang:
+  ``model_config.is_hybrid_swa`` = hybrid architecture and not
+  ``--disable-hybrid-swa-memory``; a hybrid architecture may have no SWA layer).
+  ``hybrid_layer_ids=False``: both id lists None although hybrid (a model that
+  opts in with ``is_hybrid_swa`` and gives no ``hybrid_layer_pattern``).
 * ``num_kv_heads`` -> ``hf_config.num_key_value_heads``; ``swa_num_kv_heads``
   -> ``hf_config.swa_num_key_value_heads`` (always set, so
   ``get_swa_num_kv_heads`` takes its first branch).

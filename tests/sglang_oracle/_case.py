@@ -56,6 +56,10 @@ OPTIONAL: dict[str, object] = {
     "disaggregation_mode": "null",
     "disaggregation_decode_extra_slots": 0,
     "disable_hybrid_swa_memory": False,
+    # SGLang's model_config.is_hybrid_swa (None: the case has SWA layers); a hybrid
+    # architecture may have none, or (False here) no layer ids at all.
+    "hybrid_swa": None,
+    "hybrid_layer_ids": True,
     "is_draft_worker": False,
     "enable_unified_memory": False,
     "prefill_attention_backend": None,
@@ -230,14 +234,16 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
     model_config = sb.model_config_cls("ModelConfig", (), **mc_attrs)
 
     n_f, n_s = c["num_full_layers"], c["num_swa_layers"]
-    is_hybrid_swa = n_s > 0 and not c["disable_hybrid_swa_memory"]
+    hybrid = n_s > 0 if c["hybrid_swa"] is None else bool(c["hybrid_swa"])
+    is_hybrid_swa = hybrid and not c["disable_hybrid_swa_memory"]
+    has_ids = is_hybrid_swa and c["hybrid_layer_ids"]
     layer_info = StrictNamespace(
         "ModelLayerInfo",
         start_layer=0,
         end_layer=n_f + n_s,
         num_effective_layers=n_f + n_s,
-        full_attention_layer_ids=list(range(n_f)) if is_hybrid_swa else None,
-        swa_attention_layer_ids=list(range(n_f, n_f + n_s)) if is_hybrid_swa else None,
+        full_attention_layer_ids=list(range(n_f)) if has_ids else None,
+        swa_attention_layer_ids=list(range(n_f, n_f + n_s)) if has_ids else None,
         is_hybrid_swa_mtp_draft=False,
     )
 

@@ -36,6 +36,12 @@ REAL = frozenset({
     "numpy", "warnings", "itertools", "typing_extensions", "types", "huggingface_hub",
 })  # fmt: skip
 _CONFIGS = "sglang.srt.configs"
+_PROCESSORS = "multimodal.customized_mm_processor_utils"
+
+
+def _keep_class(processor: Any) -> Callable[[type], type]:
+    """``register_customized_processor(processor)``: a class decorator returning the class."""
+    return lambda cls: cls
 
 
 def _literal_model_type(cls: ast.ClassDef) -> str | None:
@@ -136,6 +142,12 @@ class ConfigClasses:
                 # is_cpu() -> False: the oracle resolves for a CUDA deployment.
                 b.provide(rel, {a.name: (lambda: False) if a.name == "is_cpu" else Poison(f"{full}.{a.name}")
                                 for a in node.names})
+            elif rel == _PROCESSORS:
+                # register_customized_processor(cls) maps a config class's model_type to a
+                # multimodal processor (MuseGlimmer, Dots3, ...) and returns the class unchanged;
+                # config loading never reads that map (and the file is not pinned): the class as is.
+                b.provide(rel, {a.name: _keep_class if a.name == "register_customized_processor"
+                                else Poison(f"{full}.{a.name}") for a in node.names})  # fmt: skip
             else:
                 have = set(vars(b.modules[full])) if full in b.modules else set()
                 b.provide(rel, {a.name: Poison(f"{full}.{a.name}") for a in node.names if a.name not in have})

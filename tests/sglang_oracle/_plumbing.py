@@ -134,6 +134,14 @@ class Builder:
                         attrs.setdefault(alias.name, Poison(f"{full}.{alias.name}"))
         self.modules[full] = StrictModule(full, attrs)
 
+    def execute(self, module: str, **names: Any) -> dict[str, Any]:
+        """Executes ``sglang/srt/<module as a path>.py`` whole in a fresh namespace (``names``
+        added first) and provides its public names as the sandbox module ``module``."""
+        ns = self.namespace(module, **names)
+        self.source(module.replace(".", "/") + ".py").exec_module(ns)
+        self.provide(module, {k: v for k, v in ns.items() if not k.startswith("__")})
+        return ns
+
     def _getter(self, bag: str) -> Callable[[], Any]:
         active = self.active
 

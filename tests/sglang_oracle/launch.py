@@ -23,30 +23,32 @@ from typing import Any
 from oracle_kit.lift import registered as _registered
 from ._plumbing import Builder, pick
 
-NAMESPACES = {"model": "Model", "parallel": "Parallel", "schedule": "Schedule", "memory": "Memory",
-              "disagg": "Disagg", "spec": "Spec", "exec_": "ExecKernel"}  # fmt: skip
+NAMESPACES: dict[str, tuple[str, ...]] = {
+    "model": ("Model",), "parallel": ("Parallel",), "schedule": ("Schedule",), "memory": ("Memory",),
+    "disagg": ("Disagg",), "spec": ("Spec",), "exec_": ("ExecKernel",)}  # fmt: skip
+#: What the launch-resolution hooks read besides (:mod:`.resolve`).
+RESOLUTION_NAMESPACES: dict[str, tuple[str, ...]] = {
+    **NAMESPACES, "device": ("Device",), "serving": ("Serving",),
+    "exec_": ("ExecKernel", "ExecFeatures", "ExecMoe", "ExecDeterministic")}  # fmt: skip
 
 
-def load(root: Path) -> Callable[[Sequence[str]], dict[str, Any]]:
-    """``parse(flags) -> {field: value}``: SGLang's parser over the plan's namespaces."""
+def load(root: Path, namespaces: dict[str, tuple[str, ...]] = NAMESPACES) -> Callable[[Sequence[str]], dict[str, Any]]:
+    """``parse(flags) -> {field: value}``: SGLang's parser over ``namespaces`` (module -> classes)."""
     b = Builder(root, real=frozenset({"msgspec", "argparse", "json", "types", "functools", "collections"}))
     common = b.namespace("utils.common", json=json, **pick(vars(typing), "Any Optional List"))
     b.source("utils/common.py").lift(common, "nullable_str", "human_readable_int", "json_list_type")
     b.provide("utils.common", pick(common, "nullable_str human_readable_int json_list_type"))
-    utils = b.namespace("arg_groups.arg_utils")
-    b.source("arg_groups/arg_utils.py").exec_module(utils)
-    b.provide("arg_groups.arg_utils", {k: v for k, v in utils.items() if not k.startswith("__")})
-    choices = b.namespace("arg_groups.choices")
-    b.source("arg_groups/choices.py").exec_module(choices)
-    b.provide("arg_groups.choices", {k: v for k, v in choices.items() if not k.startswith("__")})
+    utils = b.execute("arg_groups.arg_utils")
+    b.execute("arg_groups.choices")
     # exec_.py's graph fields name these (ExecKernel, the DSA backends, does not use them).
     b.provide("model_executor.cuda_graph_config", {}, poison_rest_of=b.source("arg_groups/fields/exec_.py"))
     parser = argparse.ArgumentParser()
-    for module, cls in NAMESPACES.items():
+    for module, classes in namespaces.items():
         ns = b.namespace(f"arg_groups.fields.{module}")
         b.source(f"arg_groups/fields/{module}.py").exec_module(ns)
         with _registered(ns):  # its string annotations resolve through sys.modules
-            utils["add_cli_args_from_dataclass"](parser, ns[cls])
+            for cls in classes:
+                utils["add_cli_args_from_dataclass"](parser, ns[cls])
 
     def parse(flags: Sequence[str]) -> dict[str, Any]:
         known, _ = parser.parse_known_args(list(flags))

@@ -16,8 +16,9 @@ configurator reads (``kvc.model_config``, ``kvc.is_hybrid_swa``, the layer ids,
    ``architectures[0]`` set (:func:`.hybrid.overrides`).
 3. The window: ``resolve_sliding_window_size`` (``load_model_utils.py``) on a
    model stand-in that has ``get_attention_sliding_window_size`` exactly when
-   the SGLang class serving ``architectures[0]`` (its models file's
-   ``EntryClass``, bases followed through the pinned model files) defines it;
+   the SGLang class serving the architectures (``ModelRegistry.resolve_model_cls``:
+   the first with a models file's ``EntryClass``, else the Transformers backend;
+   bases followed through the pinned model files) defines it;
    that method is lifted and run with ``self.config = hf_config``. Read only
    for a hybrid-SWA model: the configurators consume the window only there, and
    a non-hybrid model's class may delegate to submodules the oracle does not
@@ -127,10 +128,14 @@ class _Models:
                 return None  # torch / layer bases define no window method
         return None
 
-    def model(self, arch: str, hf_config: Any) -> Any:
+    def served(self, archs: list[str]) -> str:
+        """The class ``ModelRegistry.resolve_model_cls`` serves ``archs`` with: the first one SGLang
+        has a class for, else its Transformers backend (``_normalize_archs`` appends it)."""
+        return next((a for a in archs if a in self.entry), "TransformersForCausalLM")
+
+    def model(self, archs: list[str], hf_config: Any) -> Any:
         """The model stand-in ``resolve_sliding_window_size`` reads."""
-        if arch not in self.entry:
-            raise StubError(f"sglang_oracle: no SGLang model file serves {arch}")
+        arch = self.served(archs)
         found = self._find(self.entry[arch], arch)
         if found is None:
             return StrictNamespace("model", ("get_attention_sliding_window_size",))
@@ -233,7 +238,7 @@ def load(root: Path) -> ModelOracle:
                 mc.num_attention_layers = len(list(state.full_attention_layer_ids))
             window = None
             if mc.is_hybrid_swa:
-                window = lmu["resolve_sliding_window_size"](models.model(archs[0], hf), mc)
+                window = lmu["resolve_sliding_window_size"](models.model(archs, hf), mc)
             out = {
                 "hybrid_swa": bool(mc.is_hybrid_swa),
                 "full_attention_layer_ids": _ids(mc.full_attention_layer_ids),

@@ -222,6 +222,10 @@ def _sglang_pools(
     except ValueError as exc:
         notes.append(f"SGLang 0.5.23 would not load this model: {exc}")
         return {"architectures": archs, "hybrid_swa": None, "reason": str(exc)}, None
+    if got.unplannable:  # a hybrid model without a sliding layer: SGLang's configurator refuses it
+        notes.append(f"{got.unplannable}: SGLang would not start it "
+                     "(--disable-hybrid-swa-memory plans one Default pool)")  # fmt: skip
+        return {"architectures": archs, "hybrid_swa": True, "reason": got.reason}, None
     ours = scenario.configurator().kind != "default"
     what_if = None
     if got.hybrid_swa != ours:

@@ -30,20 +30,21 @@ with their indexer. Nothing here imports SGLang (or torch) at import time.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import kvbudget
-from kvbudget.errors import NotEnoughMemoryError
 from kvbudget.fields import canonical_name
 from kvbudget.models.hf import ConfigError
 from kvbudget.models.sglang_dsa import dsa_fields, dsa_raw_kv_layout
 from kvbudget.integrations.sglang_launch import SGLangLaunch, SGLangWorker, from_server_args
 
-__all__ = ["Runtime", "SGLangLaunch", "SGLangWorker", "from_kvc", "from_server_args", "install", "mm_reserve_bytes",
+__all__ = ["Runtime", "SGLangLaunch", "SGLangWorker", "declined", "from_kvc", "from_server_args", "install", "mm_reserve_bytes",
            "scenario_from_kvc"]  # fmt: skip
 
 Fit = Literal["sglang", "exact"]
+logger = logging.getLogger("kvbudget.integrations.sglang")
 
 
 class Runtime:
@@ -124,12 +125,37 @@ def _kv_cache_dtype(kvc: Any) -> str:
         return "auto"
 
 
+#: The KV dtypes whose pools depend on the attention backends (the FP4 recipes' scale buffers).
+_BACKEND_PRICED = frozenset({"nvfp4"})
+
+
+def _backends(kvc: Any, rt: Runtime) -> tuple[str | None, str | None]:
+    """The ``(prefill, decode)`` attention backends, for a KV dtype they price; None otherwise
+    (kvbudget reads them only to price the FP4 recipes, so a backend it has no name
+    for, such as ``dsa``, does not matter to any other dtype)."""
+    if _kv_cache_dtype(kvc) not in _BACKEND_PRICED:
+        return None, None
+    prefill, decode = rt.attention_backends(kvc.server_args)
+    return prefill, decode
+
+
+def _unpriced_backends(kvc: Any, rt: Runtime) -> str | None:
+    """Why kvbudget cannot price the FP4 recipe with these backends (None: it can)."""
+    for side, name in zip(("prefill", "decode"), _backends(kvc, rt)):
+        if name is not None:
+            try:
+                canonical_name(f"{side}_attention_backend", name)
+            except kvbudget.InvalidConfigError:
+                return f"the {side} attention backend {name!r} of an FP4 KV cache, which kvbudget does not price"
+    return None
+
+
 def scenario_from_kvc(kvc: Any, runtime: Runtime | None = None) -> kvbudget.Scenario:
     """The kvbudget scenario of an SGLang 0.5.23 ``KVCacheConfigurator`` and its runtime context."""
     rt = runtime or Runtime()
     par, sched, spec = rt.get("parallel"), rt.get("schedule"), rt.get("spec")
     mem, disagg = rt.get("memory"), rt.get("disagg")
-    prefill, decode = rt.attention_backends(kvc.server_args)
+    prefill, decode = _backends(kvc, rt)
     serving = kvbudget.ServingConfig(
         kv_cache_dtype=_kv_cache_dtype(kvc),
         model_dtype=canonical_name("model_dtype", str(kvc.model_dtype).removeprefix("torch.")),
@@ -138,7 +164,8 @@ def scenario_from_kvc(kvc: Any, runtime: Runtime | None = None) -> kvbudget.Scen
         max_running_requests=sched.max_running_requests, chunked_prefill_size=sched.chunked_prefill_size,
         disable_overlap_schedule=sched.disable_overlap_schedule, disable_radix_cache=mem.disable_radix_cache,
         enable_unified_memory=mem.enable_unified_memory, disaggregation_mode=disagg.disaggregation_mode,
-        disaggregation_decode_extra_slots=disagg.disaggregation_decode_extra_slots,
+        # SGLang leaves it None outside PD decode and reads None as 0 (``KVCacheConfigurator``).
+        disaggregation_decode_extra_slots=disagg.disaggregation_decode_extra_slots or 0,
         swa_eviction_interval=rt.envs.SGLANG_SWA_EVICTION_INTERVAL.get(),
         is_draft_worker=kvc.is_draft_worker, is_sm100=rt.get("platform").is_sm100,
         prefill_attention_backend=prefill, decode_attention_backend=decode,
@@ -186,25 +213,30 @@ def from_kvc(kvc: Any, runtime: Runtime | None = None) -> SGLangWorker:
 
     The free-memory measurements are not on these objects (SGLang passes them
     to ``configure``): give them to :meth:`SGLangWorker.available_bytes`.
+    A worker kvbudget does not plan (:func:`declined`) carries no scenario, and
+    its :meth:`~SGLangWorker.configurator` raises with the reason.
     """
     rt = runtime or Runtime()
     sched = rt.get("schedule")
     fraction = getattr(sched, "mem_fraction_static", None)
     cap = getattr(sched, "max_total_tokens", None)
+    reason = declined(kvc, rt)
     return SGLangWorker(
-        scenario=scenario_from_kvc(kvc, rt), page_size=int(sched.page_size),
+        scenario=None if reason is not None else scenario_from_kvc(kvc, rt), page_size=int(sched.page_size),
         mem_fraction_static=None if fraction is None else float(fraction),
         max_total_tokens=None if cap is None else int(cap), mm_reserve=mm_reserve_bytes(kvc, rt),
-        is_draft_worker=bool(kvc.is_draft_worker), kvbudget_plans=_kvbudget_plans(kvc, rt),
+        is_draft_worker=bool(kvc.is_draft_worker), declined=reason,
     )  # fmt: skip
 
 
 class _Configurator:
-    """An SGLang ``MemoryPoolConfigurator`` whose numbers come from kvbudget."""
+    """An SGLang ``MemoryPoolConfigurator`` whose numbers come from kvbudget; where
+    kvbudget cannot answer, SGLang's own configurator (``fallback()``) does."""
 
-    def __init__(self, cfg: Any, config_cls: type, fit: Fit) -> None:
+    def __init__(self, cfg: Any, config_cls: type, fit: Fit, fallback: Callable[[], Any]) -> None:
         self._cfg, self._config_cls, self._fit = cfg, config_cls, fit
         self._cell_size = cfg.cell_size
+        self._fallback, self._sglang_cfg = fallback, None
 
     def _sglang(self, ours: Any) -> Any:
         return self._config_cls(
@@ -213,40 +245,59 @@ class _Configurator:
             unified_memory_pool_bytes=ours.unified_memory_pool_bytes,
         )  # fmt: skip
 
-    def _solve(self, solve: Callable[[], Any]) -> Any:
+    def _solve(self, solve: Callable[[], Any], method: str, *args: int) -> Any:
         try:
             return self._sglang(solve())
-        except NotEnoughMemoryError as exc:  # SGLang raises RuntimeError("Not enough memory...")
-            raise RuntimeError(f"Not enough memory (kvbudget: {exc})") from exc
+        except Exception as exc:  # noqa: BLE001 - SGLang answers whatever kvbudget could not
+            logger.warning("kvbudget: %s(%s) handed to SGLang's configurator: %s: %s", method,
+                           ", ".join(map(str, args)), type(exc).__name__, exc)  # fmt: skip
+        if self._sglang_cfg is None:
+            self._sglang_cfg = self._fallback()
+        return getattr(self._sglang_cfg, method)(*args)
 
     def calculate_pool_sizes(self, available_bytes: int, page_size: int) -> Any:
         if self._fit == "exact":
-            return self._solve(lambda: self._cfg.plan(available_bytes, fit="exact").config)
-        return self._solve(lambda: self._cfg.calculate_pool_sizes(available_bytes, page_size))
+            solve = lambda: self._cfg.plan(available_bytes, fit="exact").config  # noqa: E731
+        else:
+            solve = lambda: self._cfg.calculate_pool_sizes(available_bytes, page_size)  # noqa: E731
+        return self._solve(solve, "calculate_pool_sizes", available_bytes, page_size)
 
     def calculate_pool_sizes_from_max_tokens(self, max_total_num_tokens: int, page_size: int) -> Any:
-        return self._solve(lambda: self._cfg.calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_size))
+        return self._solve(lambda: self._cfg.calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_size),
+                           "calculate_pool_sizes_from_max_tokens", max_total_num_tokens, page_size)  # fmt: skip
 
     def finalize_with_max_running_requests(self, config: Any) -> Any:
         return config
 
 
-def _kvbudget_plans(kvc: Any, rt: Runtime) -> bool:
-    """False for the pools kvbudget does not model (SGLang's configurator keeps them): state
-    pools, the architectures it has not checked, and DSA under HiSparse, the external cache
-    linker or the CP layer split."""
+def declined(kvc: Any, runtime: Runtime | None = None) -> str | None:
+    """Why kvbudget does not plan this worker's pools, or None when it does.
+
+    Declined (SGLang's own configurator keeps them): the state pools
+    (Mamba-like ``mambaish_config``), the architectures kvbudget has not
+    checked, an indexer it does not model, DSA under HiSparse, the external
+    cache linker or the CP layer split, and an FP4 KV cache on an attention
+    backend kvbudget does not price."""
     from kvbudget.models.sglang_model import UNMODELLED_ARCHITECTURES
 
+    rt = runtime or Runtime()
     archs = set(getattr(kvc.model_config.hf_config, "architectures", None) or ())
-    if archs & UNMODELLED_ARCHITECTURES or kvc.mambaish_config is not None:
-        return False
+    if archs & UNMODELLED_ARCHITECTURES:
+        return f"{', '.join(sorted(archs & UNMODELLED_ARCHITECTURES))}: pools kvbudget does not model"
+    if kvc.mambaish_config is not None:
+        return "a Mamba/linear-attention state pool beside the KV pool, which kvbudget does not model"
     try:
         dsa = bool(kvc.use_mla_backend and _dsa(kvc))
-    except ConfigError:  # an indexer kvbudget does not model (index_kpool_compress)
-        return False
-    mem = rt.get("memory")
-    return not dsa or not (kvc.server_args.enable_hisparse or mem.enable_unified_cache_external_linker
-                           or rt.get("parallel").enable_dsa_cache_layer_split)  # fmt: skip
+    except ConfigError as exc:  # an indexer kvbudget does not model (index_kpool_compress)
+        return f"the DSA indexer: {exc}"
+    if dsa:
+        mem, par = rt.get("memory"), rt.get("parallel")
+        for on, what in ((kvc.server_args.enable_hisparse, "HiSparse"),
+                         (mem.enable_unified_cache_external_linker, "the external cache linker"),
+                         (par.enable_dsa_cache_layer_split, "the DSA cache layer split")):  # fmt: skip
+            if on:
+                return f"DSA under {what}, which kvbudget does not model"
+    return _unpriced_backends(kvc, rt)
 
 
 def install(fit: Fit = "sglang", *, pool_configurator: Any = None, runtime: Runtime | None = None) -> Callable[[], None]:
@@ -265,14 +316,19 @@ def install(fit: Fit = "sglang", *, pool_configurator: Any = None, runtime: Runt
     rt = runtime or Runtime()
 
     def create_memory_pool_configurator(kvc: Any) -> Any:
-        if not _kvbudget_plans(kvc, rt):
-            return original(kvc)
-        sc = scenario_from_kvc(kvc, rt)
+        # Safe by construction: any input kvbudget declines or cannot read or plan is
+        # SGLang's own configurator's, which then answers (or raises) as without kvbudget.
         try:
-            cfg = kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
-        except NotEnoughMemoryError as exc:
-            raise RuntimeError(f"Not enough memory (kvbudget: {exc})") from exc
-        return _Configurator(cfg, config_cls, fit)
+            reason = declined(kvc, rt)
+            if reason is None:
+                sc = scenario_from_kvc(kvc, rt)
+                cfg = kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
+        except Exception as exc:  # noqa: BLE001
+            reason = f"kvbudget could not plan it: {type(exc).__name__}: {exc}"
+        if reason is not None:
+            logger.info("kvbudget: SGLang's own pool configurator plans this worker (%s)", reason)
+            return original(kvc)
+        return _Configurator(cfg, config_cls, fit, lambda: original(kvc))
 
     module.create_memory_pool_configurator = create_memory_pool_configurator
 

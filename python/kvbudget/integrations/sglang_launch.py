@@ -32,7 +32,9 @@ from kvbudget.errors import InvalidConfigError
 from kvbudget.fields import canonical_name
 from kvbudget.models.hf import config_dtype, text_part
 from kvbudget.models.sglang_dsa import dsa_raw_kv_layout
+from kvbudget.models.sglang_hybrid import off_by_override
 from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
+from kvbudget.integrations.sglang_resolve import EAGLE_FAMILY, draft_kv_layers, resolve_launch
 
 if TYPE_CHECKING:
     from kvbudget.models.weights import WeightEstimate
@@ -51,6 +53,14 @@ class Flag:
     choices: tuple[str, ...] | None = None
 
 
+#: SGLang 0.5.23's ``ATTENTION_BACKEND_CHOICES`` (``arg_groups/choices.py``).
+ATTENTION_BACKENDS = ("triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3",
+                      "fa4", "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla",
+                      "tokenspeed_mla", "trtllm_mha", "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer", "aiter",
+                      "wave", "intel_amx", "ascend", "intel_xpu")  # fmt: skip
+#: The attention backends whose launch-time resolution on Hopper kvbudget restates
+#: (:mod:`kvbudget.integrations.sglang_resolve`).
+RESOLVED_BACKENDS = ("fa3", "flashinfer", "triton", "flashmla", "trtllm_mha", "dsa")
 _DSA_BACKENDS = ("flashmla_sparse", "flashmla_sparse_q8", "flashmla_kv", "flashmla_auto", "flashinfer_sparse_mla",
                  "triton_sparse_mla", "fa3", "tilelang", "triton", "aiter", "trtllm", "intel_xpu")  # fmt: skip
 #: The flags :func:`from_server_args` reads, as SGLang 0.5.23 declares them.
@@ -73,12 +83,16 @@ FLAGS: tuple[Flag, ...] = (
     Flag("disable_hybrid_swa_memory", ("--disable-hybrid-swa-memory",), bool, False),
     Flag("disaggregation_mode", ("--disaggregation-mode",), str, "null", ("null", "prefill", "decode")),
     Flag("disaggregation_decode_extra_slots", ("--disaggregation-decode-extra-slots",), int),
+    Flag("disaggregation_decode_enable_radix_cache", ("--disaggregation-decode-enable-radix-cache",), bool, False),
     Flag("enable_unified_memory", ("--enable-unified-memory",), bool, False),
     Flag("speculative_algorithm", ("--speculative-algorithm",), str),
     Flag("speculative_draft_model_path", ("--speculative-draft-model-path", "--speculative-draft-model"), str),
     Flag("speculative_num_steps", ("--speculative-num-steps",), int),
     Flag("speculative_eagle_topk", ("--speculative-eagle-topk",), int),
     Flag("speculative_num_draft_tokens", ("--speculative-num-draft-tokens",), int),
+    Flag("attention_backend", ("--attention-backend",), str, None, ATTENTION_BACKENDS),
+    *(Flag(f"{side}_attention_backend", (f"--{side}-attention-backend",), str, None, ATTENTION_BACKENDS)
+      for side in ("decode", "prefill")),
     *(Flag(f"dsa_{side}_backend", (f"--dsa-{side}-backend",), str, None, _DSA_BACKENDS) for side in ("prefill", "decode")),
 )  # fmt: skip
 _BY_DEST = {f.dest: f for f in FLAGS}
@@ -93,6 +107,8 @@ class SGLangLaunch:
     Attributes:
         args: every :data:`FLAGS` value, as SGLang parses the line (declared
             defaults for the flags it leaves out).
+        resolved: the same values as SGLang's launch resolution leaves them
+            (:func:`~kvbudget.integrations.sglang_resolve.resolve_launch`).
         model: the target as SGLang resolves it (:func:`~kvbudget.models.resolve_sglang`).
         scenario: the kvbudget scenario (model, serving, speculative) to plan from.
         unresolved: ``(flag, assumption)`` for each flag the line leaves to
@@ -101,6 +117,7 @@ class SGLangLaunch:
     """
 
     args: dict[str, Any]
+    resolved: dict[str, Any]
     model: SGLangModel
     scenario: kvbudget.Scenario
     unresolved: tuple[tuple[str, str], ...]
@@ -144,7 +161,8 @@ class SGLangWorker:
 
     Attributes:
         scenario: the model, serving and speculative config, read as
-            :func:`~kvbudget.integrations.sglang.install`'s factory reads them.
+            :func:`~kvbudget.integrations.sglang.install`'s factory reads them
+            (None when kvbudget declines the worker).
         page_size: ``get_schedule().page_size``, the page SGLang's call site
             (``config_from_budget``) sizes with.
         mem_fraction_static: ``get_schedule().mem_fraction_static`` (None: unset).
@@ -153,20 +171,31 @@ class SGLangWorker:
         mm_reserve: the bytes SGLang holds back from the KV budget for a
             multimodal model (``mm_runtime_reservation_gb``; 0 for a text model).
         is_draft_worker: a draft worker takes the target's pool config, not a budget.
-        kvbudget_plans: False for the pools kvbudget does not model (``install``
-            keeps SGLang's configurator for them).
+        declined: why kvbudget does not plan these pools (``install`` keeps
+            SGLang's configurator for them); None when it does.
     """
 
-    scenario: kvbudget.Scenario
+    scenario: kvbudget.Scenario | None
     page_size: int
     mem_fraction_static: float | None
     max_total_tokens: int | None
     mm_reserve: int
     is_draft_worker: bool
-    kvbudget_plans: bool
+    declined: str | None
+
+    @property
+    def kvbudget_plans(self) -> bool:
+        """Whether kvbudget plans these pools (``declined`` is None)."""
+        return self.declined is None
 
     def configurator(self) -> kvbudget.PoolConfiguratorBase:
-        """The kvbudget configurator ``install``'s factory builds for this worker."""
+        """The kvbudget configurator ``install``'s factory builds for this worker.
+
+        Raises:
+            InvalidConfigError: kvbudget declines this worker (``declined`` says why).
+        """
+        if self.scenario is None:
+            raise InvalidConfigError(f"kvbudget does not plan this worker's pools: {self.declined}")
         sc = self.scenario
         return kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
 
@@ -224,80 +253,108 @@ def _model_dtype(values: dict[str, Any], cfg: dict[str, Any]) -> str:
         return "bf16"
 
 
-def _speculative(values: dict[str, Any], model: kvbudget.ModelGeometry, cfg: dict[str, Any]) -> Any:
+def _draft_archs(path: str) -> list[str]:
+    from kvbudget.models.hf import load_hf_config
+
+    return list(load_hf_config(path).get("architectures") or [])
+
+
+def _speculative(v: dict[str, Any], model: SGLangModel, cfg: dict[str, Any]) -> kvbudget.SpeculativeConfig:
+    """The draft SGLang prices in the target's pools, from the resolved values ``v``."""
     from kvbudget.models.draft_layers import sglang_draft_layers
     from kvbudget.models.hf import load_hf_config
 
-    algo = values["speculative_algorithm"]
-    steps = {"num_steps": values["speculative_num_steps"], "eagle_topk": values["speculative_eagle_topk"],
-             "num_draft_tokens": values["speculative_num_draft_tokens"]}  # fmt: skip
+    algo = v["speculative_algorithm"]
     if algo is None:
         return kvbudget.SpeculativeConfig(algorithm="none")
     name = canonical_name("algorithm", str(algo))
-    path = values["speculative_draft_model_path"]
+    path, target = v["speculative_draft_model_path"], model.model_geometry()
+    steps = {"num_steps": v["speculative_num_steps"], "eagle_topk": v["speculative_eagle_topk"],
+             "num_draft_tokens": v["speculative_num_draft_tokens"]}  # fmt: skip
     draft_model = None
-    if name == "nextn":
-        layers = int(text_part(cfg).get("num_nextn_predict_layers") or 1)
+    if algo in EAGLE_FAMILY:  # _resolve_eagle_aux_hidden_state
+        if path is None or path == v["model_path"]:
+            layers = draft_kv_layers(text_part(cfg), model.architecture, path_given=path is not None)
+        else:
+            draft_cfg = load_hf_config(path)
+            archs = draft_cfg.get("architectures") or [None]
+            layers = draft_kv_layers(text_part(draft_cfg), archs[0], path_given=True)
+            # The draft's own ModelConfig decides its sliding-window layers (an EAGLE head's is not hybrid).
+            draft_model = resolve_sglang(draft_cfg).model_geometry()
     elif path is not None:
         draft_cfg = load_hf_config(path)
         layers = int(text_part(draft_cfg).get("num_hidden_layers") or 1)
-        # The draft's own ModelConfig decides its sliding-window layers (an EAGLE head's is not hybrid).
         draft_model = resolve_sglang(draft_cfg).model_geometry()
     else:
         raise InvalidConfigError(f"--speculative-algorithm {algo}: give --speculative-draft-model-path")
-    counts = sglang_draft_layers(name, layers, target=model, draft_model=draft_model)
+    counts = sglang_draft_layers(name, layers, target=target, draft_model=draft_model)
     return kvbudget.SpeculativeConfig(algorithm=name, **counts, **steps)
+
+
+def _check_backends(values: dict[str, Any]) -> None:
+    for side in ("", "prefill_", "decode_"):
+        name = values[f"{side}attention_backend"]
+        if name is not None and name not in RESOLVED_BACKENDS:
+            raise InvalidConfigError(f"--{side.replace('_', '-')}attention-backend {name}: kvbudget restates SGLang's "
+                                     f"launch-time resolution for {', '.join(RESOLVED_BACKENDS)} only")  # fmt: skip
+
+
+def _notes(values: dict[str, Any], v: dict[str, Any], model: SGLangModel) -> list[tuple[str, str]]:
+    """What the line leaves to SGLang's launch-time resolution, and what kvbudget takes for it."""
+    out: list[tuple[str, str]] = []
+    if model.state_pool:
+        out.append(("(state pool)", "SGLang sizes a Mamba/linear-attention state pool before the KV "
+                    "pool; the budget kvbudget plans is the KV pool's"))  # fmt: skip
+    if values["page_size"] != v["page_size"]:
+        out.append(("--page-size", f"{v['page_size']}, as SGLang resolves it on a Hopper GPU with the "
+                    f"{v['attention_backend']} attention backend"))  # fmt: skip
+    if values["mem_fraction_static"] is None:
+        out.append(("--mem-fraction-static", "none: SGLang picks it from the GPU's memory"))
+    if model.index_head_dim is not None and None in (values["dsa_prefill_backend"], values["dsa_decode_backend"]):
+        out.append(("--dsa-prefill-backend/--dsa-decode-backend", "the scaled FP8 latent (FlashMLA's); "
+                    "SGLang picks the DSA backends from the hardware and kv_cache_dtype"))  # fmt: skip
+    algo = v["speculative_algorithm"]
+    if algo is not None and algo not in EAGLE_FAMILY:
+        out.append(("--speculative-algorithm", f"{algo}: SGLang's launch-time handling of it is not restated; "
+                    "the draft and step flags as given"))  # fmt: skip
+    return out
 
 
 def from_server_args(args: Sequence[str] | Any) -> SGLangLaunch:
     """Read an SGLang launch (``["--model-path", "/models/x", "--tp", "2", ...]`` or a
-    ``ServerArgs``-like object) into kvbudget inputs.
+    ``ServerArgs``-like object) into kvbudget inputs, resolved as SGLang 0.5.23's
+    launch resolves them on a Hopper GPU (:mod:`kvbudget.integrations.sglang_resolve`).
 
     Raises:
+        LaunchRefused: SGLang refuses the line (the message gives its reason).
         InvalidConfigError: no ``--model-path``, a value SGLang's parser refuses,
-            or a model kvbudget cannot plan (the message says which).
+            or a model or backend kvbudget cannot plan (the message says which).
     """
     from kvbudget.models.hf import load_hf_config
 
     values, unknown = _parse(args)
     _require(values)
+    _check_backends(values)
     cfg = load_hf_config(values["model_path"])
     model = resolve_sglang(cfg, disable_hybrid_swa_memory=bool(values["disable_hybrid_swa_memory"]))
     geometry = model.model_geometry()
-    unresolved: list[tuple[str, str]] = []
-    if model.state_pool:
-        unresolved.append(("(state pool)", "SGLang sizes a Mamba/linear-attention state pool before the KV "
-                           "pool; the budget kvbudget plans is the KV pool's"))  # fmt: skip
-    if values["page_size"] is None:
-        unresolved.append(("--page-size", "1 (SGLang picks it from the attention backend)"))
-    if values["mem_fraction_static"] is None:
-        unresolved.append(("--mem-fraction-static", "none: SGLang picks it from the GPU's memory"))
-    if values["disaggregation_mode"] == "decode" and values["disaggregation_decode_extra_slots"] is None:
-        unresolved.append(("--disaggregation-decode-extra-slots",
-                           "0 (SGLang may pick 2x the per-worker running batch for small batches)"))  # fmt: skip
-    ratio = values["swa_full_tokens_ratio"]
-    if ratio is None:
-        ratio = SWA_FULL_TOKENS_RATIO_FALLBACK
-    kv = values["kv_cache_dtype"]
+    dsa = model.index_head_dim is not None
+    off = off_by_override(cfg.get("architectures") or [], text_part(cfg)) is not None
+    v = resolve_launch(values, model.architecture, mla=geometry.kv_lora_rank is not None,
+                       dsa_kpool=model.index_kpool if dsa else None, hybrid_off=off, draft_archs=_draft_archs)  # fmt: skip
+    ratio = v["swa_full_tokens_ratio"]
     serving = kvbudget.ServingConfig(
-        kv_cache_dtype=canonical_name("kv_cache_dtype", kv), model_dtype=_model_dtype(values, cfg),
-        page_size=values["page_size"] or 1, tp_size=values["tp_size"], dcp_size=values["dcp_size"],
-        attn_dp_size=values["attn_dp_size"], swa_full_tokens_ratio=ratio,
-        max_running_requests=values["max_running_requests"], chunked_prefill_size=values["chunked_prefill_size"],
-        disable_radix_cache=values["disable_radix_cache"], disable_overlap_schedule=values["disable_overlap_schedule"],
-        disaggregation_mode=values["disaggregation_mode"],
-        disaggregation_decode_extra_slots=values["disaggregation_decode_extra_slots"] or 0,
-        enable_unified_memory=values["enable_unified_memory"],
-        dsa_raw_kv_layout=model.index_head_dim is not None and dsa_raw_kv_layout(
-            values["dsa_prefill_backend"], values["dsa_decode_backend"], values["disaggregation_mode"]),
+        kv_cache_dtype=canonical_name("kv_cache_dtype", v["kv_cache_dtype"]), model_dtype=_model_dtype(v, cfg),
+        page_size=v["page_size"], tp_size=v["tp_size"], dcp_size=v["dcp_size"], attn_dp_size=v["attn_dp_size"],
+        swa_full_tokens_ratio=SWA_FULL_TOKENS_RATIO_FALLBACK if ratio is None else ratio,
+        max_running_requests=v["max_running_requests"], chunked_prefill_size=v["chunked_prefill_size"],
+        disable_radix_cache=v["disable_radix_cache"], disable_overlap_schedule=v["disable_overlap_schedule"],
+        disaggregation_mode=v["disaggregation_mode"],
+        disaggregation_decode_extra_slots=v["disaggregation_decode_extra_slots"] or 0,
+        enable_unified_memory=v["enable_unified_memory"],
+        dsa_raw_kv_layout=dsa and dsa_raw_kv_layout(
+            v["dsa_prefill_backend"], v["dsa_decode_backend"], v["disaggregation_mode"]),
     )  # fmt: skip
-    if model.index_head_dim is not None and None in (values["dsa_prefill_backend"], values["dsa_decode_backend"]):
-        unresolved.append(("--dsa-prefill-backend/--dsa-decode-backend", "the scaled FP8 latent (FlashMLA's); "
-                           "SGLang picks the DSA backends from the hardware and kv_cache_dtype"))  # fmt: skip
-    spec = _speculative(values, geometry, cfg)
-    if spec.algorithm != "none":
-        for flag, key in (("--speculative-num-steps", "num_steps"), ("--speculative-eagle-topk", "eagle_topk"),
-                          ("--speculative-num-draft-tokens", "num_draft_tokens")):  # fmt: skip
-            if getattr(spec, key) is None:
-                unresolved.append((flag, "SGLang picks it for the draft at launch; kvbudget's default"))
-    return SGLangLaunch(values, model, kvbudget.Scenario(geometry, serving, spec), tuple(unresolved), unknown)
+    spec = _speculative(v, model, cfg)
+    scenario = kvbudget.Scenario(geometry, serving, spec)
+    return SGLangLaunch(values, v, model, scenario, tuple(_notes(values, v, model)), unknown)

@@ -12,7 +12,11 @@ sliding window, Llama 4 text-only among them.
 
 :func:`sglang_hybrid_swa` answers for SGLang 0.5.23 (``kvbudget.SGLANG_VERSION``),
 with the layer ids SGLang derives for a hybrid model and the reason, from the
-architectures and the HF text config. It is kvbudget's own statement of
+architectures and the HF text config; :func:`derive_hybrid_model` is the same
+decision as ``ModelConfig`` records it, a hybrid model without layer ids
+included. A hybrid model with no sliding-window layer, or no layer ids, is
+SGLang's decision too, but its pool factory then fails
+(:attr:`SGLangHybrid.unplannable`). It is kvbudget's own statement of
 SGLang's rule (``ModelConfig._derive_hybrid_model``, ``is_hybrid_swa_model``,
 ``get_hybrid_layer_ids`` and the model overrides), and
 ``tests/test_sglang_hybrid.py`` holds it to SGLang's released code on every
@@ -26,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HYBRID_SWA_ARCHITECTURES", "SGLangHybrid", "sglang_hybrid_swa"]
+__all__ = ["HYBRID_SWA_ARCHITECTURES", "SGLangHybrid", "derive_hybrid_model", "sglang_hybrid_swa"]
 
 _SWA_SINK = (
     "GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM",
@@ -83,6 +87,30 @@ class SGLangHybrid:
         request-cap variant, chosen by the serving config) or ``"default"``."""
         return "hybrid_swa" if self.hybrid_swa else "default"
 
+    @property
+    def unplannable(self) -> str | None:
+        """Why SGLang's pool factory fails on this decision, or None when it plans it.
+
+        A hybrid decision builds ``HybridSWAPoolConfigurator`` (or its request-cap
+        subclass, whose constructor runs the parent's first); that constructor takes
+        ``len()`` of both layer-id lists and asserts at least one SWA layer. So a
+        hybrid model whose rule derives no layer ids (an ``is_hybrid_swa`` opt-in
+        without ``hybrid_layer_pattern``), or no sliding layer (Laguna or Mellum with
+        every layer full attention), does not start; ``--disable-hybrid-swa-memory``
+        plans it with one Default pool.
+        """
+        if not self.hybrid_swa:
+            return None
+        if self.full_attention_layer_ids is None or self.swa_attention_layer_ids is None:
+            return ("SGLang 0.5.23 derives no layer ids for this hybrid-SWA model, and its "
+                    "HybridSWAPoolConfigurator fails counting them (TypeError: object of type "
+                    "'NoneType' has no len())")  # fmt: skip
+        if not self.swa_attention_layer_ids:
+            return ("SGLang 0.5.23 plans this model with HybridSWAPoolConfigurator (is_hybrid_swa), but it "
+                    "has no sliding-window layer and that configurator's constructor asserts "
+                    "'Hybrid SWA model must have at least one SWA layer'")  # fmt: skip
+        return None
+
 
 class _Text:
     """Attribute reads of an HF text config given as a mapping (missing keys read as absent)."""
@@ -104,7 +132,11 @@ class _Text:
 def _by_type(
     text: _Text, limit: int | None = None, arch: str | None = None
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Layer ids by ``layer_types`` (required when ``arch`` is named; first ``limit`` only)."""
+    """Layer ids by ``layer_types`` (required when ``arch`` is named; first ``limit`` only).
+    Unnamed, SGLang reads ``getattr(cfg, "layer_types", [])``: absent is no layer, null fails."""
+    if arch is None and "layer_types" in text.cfg and text.cfg["layer_types"] is None:
+        raise ValueError("SGLang 0.5.23 iterates the text config's layer_types, which is null; "
+                         "it cannot load the model")  # fmt: skip
     types: Sequence[Any] = text.get("layer_types", ()) if arch is None else text.need("layer_types", arch)
     if limit is not None:
         types = list(types)[:limit]
@@ -178,6 +210,39 @@ def _hybrid_listed(archs: Sequence[str], text: _Text) -> tuple[bool, str]:
                    "SGLang's hybrid-SWA list")  # fmt: skip
 
 
+def off_by_override(architectures: Sequence[str], text_config: Mapping[str, Any]) -> str | None:
+    """The architecture whose SGLang model override declares ``disable_hybrid_swa_memory``
+    for this config (``model_overrides/gemma2_gemma3.py``, ``olmo2.py``, ``exaone.py``), or None."""
+    first = architectures[0] if architectures else ""
+    needs = _HYBRID_OFF.get(first, "")  # SGLang applies the overrides of architectures[0]
+    return first if needs is None or (needs and text_config.get(needs) is not None) else None
+
+
+def derive_hybrid_model(
+    architectures: Sequence[str], text_config: Mapping[str, Any], *, disable_hybrid_swa_memory: bool = False
+) -> SGLangHybrid:
+    """SGLang 0.5.23's ``ModelConfig._derive_hybrid_model``: the decision and the layer ids,
+    None where SGLang's rule derives none (:attr:`SGLangHybrid.unplannable` then says so).
+
+    Arguments and errors as :func:`sglang_hybrid_swa`, except that a hybrid model without
+    layer ids is returned, not refused.
+    """
+    archs, text = list(architectures), _Text(text_config)
+    hybrid, why = _hybrid_listed(archs, text)
+    off = off_by_override(archs, text_config)
+    if hybrid and (disable_hybrid_swa_memory or off is not None):
+        by = "--disable-hybrid-swa-memory" if disable_hybrid_swa_memory else f"SGLang's override for {off}"
+        return SGLangHybrid(False, None, None, f"{why}, but {by} turns hybrid SWA memory off")
+    if not hybrid:
+        if off is not None:
+            why += f" (and SGLang's override for {off} turns hybrid SWA memory off)"
+        return SGLangHybrid(False, None, None, why + ": one Default pool over every layer")
+    if any(a in _DEEPSEEK_V4 for a in archs):
+        raise ValueError("DeepSeek-V4's compressed SWA pools are SGLang's own layout; kvbudget does not model them")
+    ids = _layer_ids(archs, text)
+    return SGLangHybrid(True, None, None, why) if ids is None else SGLangHybrid(True, ids[0], ids[1], why)
+
+
 def sglang_hybrid_swa(
     architectures: Sequence[str], text_config: Mapping[str, Any], *, disable_hybrid_swa_memory: bool = False
 ) -> SGLangHybrid:
@@ -194,24 +259,12 @@ def sglang_hybrid_swa(
     Raises:
         ValueError: a hybrid architecture whose config SGLang cannot load
             (a MiMo-V2 config without ``hybrid_layer_pattern``, Inkling's
-            invalid ``local_layer_ids``), or DeepSeek-V4, whose compressed
-            SWA pools kvbudget does not model; the message says which.
+            invalid ``local_layer_ids``, a null ``layer_types``), one for which
+            SGLang derives no layer ids (its pool factory then fails), or
+            DeepSeek-V4, whose compressed SWA pools kvbudget does not model;
+            the message says which.
     """
-    archs, text = list(architectures), _Text(text_config)
-    hybrid, why = _hybrid_listed(archs, text)
-    first = archs[0] if archs else ""
-    needs = _HYBRID_OFF.get(first, "")  # SGLang applies the overrides of architectures[0]
-    off = first if needs is None or (needs and text.get(needs) is not None) else None
-    if hybrid and (disable_hybrid_swa_memory or off is not None):
-        by = "--disable-hybrid-swa-memory" if disable_hybrid_swa_memory else f"SGLang's override for {off}"
-        return SGLangHybrid(False, None, None, f"{why}, but {by} turns hybrid SWA memory off")
-    if not hybrid:
-        if off is not None:
-            why += f" (and SGLang's override for {off} turns hybrid SWA memory off)"
-        return SGLangHybrid(False, None, None, why + ": one Default pool over every layer")
-    if any(a in _DEEPSEEK_V4 for a in archs):
-        raise ValueError("DeepSeek-V4's compressed SWA pools are SGLang's own layout; kvbudget does not model them")
-    ids = _layer_ids(archs, text)
-    if ids is None:
-        raise ValueError(f"{why}, but SGLang 0.5.23 derives no layer ids for it; SGLang cannot plan it")
-    return SGLangHybrid(True, ids[0], ids[1], why)
+    got = derive_hybrid_model(architectures, text_config, disable_hybrid_swa_memory=disable_hybrid_swa_memory)
+    if got.hybrid_swa and got.full_attention_layer_ids is None:
+        raise ValueError(f"{got.reason}, but SGLang 0.5.23 derives no layer ids for it; SGLang cannot plan it")
+    return got

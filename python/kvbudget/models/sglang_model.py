@@ -2,15 +2,20 @@
 
 SGLang does not plan the layers a config describes; it plans what its
 ``ModelConfig`` derives from the config: separate full and SWA pools only for
-the architectures on its hybrid-SWA list (:mod:`kvbudget.models.sglang_hybrid`),
-otherwise one ``DefaultPoolConfigurator`` pool over ``num_attention_layers``
-layers priced at the full-attention geometry (Gemma 2/3/3n, Cohere2, Mistral
-with a sliding window, Llama 4 text-only: every layer, sliding ones included;
-Gemma 3n's KV-shared layers too). :func:`resolve_sglang` states those rules for
+the architectures on its hybrid-SWA list or whose text config opts in with
+``is_hybrid_swa`` (:mod:`kvbudget.models.sglang_hybrid`), otherwise one
+``DefaultPoolConfigurator`` pool over ``num_attention_layers`` layers priced
+at the full-attention geometry (Gemma 2/3/3n, Cohere2, Mistral with a sliding
+window, Llama 4 text-only: every layer, sliding ones included; Gemma 3n's
+KV-shared layers too). :func:`resolve_sglang` states those rules for
 attention models:
 
 * the text config: ``text_config`` of a multimodal config, else the config;
-  Gemma 4's per-layer shapes flattened as SGLang's ``get_config`` does (full
+  a ``muse_glimmer`` config flattened as SGLang's own class loads it (the text
+  keys over the top-level ones); ``layer_types`` as transformers' classes
+  derive them (Laguna and Mellum: every layer full attention, Muse Glimmer's
+  text class: every fourth from the last); Gemma 4's per-layer shapes
+  flattened as SGLang's ``get_config`` does (full
   layers' ``head_dim`` and KV heads from ``per_layer_config`` or
   ``global_head_dim`` / ``num_global_key_value_heads``, the sliding layers'
   as ``swa_*``);
@@ -24,11 +29,18 @@ attention models:
   ``swa_v_head_dim`` to ``swa_head_dim``; MLA for SGLang's MLA architectures
   (``kv_lora_rank`` + ``qk_rope_head_dim``);
 * the window, read for a hybrid model only (the configurators use it only
-  there): HF ``sliding_window`` minus one where SGLang's model class defines
-  ``get_attention_sliding_window_size`` (gpt-oss, Gemma 4), else the config's
-  ``sliding_window_size`` / ``sliding_window`` / ``window_size`` as is
-  (MiMo-V2, Step3p5, GraniteSWA, Laguna), else ``attention_chunk_size``
-  (Llama 4).
+  there), by the model class (:mod:`kvbudget.models.sglang_window`): HF
+  ``sliding_window`` minus one where SGLang's class defines
+  ``get_attention_sliding_window_size`` so (gpt-oss, Gemma 4, Mellum, Muse
+  Glimmer), else the config's ``sliding_window_size`` / ``sliding_window`` /
+  ``window_size`` as is (MiMo-V2, Step3p5, GraniteSWA, Laguna, a model opting
+  in), else ``attention_chunk_size`` (Llama 4).
+
+A hybrid model SGLang's pool factory then fails on (its HybridSWA configurator
+asserts a sliding layer: Laguna, Step3p5 or Mellum with every layer full
+attention; or an ``is_hybrid_swa`` opt-in without ``hybrid_layer_pattern``,
+whose layer ids SGLang leaves None) resolves as ``ModelConfig`` has it, and
+:meth:`SGLangModel.model_geometry` refuses it with SGLang's reason.
 
 Models SGLang plans with a Mamba or linear-attention state pool beside the KV
 pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2) resolve to the full-attention
@@ -37,17 +49,20 @@ GLM-5: an MLA architecture whose config has ``index_topk``) carry their
 indexer (:mod:`kvbudget.models.sglang_dsa`). Architectures SGLang cannot
 serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4, the
 NemotronH / Falcon-H1 state layouts), MLA architectures kvbudget has not
-checked (LongCat-Flash, Dots3, HunYuan-V4, GigaChat-3.5, GLM-5-Next) and
-hybrid architectures whose window rule kvbudget has not checked against
-SGLang's code are refused with a :class:`~kvbudget.models.hf.ConfigError` that
-says so: kvbudget never plans a geometry SGLang would not build. ``tests/test_sglang_model.py`` holds
-these rules to SGLang's released code on configs built by transformers 5.19.0.
+checked (LongCat-Flash, Dots3, HunYuan-V4, GigaChat-3.5, GLM-5-Next), an MLA
+model opting in to hybrid SWA, and hybrid models whose class's window rule
+kvbudget has not checked against SGLang's code are refused with a
+:class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a
+geometry SGLang would not build. ``tests/test_sglang_model.py`` holds these
+rules to SGLang's released code on configs built by transformers 5.19.0, and
+``tests/test_sglang_model_pools.py`` the pools that follow to its factory.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import numbers
 from collections.abc import Callable, Mapping
 from importlib import resources
 from dataclasses import dataclass
@@ -55,21 +70,11 @@ from typing import Any
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
 from kvbudget.models.sglang_dsa import MLA_ARCHITECTURES, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
-from kvbudget.models.sglang_hybrid import SGLangHybrid, sglang_hybrid_swa
+from kvbudget.models.sglang_hybrid import SGLangHybrid, derive_hybrid_model
+from kvbudget.models.sglang_window import sglang_window
 
 __all__ = ["SGLangModel", "resolve_sglang", "sglang_architectures"]
 
-#: Hybrid-SWA architectures whose SGLang class defines ``get_attention_sliding_window_size``
-#: as HF ``sliding_window`` minus one, and where it reads it: the config, or its text config.
-_WINDOW_MINUS_ONE = {
-    "GptOssForCausalLM": "config", "Gemma4ForCausalLM": "config",
-    "Gemma4ForConditionalGeneration": "text_config",
-}  # fmt: skip
-#: Hybrid-SWA architectures whose class defines no window method (SGLang reads the config).
-_WINDOW_AS_IS = frozenset({
-    "Llama4ForConditionalGeneration", "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM",
-    "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "LagunaForCausalLM",
-})  # fmt: skip
 #: Architectures refused: SGLang plans a state pool kvbudget does not resolve the layers of, or
 #: (Jamba, OlmoHybrid: no SGLang class, and transformers' class refuses SGLang's attention
 #: backend) SGLang cannot serve them at all.
@@ -189,8 +194,16 @@ class SGLangModel:
         layers at the full geometry, which is what SGLang's one Default pool
         prices (``engine="hf"`` readings in :mod:`kvbudget.models.hf` keep a
         model's own layer kinds instead, for a what-if).
+
+        Raises:
+            ConfigError: SGLang's pool factory fails on the model
+                (:attr:`SGLangHybrid.unplannable`: a hybrid model with no
+                sliding layer or no layer ids).
         """
         p = self.pools
+        if p.unplannable:
+            raise ConfigError(f"config.json: {p.reason}; {p.unplannable}: SGLang cannot plan it "
+                              "(--disable-hybrid-swa-memory plans one Default pool)", "architectures")  # fmt: skip
         if p.hybrid_swa:
             full, swa = list(p.full_attention_layer_ids or ()), list(p.swa_attention_layer_ids or ())
         else:
@@ -214,10 +227,13 @@ class SGLangModel:
         return kw
 
 
-#: Whether layer ``i`` slides, for the classes that derive ``layer_types`` when a config has none.
-_SLIDES: dict[str, Callable[[int], bool]] = {
-    "gpt_oss": lambda i: (i + 1) % 2 == 1, "granite_swa": lambda i: i % 4 != 0, "laguna": lambda i: False,
-    "mimo_v2_flash": lambda i: i != 0 and (i + 1) % 6 != 0, "gemma4_text": lambda i: (i + 1) % 6 != 0,
+#: Whether layer ``i`` of ``n`` slides, for the classes that derive ``layer_types`` when a config
+#: has none (Laguna and Mellum: every layer full attention).
+_SLIDES: dict[str, Callable[[int, int], bool]] = {
+    "gpt_oss": lambda i, n: (i + 1) % 2 == 1, "granite_swa": lambda i, n: i % 4 != 0,
+    "laguna": lambda i, n: False, "mellum": lambda i, n: False,
+    "mimo_v2_flash": lambda i, n: i != 0 and (i + 1) % 6 != 0, "gemma4_text": lambda i, n: (i + 1) % 6 != 0,
+    "muse_glimmer_text": lambda i, n: (n - 1 - i) % 4 != 0,
 }  # fmt: skip
 
 
@@ -235,7 +251,7 @@ def _layer_types(model_type: str, n: int, given: Any) -> list[str] | None:
         rule = _SLIDES.get(model_type)
         if rule is None:
             return None
-        given = ["sliding_attention" if rule(i) else "full_attention" for i in range(n)]
+        given = ["sliding_attention" if rule(i, n) else "full_attention" for i in range(n)]
     types = list(given) if isinstance(given, list) else given
     if model_type == "gemma4_text" and isinstance(types, list) and types:
         types[-1] = "full_attention"  # transformers forces Gemma 4's last layer to full attention
@@ -345,21 +361,55 @@ def _step3p5_loads(v: _View, text: Mapping[str, Any], n: int) -> None:
                           "attention_other_setting")  # fmt: skip
 
 
-def _window(arch: str, v: _View, cfg: Mapping[str, Any]) -> int | None:
-    where = _WINDOW_MINUS_ONE.get(arch)
-    if where == "config":
-        return v.req_int("sliding_window") - 1
-    if where == "text_config":
-        w = v.opt_int("sliding_window")
-        if w is not None and v.raw("use_bidirectional_attention") == "all":
-            w = w // 2 + 1  # transformers' Gemma 4 halves a bidirectional window
-        return (w if w is not None else -1) - 1
-    if arch not in _WINDOW_AS_IS:
-        raise ConfigError(f"{v.label}: kvbudget has not checked SGLang 0.5.23's window rule for {arch}")
-    for key in ("sliding_window_size", "sliding_window", "window_size"):
-        if v.raw(key) is not None:
-            return v.req_int(key, 0)
-    return v.opt_int("attention_chunk_size")
+#: The text keys SGLang's ``muse_glimmer_config_kwargs_from_hf`` translates instead of copying.
+_MUSE_TRANSLATED = frozenset({"final_logit_softcapping", "hidden_activation", "layer_rope_theta", "model_type",
+                              "qk_scale_factor", "rope_parameters"})  # fmt: skip
+#: What it reads of a nested config (a file lacking one fails to load), and the type its use needs.
+_MUSE_READS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "text_config": {"hidden_activation": object, "rope_parameters": Mapping, "layer_rope_theta": list,
+                    "final_logit_softcapping": object, "qk_scale_factor": numbers.Real, "head_dim": numbers.Real},
+    "vision_config": {"rope_parameters": Mapping, "layer_types": object},
+}  # fmt: skip
+
+
+def _muse_glimmer_loads(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config SGLang 0.5.23 serves a ``muse_glimmer`` model with (``configs/muse_glimmer.py``).
+
+    SGLang registers its own ``MuseGlimmerConfig`` for the type and reloads the
+    file with it. Its ``from_dict`` flattens a nested (transformers-saved) file:
+    the top-level keys, then the text config's over them (``architectures``
+    included, so a null one there replaces the model's), reading the keys of
+    :data:`_MUSE_READS`; a flat file is taken as is. transformers' own class
+    loads the file first and refuses null token ids and sizes. SGLang's keeps
+    ``layer_types`` null when the file gives none, which SGLang's
+    ``get_hybrid_layer_ids`` then fails to iterate.
+    """
+    for key in ("image_token_id", "video_token_id", "out_hidden_size", "projector_hidden_size"):
+        if key in cfg and (not isinstance(cfg[key], int) or isinstance(cfg[key], bool)):
+            raise ConfigError(f"config.json: transformers 5.19.0's MuseGlimmerConfig, which SGLang 0.5.23 loads "
+                              f"the file with first, requires an integer {key}, not {cfg[key]!r}", key)  # fmt: skip
+    flat = dict(cfg)
+    if "text_config" in cfg:
+        for part, reads in _MUSE_READS.items():
+            sub = cfg.get(part)
+            if part not in cfg and part == "vision_config":
+                continue
+            if not isinstance(sub, Mapping):
+                raise ConfigError(f"config.json: SGLang 0.5.23's MuseGlimmerConfig reads '{part}' as an object",
+                                  part)  # fmt: skip
+            for key, kind in reads.items():
+                value = sub.get(key)
+                if key not in sub or not isinstance(value, kind) or (
+                        isinstance(value, Mapping) and "rope_theta" not in value):  # fmt: skip
+                    raise ConfigError(f"config.json: SGLang 0.5.23's MuseGlimmerConfig.from_dict reads "
+                                      f"{part}.{key}" + (".rope_theta" if key == "rope_parameters" else "")
+                                      + f", which this config lacks or gives as {value!r}; SGLang cannot load it",
+                                      f"{part}.{key}")  # fmt: skip
+        text = cfg["text_config"]
+        flat = {k: x for k, x in cfg.items() if k not in ("text_config", "vision_config")}
+        flat.update({k: x for k, x in text.items() if k not in _MUSE_TRANSLATED})
+    flat.setdefault("layer_types", None)
+    return flat
 
 
 def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool = False) -> SGLangModel:
@@ -372,6 +422,8 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
             resolve, DeepSeek-V4); the message says which.
     """
     cfg = load_hf_config(path_or_dict)
+    if cfg.get("model_type") == "muse_glimmer":
+        cfg = _muse_glimmer_loads(cfg)
     archs = cfg.get("architectures")
     if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
         raise ConfigError("config.json: SGLang 0.5.23 picks the model class from 'architectures', "
@@ -400,7 +452,7 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     if v.model_type == "step3p5" and not v.prefix:
         _step3p5_loads(v, text, n)
     try:
-        pools = sglang_hybrid_swa(archs, text, disable_hybrid_swa_memory=disable_hybrid_swa_memory)
+        pools = derive_hybrid_model(archs, text, disable_hybrid_swa_memory=disable_hybrid_swa_memory)
     except ValueError as exc:
         raise ConfigError(f"config.json: {exc}", "architectures") from None
     common: dict[str, Any] = {"architecture": arch, "pools": pools, "num_attention_layers": n,
@@ -414,9 +466,13 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     if any(a in MLA_ARCHITECTURES for a in archs):
         heads = _total_kv_heads(v)
         rope, nope = v.req_int("qk_rope_head_dim", 0), v.req_int("qk_nope_head_dim", 0)
+        if pools.hybrid_swa:  # only an is_hybrid_swa opt-in: no MLA architecture is on SGLang's list
+            raise ConfigError(f"config.json: {arch} opts in to SGLang's hybrid-SWA pools; kvbudget has not checked "
+                              "SGLang 0.5.23's MLA sliding-window pools (SWA latents, window) against it",
+                              "architectures")  # fmt: skip
         dsa = dsa_fields(arch, text, range(common["num_attention_layers"]))
-        if dsa and (pools.hybrid_swa or common.get("state_pool")):
-            raise ConfigError(f"config.json: {arch} with a DSA indexer and sliding-window or state layers: "
+        if dsa and common.get("state_pool"):
+            raise ConfigError(f"config.json: {arch} with a DSA indexer and state layers: "
                               "kvbudget models DSA in one Default pool only", "architectures")  # fmt: skip
         return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=heads, head_dim=None,
                            v_head_dim=v.req_int("v_head_dim"), swa_head_dim=None, swa_v_head_dim=None,
@@ -449,7 +505,7 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
             swa_heads = groups
         else:
             swa_heads = heads
-    window = _window(arch, v, cfg) if pools.hybrid_swa else None
+    window = sglang_window(archs, v, sglang_architectures()) if pools.hybrid_swa else None
     return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=swa_heads, head_dim=head_dim,
                        v_head_dim=v_dim, swa_head_dim=swa_dim, swa_v_head_dim=swa_v, kv_lora_rank=None,
                        qk_rope_head_dim=None, qk_nope_head_dim=None, sliding_window_size=window)  # fmt: skip

@@ -197,7 +197,7 @@ def sglang_side(resolve: Any, models: Any, flags: list[str]) -> Sglang:
 def pool_case(theirs: Sglang, draft_layers: Any, flags: list[str]) -> dict[str, Any]:
     """The pool oracle's case of a line SGLang plans, with SGLang's draft layers
     (:mod:`sglang_oracle.draft`)."""
-    from kvbudget.integrations.sglang import from_server_args
+    from kvbudget.sglang.install import from_server_args
 
     assert theirs.values is not None and theirs.model is not None
     serving = from_server_args(flags).scenario.serving  # the model dtype and eviction interval only

@@ -19,10 +19,10 @@ from kvbudget.budget import (
     lmdeploy_available_bytes,
     min_across_ranks,
     probe,
-    sglang_available_bytes,
     trtllm_available_bytes,
-    vllm_available_bytes,
 )
+from kvbudget.sglang.budget import sglang_available_bytes
+from kvbudget.vllm.budget import vllm_available_bytes
 
 GIB = 1 << 30
 FEW = settings(max_examples=min(1000, settings.default.max_examples))

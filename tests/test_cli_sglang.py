@@ -10,7 +10,7 @@ import pytest
 
 from cli_helpers import run
 from kvbudget import PoolPlan
-from kvbudget.integrations.sglang import from_server_args
+from kvbudget.sglang.install import from_server_args
 
 GPT_OSS = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 8,
            "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "hidden_size": 2880,

@@ -17,9 +17,9 @@ import pytest
 from cli_helpers import run
 
 from kvbudget import vllm
-from kvbudget.budget import vllm_available_bytes
+from kvbudget.vllm.budget import vllm_available_bytes
 from kvbudget.models import get_preset
-from kvbudget.vllm_models import layers_from_hf_config
+from kvbudget.vllm.models import layers_from_hf_config
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -11,7 +11,7 @@ import ast
 import re
 from pathlib import Path
 
-from kvbudget.integrations.sglang_launch import FLAGS
+from kvbudget.sglang.launch import FLAGS
 from sglang_oracle._fetch import sglang_root
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "sglang_launch.md"

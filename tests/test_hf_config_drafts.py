@@ -6,12 +6,8 @@ from typing import Any
 
 import pytest
 
-from kvbudget.models.hf import (
-    DRAFT_KEYS,
-    ConfigError,
-    draft_kwargs_from_hf_config,
-    geometry_kwargs_from_hf_config,
-)
+from kvbudget.models.hf import DRAFT_KEYS, ConfigError, geometry_kwargs_from_hf_config
+from kvbudget.models.hf_draft import draft_kwargs_from_hf_config
 
 from hf_family_configs import (
     DRAFT_BUILDERS,

@@ -13,7 +13,7 @@ def test_committed_defaults_are_current() -> None:
 
 
 def test_committed_sglang_architectures_are_current() -> None:
-    from kvbudget.models.sglang_model import sglang_architectures
+    from kvbudget.sglang.model import sglang_architectures
 
     tool = _tool("gen_sglang_archs")
     names = tool.entry_classes(tool._root())

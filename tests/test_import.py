@@ -51,7 +51,7 @@ TORCH_FREE = {
     "vllm": (
         "from kvbudget import vllm\n"
         "from kvbudget.models import get_preset\n"
-        "from kvbudget.vllm_models import layers_from_hf_config\n"
+        "from kvbudget.vllm.models import layers_from_hf_config\n"
         "vllm.plan(layers_from_hf_config(get_preset('gemma-3-27b').hf_config()), 40 << 30)\n"
     ),
     "cli --engine vllm": (

@@ -10,7 +10,7 @@ import warnings
 import kvbudget
 import pytest
 from kvbudget import InvalidConfigError, ModelGeometry, ServingConfig, SpeculativeConfig
-from kvbudget.models.draft_layers import sglang_draft_layers
+from kvbudget.sglang.draft_layers import sglang_draft_layers
 
 GIB = 1 << 30
 HYBRID = ModelGeometry([0, 6], [1, 2, 3, 4, 5, 7], 8, 128, sliding_window_size=1023)

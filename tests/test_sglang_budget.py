@@ -5,7 +5,7 @@
 the wheel) on emulated ranks, one thread each, whose ``all_reduce(MIN)`` is a
 real collective over their tensors. kvbudget gets the same per-rank free bytes
 (:meth:`SGLangLaunch.available_bytes`, :meth:`SGLangWorker.available_bytes`,
-:func:`kvbudget.budget.sglang_available_bytes`) and the multimodal reserve read from the same runtime
+:func:`kvbudget.sglang.budget.sglang_available_bytes`) and the multimodal reserve read from the same runtime
 context (:func:`mm_reserve_bytes`); the budgets must be equal, byte for byte,
 and where SGLang refuses ("no GPU memory for the KV cache") kvbudget's must be
 zero or negative.
@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from kvbudget.errors import InvalidConfigError
-from kvbudget.integrations.sglang import Runtime, from_server_args, mm_reserve_bytes
-from kvbudget.budget import sglang_available_bytes as sglang_budget
-from kvbudget.integrations.sglang_launch import SGLangLaunch
+from kvbudget.sglang.install import Runtime, from_server_args, mm_reserve_bytes
+from kvbudget.sglang.budget import sglang_available_bytes as sglang_budget
+from kvbudget.sglang.launch import SGLangLaunch
 from sglang_oracle import budget as oracle_budget
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle._strict import Poison, StrictNamespace

@@ -1,4 +1,4 @@
-"""``kvbudget.integrations.sglang.from_kvc``: a running SGLang's KVCacheConfigurator as kvbudget inputs.
+"""``kvbudget.sglang.install.from_kvc``: a running SGLang's KVCacheConfigurator as kvbudget inputs.
 
 The objects are the SGLang oracle's strict stand-ins (:mod:`sglang_oracle`: the
 ``KVCacheConfigurator`` and runtime context SGLang's own configurators read,
@@ -21,8 +21,8 @@ import kvbudget
 import parity_cases as P
 import pytest
 import sglang_oracle
-from kvbudget.integrations.sglang import Runtime, SGLangWorker, declined, from_kvc, scenario_from_kvc
-from kvbudget.budget import sglang_available_bytes as sglang_budget
+from kvbudget.sglang.install import Runtime, SGLangWorker, declined, from_kvc, scenario_from_kvc
+from kvbudget.sglang.budget import sglang_available_bytes as sglang_budget
 from sglang_oracle._case import build_inputs, resolve_case
 from sglang_oracle._strict import StrictNamespace, StubError
 

@@ -1,4 +1,4 @@
-"""Which pools SGLang 0.5.23 gives a model (kvbudget.models.sglang_hybrid), against SGLang's code.
+"""Which pools SGLang 0.5.23 gives a model (kvbudget.sglang.hybrid), against SGLang's code.
 
 SGLang's own decision (``tests/sglang_oracle/hybrid.py``: ``is_hybrid_swa_model``,
 ``get_hybrid_layer_ids``, ``ModelConfig._derive_hybrid_model`` and the model
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kvbudget.models.sglang_hybrid import HYBRID_SWA_ARCHITECTURES, SGLangHybrid, sglang_hybrid_swa
+from kvbudget.sglang.hybrid import HYBRID_SWA_ARCHITECTURES, SGLangHybrid, sglang_hybrid_swa
 from sglang_oracle import hybrid as oracle_hybrid
 from sglang_oracle._fetch import sglang_root
 

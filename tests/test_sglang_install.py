@@ -1,4 +1,4 @@
-"""``kvbudget.integrations.sglang.install``: SGLang's factory, patched, gives SGLang's numbers.
+"""``kvbudget.sglang.install.install``: SGLang's factory, patched, gives SGLang's numbers.
 
 The sandbox (:mod:`sglang_oracle`) executes SGLang 0.5.23's ``pool_configurator.py``
 from the RECORD-checked wheel. Each case builds SGLang's ``KVCacheConfigurator``
@@ -27,7 +27,7 @@ import kvbudget
 import parity_cases as P
 import pytest
 import sglang_oracle
-from kvbudget.integrations.sglang import Runtime, _Configurator, declined, install
+from kvbudget.sglang.install import Runtime, _Configurator, declined, install
 
 CASES = int(os.environ.get("KVBUDGET_INSTALL_CASES", "2000"))
 #: Cases each comparison must reach: 1,000 on the default 2,000 seeds (issue 12);
@@ -171,7 +171,7 @@ def test_the_module_does_not_import_sglang() -> None:
     import subprocess
     import sys
 
-    code = "import sys, kvbudget.integrations.sglang; print(any(m.startswith(('sglang', 'torch')) for m in sys.modules))"
+    code = "import sys, kvbudget.sglang.install; print(any(m.startswith(('sglang', 'torch')) for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 
@@ -188,7 +188,7 @@ def test_what_kvbudget_cannot_read_is_sglangs_own(caplog: pytest.LogCaptureFixtu
     install(pool_configurator=pc, runtime=object())  # type: ignore[arg-type]
     kvc = types.SimpleNamespace(model_config=types.SimpleNamespace(hf_config=types.SimpleNamespace(
         architectures=["LlamaForCausalLM"])), mambaish_config=None, use_mla_backend=False)  # fmt: skip
-    with caplog.at_level(logging.INFO, "kvbudget.integrations.sglang"):
+    with caplog.at_level(logging.INFO, "kvbudget.sglang.install"):
         assert pc.create_memory_pool_configurator(kvc) == "SGLang's configurator"
     assert calls == [kvc]
     assert "SGLang's own pool configurator plans this worker (kvbudget could not plan it: AttributeError" in caplog.text
@@ -226,7 +226,7 @@ def test_a_solve_kvbudget_cannot_answer_is_sglangs(caplog: pytest.LogCaptureFixt
 
     for fit in ("sglang", "exact"):
         cfg = _Configurator(_Failing(), dict, fit, sglang)  # type: ignore[arg-type]
-        with caplog.at_level(logging.WARNING, "kvbudget.integrations.sglang"):
+        with caplog.at_level(logging.WARNING, "kvbudget.sglang.install"):
             assert cfg.calculate_pool_sizes(1 << 30, 16) == ("SGLang", 1 << 30, 16)
             assert cfg.calculate_pool_sizes_from_max_tokens(4096, 16) == ("SGLang tokens", 4096, 16)
     assert built == [1, 1]  # SGLang's configurator built once per worker, when first needed

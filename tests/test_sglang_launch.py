@@ -24,9 +24,9 @@ import transformers as T
 import launch_cases
 import sglang_oracle
 from kvbudget.errors import InvalidConfigError
-from kvbudget.integrations.sglang import from_server_args
-from kvbudget.integrations.sglang_launch import FLAGS
-from kvbudget.integrations.sglang_resolve import LaunchRefused
+from kvbudget.sglang.install import from_server_args
+from kvbudget.sglang.launch import FLAGS
+from kvbudget.sglang.resolve import LaunchRefused
 from sglang_oracle import draft as sglang_draft
 from sglang_oracle import launch as sglang_launch
 from sglang_oracle import resolve as sglang_resolve
@@ -159,7 +159,7 @@ def test_what_the_line_leaves_to_sglang_is_reported(lines: dict[str, str]) -> No
 
 def test_sglang_budget_needs_the_fraction(lines: dict[str, str]) -> None:
     oss = from_server_args(shlex.split(lines["gptoss-eagle3-fp8"]))
-    from kvbudget.budget import sglang_available_bytes
+    from kvbudget.sglang.budget import sglang_available_bytes
 
     assert oss.available_bytes(free_before=80 << 30, free_now=60 << 30) == sglang_available_bytes(
         80 << 30, 60 << 30, 0.85)

@@ -31,9 +31,9 @@ import launch_cases as L
 import parity_cases as P
 import sglang_oracle
 from kvbudget.errors import KVBudgetError
-from kvbudget.integrations.sglang import Runtime, from_server_args, install
-from kvbudget.integrations.sglang_launch import FLAGS
-from kvbudget.integrations.sglang_resolve import LaunchRefused
+from kvbudget.sglang.install import Runtime, from_server_args, install
+from kvbudget.sglang.launch import FLAGS
+from kvbudget.sglang.resolve import LaunchRefused
 from sglang_oracle import draft as sglang_draft
 from sglang_oracle import model as sglang_model
 from sglang_oracle import resolve as sglang_resolve
@@ -141,7 +141,7 @@ def test_install_never_raises_where_sglang_does_not(lines: list[tuple[str, list[
     plain = sglang_oracle.load()
     patched = _installed(plain)
     compared, mismatches = 0, []
-    caplog.set_level(logging.INFO, "kvbudget.integrations.sglang")
+    caplog.set_level(logging.INFO, "kvbudget.sglang.install")
     for (name, flags), case in zip(lines, cases):
         if case is None:
             continue

@@ -3,7 +3,7 @@
 ``tests/sglang_oracle/model.py`` runs SGLang's own config loading and
 ``ModelConfig`` derivations (lifted from the RECORD-checked wheel) over the
 configs transformers 5.19.0's classes build (``tests/sglang_model_cases.py``);
-:func:`kvbudget.models.sglang_model.resolve_sglang` must give every field the
+:func:`kvbudget.sglang.model.resolve_sglang` must give every field the
 pool configurators read, and refuse exactly the configs SGLang refuses.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 import kvbudget
 from kvbudget.models.hf import ConfigError
-from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
+from kvbudget.sglang.model import SGLangModel, resolve_sglang
 from sglang_model_cases import cases
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle.model import FIELDS, ModelOracle, load

@@ -1,6 +1,6 @@
 """From a model's config to its pools: what kvbudget resolves, planned as SGLang 0.5.23 plans it.
 
-``tests/test_sglang_model.py`` holds :func:`kvbudget.models.resolve_sglang`'s
+``tests/test_sglang_model.py`` holds :func:`kvbudget.sglang.resolve_sglang`'s
 fields to SGLang's ``ModelConfig``; this test holds what follows from them to
 SGLang's pool factory. SGLang's own resolution of each config
 (``tests/sglang_oracle/model.py``) becomes the inputs of its
@@ -11,7 +11,7 @@ ids included. kvbudget's ``SGLangModel.model_geometry()`` goes through kvbudget'
 factory. Per config, serving setup and entry point, the configurator class, cell
 size, request cap and pool sizes, or the refusal and where it is raised, must
 agree. Then the window catalogue kvbudget reads a hybrid model's window with
-(:data:`kvbudget.models.sglang_window.WINDOW_METHODS`), against the model
+(:data:`kvbudget.sglang.window.WINDOW_METHODS`), against the model
 classes of the wheel.
 """
 
@@ -28,9 +28,9 @@ import transformers as T
 
 import kvbudget
 from kvbudget.models.hf import ConfigError
-from kvbudget.models.sglang_dsa import MLA_ARCHITECTURES
-from kvbudget.models.sglang_model import UNMODELLED_ARCHITECTURES, SGLangModel, resolve_sglang
-from kvbudget.models.sglang_window import WINDOW_METHODS
+from kvbudget.sglang.dsa import MLA_ARCHITECTURES
+from kvbudget.sglang.model import UNMODELLED_ARCHITECTURES, SGLangModel, resolve_sglang
+from kvbudget.sglang.window import WINDOW_METHODS
 from sglang_model_cases import cases
 from sglang_oracle._configs import REAL
 from sglang_oracle._fetch import sglang_root

@@ -23,7 +23,7 @@ import vllm_oracle as vo
 
 import kvbudget
 from kvbudget import vllm
-from kvbudget.vllm_alloc import VllmKV
+from kvbudget.vllm.alloc import VllmKV
 
 N = int(os.environ.get("KVBUDGET_VLLM_ALLOC_CASES", "300"))
 

@@ -1,4 +1,4 @@
-"""``kvbudget.vllm_models.layers_from_hf_config`` held to vLLM 0.33.0's own reading of a config.
+"""``kvbudget.vllm.models.layers_from_hf_config`` held to vLLM 0.33.0's own reading of a config.
 
 The configs are the model-resolution differential's (tests/sglang_model_cases.py:
 transformers 5.19.0's classes, seeded variants, saved with every key and sparse
@@ -24,7 +24,7 @@ from sglang_model_cases import DEFAULTS, FAMILIES
 from vllm_oracle._hf import VllmLoadError, vllm_layers
 
 from kvbudget import InvalidConfigError, vllm
-from kvbudget.vllm_models import layers_from_hf_config
+from kvbudget.vllm.models import layers_from_hf_config
 
 N = int(os.environ.get("KVBUDGET_VLLM_MODEL_CASES", "40"))
 _FAMILIES = ("gemma2", "gemma3", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4", "gpt_oss", "deepseek_v3")

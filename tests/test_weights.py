@@ -153,7 +153,7 @@ def test_the_estimate_names_what_it_lacks() -> None:
 
 
 def test_the_sglang_launch_reads_the_model_folders_weights(tmp_path: Path) -> None:
-    from kvbudget.integrations.sglang import from_server_args
+    from kvbudget.sglang.install import from_server_args
 
     config = T.LlamaConfig(**SMALL, num_key_value_heads=2, torch_dtype="bfloat16")
     config.architectures = ["LlamaForCausalLM"]

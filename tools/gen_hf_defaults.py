@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "python" / "kvbudget" / "models" / "data" / "hf_defaults.json"
 TRANSFORMERS_VERSION = "5.19.0"
 
-#: The keys the readers use (kvbudget.models.hf, kvbudget.models.sglang_model, kvbudget.vllm_models).
+#: The keys the readers use (kvbudget.models.hf, kvbudget.sglang.model, kvbudget.vllm.models).
 KEYS = (
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "head_dim",
     "v_head_dim", "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "sliding_window",

@@ -4,7 +4,7 @@
 SGLang's ``ModelRegistry`` serves an architecture with the class some
 ``sglang/srt/models/<module>.py`` lists in its ``EntryClass``; any other
 architecture goes to its Transformers backend. kvbudget's SGLang-mode model
-resolution refuses the latter (``kvbudget.models.sglang_model``), so it needs
+resolution refuses the latter (``kvbudget.sglang.model``), so it needs
 the list: ``python/kvbudget/models/data/sglang_architectures.json``, read from
 the RECORD-checked extraction (``tools/fetch_sglang.py``). Usage:
 ``python tools/gen_sglang_archs.py [--check]``.

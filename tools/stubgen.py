@@ -98,7 +98,7 @@ def _value_class(cls_name: str, owner: str) -> list[str]:
         out += ["    @classmethod", "    def from_hf_config(cls, path_or_dict: object, engine: str = \"sglang\") -> Self:"]
         out += _doc("A geometry from a Hugging Face config.json (a dict, a file, or a model directory). "
                     "engine=\"sglang\" (default): the pools SGLang 0.5.23 builds for it "
-                    "(kvbudget.models.resolve_sglang); engine=\"hf\": the model's own layer kinds "
+                    "(kvbudget.sglang.resolve_sglang); engine=\"hf\": the model's own layer kinds "
                     "(kvbudget.models.geometry_kwargs_from_hf_config), a what-if for SGLang.", "        ")
         out += ["    @property", "    def is_mla(self) -> bool:"] + _doc("True for an MLA model (kv_lora_rank given).", "        ")
         out += ["    @property", "    def num_layers(self) -> int:"] + _doc("Every attention layer, n_f + n_s.", "        ")

@@ -25,15 +25,16 @@ from kvbudget._core import (
     TensorSpec,
     __version__,
 )
-from kvbudget.configurators import (
+from kvbudget.sglang.configurators import (
     DefaultPoolConfigurator,
     HybridSWAPoolConfigurator,
     PoolConfiguratorBase,
     SWARequestCapPoolConfigurator,
     create_pool_configurator,
 )
-from kvbudget.scenario import Scenario
+from kvbudget.sglang.configurators import Scenario
 from kvbudget.errors import (
+    _missing_extra,
     AllocationError,
     InvalidConfigError,
     KVBudgetError,
@@ -44,8 +45,9 @@ from kvbudget.errors import (
 )
 
 if TYPE_CHECKING:
-    from kvbudget.configurators import SWAChunkCapPoolConfigurator
-    from kvbudget.alloc import KVPools, LayerKV, allocate
+    from kvbudget.sglang.configurators import SWAChunkCapPoolConfigurator
+    from kvbudget._allocate import allocate
+    from kvbudget.alloc import KVPools, LayerKV
     from kvbudget.workload import MinBudget, SwaRatioSuggestion, WithoutDraftTerms
     from kvbudget.batch import BatchResult, plan_many
     from kvbudget.distributed import AgreedPlan, agree
@@ -91,24 +93,10 @@ __all__ = [
     "plan_ranks",
 ]
 
-#: The optional dependencies and the extra that installs each.
-_EXTRAS = {"torch": "torch", "matplotlib": "plot"}
-
-
-def _missing_extra(what: str, e: ModuleNotFoundError) -> ModuleNotFoundError:
-    """``e`` (an optional dependency that is not installed) with the install line that fixes it."""
-    extra = _EXTRAS.get((e.name or "").partition(".")[0])
-    if extra is None:
-        return e
-    return ModuleNotFoundError(
-        f"{what} needs {e.name}, which is not installed: pip install 'kvbudget[{extra}]'", name=e.name
-    )
-
-
 # Loaded on first use: torch (alloc), numpy (batch) and dataclasses stay out of
 # `import kvbudget`.
 _LAZY = {
-    "allocate": "kvbudget.alloc",
+    "allocate": "kvbudget._allocate",
     "KVPools": "kvbudget.alloc",
     "LayerKV": "kvbudget.alloc",
     "plan_many": "kvbudget.batch",
@@ -128,7 +116,7 @@ def __getattr__(name: str) -> Any:
     """Loads the heavier names on first use, so ``import kvbudget`` stays torch- and numpy-free."""
     module = _LAZY.get(name)
     if module is None:
-        from kvbudget.configurators import deprecated_name
+        from kvbudget.sglang.configurators import deprecated_name
 
         return deprecated_name("kvbudget", name)
     import importlib
@@ -140,3 +128,4 @@ def __getattr__(name: str) -> Any:
     value = getattr(loaded, name)
     globals()[name] = value
     return value
+

@@ -168,7 +168,7 @@ class ModelGeometry:
     def from_hf_config(cls, path_or_dict: object, engine: str = "sglang") -> Self:
         """A geometry from a Hugging Face config.json (a dict, a file, or a model directory).
         engine="sglang" (default): the pools SGLang 0.5.23 builds for it
-        (kvbudget.models.resolve_sglang); engine="hf": the model's own layer kinds
+        (kvbudget.sglang.resolve_sglang); engine="hf": the model's own layer kinds
         (kvbudget.models.geometry_kwargs_from_hf_config), a what-if for SGLang.
         """
     @property

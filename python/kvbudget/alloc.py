@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, overload
+from typing import Literal, Protocol, TypeAlias, overload
 
 import torch
 
@@ -36,9 +36,6 @@ from kvbudget._alloc_layout import KINDS, Info, PoolLayout, layout_of
 from kvbudget._core import PoolPlan
 from kvbudget.errors import AllocationError, InvalidConfigError
 
-if TYPE_CHECKING:
-    from kvbudget.vllm import VllmPlan
-    from kvbudget.vllm_alloc import VllmKV
 
 __all__ = ["Allocator", "KVPools", "LayerKV", "Strategy", "allocate"]
 
@@ -484,31 +481,16 @@ def _failure(
     )
 
 
-@overload
 def allocate(
-    plan: PoolPlan, device: str | torch.device | None = None, strategy: Strategy = "slab",
-    zero: bool = True, *, worker: int = 0, _allocator: Allocator | None = None,
-) -> KVPools: ...
-@overload
-def allocate(
-    plan: VllmPlan, device: str | torch.device | None = None, strategy: Strategy = "slab",
-    zero: bool = True, *, worker: int = 0, _allocator: Allocator | None = None,
-) -> VllmKV: ...
-def allocate(
-    plan: PoolPlan | VllmPlan,
+    plan: PoolPlan,
     device: str | torch.device | None = None,
     strategy: Strategy = "slab",
     zero: bool = True,
     *,
-    worker: int = 0,
     _allocator: Allocator | None = None,
-) -> KVPools | VllmKV:
-    """Allocates every pool of ``plan``, exactly as planned.
-
-    A :class:`~kvbudget.vllm.VllmPlan` is allocated as vLLM does it, for one
-    ``worker``: one int8 buffer of ``plan.allocated_bytes[worker]`` bytes and every
-    layer's view into it (:func:`kvbudget.vllm_alloc.allocate_vllm`, which returns a
-    :class:`~kvbudget.vllm_alloc.VllmKV`); ``strategy`` must then be ``"slab"``.
+) -> KVPools:
+    """Allocates every pool of ``plan``, exactly as planned (``kvbudget.allocate`` also takes
+    a vLLM plan).
 
     The storage taken is exactly ``plan.total_bytes`` with ``strategy="slab"``
     (tensors plus the 256-byte alignment gaps between them), and exactly
@@ -526,7 +508,6 @@ def allocate(
             ``unbind``); ``"per_layer"`` makes one ``torch.zeros``/``torch.empty``
             per tensor, as SGLang does. The shapes and dtypes are the same either way.
         zero: zero the memory (SGLang zeroes its KV buffers); ignored on meta.
-        worker: a vLLM plan's worker (stage-major); ignored for a PoolPlan.
         _allocator: private test hook replacing the tensor factory.
 
     Returns:
@@ -547,15 +528,8 @@ def allocate(
     if strategy not in ("slab", "per_layer"):
         raise InvalidConfigError(f"strategy: expected \"slab\" or \"per_layer\", got {strategy!r}")
     if not isinstance(plan, PoolPlan):
-        from kvbudget.vllm import VllmPlan
-
-        if not isinstance(plan, VllmPlan):
-            raise TypeError(f"plan: expected a PoolPlan or a VllmPlan, got {type(plan).__name__}")
-        if strategy != "slab":
-            raise InvalidConfigError("a vLLM plan is one buffer per worker: strategy must be \"slab\"")
-        from kvbudget.vllm_alloc import allocate_vllm
-
-        return allocate_vllm(plan, device, zero, worker=worker, _allocator=_allocator)
+        raise TypeError(f"plan: expected a PoolPlan, got {type(plan).__name__} (kvbudget.allocate takes a "
+                        "vLLM plan too)")  # fmt: skip
     alloc: Allocator = _torch_allocator if _allocator is None else _allocator
     build = _Build()
     layout: tuple[PoolLayout, ...] = ()

@@ -1,5 +1,7 @@
-"""Where the KV budget ``A`` comes from, engine by engine (REFERENCE.md section 4).
+"""Where the KV budget ``A`` comes from (REFERENCE.md section 4): the engine-neutral formulas.
 
+SGLang's and vLLM's formulas live with their engines
+(:mod:`kvbudget.sglang.budget`, :mod:`kvbudget.vllm.budget`).
 Each function turns an engine's memory measurements and knobs into the bytes
 available for KV on one rank, as an integer (floored), to pass to
 ``configurator.plan(A)``. A result can be zero or negative when the knobs
@@ -9,8 +11,6 @@ Defaults that are the engines' own: TensorRT-LLM ``KvCacheConfig.free_gpu_memory
 0.9 (TensorRT-LLM docs, "How to Change KV Cache Behavior" and the
 ``KvCacheConfig`` reference); LMDeploy ``cache_max_entry_count`` 0.8
 (``TurbomindEngineConfig``/``PytorchEngineConfig`` in ``lmdeploy/messages.py``).
-vLLM's ``gpu_memory_utilization`` default has changed across releases (0.9,
-then 0.92), so :func:`vllm_available_bytes` takes it without a default.
 
 Only :func:`probe` touches torch, and imports it lazily.
 """
@@ -18,15 +18,14 @@ Only :func:`probe` touches torch, and imports it lazily.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Sequence
 from typing import Union
 
+from kvbudget._moved import moved
 from kvbudget.errors import InvalidConfigError
 
 __all__ = [
     "PerRank",
-    "sglang_free_gib",
     "LMDEPLOY_CACHE_MAX_ENTRY_COUNT",
     "TRTLLM_FREE_GPU_MEMORY_FRACTION",
     "fraction_of_free",
@@ -34,10 +33,12 @@ __all__ = [
     "lmdeploy_available_bytes",
     "min_across_ranks",
     "probe",
-    "sglang_available_bytes",
     "trtllm_available_bytes",
-    "vllm_available_bytes",
 ]
+#: Engine formulas that moved to their engine's package (the old names work until kvbudget 0.3).
+__getattr__ = moved(__name__, {"sglang_available_bytes": "kvbudget.sglang.budget",
+                               "sglang_free_gib": "kvbudget.sglang.budget",
+                               "vllm_available_bytes": "kvbudget.vllm.budget"})  # fmt: skip
 
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
 """TensorRT-LLM's default ``KvCacheConfig.free_gpu_memory_fraction``."""
@@ -69,111 +70,6 @@ def _fraction(name: str, value: float) -> float:
 
 #: Free bytes as one measurement (one rank) or one value per rank.
 PerRank = Union[int, Sequence[int]]
-
-
-def _float32(value: int) -> float:
-    """``torch.tensor(value, dtype=torch.float32).item()``: the nearest float32."""
-    return float(struct.unpack("<f", struct.pack("<f", float(value)))[0])
-
-
-def sglang_free_gib(name: str, free: PerRank) -> float:
-    """What SGLang 0.5.23's ``get_available_gpu_memory`` returns for these measurements, GiB.
-
-    One rank (an int, or a sequence of one): ``free / 2**30``. Several ranks:
-    each rank puts its free bytes in a float32 tensor, ``all_reduce(MIN)`` over
-    the world group, then ``.item() / 2**30`` (``distributed=True``, as
-    ``measure_pre_model_load_memory`` measures the baseline and
-    ``_profile_available_bytes`` the memory after the weights load).
-
-    Raises:
-        InvalidConfigError: no rank, or a value that is not a non-negative int.
-    """
-    values = list(free) if isinstance(free, Sequence) and not isinstance(free, str) else [free]
-    if not values:
-        raise InvalidConfigError(f"{name}: expected at least one rank")
-    for v in values:
-        _bytes(name, v)
-    if len(values) == 1:
-        return values[0] / _GIB
-    return min(_float32(v) for v in values) / _GIB
-
-
-def sglang_available_bytes(
-    free_before_load: PerRank,
-    free_now: PerRank,
-    mem_fraction_static: float,
-    multimodal_reserve: int = 0,
-) -> int:
-    """SGLang 0.5.23's KV budget (``KVCacheConfigurator._profile_available_bytes``), in its order.
-
-    ``rest = available - pre_model_load_memory * (1 - mem_fraction_static) - mm_reservation``
-    in GiB as doubles, where ``pre_model_load_memory`` and ``available`` are
-    :func:`sglang_free_gib` of the free bytes before the weights were loaded and
-    after (target and draft weights loaded; the MIN across ranks), and
-    ``mm_reservation`` is ``multimodal_reserve / 2**30`` (SGLang's
-    ``mm_runtime_reservation_gb``); then ``floor(rest * 2**30)``. SGLang raises
-    when ``rest <= 0``; here the zero or negative budget is returned (the
-    planner then raises ``NotEnoughMemoryError``). The Mamba state pool's share
-    is not modelled (give kvbudget the KV pool's budget).
-    ``tests/test_sglang_budget.py`` holds it to SGLang's own code.
-
-    Args:
-        free_before_load: free bytes before loading weights, one int or one per rank.
-        free_now: free bytes now, weights loaded, one int or one per rank.
-        mem_fraction_static: ``--mem-fraction-static``, in (0, 1].
-        multimodal_reserve: bytes held back for a multimodal model's caches.
-
-    Raises:
-        InvalidConfigError: a negative byte count, no rank, or a fraction outside (0, 1].
-    """
-    before = sglang_free_gib("free_before_load", free_before_load)
-    now = sglang_free_gib("free_now", free_now)
-    f = _fraction("mem_fraction_static", mem_fraction_static)
-    reserve = _bytes("multimodal_reserve", multimodal_reserve) / _GIB
-    rest_gib = now - before * (1.0 - f) - reserve
-    return math.floor(rest_gib * _GIB)
-
-
-def vllm_available_bytes(
-    total: int,
-    gpu_memory_utilization: float,
-    non_kv_bytes: int = 0,
-    *,
-    weights_bytes: int = 0,
-    peak_activation_bytes: int = 0,
-    non_torch_bytes: int = 0,
-    cuda_graph_bytes: int = 0,
-) -> int:
-    """vLLM: ``A = ceil(total * gpu_memory_utilization) - non-KV memory``.
-
-    vLLM 0.33.0's worker (``request_memory``, then ``determine_available_memory``)
-    requests ``ceil(total * gpu_memory_utilization)`` bytes of the device and gives KV what is left
-    after the model's weights, peak activations seen while profiling, non-torch
-    memory (NCCL, CUDA context) and the CUDA graph estimate. Pass the non-KV
-    total as ``non_kv_bytes``, or its components by keyword, or both (they add).
-
-    Args:
-        total: the device's total bytes.
-        gpu_memory_utilization: ``--gpu-memory-utilization``, in (0, 1].
-        non_kv_bytes: every non-KV byte, already summed.
-        weights_bytes: model weights (target and draft).
-        peak_activation_bytes: peak torch activation memory while profiling.
-        non_torch_bytes: memory outside torch's allocator.
-        cuda_graph_bytes: the CUDA graph memory estimate.
-
-    Raises:
-        InvalidConfigError: a negative byte count or a fraction outside (0, 1].
-    """
-    tot = _bytes("total", total)
-    f = _fraction("gpu_memory_utilization", gpu_memory_utilization)
-    used = (
-        _bytes("non_kv_bytes", non_kv_bytes)
-        + _bytes("weights_bytes", weights_bytes)
-        + _bytes("peak_activation_bytes", peak_activation_bytes)
-        + _bytes("non_torch_bytes", non_torch_bytes)
-        + _bytes("cuda_graph_bytes", cuda_graph_bytes)
-    )
-    return math.ceil(tot * f) - used
 
 
 def gpu_available_bytes(memory_bytes: int, mem_fraction: float, weights_bytes: int = 0) -> int:
@@ -271,7 +167,7 @@ def probe(device: int | str | None = None) -> tuple[int, int]:
     try:
         import torch
     except ModuleNotFoundError as e:
-        from kvbudget import _missing_extra
+        from kvbudget.errors import _missing_extra
 
         raise _missing_extra("kvbudget.budget.probe", e) from None
 

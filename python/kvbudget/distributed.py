@@ -70,7 +70,7 @@ from kvbudget._core import (
 
 if TYPE_CHECKING:
     from kvbudget.types import Fit
-from kvbudget.configurators import PoolConfiguratorBase
+from kvbudget.sglang.configurators import PoolConfiguratorBase
 
 __all__ = ["AgreedPlan", "AgreeMode", "agree"]
 

@@ -109,3 +109,17 @@ class UnknownNameError(KVBudgetError, KeyError):
     def __reduce__(self) -> tuple[object, ...]:
         """Pickles as its name and suggestions."""
         return (type(self), (self.name, self.suggestions))
+
+
+#: The optional dependencies and the extra that installs each.
+_EXTRAS = {"torch": "torch", "matplotlib": "plot"}
+
+
+def _missing_extra(what: str, e: ModuleNotFoundError) -> ModuleNotFoundError:
+    """``e`` (an optional dependency that is not installed) with the install line that fixes it."""
+    extra = _EXTRAS.get((e.name or "").partition(".")[0])
+    if extra is None:
+        return e
+    return ModuleNotFoundError(
+        f"{what} needs {e.name}, which is not installed: pip install 'kvbudget[{extra}]'", name=e.name
+    )

@@ -35,8 +35,8 @@ from kvbudget._core import (
     SpeculativeConfig,
 )
 from kvbudget.types import Fit
-from kvbudget.configurators import PoolConfiguratorBase, create_pool_configurator
-from kvbudget.scenario import Scenario
+from kvbudget.sglang.configurators import PoolConfiguratorBase, create_pool_configurator
+from kvbudget.sglang.configurators import Scenario
 from kvbudget.distributed import _lowest_min, _plan_at_tokens
 
 __all__ = [

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from kvbudget._core import MemoryPoolConfig, PoolPlan
-from kvbudget.configurators import PoolConfiguratorBase
+from kvbudget.sglang.configurators import PoolConfiguratorBase
 
 __all__ = [
     "MinBudget",

@@ -15,7 +15,7 @@ instantiates (:func:`kvc_class`), so ``kvc.config_from_budget(budget)`` is SGLan
 own code. Its function-level import is answered by the sandbox's module table,
 where :func:`provide_pool_configurator` registers the executed
 ``pool_configurator.py``'s factory: patching that module (as
-``kvbudget.integrations.sglang.install`` patches SGLang's) changes what the call
+``kvbudget.sglang.install.install`` patches SGLang's) changes what the call
 site builds, exactly as in SGLang.
 
 Globals the two methods read: ``get_schedule`` / ``get_memory`` /

@@ -18,7 +18,7 @@ from kvbudget.workload import WithoutDraftTerms, without_draft_configurator, wit
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kvbudget.configurators import PoolConfiguratorBase
+    from kvbudget.sglang.configurators import PoolConfiguratorBase
 
 _TOKEN_ROWS = (
     ("full_max_total_num_tokens", "full tokens"),

@@ -28,7 +28,7 @@ from kvbudget.workload import concurrency
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kvbudget.configurators import PoolConfiguratorBase
+    from kvbudget.sglang.configurators import PoolConfiguratorBase
 
 DEFAULT_LENGTHS = (4096, 8192, 16384, 32768, 65536, 131072)
 

@@ -1,6 +1,6 @@
 """``--sglang "<launch_server flags>"``: plan exactly what an SGLang launch would.
 
-The flags are read by :func:`kvbudget.integrations.sglang.from_server_args` (SGLang's
+The flags are read by :func:`kvbudget.sglang.install.from_server_args` (SGLang's
 own names and defaults, the model folder resolved as SGLang resolves it); the
 budget still comes from ``--available`` or ``--gpu`` (whose ``--mem-fraction``
 defaults to the line's ``--mem-fraction-static``); with ``--gpu`` and no
@@ -15,10 +15,10 @@ import shlex
 from typing import TYPE_CHECKING
 
 from kvbudget.cli.parser import UsageError, changed_fields
-from kvbudget.cli.scenario import CliScenario, budget_of
+from kvbudget.cli.values import CliScenario, budget_of
 
 if TYPE_CHECKING:
-    from kvbudget.integrations.sglang_launch import SGLangLaunch
+    from kvbudget.sglang.launch import SGLangLaunch
 
 __all__ = ["launch_scenario"]
 
@@ -39,7 +39,7 @@ def _weights_note(launch: SGLangLaunch) -> str:
 
 def launch_scenario(args: argparse.Namespace) -> CliScenario:
     """The scenario of ``args.sglang``; other model, draft and serving flags are refused."""
-    from kvbudget.integrations.sglang import from_server_args
+    from kvbudget.sglang.install import from_server_args
 
     given = changed_fields(args)
     if args.model is not None or args.config is not None or args.draft is not None or given:

@@ -197,8 +197,8 @@ _KIND_TYPES: Final[dict[str, tuple[Callable[[str], Any], str]]] = {
 @functools.cache
 def _sglang_names() -> dict[str, tuple[str, ...]]:
     """SGLang's launch-flag names for kvbudget's fields (its declaration in
-    :data:`kvbudget.integrations.sglang_launch.FLAGS`), accepted as aliases."""
-    from kvbudget.integrations.sglang_launch import FLAGS
+    :data:`kvbudget.sglang.launch.FLAGS`), accepted as aliases."""
+    from kvbudget.sglang.launch import FLAGS
 
     field = {"speculative_num_steps": "num_steps", "speculative_eagle_topk": "eagle_topk",
              "speculative_num_draft_tokens": "num_draft_tokens"}  # fmt: skip

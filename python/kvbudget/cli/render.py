@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from kvbudget.cli.scenario import CliScenario
-    from kvbudget.configurators import PoolConfiguratorBase
+    from kvbudget.sglang.configurators import PoolConfiguratorBase
 
 GIB: Final = 1 << 30
 SOURCE_WIDTH: Final = 56

@@ -1,6 +1,6 @@
 """What ``--engine vllm`` plans: vLLM's layers, engine settings and budget from the command line.
 
-The layers are :func:`kvbudget.vllm_models.layers_from_hf_config` of the model's
+The layers are :func:`kvbudget.vllm.models.layers_from_hf_config` of the model's
 ``config.json`` (a preset's is :meth:`~kvbudget.models.Preset.hf_config`) and of
 the drafter's: a draft preset's, a ``KIND:config.json``, or for ``eagle3:N`` /
 ``eagle:N`` N Llama-architecture layers at the target's full-attention geometry
@@ -9,7 +9,7 @@ the same in both engines are shared (``--tp``, ``--dcp``, ``--kv-dtype``); the
 vLLM flags (``--block-size``, ``--max-model-len``, ...) map to
 :class:`~kvbudget.vllm.EngineConfig`. The budget is ``--available`` (vLLM's
 "Available KV cache memory"), or with ``--gpu``
-:func:`kvbudget.budget.vllm_available_bytes` at ``--gpu-memory-utilization``
+:func:`kvbudget.vllm.budget.vllm_available_bytes` at ``--gpu-memory-utilization``
 less ``--weights-gib``, an upper bound (vLLM also subtracts its profile run's
 peak and the CUDA-graph estimate).
 """
@@ -26,7 +26,7 @@ from kvbudget.cli.files import read_config
 from kvbudget.cli.parser import UsageError
 from kvbudget.cli.scenario import CliScenario
 from kvbudget.models.hf import text_part
-from kvbudget.vllm_models import layers_from_hf_config
+from kvbudget.vllm.models import layers_from_hf_config
 
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "VllmInputs", "refuse_vllm_flags", "vllm_inputs"]
 
@@ -135,7 +135,7 @@ def _draft(sc: CliScenario, target: dict[str, Any]) -> tuple[str | None, dict[st
 
 
 def _budget(args: argparse.Namespace, sc: CliScenario) -> tuple[int, str]:
-    from kvbudget.budget import vllm_available_bytes
+    from kvbudget.vllm.budget import vllm_available_bytes
 
     info = sc.budget_info
     util = args.gpu_memory_utilization

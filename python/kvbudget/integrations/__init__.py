@@ -1,2 +1,2 @@
-"""Connections to serving engines: :mod:`kvbudget.integrations.sglang` (no engine import at
+"""Connections to serving engines: :mod:`kvbudget.sglang.install` (no engine import at
 import time)."""

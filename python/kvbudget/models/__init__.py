@@ -4,40 +4,36 @@
   ``DraftGeometry`` keyword arguments.
 * :mod:`kvbudget.models.presets`: every model of the bundled model table.
 * :mod:`kvbudget.models.gpus`: vendor-stated GPU memory.
-* :mod:`kvbudget.models.sglang_hybrid`: whether SGLang gives a model separate
+* :mod:`kvbudget.sglang.hybrid`: whether SGLang gives a model separate
   full and SWA pools (its architecture list), and why.
-* :mod:`kvbudget.models.sglang_model`: the geometry SGLang's pool configurators
+* :mod:`kvbudget.sglang.model`: the geometry SGLang's pool configurators
   are given for a model (:func:`resolve_sglang`).
 * :mod:`kvbudget.models.weights`: a checkpoint's weight bytes
   (:func:`weight_bytes`: exact from its safetensors index or headers, else an
   estimate from the config's parameter count).
 
-Nothing here imports torch.
+SGLang's reading of a model (``resolve_sglang``, ``sglang_hybrid_swa``) is
+:mod:`kvbudget.sglang`. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kvbudget._moved import moved
 from kvbudget.models.gpus import GpuSpec, UnknownGpuError, get_gpu, list_gpus
-from kvbudget.models.hf import (
-    ConfigError,
-    PathOrDict,
-    draft_kwargs_from_hf_config,
-    geometry_kwargs_from_hf_config,
-    load_hf_config,
-)
-from kvbudget.models.presets import (
-    Preset,
-    UnknownPresetError,
-    drafts_for,
-    get_preset,
-    list_presets,
-)
-from kvbudget.models.sglang_hybrid import SGLangHybrid, sglang_hybrid_swa
-from kvbudget.models.sglang_model import SGLangModel, resolve_sglang
+from kvbudget.models.hf import ConfigError, PathOrDict, geometry_kwargs_from_hf_config, load_hf_config
+from kvbudget.models.hf_draft import draft_kwargs_from_hf_config
+from kvbudget.models.presets import Preset, UnknownPresetError, drafts_for, get_preset, list_presets
 from kvbudget.models.weights import WeightEstimate, weight_bytes
 
+if TYPE_CHECKING:
+    from kvbudget.sglang.hybrid import SGLangHybrid, sglang_hybrid_swa
+    from kvbudget.sglang.model import SGLangModel, resolve_sglang
+
+#: SGLang's model resolution moved to :mod:`kvbudget.sglang` (these names work until kvbudget 0.3).
+__getattr__ = moved(__name__, {"SGLangHybrid": "kvbudget.sglang.hybrid", "sglang_hybrid_swa": "kvbudget.sglang.hybrid",
+                               "SGLangModel": "kvbudget.sglang.model", "resolve_sglang": "kvbudget.sglang.model"})
 
 
 def geometry_kwargs_for(path_or_dict: PathOrDict, engine: str = "sglang") -> dict[str, Any]:
@@ -52,6 +48,8 @@ def geometry_kwargs_for(path_or_dict: PathOrDict, engine: str = "sglang") -> dic
         ConfigError: the config cannot be read so, or ``engine`` is neither.
     """
     if engine == "sglang":
+        from kvbudget.sglang.model import resolve_sglang
+
         return resolve_sglang(path_or_dict).geometry_kwargs()
     if engine == "hf":
         return geometry_kwargs_from_hf_config(path_or_dict)
@@ -62,8 +60,6 @@ __all__ = [
     "ConfigError",
     "GpuSpec",
     "Preset",
-    "SGLangHybrid",
-    "SGLangModel",
     "UnknownGpuError",
     "UnknownPresetError",
     "WeightEstimate",
@@ -76,7 +72,5 @@ __all__ = [
     "list_gpus",
     "list_presets",
     "load_hf_config",
-    "resolve_sglang",
-    "sglang_hybrid_swa",
     "weight_bytes",
 ]

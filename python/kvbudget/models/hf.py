@@ -62,6 +62,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from kvbudget._moved import moved
+from kvbudget.models.dsa import DSA_KEYS, dsa_fields
 from kvbudget.models.config_io import ConfigError, PathOrDict, config_dtype, load_hf_config, text_part
 
 __all__ = [
@@ -72,7 +74,6 @@ __all__ = [
     "text_part",
     "config_dtype",
     "geometry_kwargs_from_hf_config",
-    "draft_kwargs_from_hf_config",
     "GEOMETRY_KEYS",
     "DRAFT_KEYS",
 ]
@@ -424,8 +425,6 @@ def _target_kwargs(v: _View, include_kv_shared_layers: bool) -> dict[str, Any]:
                 swa_qk_rope_head_dim=v.opt_int("swa_qk_rope_head_dim", 0),
             )
         if not swa:  # a DSA model's indexer (DeepSeek-V3.2: index_topk and index_head_dim)
-            from kvbudget.models.sglang_dsa import DSA_KEYS, dsa_fields
-
             arch = v.architectures[0] if v.architectures else ""
             kw.update(dsa_fields(arch, {k: v.raw(k) for k in DSA_KEYS}, range(n)))
         kw.update(
@@ -500,5 +499,5 @@ def geometry_kwargs_from_hf_config(
     return _target_kwargs(_View(cfg), include_kv_shared_layers)
 
 
-# Drafts: kvbudget.models.hf_draft (re-exported here).
-from kvbudget.models.hf_draft import draft_kwargs_from_hf_config  # noqa: E402
+#: Drafts moved to :mod:`kvbudget.models.hf_draft` (this path works until kvbudget 0.3).
+__getattr__ = moved(__name__, {"draft_kwargs_from_hf_config": "kvbudget.models.hf_draft"})

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from kvbudget.errors import UnknownNameError
 
 if TYPE_CHECKING:
-    from kvbudget.models.sglang_hybrid import SGLangHybrid
+    from kvbudget.sglang.hybrid import SGLangHybrid
 
 __all__ = [
     "Preset",
@@ -132,7 +132,7 @@ class Preset:
         :meth:`sglang_text_config` plus ``architectures``, the heads, dims and hidden size,
         ``dtype``, ``max_position_embeddings``, Llama 4's ``attention_chunk_size`` / ``no_rope_layers`` (0 on its global
         layers), MLA's latent keys and the MTP layer count. What
-        :func:`kvbudget.vllm_models.layers_from_hf_config` reads for a preset."""
+        :func:`kvbudget.vllm.models.layers_from_hf_config` reads for a preset."""
         e = self.entry
         cfg: dict[str, Any] = {"architectures": list(self.architectures), **self.sglang_text_config(),
                                "num_attention_heads": e["num_attention_heads"],
@@ -154,8 +154,8 @@ class Preset:
 
     def sglang_hybrid(self, disable_hybrid_swa_memory: bool = False) -> SGLangHybrid:
         """Whether SGLang 0.5.23 gives this model separate full and SWA pools, and why
-        (:func:`kvbudget.models.sglang_hybrid.sglang_hybrid_swa` on :attr:`architectures`)."""
-        from kvbudget.models.sglang_hybrid import sglang_hybrid_swa
+        (:func:`kvbudget.sglang.hybrid.sglang_hybrid_swa` on :attr:`architectures`)."""
+        from kvbudget.sglang.hybrid import sglang_hybrid_swa
 
         return sglang_hybrid_swa(
             self.architectures, self.sglang_text_config(),

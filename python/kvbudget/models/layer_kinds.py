@@ -1,0 +1,49 @@
+"""``layer_types`` as transformers 5.19.0's config classes derive them, for both engines' readers.
+
+A config saved without ``layer_types`` still has them once transformers loads
+it: each config class's ``__post_init__`` fills them by a rule of its own.
+SGLang's ``ModelConfig`` and vLLM's model classes read the loaded config, so
+both kvbudget readers (:mod:`kvbudget.sglang.model`, :mod:`kvbudget.vllm.models`)
+take the kinds from :func:`derived_layer_types`, one table for both, which the
+SGLang and vLLM differentials (``tests/test_sglang_model.py``,
+``tests/test_vllm_hf_oracle.py``) hold to the engines' own readings of the
+configs transformers builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["SLIDES", "derived_layer_types"]
+
+#: model_type -> whether layer ``i`` of ``n`` slides, when the config gives no ``layer_types``.
+#: Gemma 2 / 3 and Cohere2 slide but every ``sliding_window_pattern``-th layer (default
+#: below); Laguna and Mellum derive every layer full attention.
+SLIDES: dict[str, Callable[[int, int], bool]] = {
+    "gpt_oss": lambda i, n: (i + 1) % 2 == 1, "granite_swa": lambda i, n: i % 4 != 0,
+    "laguna": lambda i, n: False, "mellum": lambda i, n: False,
+    "mimo_v2_flash": lambda i, n: i != 0 and (i + 1) % 6 != 0, "gemma4_text": lambda i, n: (i + 1) % 6 != 0,
+    "muse_glimmer_text": lambda i, n: (n - 1 - i) % 4 != 0,
+}  # fmt: skip
+#: model_type -> the default ``sliding_window_pattern`` (full every that many layers).
+PATTERNS: dict[str, int] = {"gemma2": 2, "gemma3_text": 6, "cohere2": 4}
+
+
+def derived_layer_types(model_type: str, n: int, given: Any, pattern: int | None = None) -> list[str] | None:
+    """``layer_types`` as transformers leaves them after ``__post_init__``: ``given`` when the
+    config has them (Gemma 4's last layer forced to full attention), else the class's rule
+    (``pattern``: the config's ``sliding_window_pattern``, for the pattern families), else None."""
+    if given is None:
+        every = PATTERNS.get(model_type)
+        if every is not None:
+            every = pattern or every
+            return ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n)]
+        rule = SLIDES.get(model_type)
+        if rule is None:
+            return None
+        given = ["sliding_attention" if rule(i, n) else "full_attention" for i in range(n)]
+    types = list(given) if isinstance(given, list) else given
+    if model_type == "gemma4_text" and isinstance(types, list) and types:
+        types[-1] = "full_attention"  # transformers forces Gemma 4's last layer to full attention
+    return types

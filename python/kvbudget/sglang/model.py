@@ -1,0 +1,489 @@
+"""A model as SGLang 0.5.23 sees it: the geometry its pool configurators are given.
+
+SGLang does not plan the layers a config describes; it plans what its
+``ModelConfig`` derives from the config: separate full and SWA pools only for
+the architectures on its hybrid-SWA list or whose text config opts in with
+``is_hybrid_swa`` (:mod:`kvbudget.sglang.hybrid`), otherwise one
+``DefaultPoolConfigurator`` pool over ``num_attention_layers`` layers priced
+at the full-attention geometry (Gemma 2/3/3n, Cohere2, Mistral with a sliding
+window, Llama 4 text-only: every layer, sliding ones included; Gemma 3n's
+KV-shared layers too). :func:`resolve_sglang` states those rules for
+attention models:
+
+* the text config: ``text_config`` of a multimodal config, else the config;
+  a ``muse_glimmer`` config flattened as SGLang's own class loads it (the text
+  keys over the top-level ones); ``layer_types`` as transformers' classes
+  derive them (Laguna and Mellum: every layer full attention, Muse Glimmer's
+  text class: every fourth from the last); Gemma 4's per-layer shapes
+  flattened as SGLang's ``get_config`` does (full
+  layers' ``head_dim`` and KV heads from ``per_layer_config`` or
+  ``global_head_dim`` / ``num_global_key_value_heads``, the sliding layers'
+  as ``swa_*``);
+* KV heads by ``get_total_num_kv_heads`` (``multi_query`` -> 1, then
+  ``n_head_kv``, ``num_kv_heads``, ``num_key_value_heads``,
+  ``multi_query_group_num``, ``num_attention_groups``, else the attention
+  heads); SWA heads from ``swa_num_key_value_heads`` or Step3p5's
+  ``attention_other_setting``;
+* head dims: ``head_dim`` or ``hidden_size // num_attention_heads``;
+  ``v_head_dim`` defaults to it, ``swa_head_dim`` to ``head_dim``,
+  ``swa_v_head_dim`` to ``swa_head_dim``; MLA for SGLang's MLA architectures
+  (``kv_lora_rank`` + ``qk_rope_head_dim``);
+* the window, read for a hybrid model only (the configurators use it only
+  there), by the model class (:mod:`kvbudget.sglang.window`): HF
+  ``sliding_window`` minus one where SGLang's class defines
+  ``get_attention_sliding_window_size`` so (gpt-oss, Gemma 4, Mellum, Muse
+  Glimmer), else the config's ``sliding_window_size`` / ``sliding_window`` /
+  ``window_size`` as is (MiMo-V2, Step3p5, GraniteSWA, Laguna, a model opting
+  in), else ``attention_chunk_size`` (Llama 4).
+
+A hybrid model SGLang's pool factory then fails on (its HybridSWA configurator
+asserts a sliding layer: Laguna, Step3p5 or Mellum with every layer full
+attention; or an ``is_hybrid_swa`` opt-in without ``hybrid_layer_pattern``,
+whose layer ids SGLang leaves None) resolves as ``ModelConfig`` has it, and
+:meth:`SGLangModel.model_geometry` refuses it with SGLang's reason.
+
+Models SGLang plans with a Mamba or linear-attention state pool beside the KV
+pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2) resolve to the full-attention
+layers that pool counts (``state_pool=True``). DSA models (DeepSeek-V3.2,
+GLM-5: an MLA architecture whose config has ``index_topk``) carry their
+indexer (:mod:`kvbudget.sglang.dsa`). Architectures SGLang cannot
+serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4, the
+NemotronH / Falcon-H1 state layouts), MLA architectures kvbudget has not
+checked (LongCat-Flash, Dots3, HunYuan-V4, GigaChat-3.5, GLM-5-Next), an MLA
+model opting in to hybrid SWA, and hybrid models whose class's window rule
+kvbudget has not checked against SGLang's code are refused with a
+:class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a
+geometry SGLang would not build. ``tests/test_sglang_model.py`` holds these
+rules to SGLang's released code on configs built by transformers 5.19.0, and
+``tests/test_sglang_model_pools.py`` the pools that follow to its factory.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import numbers
+from collections.abc import Callable, Mapping
+from importlib import resources
+from dataclasses import dataclass
+from typing import Any
+
+from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
+from kvbudget.models.layer_kinds import derived_layer_types
+from kvbudget.sglang.dsa import MLA_ARCHITECTURES, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
+from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
+from kvbudget.sglang.window import sglang_window
+
+__all__ = ["SGLangModel", "resolve_sglang", "sglang_architectures"]
+
+#: Architectures refused: SGLang plans a state pool kvbudget does not resolve the layers of, or
+#: (Jamba, OlmoHybrid: no SGLang class, and transformers' class refuses SGLang's attention
+#: backend) SGLang cannot serve them at all.
+_STATEFUL = frozenset({
+    "JambaForCausalLM", "OlmoHybridForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM",
+    "GraniteMoeHybridForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM", "Lfm2MoeForCausalLM",
+})  # fmt: skip
+_NO_CLASS = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM"})
+_DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
+#: Architectures whose SGLang pools are not (only) the KV pools kvbudget plans.
+UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | UNCHECKED_MLA_ARCHITECTURES | _DEEPSEEK_V4
+
+
+def _interval_ids(text: Mapping[str, Any], n: int) -> list[int]:
+    interval = text.get("full_attention_interval")
+    if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
+        raise ConfigError("config.json: SGLang 0.5.23's Qwen3-Next config class derives the layer kinds "
+                          "from full_attention_interval, which this config lacks; SGLang cannot plan it",
+                          "full_attention_interval")  # fmt: skip
+    return [i for i in range(n) if (i + 1) % interval == 0]
+
+
+def _kda_ids(text: Mapping[str, Any], n: int) -> list[int]:
+    linear = text.get("linear_attn_config")
+    kda = set(linear.get("kda_layers") or ()) if isinstance(linear, Mapping) else set()
+    return [i for i in range(n) if (i + 1) not in kda]
+
+
+def _lfm2_ids(text: Mapping[str, Any], n: int) -> list[int]:
+    types = text.get("layer_types")
+    if types is None:
+        idxs = set(text.get("full_attn_idxs") or range(n))
+        return [i for i in range(n) if i in idxs]
+    return [i for i, t in enumerate(types) if t == "full_attention"]
+
+
+#: The full-attention layers of the models SGLang plans with a Mamba/linear-attention state pool
+#: beside the KV pool, by the config class SGLang loads them with (its ``model_type``).
+_STATE_MODELS: dict[str, Callable[[Mapping[str, Any], int], list[int]]] = {
+    "qwen3_next": _interval_ids, "qwen3_5_text": _interval_ids, "qwen3_5_moe_text": _interval_ids,
+    "kimi_linear": _kda_ids, "lfm2": _lfm2_ids,
+}  # fmt: skip
+_GEMMA4_TYPES = frozenset({
+    "gemma4", "gemma4_assistant", "gemma4_unified", "gemma4_unified_assistant", "diffusion_gemma",
+    "embedding_gemma2",
+})  # fmt: skip
+_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                 "num_attention_groups")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SGLangModel:
+    """What SGLang 0.5.23's ``ModelConfig`` gives its pool configurators for one model.
+
+    Attributes:
+        architecture: ``architectures[0]``, the class SGLang serves the model with.
+        pools: the pool decision (``hybrid_swa``, layer ids, ``reason``).
+        num_attention_layers: the layers a one-pool (Default) plan counts.
+        num_kv_heads: total KV heads of a full-attention layer (SGLang divides by TP).
+        swa_num_kv_heads: total KV heads of a sliding-window layer.
+        head_dim, v_head_dim, swa_head_dim, swa_v_head_dim: K and V dims per head,
+            elements (None for MLA).
+        kv_lora_rank, qk_rope_head_dim: the MLA latent and rotary dims, elements
+            (None unless MLA).
+        qk_nope_head_dim: MLA's non-rotary key dim, elements (None unless MLA).
+        sliding_window_size: SGLang's exclusive window, tokens (hybrid models only).
+        state_pool: SGLang also plans a Mamba/linear-attention state pool, sized
+            before the KV budget (kvbudget plans the KV pool over the
+            full-attention layers only; give it the KV pool's budget).
+        native_class: SGLang has a model class for the architecture; else it
+            serves it through its Transformers backend (same pools).
+        index_head_dim, index_kpool, index_shared_layers: the DSA indexer
+            (DeepSeek-V3.2 style: an MLA model whose config has ``index_topk``):
+            its key dim (elements), keys pooled per stored key, and the layers
+            reusing the previous layer's top-k; None, 1, 0 without DSA.
+    """
+
+    architecture: str
+    pools: SGLangHybrid
+    num_attention_layers: int
+    num_kv_heads: int
+    swa_num_kv_heads: int
+    head_dim: int | None
+    v_head_dim: int | None
+    swa_head_dim: int | None
+    swa_v_head_dim: int | None
+    kv_lora_rank: int | None
+    qk_rope_head_dim: int | None
+    qk_nope_head_dim: int | None
+    sliding_window_size: int | None
+    state_pool: bool = False
+    native_class: bool = True
+    index_head_dim: int | None = None
+    index_kpool: int = 1
+    index_shared_layers: int = 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def reason(self) -> str:
+        """Why SGLang picks its configurator family for this model (one sentence)."""
+        return self.pools.reason
+
+    def model_geometry(self) -> Any:
+        """The ``kvbudget.ModelGeometry`` of the pools SGLang builds (:meth:`geometry_kwargs`)."""
+        from kvbudget._core import ModelGeometry
+
+        return ModelGeometry(**self.geometry_kwargs())
+
+    def geometry_kwargs(self) -> dict[str, Any]:
+        """``kvbudget.ModelGeometry`` keyword arguments for the pools SGLang builds.
+
+        A hybrid model keeps SGLang's full and SWA layer ids, heads, dims and
+        window; any other model is ``num_attention_layers`` full-attention
+        layers at the full geometry, which is what SGLang's one Default pool
+        prices (``engine="hf"`` readings in :mod:`kvbudget.models.hf` keep a
+        model's own layer kinds instead, for a what-if).
+
+        Raises:
+            ConfigError: SGLang's pool factory fails on the model
+                (:attr:`SGLangHybrid.unplannable`: a hybrid model with no
+                sliding layer or no layer ids).
+        """
+        p = self.pools
+        if p.unplannable:
+            raise ConfigError(f"config.json: {p.reason}; {p.unplannable}: SGLang cannot plan it "
+                              "(--disable-hybrid-swa-memory plans one Default pool)", "architectures")  # fmt: skip
+        if p.hybrid_swa:
+            full, swa = list(p.full_attention_layer_ids or ()), list(p.swa_attention_layer_ids or ())
+        else:
+            full, swa = list(range(self.num_attention_layers)), []
+        kw: dict[str, Any] = {"full_attention_layer_ids": full, "swa_attention_layer_ids": swa,
+                              "num_kv_heads": self.num_kv_heads}  # fmt: skip
+        if self.is_mla:
+            kw.update(head_dim=(self.qk_nope_head_dim or 0) + (self.qk_rope_head_dim or 0),
+                      v_head_dim=self.v_head_dim, kv_lora_rank=self.kv_lora_rank,
+                      qk_rope_head_dim=self.qk_rope_head_dim)  # fmt: skip
+            if self.index_head_dim is not None:
+                kw.update(index_head_dim=self.index_head_dim, index_kpool=self.index_kpool,
+                          index_shared_layers=self.index_shared_layers)  # fmt: skip
+        else:
+            kw.update(head_dim=self.head_dim, v_head_dim=self.v_head_dim)
+        if swa:
+            kw.update(sliding_window_size=self.sliding_window_size)
+            if not self.is_mla:
+                kw.update(swa_num_kv_heads=self.swa_num_kv_heads, swa_head_dim=self.swa_head_dim,
+                          swa_v_head_dim=self.swa_v_head_dim)  # fmt: skip
+        return kw
+
+
+@functools.cache
+def sglang_architectures() -> frozenset[str]:
+    """The architectures SGLang 0.5.23 has a model class for (``data/sglang_architectures.json``,
+    generated from the wheel's ``models/*.py`` by ``tools/gen_sglang_archs.py``)."""
+    text = resources.files("kvbudget.models").joinpath("data/sglang_architectures.json").read_text("utf-8")
+    return frozenset(json.loads(text)["architectures"])
+
+
+def _total_kv_heads(v: _View) -> int:
+    if v.raw("multi_query") and not (
+        v.outer.get("model_type") in ("falcon", "RefinedWeb", "RefinedWebModel")
+        and v.outer.get("new_decoder_architecture")
+    ):
+        return 1
+    if v.outer.get("model_type") in ("mpt", "dbrx", "nemotron-nas"):
+        raise ConfigError(f"{v.label}: kvbudget does not resolve SGLang's KV heads for model_type "
+                          f"{v.outer.get('model_type')!r}")  # fmt: skip
+    for key in _KV_HEAD_KEYS:
+        if v.raw(key) is not None:
+            return v.req_int(key)
+    return v.req_int("num_attention_heads")
+
+
+def _gemma4_base(v: _View) -> tuple[int, int]:
+    return v.req_int("head_dim"), v.req_int("num_key_value_heads")
+
+
+def _gemma4_shapes(v: _View, types: list[str] | None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Gemma 4's (head_dim, KV heads) of full and sliding layers, as SGLang flattens them."""
+    types = list(types or ())
+    base = _gemma4_base(v)
+    per_layer = v.raw("per_layer_config")
+    if per_layer is None:
+        over: dict[str, Any] = {"head_dim": v.opt_int("global_head_dim") or 512}
+        heads = v.opt_int("num_global_key_value_heads")
+        if heads is not None and v.raw("attention_k_eq_v"):
+            over["num_key_value_heads"] = heads
+        per_layer = {i: over for i, t in enumerate(types) if t == "full_attention"}
+    if not isinstance(per_layer, Mapping):
+        raise v.fail("per_layer_config", "must be an object")
+    layers = {int(k): dict(o) for k, o in per_layer.items()}
+    if not layers:  # no per-layer spec: one shape for every layer
+        return base, base
+    bad = {k for o in layers.values() for k in o} - {"head_dim", "num_key_value_heads"}
+    if bad:
+        raise ConfigError(f"{v.label}: Gemma 4 per-layer {sorted(bad)}: SGLang 0.5.23 flattens only "
+                          "head_dim and num_key_value_heads and refuses the config")  # fmt: skip
+    shapes: dict[str, set[tuple[int, int]]] = {}
+    for i, t in enumerate(types):
+        o = layers.get(i, {})
+        shapes.setdefault(t, set()).add((o.get("head_dim", base[0]), o.get("num_key_value_heads", base[1])))
+    for t, s in shapes.items():
+        if len(s) > 1:
+            raise ConfigError(f"{v.label}: Gemma 4 '{t}' layers have more than one shape {sorted(s)}; "
+                              "SGLang 0.5.23 carries one per layer type and refuses the config")  # fmt: skip
+    full = next(iter(shapes["full_attention"]))
+    return full, next(iter(shapes.get("sliding_attention", {full})))
+
+
+def _step3p5_loads(v: _View, text: Mapping[str, Any], n: int) -> None:
+    """Refuse the ``step3p5`` configs SGLang 0.5.23's ``get_config`` fails on.
+
+    transformers 5.19.0 owns the model type (its ``Step3p7TextConfig``: SGLang's
+    registration of its own ``Step3p5Config`` yields to it), so ``AutoConfig``
+    builds that class before SGLang reloads the file with its own. Its
+    ``__post_init__`` drops ``num_nextn_predict_layers`` trailing MTP entries of
+    ``layer_types`` (any other length fails ``validate_layer_type``) and gives
+    every sliding layer a ``per_layer_config`` override of ``num_attention_heads``
+    (``num_sliding_attention_heads``, else ``attention_other_setting``'s). An
+    override that differs from the global value makes the attribute per-layer,
+    and SGLang's ``hasattr`` over the text config's keys then raises
+    ``AmbiguousGlobalPerLayerAttributeError``: Step-3.5-Flash itself (96 sliding
+    heads, 64 full) does not load.
+    """
+    types, mtp = text.get("layer_types"), v.opt_int("num_nextn_predict_layers", 0) or 0
+    if isinstance(types, list):
+        if mtp and len(types) == n + mtp:
+            types = types[:n]
+        elif len(types) != n:
+            raise v.fail("layer_types", f"has {len(types)} entries for {n} layers and {mtp} MTP layers; "
+                         "transformers 5.19.0's step3p5 class, which SGLang 0.5.23 loads the config with "
+                         "first, refuses it")  # fmt: skip
+    heads = v.raw("num_attention_heads")
+    if "per_layer_config" in text:
+        given = text["per_layer_config"] or {}
+        if not isinstance(given, Mapping) or not all(isinstance(o, Mapping) for o in given.values()):
+            raise v.fail("per_layer_config", "must map layer indices to objects")
+        try:
+            overrides = {int(k): o for k, o in given.items()}
+        except (TypeError, ValueError):
+            raise v.fail("per_layer_config", "must map layer indices to objects") from None
+        if any(not 0 <= i < n for i in overrides):
+            raise v.fail("per_layer_config", f"has a layer index outside [0, {n}); transformers refuses it")
+    else:
+        sliding, other = v.raw("num_sliding_attention_heads"), text.get("attention_other_setting")
+        if sliding is None and other:
+            if not isinstance(other, Mapping):
+                raise v.fail("attention_other_setting", "must be an object")
+            sliding = other.get("num_attention_heads", heads)
+        sliding = heads if sliding is None else sliding
+        overrides = {i: {"num_attention_heads": sliding} for i, t in enumerate(types or ())
+                     if t == "sliding_attention"}  # fmt: skip
+    per_layer = sorted({a for o in overrides.values() for a, x in o.items() if a != "skip" and x != v.raw(a)})
+    if per_layer:
+        raise ConfigError(f"{v.label}: the sliding layers' {per_layer} differ from the global values (Step3p5's "
+                          "attention_other_setting.num_attention_heads vs num_attention_heads); transformers "
+                          "5.19.0's step3p5 class makes them per-layer attributes and SGLang 0.5.23's get_config "
+                          "fails reading them (AmbiguousGlobalPerLayerAttributeError): SGLang cannot load it",
+                          "attention_other_setting")  # fmt: skip
+
+
+#: The text keys SGLang's ``muse_glimmer_config_kwargs_from_hf`` translates instead of copying.
+_MUSE_TRANSLATED = frozenset({"final_logit_softcapping", "hidden_activation", "layer_rope_theta", "model_type",
+                              "qk_scale_factor", "rope_parameters"})  # fmt: skip
+#: What it reads of a nested config (a file lacking one fails to load), and the type its use needs.
+_MUSE_READS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "text_config": {"hidden_activation": object, "rope_parameters": Mapping, "layer_rope_theta": list,
+                    "final_logit_softcapping": object, "qk_scale_factor": numbers.Real, "head_dim": numbers.Real},
+    "vision_config": {"rope_parameters": Mapping, "layer_types": object},
+}  # fmt: skip
+
+
+def _muse_glimmer_loads(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config SGLang 0.5.23 serves a ``muse_glimmer`` model with (``configs/muse_glimmer.py``).
+
+    SGLang registers its own ``MuseGlimmerConfig`` for the type and reloads the
+    file with it. Its ``from_dict`` flattens a nested (transformers-saved) file:
+    the top-level keys, then the text config's over them (``architectures``
+    included, so a null one there replaces the model's), reading the keys of
+    :data:`_MUSE_READS`; a flat file is taken as is. transformers' own class
+    loads the file first and refuses null token ids and sizes. SGLang's keeps
+    ``layer_types`` null when the file gives none, which SGLang's
+    ``get_hybrid_layer_ids`` then fails to iterate.
+    """
+    for key in ("image_token_id", "video_token_id", "out_hidden_size", "projector_hidden_size"):
+        if key in cfg and (not isinstance(cfg[key], int) or isinstance(cfg[key], bool)):
+            raise ConfigError(f"config.json: transformers 5.19.0's MuseGlimmerConfig, which SGLang 0.5.23 loads "
+                              f"the file with first, requires an integer {key}, not {cfg[key]!r}", key)  # fmt: skip
+    flat = dict(cfg)
+    if "text_config" in cfg:
+        for part, reads in _MUSE_READS.items():
+            sub = cfg.get(part)
+            if part not in cfg and part == "vision_config":
+                continue
+            if not isinstance(sub, Mapping):
+                raise ConfigError(f"config.json: SGLang 0.5.23's MuseGlimmerConfig reads '{part}' as an object",
+                                  part)  # fmt: skip
+            for key, kind in reads.items():
+                value = sub.get(key)
+                if key not in sub or not isinstance(value, kind) or (
+                        isinstance(value, Mapping) and "rope_theta" not in value):  # fmt: skip
+                    raise ConfigError(f"config.json: SGLang 0.5.23's MuseGlimmerConfig.from_dict reads "
+                                      f"{part}.{key}" + (".rope_theta" if key == "rope_parameters" else "")
+                                      + f", which this config lacks or gives as {value!r}; SGLang cannot load it",
+                                      f"{part}.{key}")  # fmt: skip
+        text = cfg["text_config"]
+        flat = {k: x for k, x in cfg.items() if k not in ("text_config", "vision_config")}
+        flat.update({k: x for k, x in text.items() if k not in _MUSE_TRANSLATED})
+    flat.setdefault("layer_types", None)
+    return flat
+
+
+def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool = False) -> SGLangModel:
+    """The model as SGLang 0.5.23 resolves it (a config dict, file or model folder).
+
+    Raises:
+        ConfigError: a key SGLang needs is missing or invalid, SGLang itself
+            refuses the config, or the model needs pools kvbudget does not
+            model (Mamba-like and linear-attention state layouts it does not
+            resolve, DeepSeek-V4); the message says which.
+    """
+    cfg = load_hf_config(path_or_dict)
+    if cfg.get("model_type") == "muse_glimmer":
+        cfg = _muse_glimmer_loads(cfg)
+    archs = cfg.get("architectures")
+    if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
+        raise ConfigError("config.json: SGLang 0.5.23 picks the model class from 'architectures', "
+                          "which this config lacks", "architectures")  # fmt: skip
+    arch = archs[0]
+    for key in ("thinker_config", "llm_config", "language_config"):
+        if cfg.get(key) is not None:
+            raise ConfigError(f"config.json: kvbudget does not resolve SGLang's '{key}' text configs", key)
+    if any(a in _NO_CLASS for a in archs):
+        raise ConfigError(f"config.json: SGLang 0.5.23 has no model class for {arch}, and its Transformers "
+                          "backend refuses it (no custom attention backend support); SGLang cannot "
+                          "serve it", "architectures")  # fmt: skip
+    if any(a in _STATEFUL for a in archs):
+        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} with a state pool beside its KV pool "
+                          "over layers kvbudget does not resolve", "architectures")  # fmt: skip
+    if any(a in UNCHECKED_MLA_ARCHITECTURES for a in archs):
+        raise ConfigError(f"config.json: SGLang 0.5.23 serves {arch} with MLA pools kvbudget has not checked "
+                          "against it (layer counts, SWA latents or state pools of their own)",
+                          "architectures")  # fmt: skip
+    v = _View(cfg)
+    text = {**v.defaults, **(v.cfg if v.prefix else cfg)}
+    n = v.req_int("num_hidden_layers")
+    types = derived_layer_types(v.model_type, n, text.get("layer_types"))
+    if types is not None:
+        text["layer_types"] = types
+    if v.model_type == "step3p5" and not v.prefix:
+        _step3p5_loads(v, text, n)
+    try:
+        pools = derive_hybrid_model(archs, text, disable_hybrid_swa_memory=disable_hybrid_swa_memory)
+    except ValueError as exc:
+        raise ConfigError(f"config.json: {exc}", "architectures") from None
+    common: dict[str, Any] = {"architecture": arch, "pools": pools, "num_attention_layers": n,
+                              "native_class": any(a in sglang_architectures() for a in archs)}  # fmt: skip
+    state = _STATE_MODELS.get(v.model_type)
+    if state is not None and not pools.hybrid_swa:
+        ids = state(text, n)
+        common.update(num_attention_layers=len(ids), state_pool=True, pools=SGLangHybrid(
+            False, None, None, f"{pools.reason}; SGLang plans a state pool beside the KV pool, whose "
+            f"Default pool counts the {len(ids)} full-attention layers"))  # fmt: skip
+    if any(a in MLA_ARCHITECTURES for a in archs):
+        heads = _total_kv_heads(v)
+        rope, nope = v.req_int("qk_rope_head_dim", 0), v.req_int("qk_nope_head_dim", 0)
+        if pools.hybrid_swa:  # only an is_hybrid_swa opt-in: no MLA architecture is on SGLang's list
+            raise ConfigError(f"config.json: {arch} opts in to SGLang's hybrid-SWA pools; kvbudget has not checked "
+                              "SGLang 0.5.23's MLA sliding-window pools (SWA latents, window) against it",
+                              "architectures")  # fmt: skip
+        dsa = dsa_fields(arch, text, range(common["num_attention_layers"]))
+        if dsa and common.get("state_pool"):
+            raise ConfigError(f"config.json: {arch} with a DSA indexer and state layers: "
+                              "kvbudget models DSA in one Default pool only", "architectures")  # fmt: skip
+        return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=heads, head_dim=None,
+                           v_head_dim=v.req_int("v_head_dim"), swa_head_dim=None, swa_v_head_dim=None,
+                           kv_lora_rank=v.req_int("kv_lora_rank"), qk_rope_head_dim=rope,
+                           qk_nope_head_dim=nope, sliding_window_size=None, index_head_dim=dsa.get("index_head_dim"),
+                           index_kpool=dsa.get("index_kpool", 1),
+                           index_shared_layers=dsa.get("index_shared_layers", 0))  # fmt: skip
+    if cfg.get("model_type") == "gemma4_text" and len({*_gemma4_shapes(v, types), _gemma4_base(v)}) > 1:
+        raise ConfigError("config.json: a Gemma 4 text config (model_type 'gemma4_text') declares per-layer "
+                          "shapes, which SGLang 0.5.23 flattens only for the multimodal model types; "
+                          "its ModelConfig fails to read head_dim", "model_type")  # fmt: skip
+    if str(cfg.get("model_type")) in _GEMMA4_TYPES:
+        (head_dim, heads), (swa_dim, swa_heads) = _gemma4_shapes(v, types)
+        v_dim, swa_v = v.opt_int("v_head_dim") or head_dim, swa_dim
+    else:
+        explicit = v.opt_int("head_dim")
+        head_dim = explicit if explicit is not None else v.req_int("hidden_size") // v.req_int("num_attention_heads")
+        heads = _total_kv_heads(v)
+        v_dim = v.opt_int("v_head_dim") or head_dim
+        swa_dim = v.opt_int("swa_head_dim") or head_dim
+        swa_v = v.opt_int("swa_v_head_dim") or swa_dim
+        if "swa_num_key_value_heads" in text:
+            swa_heads = v.req_int("swa_num_key_value_heads")
+        elif "attention_other_setting" in text:  # SGLang's hasattr: a null one fails its .get
+            other = text["attention_other_setting"]
+            groups = other.get("num_attention_groups") if isinstance(other, Mapping) else None
+            if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+                raise v.fail("attention_other_setting", "has no positive num_attention_groups, which "
+                             "SGLang 0.5.23 reads as the SWA layers' KV heads")  # fmt: skip
+            swa_heads = groups
+        else:
+            swa_heads = heads
+    window = sglang_window(archs, v, sglang_architectures()) if pools.hybrid_swa else None
+    return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=swa_heads, head_dim=head_dim,
+                       v_head_dim=v_dim, swa_head_dim=swa_dim, swa_v_head_dim=swa_v, kv_lora_rank=None,
+                       qk_rope_head_dim=None, qk_nope_head_dim=None, sliding_window_size=window)  # fmt: skip

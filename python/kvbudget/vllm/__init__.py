@@ -1,0 +1,44 @@
+"""vLLM 0.33.0 mode: what vLLM allocates for a model, drafter and budget.
+
+* :mod:`.planner`: vLLM's KV-cache planner (restated in the Rust core):
+  :class:`LayerSpec`, :class:`EngineConfig`, :func:`plan` -> :class:`VllmPlan`.
+* :mod:`.models`: a checkpoint's attention layers as vLLM's model classes read
+  them (:func:`layers_from_hf_config`).
+* :mod:`.budget`: vLLM's KV budget from a worker's memory.
+* :mod:`.alloc`: a vLLM plan's one buffer and every layer's view
+  (``kvbudget.allocate(plan)``; torch, loaded on use).
+
+Nothing here imports vLLM or torch.
+"""
+
+from __future__ import annotations
+
+from kvbudget.vllm.budget import vllm_available_bytes
+from kvbudget.vllm.models import layers_from_hf_config
+from kvbudget.vllm.planner import (
+    VLLM_VERSION,
+    EngineConfig,
+    LayerSpec,
+    VllmError,
+    VllmGroup,
+    VllmPlan,
+    VllmStartupError,
+    VllmTensor,
+    plan,
+    plan_raw,
+)
+
+__all__ = [
+    "VLLM_VERSION",
+    "EngineConfig",
+    "LayerSpec",
+    "VllmError",
+    "VllmGroup",
+    "VllmPlan",
+    "VllmStartupError",
+    "VllmTensor",
+    "layers_from_hf_config",
+    "plan",
+    "plan_raw",
+    "vllm_available_bytes",
+]

@@ -1,0 +1,287 @@
+"""vLLM 0.33.0's reading of a Hugging Face config: the attention layers it registers.
+
+:func:`layers_from_hf_config` turns a model's ``config.json`` (and a drafter's)
+into the :class:`~kvbudget.vllm.LayerSpec` list vLLM's worker builds, in
+registration order, so two config folders give a vLLM plan::
+
+    from kvbudget import vllm
+    from kvbudget.vllm.models import layers_from_hf_config
+
+    engine = vllm.EngineConfig(tp=2, speculative_method="eagle3", num_speculative_tokens=3)
+    layers = layers_from_hf_config("gemma-3-27b-it/", engine, draft="gemma3-eagle3/")
+    vllm.plan(layers, 40 << 30, engine).kv_cache_size_tokens
+
+What vLLM does, per family (each model file reads the config itself; these are
+its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
+
+* **KV heads per rank** ``max(1, total // tp)``, after vLLM's asserts that
+  ``tp`` divides the heads and the KV heads divide or are divided by ``tp``;
+  gpt-oss takes ``total // tp``; MLA has one.
+* **Head size**: ``head_dim`` when set, else ``hidden_size // num_attention_heads``
+  (Qwen2 always the latter; Gemma, gpt-oss and Llama 4 always ``head_dim``);
+  MLA: ``kv_lora_rank + qk_rope_head_dim`` with no V part.
+* **Sliding layers**: ``layer_types[i] == "sliding_attention"`` with the config's
+  ``sliding_window`` as it is (Cohere2: plus one); gpt-oss: the even layers;
+  Qwen2/Qwen3 pass no per-layer window. A layer without its own window takes
+  the model-wide one, which is ``sliding_window`` only when ``layer_types`` is
+  absent or all sliding (so a Mistral-7B-v0.1 config is sliding on every
+  layer, drafter layers included), and never with ``disable_sliding_window``.
+* **Chunked layers** (Llama 4): ``no_rope_layers[i] != 0`` with ``attention_chunk_size``.
+* **Pipeline stages**: vLLM's ``get_pp_indices`` (an even split, the remainder
+  to the stages before the last); drafter layers sit on the last stage.
+* **Drafters**, after the target's layers: EAGLE numbers its layers from the
+  last stage's layer count and EAGLE3 from the model's (its ``layer_types``
+  index from 0); DeepSeek MTP adds ``num_nextn_predict_layers`` MLA layers of
+  the target's geometry. Drafter heads per rank use the target's TP.
+
+Scope: the architectures in :data:`ARCHITECTURES`; others raise
+:class:`~kvbudget.models.ConfigError`. KV sharing (Gemma 3n), per-layer KV dtype
+skips and quantisation schemes are not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, load_hf_config
+from kvbudget.models.layer_kinds import derived_layer_types
+from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
+
+__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "layers_from_hf_config", "pp_stage_layers"]
+
+# Architecture -> (family, layer-name prefix).
+_FAMILIES: Final[dict[str, tuple[str, str]]] = {
+    "LlamaForCausalLM": ("llama", "model.layers"),
+    "MistralForCausalLM": ("llama", "model.layers"),
+    "Qwen2ForCausalLM": ("qwen2", "model.layers"),
+    "Qwen3ForCausalLM": ("qwen3", "model.layers"),
+    "Gemma2ForCausalLM": ("gemma", "model.layers"),
+    "Gemma3ForCausalLM": ("gemma", "model.layers"),
+    "Gemma3ForConditionalGeneration": ("gemma", "language_model.model.layers"),
+    "GptOssForCausalLM": ("gpt_oss", "model.layers"),
+    "Cohere2ForCausalLM": ("cohere2", "model.layers"),
+    "Llama4ForCausalLM": ("llama4", "model.layers"),
+    "Llama4ForConditionalGeneration": ("llama4", "language_model.model.layers"),
+    "DeepseekV2ForCausalLM": ("mla", "model.layers"),
+    "DeepseekV3ForCausalLM": ("mla", "model.layers"),
+}
+#: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
+ARCHITECTURES: Final[frozenset[str]] = frozenset(_FAMILIES)
+#: ``EngineConfig.speculative_method`` values whose drafter layers are read.
+DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
+# The drafter architectures (after EAGLEConfig's renaming) vLLM builds with its Llama EAGLE heads.
+_LLAMA_DRAFTERS: Final[dict[str, frozenset[str]]] = {
+    "eagle": frozenset({"EagleLlamaForCausalLM"}),
+    "eagle3": frozenset({"Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3"}),
+}
+
+
+def _drafter_architecture(method: str, cfg: Mapping[str, Any]) -> str:
+    """The architecture vLLM's ``EAGLEConfig`` gives the drafter (``Eagle`` / ``Eagle3``
+    prefixed unless the name already says so); ConfigError unless it is a Llama EAGLE head."""
+    archs = cfg.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        raise ConfigError("draft config.json: vLLM's EAGLEConfig needs the drafter's 'architectures'",
+                          "architectures")  # fmt: skip
+    arch = archs[0]
+    if method == "eagle":
+        name = arch if arch.startswith("Eagle") else f"Eagle{arch}"
+    else:
+        name = arch if arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
+    if name not in _LLAMA_DRAFTERS[method]:
+        raise ConfigError(f"draft config.json: vLLM 0.33.0 builds the {method} drafter {arch!r} as {name!r}; "
+                          f"kvbudget reads its Llama heads ({', '.join(sorted(_LLAMA_DRAFTERS[method]))})",
+                          "architectures")  # fmt: skip
+    return name
+
+
+# transformers 5.19.0's layer_types for a config that leaves them out: every N-th layer full
+# (Gemma 2 alternates; Gemma 3's and Cohere2's N is their sliding_window_pattern).
+def pp_stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
+    """vLLM's ``get_pp_indices`` for every stage: ``(start, end)`` layer ids, the
+    remainder given to the stages before the last (first the one before it)."""
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    starts = [sum(sizes[:r]) for r in range(pp)]
+    return [(s, s + n) for s, n in zip(starts, sizes)]
+
+
+def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
+    heads = v.req_int("num_attention_heads")
+    if heads % tp:
+        raise ConfigError(f"{v.label}: vLLM asserts tp ({tp}) divides num_attention_heads ({heads})")
+    if total >= tp and total % tp or total < tp and tp % total:
+        raise ConfigError(f"{v.label}: vLLM asserts the {total} KV heads and tp={tp} divide one another")
+    per_rank = total // tp
+    if per_rank == 0 and not replicate:
+        raise ConfigError(f"{v.label}: vLLM 0.33.0's gpt-oss gives {total} KV heads // tp={tp} = 0 per rank")
+    return max(1, per_rank)
+
+
+def _head_dim(v: _View, family: str) -> int:
+    if family in ("gemma", "gpt_oss", "llama4"):
+        return v.req_int("head_dim")
+    explicit = None if family == "qwen2" else v.opt_int("head_dim")
+    return explicit or v.req_int("hidden_size") // v.req_int("num_attention_heads")
+
+
+class _Reader:
+    """One config's per-layer rules as vLLM's model file applies them."""
+
+    def __init__(self, cfg: Mapping[str, Any], family: str, label: str, disable_sliding_window: bool) -> None:
+        self.v = v = _View(cfg, label)
+        self.family = family
+        self.n = v.req_int("num_hidden_layers")
+        pattern = v.opt_int("sliding_window_pattern") or v.opt_int("_sliding_window_pattern")
+        types = derived_layer_types(v.model_type, self.n, v.raw("layer_types"), pattern)
+        if family in ("qwen2", "qwen3") and not v.raw("use_sliding_window"):
+            window = None  # transformers' Qwen classes keep sliding_window only with use_sliding_window
+        else:
+            window = v.opt_int("sliding_window", 0) or None
+        if types is None and family in ("qwen2", "qwen3"):  # transformers: sliding from max_window_layers on
+            first = v.opt_int("max_window_layers", 0)
+            first = self.n if first is None else first
+            types = ["sliding_attention" if window is not None and i >= first else "full_attention"
+                     for i in range(self.n)]  # fmt: skip
+        self.window = None if disable_sliding_window else window
+        self.types = types
+        # vLLM's CacheConfig.sliding_window: the model's window only for a model of no or only sliding layer types.
+        uniform = types is None or all(t == "sliding_attention" for t in types)
+        self.model_window = self.window if uniform else None
+        if family in ("qwen2", "qwen3") and types is not None and len(set(types)) > 1:
+            mwl = v.raw("max_window_layers")
+            if mwl != self.n:
+                raise ConfigError(f"{label}: vLLM 0.33.0 refuses it: Sliding window for some but all layers is "
+                                  f"not supported. This model uses sliding window but `max_window_layers` = {mwl} "
+                                  f"is less than `num_hidden_layers` = {self.n}.", v.name("max_window_layers"))  # fmt: skip
+
+    def layer(self, i: int, types_index: int, tp: int) -> tuple[LayerKind, int, int, int | None, int | None]:
+        """``(kind, KV heads per rank, head size, head size V, window or chunk)`` of layer ``i``."""
+        v, family = self.v, self.family
+        if family == "mla":
+            return "mla", 1, v.req_int("kv_lora_rank") + v.req_int("qk_rope_head_dim", 0), 0, None
+        total = v.opt_int("num_key_value_heads") or v.req_int("num_attention_heads")
+        heads = _per_rank(v, total, tp, replicate=family != "gpt_oss")
+        dim = _head_dim(v, family)
+        window: int | None = None
+        if family == "llama4":
+            # transformers' Llama4TextConfig: an empty list means a NoPE layer every `no_rope_layer_interval`.
+            every = v.opt_int("no_rope_layer_interval") or 4
+            nope = v.opt_list("no_rope_layers") or [int((j + 1) % every != 0) for j in range(self.n)]
+            chunk = v.opt_int("attention_chunk_size")
+            if chunk and i < len(nope) and nope[i] != 0:
+                return "chunked", heads, dim, dim, chunk
+        elif family == "gpt_oss":
+            window = self.window if i % 2 == 0 else None
+        elif family in ("llama", "gemma", "cohere2") and self.types:
+            if types_index >= len(self.types):
+                raise ConfigError(f"{v.label}: vLLM asserts layer {types_index} is within layer_types "
+                                  f"({len(self.types)} entries)", v.name("layer_types"))  # fmt: skip
+            if self.types[types_index] == "sliding_attention" and self.window is not None:
+                window = self.window + (1 if family == "cohere2" else 0)
+        if window is None:
+            window = self.model_window
+        return ("sliding" if window else "full"), heads, dim, dim, window
+
+
+def _spec(name: str, layer: tuple[LayerKind, int, int, int | None, int | None], dtype: str, model_dtype: str,
+          is_draft: bool, stage: int) -> LayerSpec:  # fmt: skip
+    kind, heads, dim, dim_v, extent = layer
+    return LayerSpec(name, kind, num_kv_heads=heads, head_size=dim, head_size_v=dim_v,
+                     kv_cache_dtype=dtype, model_dtype=model_dtype,
+                     sliding_window=extent if kind == "sliding" else None,
+                     attention_chunk_size=extent if kind == "chunked" else None,
+                     is_draft=is_draft, pp_stage=stage)  # fmt: skip
+
+
+def _family(cfg: Mapping[str, Any], label: str) -> tuple[str, str]:
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if arch not in _FAMILIES:
+        raise ConfigError(f"{label}: kvbudget reads vLLM 0.33.0's layers for {', '.join(sorted(_FAMILIES))}; "
+                          f"not {arch!r}", "architectures")  # fmt: skip
+    return _FAMILIES[arch]
+
+
+def _model_dtype(cfg: Mapping[str, Any]) -> str:
+    """What ``"auto"`` stores: the config's 16-bit dtype, else bfloat16 (kvbudget's default reading)."""
+    d = config_dtype(cfg)
+    return str(d) if d in ("float16", "bfloat16") else "bfloat16"
+
+
+def layers_from_hf_config(
+    config: PathOrDict,
+    engine: EngineConfig | None = None,
+    *,
+    draft: PathOrDict | None = None,
+    kv_cache_dtype: str = "auto",
+    draft_kv_cache_dtype: str | None = None,
+    model_dtype: str | None = None,
+    disable_sliding_window: bool = False,
+) -> list[LayerSpec]:
+    """The attention layers vLLM 0.33.0 registers for a model (and its drafter), in order.
+
+    Args:
+        config: the target's ``config.json`` (a dict, the file, or its folder).
+        engine: gives ``tp``, ``pp`` and ``speculative_method`` (``"eagle"`` and
+            ``"eagle3"`` read ``draft``; ``"mtp"`` the target's
+            ``num_nextn_predict_layers``); default :class:`~kvbudget.vllm.EngineConfig`.
+        draft: the EAGLE/EAGLE3 drafter's config (a Llama-architecture head).
+        kv_cache_dtype: ``--kv-cache-dtype`` for every layer.
+        draft_kv_cache_dtype: the drafter layers' ``kv_cache_dtype``, default
+            ``engine.draft_kv_cache_dtype`` (which :func:`kvbudget.vllm.plan` applies to
+            drafter layers anyway), else ``kv_cache_dtype``.
+        model_dtype: what ``"auto"`` stores; default the config's float16/bfloat16, else bfloat16.
+        disable_sliding_window: ``--disable-sliding-window`` (every layer full).
+
+    Raises:
+        ConfigError: an architecture or drafter outside the scope above, a config
+            vLLM refuses to load (its assertion), or a key missing or invalid.
+    """
+    engine = engine or EngineConfig()
+    cfg = load_hf_config(config)
+    family, prefix = _family(cfg, "config.json")
+    target = _Reader(cfg, family, "config.json", disable_sliding_window)
+    dtype_m = model_dtype or _model_dtype(cfg)
+    tp, pp = engine.tp, engine.pp
+    stages = pp_stage_layers(target.n, pp)
+    out: list[LayerSpec] = []
+    for stage, (start, end) in enumerate(stages):
+        for i in range(start, end):
+            name = f"{prefix}.{i}.attn.attn" if family == "gpt_oss" else f"{prefix}.{i}.self_attn.attn"
+            out.append(_spec(name, target.layer(i, i, tp), kv_cache_dtype, dtype_m, False, stage))
+    method = engine.speculative_method
+    if method is None:
+        if draft is not None:
+            raise ConfigError("draft= was given but engine.speculative_method is None")
+        return out
+    if method not in DRAFT_METHODS:
+        raise ConfigError(f"speculative_method={method!r}: kvbudget reads {sorted(DRAFT_METHODS)} drafters")
+    dtype_d = draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype
+    last = pp - 1
+    if method == "mtp":
+        if family != "mla":
+            raise ConfigError(f"speculative_method='mtp': kvbudget reads DeepSeek's MTP layers, not {family}")
+        k = target.v.req_int("num_nextn_predict_layers")
+        out += [_spec(f"model.layers.{target.n + j}.self_attn.attn", target.layer(0, 0, tp), dtype_d, dtype_m,
+                      True, last) for j in range(k)]  # fmt: skip
+        return out
+    if draft is None:
+        raise ConfigError(f"speculative_method={method!r} needs draft= (the drafter's config.json)")
+    dcfg = load_hf_config(draft)
+    _drafter_architecture(method, dcfg)
+    drafter = _Reader(dcfg, "llama", "draft config.json", disable_sliding_window)
+    # The drafter shares the target's CacheConfig: its model-wide window is the target's.
+    drafter.model_window = target.model_window
+    begin = target.n if method == "eagle3" else stages[-1][1] - stages[-1][0]
+    names = {x.name for x in out if x.pp_stage == last}
+    for j in range(drafter.n):
+        name = f"model.layers.{begin + j}.self_attn.attn"
+        if name in names:
+            raise ConfigError(f"draft config.json: vLLM registers the drafter's layer {name!r}, which the "
+                              "target's last stage already holds")  # fmt: skip
+        types_index = j if method == "eagle3" else begin + j
+        out.append(_spec(name, drafter.layer(begin + j, types_index, tp), dtype_d, dtype_m, True, last))
+    return out

@@ -15,7 +15,7 @@ from kvbudget import PoolPlan, ServingConfig, SpeculativeConfig, create_pool_con
 from kvbudget.cli import parse_bytes
 from kvbudget.models import get_gpu, get_preset, list_gpus, list_presets
 
-from cli_helpers import A40, ENV, GIB, gemma_eagle3_cfg, run
+from cli_helpers import A40, DEFAULT_A, ENV, GIB, REF1, default_cfg, gemma_eagle3_cfg, run
 
 SCRIPT = shutil.which("kvbudget") or (
     str(Path(sys.executable).with_name("kvbudget"))
@@ -28,17 +28,33 @@ SCRIPT = shutil.which("kvbudget") or (
 
 
 def test_no_arguments_plans_the_default() -> None:
+    """gpt-oss-120b with its EAGLE3 draft on one H200: SGLang's numbers, the exact plan and vLLM's,
+    side by side, with no what-if (issue 23)."""
     r = run()
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "embedded default" in out
-    assert "Gemma-3-27B" in out and "gemma-3-27b" in out
-    assert "EAGLE3" in out
-    assert "42,949,672,960" in out  # the budget it used
-    # REFERENCE section 5 example 1: SGLang's numbers at p 1
-    assert "full 99,674, swa 79,739" in out
+    assert "gpt-oss-120b" in out and "gpt-oss-120b-eagle3" in out and "EAGLE3" in out
+    assert "61,616,497,101" in out  # the budget it used: H200 141 GB x 0.9 - 60.8 GiB
+    assert "H200 SXM 141 GB" in out and "assumed" in out and "model card" in out  # where each number comes from
+    assert "HybridSWAPoolConfigurator" in out  # SGLang's own choice for this deployment
+    assert "full 900,783, swa 720,626" in out  # SGLang's numbers
     # the exact plan trims one page so that the tensors fit
-    assert "99,673" in out and "79,738" in out
+    assert "900,782" in out and "720,625" in out
+    assert "draft's share" in out
+    assert "vLLM 0.33.0" in out and "103,497 blocks" in out  # vLLM's numbers beside them
+    assert "requests held at once" in out
+    assert "what-if" not in out
+
+
+def test_reference_example_1_plans_sglangs_numbers() -> None:
+    """REFERENCE section 5 example 1 (the embedded default before issue 23)."""
+    r = run("plan", *REF1)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "42,949,672,960" in out  # the budget it used
+    assert "full 99,674, swa 79,739" in out  # SGLang's numbers at p 1
+    assert "99,673" in out and "79,738" in out  # the exact plan trims one page so that the tensors fit
     assert "draft's share" in out
 
 
@@ -47,7 +63,7 @@ def test_console_script_no_arguments() -> None:
     assert SCRIPT is not None
     r = subprocess.run([SCRIPT], capture_output=True, text=True, env=ENV, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "Gemma-3-27B" in r.stdout and "full 99,674, swa 79,739" in r.stdout
+    assert "gpt-oss-120b" in r.stdout and "full 900,783, swa 720,626" in r.stdout and "vLLM 0.33.0" in r.stdout
 
 
 @pytest.mark.skipif(SCRIPT is None, reason="the kvbudget console script is not installed")
@@ -65,8 +81,28 @@ def test_plan_with_no_model_is_the_default_and_takes_overrides() -> None:
     r = run("plan", "--page-size", "64")
     assert r.returncode == 0, r.stderr
     assert "embedded default" in r.stdout
+    assert "full 900,736, swa 720,576" in r.stdout  # the default at p 64
+    assert "1,105,459 over budget" in r.stdout  # SGLang's allocation exceeds A by its padding rows
+    assert "vLLM 0.33.0" in r.stdout
+    r = run("plan", "--page-size", "64", "--engine", "sglang")  # one engine
+    assert r.returncode == 0 and "full 900,736, swa 720,576" in r.stdout and "vLLM" not in r.stdout
+    r = run("plan", *REF1[:3], "--page-size", "64", "--available", "40GiB")
     assert "full 99,648, swa 79,680" in r.stdout  # REFERENCE example 1 at p 64
     assert "5,242,880 over budget" in r.stdout  # SGLang's allocation exceeds A by 5 MiB
+
+
+def test_the_defaults_budget_takes_its_flags() -> None:
+    """The default's GPU, memory fraction and weights each give way to their flag."""
+    doc = json.loads(run("plan", "--mem-fraction", "0.85", "--weights-gib", "62", "--json").stdout)
+    assert doc["budget"]["available_bytes"] == int(141e9 * 0.85) - 62 * GIB
+    assert doc["budget"]["sources"]["mem_fraction"] == "--mem-fraction"
+    doc = json.loads(run("plan", "--gpu", "b200", "--json").stdout)
+    gpu = get_gpu("b200")
+    assert doc["budget"]["available_bytes"] == int(gpu.memory_bytes * 0.9) - int(60.8 * GIB)
+    assert doc["budget"]["weights_bytes"] == int(60.8 * GIB)  # the model's, on any GPU
+    doc = json.loads(run("plan", "--available", "40GiB", "--json").stdout)
+    assert doc["budget"]["available_bytes"] == A40
+    assert doc["engines"]["vllm"]["vllm_available_bytes"] == A40
 
 
 def test_default_does_not_import_matplotlib() -> None:
@@ -102,13 +138,28 @@ def test_plan_json_round_trips_into_the_api_plan() -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     plan = PoolPlan.from_json(json.dumps(doc["plan"]))
-    expected = gemma_eagle3_cfg().plan(A40, fit="exact")
+    expected = default_cfg().plan(DEFAULT_A, fit="exact")
     assert plan == expected
-    assert plan.total_bytes <= A40
+    assert plan.total_bytes <= DEFAULT_A
     assert doc["default"] is True
-    assert doc["model"]["preset"] == "gemma-3-27b"
-    assert doc["draft"]["spec"] == "eagle3:1"
-    assert doc["budget"]["available_bytes"] == A40
+    assert doc["model"]["preset"] == "gpt-oss-120b"
+    assert doc["draft"]["spec"] == "gpt-oss-120b-eagle3"
+    assert doc["budget"]["available_bytes"] == DEFAULT_A
+    assert doc["configurator"] == "hybrid_swa"
+    assert doc["sglang"]["full_max_total_num_tokens"] == 900_783
+    assert doc["sglang"]["swa_max_total_num_tokens"] == 720_626
+    assert doc["cell_size"] == pytest.approx(68_403.2)
+    # both engines side by side, coherent with the plan
+    engines = doc["engines"]
+    assert engines["exact"]["pools"] == {p.name: p.tokens for p in plan.pools}
+    assert engines["sglang"]["pools"]["full"] == 900_783
+    assert engines["vllm"]["vllm_plan"]["num_blocks"] == 103_497
+    assert [r["context_len"] for r in doc["concurrency"]] == [4096, 8192, 16384, 32768, 65536, 131072]
+    assert doc["concurrency"][-1]["vllm"] == engines["vllm"]["vllm_plan"]["max_concurrency"]
+    r = run("plan", *REF1, "--json")
+    doc = json.loads(r.stdout)
+    assert PoolPlan.from_json(json.dumps(doc["plan"])) == gemma_eagle3_cfg().plan(A40, fit="exact")
+    assert doc["default"] is False and "engines" not in doc
     assert doc["sglang"]["full_max_total_num_tokens"] == 99_674
     assert doc["sglang"]["swa_max_total_num_tokens"] == 79_739
     assert doc["cell_size"] == pytest.approx(430_899.2)
@@ -230,8 +281,8 @@ def test_plan_accepts_a_config_json(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- compare, models
 
 
-def test_compare_default_shows_both_fits_and_the_draft_budget() -> None:
-    r = run("compare")
+def test_compare_shows_both_fits_and_the_draft_budget() -> None:
+    r = run("compare", *REF1)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "fit=exact vs fit=sglang" in out
@@ -242,7 +293,7 @@ def test_compare_default_shows_both_fits_and_the_draft_budget() -> None:
 
 
 def test_compare_json() -> None:
-    r = run("compare", "--json")
+    r = run("compare", *REF1, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     cfg = gemma_eagle3_cfg()
@@ -356,7 +407,7 @@ def test_config_that_is_not_json(tmp_path: Path) -> None:
         ["plan", "--fit", "loose"],
         ["plan", "--gpu", "h100", "--available", "40GiB"],
         ["plan", "llama-3.1-8b"],  # a named model needs a budget
-        ["plan", "--mem-fraction", "0.9"],  # without --gpu
+        ["plan", "llama-3.1-8b", "--mem-fraction", "0.9"],  # without --gpu
         ["plan", "--draft", "eagle3:"],
         ["plan", "--draft", "llama-3.1-8b"],  # a target is no draft preset
         ["sweep", "--values", "1", "2"],  # no --vary
@@ -379,7 +430,7 @@ def test_not_enough_memory_exits_1() -> None:
 
 
 def test_swa_pool_too_small_exits_1() -> None:
-    r = run("plan", "--available", "100MiB")
+    r = run("plan", *REF1[:3], "--available", "100MiB")
     assert r.returncode == 1
     assert "SWAPoolTooSmallError" in r.stderr
 

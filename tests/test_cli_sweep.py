@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import A40, ENV, GIB, gemma_eagle3_cfg, run
+from cli_helpers import A40, ENV, GIB, REF1, gemma_eagle3_cfg, run
 
 
 # ----------------------------------------------------------------------------- sweep
@@ -25,6 +25,7 @@ def test_sweep_ratio_writes_csv(tmp_path: Path) -> None:
     out = tmp_path / "results.csv"
     r = run(
         "sweep",
+        *REF1,  # REFERENCE section 5, example 1
         "--vary",
         "ratio",
         "--start",
@@ -60,6 +61,7 @@ def test_sweep_ratio_writes_csv(tmp_path: Path) -> None:
 def test_sweep_values_tp_and_page_size_to_stdout() -> None:
     r = run(
         "sweep",
+        *REF1,
         "--vary",
         "tp",
         "--values",
@@ -102,6 +104,7 @@ def test_sweep_values_tp_and_page_size_to_stdout() -> None:
 def test_sweep_available_with_units() -> None:
     r = run(
         "sweep",
+        *REF1[:3],
         "--vary",
         "available",
         "--values",
@@ -124,6 +127,7 @@ def test_sweep_records_planning_errors_per_row(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     r = run(
         "sweep",
+        *REF1[:3],
         "--vary",
         "ratio",
         "--values",
@@ -140,7 +144,7 @@ def test_sweep_records_planning_errors_per_row(tmp_path: Path) -> None:
     assert "SWAPoolTooSmallError" in rows[0]["error"]
     assert rows[1]["error"] == "" and int(rows[1]["full_tokens"]) > 0
     # every value failing is a planning error
-    r = run("sweep", "--vary", "ratio", "--values", "0.01", "--available", "2GiB", "--no-progress")
+    r = run("sweep", *REF1[:3], "--vary", "ratio", "--values", "0.01", "--available", "2GiB", "--no-progress")
     assert r.returncode == 1
 
 
@@ -193,7 +197,7 @@ def test_sweep_plot_without_matplotlib_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_ratio_json_matches_the_api() -> None:
-    r = run("ratio", "--context-lengths", "512,4096", "32000", "--chunked-prefill-size", "8192",
+    r = run("ratio", *REF1[:3], "--context-lengths", "512,4096", "32000", "--chunked-prefill-size", "8192",
             "--available", "30GiB", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)

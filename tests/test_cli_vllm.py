@@ -1,20 +1,21 @@
 """``kvbudget plan --engine vllm`` and ``kvbudget compare --engines sglang vllm``.
 
 The numbers asserted are VLLM.md section 9's, which its authors produced by
-running vLLM 0.33.0's own planner: case (a) + EAGLE3 is the embedded default
-(Gemma-3-27B, a one-layer EAGLE3 drafter, 40 GiB), case (b) is gpt-oss-120b at
-TP 4 with an fp8 cache and 30 GiB. The README's ``compare`` output is this
-command's output.
+running vLLM 0.33.0's own planner: case (a) + EAGLE3 is REFERENCE section 5's
+example 1 (Gemma-3-27B, a one-layer EAGLE3 drafter, 40 GiB: ``REF1``), case (b)
+is gpt-oss-120b at TP 4 with an fp8 cache and 30 GiB. The README's ``compare``
+output is its command's output.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
-from cli_helpers import run
+from cli_helpers import REF1, run
 
 from kvbudget import vllm
 from kvbudget.vllm.budget import vllm_available_bytes
@@ -30,8 +31,8 @@ def _json(*args: str) -> dict:
     return json.loads(r.stdout)
 
 
-def test_plan_engine_vllm_is_vllms_plan_of_the_default() -> None:
-    doc = _json("plan", "--engine", "vllm")
+def test_plan_engine_vllm_is_vllms_plan_of_case_a() -> None:
+    doc = _json("plan", *REF1, "--engine", "vllm")
     p = doc["vllm_plan"]
     assert (p["num_blocks"], p["kv_cache_size_tokens"], p["bytes_per_block"]) == (29789, 286316, [1441792])
     assert p["warnings"] == ["Add 3 padding layers, may waste at most 5.77% KV cache memory"]
@@ -54,11 +55,15 @@ def test_plan_engine_vllm_gpt_oss_tp4_fp8_is_vllm_md_case_b() -> None:
 
 
 def test_plan_engine_vllm_table_and_errors() -> None:
-    r = run("plan", "--engine", "vllm", "--block-size", "32")
+    r = run("plan", *REF1, "--engine", "vllm", "--block-size", "32")
     assert r.returncode == 0, r.stderr
     assert "vLLM 0.33.0: block 32" in r.stdout and "GPU KV cache size" in r.stdout
-    r = run("plan", "--block-size", "32")
+    r = run("plan", *REF1, "--block-size", "32")
     assert r.returncode == 2 and "--block-size: vLLM's, which need --engine vllm" in r.stderr
+    r = run("plan", "--engine", "sglang", "--block-size", "32")  # the default with one engine
+    assert r.returncode == 2 and "--block-size: vLLM's, which need --engine vllm" in r.stderr
+    r = run("plan", "--block-size", "32")  # the default plans vLLM beside SGLang
+    assert r.returncode == 0 and "vLLM 0.33.0: block 32" in r.stdout
     r = run("plan", "--engine", "vllm", "--draft", "standalone:qwen3-0.6b")
     assert r.returncode == 2 and "draft_model" in r.stderr
     r = run("plan", "llama-3.1-8b", "--engine", "vllm", "--available", "1GiB", "--max-model-len", "1000000")
@@ -71,13 +76,17 @@ def test_plan_engine_vllm_gpu_budget_is_vllms_request() -> None:
     doc = _json("plan", "llama-3.1-8b", "--engine", "vllm", "--gpu", "h100", "--weights-gib", "16")
     total = doc["budget"]["gpu_memory_bytes"]
     assert doc["vllm_available_bytes"] == vllm_available_bytes(total, 0.92, weights_bytes=16 << 30)
-    r = run("plan", "--engine", "vllm", "--gpu-memory-utilization", "0.9")
+    r = run("plan", *REF1, "--engine", "vllm", "--gpu-memory-utilization", "0.9")
     assert r.returncode == 2 and "--gpu" in r.stderr
+    doc = _json("plan", "--gpu-memory-utilization", "0.9")  # the default's budget is a GPU's
+    assert doc["engines"]["vllm"]["vllm_available_bytes"] == vllm_available_bytes(141_000_000_000, 0.9,
+                                                                                  weights_bytes=int(60.8 * (1 << 30)))
 
 
 def test_compare_engines_json_and_plot(tmp_path: Path) -> None:
     png = tmp_path / "c.png"
-    doc = _json("compare", "--engines", "sglang", "vllm", "--context-lengths", "8192,131072", "--plot", str(png))
+    doc = _json("compare", *REF1, "--engines", "sglang", "vllm", "--context-lengths", "8192,131072",
+                "--plot", str(png))  # fmt: skip
     assert doc["sglang_configurator"] == "default"  # SGLang 0.5.23's own choice for Gemma 3 (not hybrid)
     rows = {r["context_len"]: r for r in doc["concurrency"]}
     assert rows[131072]["vllm"] == doc["engines"]["vllm"]["vllm_plan"]["max_concurrency"]
@@ -91,8 +100,8 @@ def test_compare_engines_json_and_plot(tmp_path: Path) -> None:
 
 def test_readme_compare_output_is_the_commands() -> None:
     text = README.read_text()
-    m = re.search(r"```console\n\$ kvbudget compare --engines sglang vllm\n(.*?)```", text, flags=re.S)
+    m = re.search(r"```console\n\$ kvbudget (compare [^\n]*--engines sglang vllm[^\n]*)\n(.*?)```", text, flags=re.S)
     assert m is not None, "README lacks the compare --engines output"
-    r = run("compare", "--engines", "sglang", "vllm")
+    r = run(*shlex.split(m.group(1)))
     assert r.returncode == 0, r.stderr
-    assert [line.rstrip() for line in m.group(1).splitlines()] == [line.rstrip() for line in r.stdout.splitlines()]
+    assert [line.rstrip() for line in m.group(2).splitlines()] == [line.rstrip() for line in r.stdout.splitlines()]

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("planning", ("kvbudget.batch", "kvbudget._alloc_layout", "kvbudget.alloc")),
     ("engines", ("kvbudget.sglang", "kvbudget.sglang.*", "kvbudget.vllm", "kvbudget.vllm.*")),
     ("tools", ("kvbudget.workload", "kvbudget.distributed", "kvbudget.ranks", "kvbudget.models.presets",
-               "kvbudget.models")),
+               "kvbudget.models", "kvbudget.compare")),
     ("facade", ("kvbudget", "kvbudget._allocate", "kvbudget.scenario", "kvbudget.integrations", "kvbudget.integrations.*", "kvbudget.configurators",
                 "kvbudget.vllm_models", "kvbudget.vllm_alloc", "kvbudget.models.sglang_*",
                 "kvbudget.models.draft_layers", "kvbudget.cli", "kvbudget.cli.*")),

@@ -169,11 +169,14 @@ def test_the_default_run_says_which_pools_sglang_picks_and_why(tmp_path: Any) ->
         assert r.returncode == 0, r.stderr
         return r.stdout
 
-    out = run()
+    default = run()  # gpt-oss-120b: SGLang's own HybridSWA pools, no what-if
+    assert "SGLang 0.5.23 pools: GptOssForCausalLM is on SGLang's hybrid-SWA list" in default
+    assert "what-if" not in default
+    out = run("plan", "gemma-3-27b", "--draft", "eagle3:1", "--available", "40GiB")
     assert "SGLang 0.5.23 pools: Gemma3ForConditionalGeneration is not on SGLang's hybrid-SWA list" in out
     assert "plans Gemma3ForConditionalGeneration with one DefaultPoolConfigurator pool over all 62" in out
     assert "--disable-hybrid-swa-memory plans one Default pool" in out
-    off_gemma = json.loads(run("plan", "--disable-hybrid-swa-memory", "--json"))
+    off_gemma = json.loads(run("plan", "gemma-3-27b", "--available", "40GiB", "--disable-hybrid-swa-memory", "--json"))
     assert off_gemma["configurator"] == "default" and off_gemma["sglang_pools"]["hybrid_swa"] is False
     gpt = run("plan", "gpt-oss-120b", "--available", "40GiB")
     assert "SGLang 0.5.23 pools: GptOssForCausalLM is on SGLang's hybrid-SWA list" in gpt

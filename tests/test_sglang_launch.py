@@ -215,6 +215,29 @@ def test_the_lines_issue_22_found_plan_sglangs_pools(name: str, folders: dict[st
         assert v["speculative_draft_model_path"] == folders[model] and spec.draft_num_layers == 1
 
 
+def test_the_embedded_default_is_what_sglang_plans(folders: dict[str, str], sglang_pools: Any) -> None:
+    """``kvbudget`` with no arguments (issue 23): gpt-oss-120b with an EAGLE3 draft on one H200 is
+    planned as SGLang 0.5.23 plans its launch line. SGLang's own resolution and factory pick
+    HybridSWAPoolConfigurator and size the pools as the default says, at the default's budget,
+    with the speculative settings and page the default plans with."""
+    from cli_helpers import run
+
+    r = run("plan", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    flags = ["--model-path", folders["gpt-oss-120b"], "--speculative-algorithm", "EAGLE3",
+             "--speculative-draft-model-path", folders["eagle3-2880"]]  # fmt: skip
+    cls, theirs = sglang_pools(flags, doc["budget"]["available_bytes"])
+    assert cls == "HybridSWAPoolConfigurator" and doc["configurator"] == "hybrid_swa"
+    assert theirs == {k: doc["sglang"][k] for k in theirs}
+    launch = from_server_args(flags)
+    spec, want = launch.scenario.spec, doc["draft"]["speculative"]
+    assert (spec.num_steps, spec.eagle_topk, spec.num_draft_tokens) == (want["num_steps"], want["eagle_topk"],
+                                                                       want["num_draft_tokens"])  # fmt: skip
+    assert launch.resolved["page_size"] == doc["serving"]["page_size"] == 1
+    assert spec.draft_num_layers == want["draft_num_layers"] == 1
+
+
 def test_a_line_sglang_refuses_is_refused_with_its_reason(folders: dict[str, str], sglang_pools: Any) -> None:
     flags = ["--model-path", folders["llama-3.1-70b"], "--speculative-algorithm", "EAGLE3",
              "--speculative-draft-model-path", folders["eagle3-8192"], "--speculative-num-draft-tokens", "4"]

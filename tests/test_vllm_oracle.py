@@ -350,6 +350,22 @@ def test_num_gpu_blocks_override(oracle: vo.VllmOracle) -> None:
     assert run(oracle, CASES["c"], num_gpu_blocks_override=8193)["ok"]
 
 
+def test_kv_cache_memory_bytes_replaces_the_measured_budget(oracle: vo.VllmOracle) -> None:
+    """VLLM.md s8: a non-zero ``kv_cache_memory_bytes`` is every worker's budget (the worker's
+    own ``determine_available_memory`` decides it); 0 keeps the measured one. kvbudget agrees."""
+    from kvbudget import vllm
+
+    at_20 = run(oracle, {**CASES["c"], "available_bytes": 20 << 30})
+    given = run(oracle, CASES["c"], kv_cache_memory_bytes=20 << 30)
+    assert given == at_20 and given["num_blocks"] != run(oracle, CASES["c"])["num_blocks"]
+    assert run(oracle, CASES["c"], kv_cache_memory_bytes=0) == run(oracle, CASES["c"])
+    specs = [vllm.LayerSpec(**x) for x in expand(CASES["c"])]
+    for kv_bytes in (0, 20 << 30, 1 << 20):
+        engine = {**CASES["c"]["engine"], "kv_cache_memory_bytes": kv_bytes}
+        ours = vllm.plan_raw(specs, CASES["c"]["available_bytes"], vllm.EngineConfig(**engine))
+        assert ours == json.loads(json.dumps(run(oracle, CASES["c"], kv_cache_memory_bytes=kv_bytes)))
+
+
 def test_disable_hybrid_warns_and_chunked_layers_plan(oracle: vo.VllmOracle) -> None:
     r = run(oracle, CASES["a"], disable_hybrid_kv_cache_manager=True, max_model_len=8192)
     assert r["ok"] and [len(g["layers"]) for g in r["groups"]] == [62]

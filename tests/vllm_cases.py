@@ -7,7 +7,8 @@ worker, and engine settings. The draws cover dense and hybrid targets (sliding
 and chunked layers, MLA), drafters of the target's geometry and of others
 (EAGLE heads, draft models, a sliding drafter layer), PP up to 3 with
 per-worker budgets, block sizes, dtypes, ``--max-model-len auto``, the block
-override, the hybrid manager off, and budgets too small to start.
+override, ``kv_cache_memory_bytes``, the hybrid manager off, and budgets too small
+to start.
 """
 
 from __future__ import annotations
@@ -128,4 +129,6 @@ def deployment(seed: int) -> Deployment:
         available = [int(scale * r.uniform(0.5, 1.5)) for _ in range(workers)]
     if drafter and r.random() < 0.3:  # speculative_config.kv_cache_dtype (drawn last: the draws above stay)
         engine["draft_kv_cache_dtype"] = r.choice(("fp8", "auto", "bfloat16", "fp8_e5m2"))
+    if r.random() < 0.1:  # --kv-cache-memory-bytes (0: measure); drawn last, the draws above stay
+        engine["kv_cache_memory_bytes"] = r.choice((0, int(scale * r.uniform(0.5, 1.5))))
     return layers + drafter, available, engine

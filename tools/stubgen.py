@@ -1,10 +1,15 @@
-"""Writes the parts of the type stubs that derive from the core's field declaration.
+"""Writes the parts of the type stubs that derive from the core's declarations.
 
 ``python/kvbudget/_core.pyi`` keeps hand-written stubs for the native classes
 with behaviour (configurator, plan); the value types between its
 ``# BEGIN GENERATED`` and ``# END GENERATED`` markers, and all of
 ``python/kvbudget/_columns.pyi`` (``plan_many``'s keywords), are rendered here
-from ``kvbudget._core.FIELDS``, docs and units included.
+from ``kvbudget._core.FIELDS``, docs and units included. Between the same
+markers, the typing of ``kvbudget.vllm.LayerSpec`` / ``EngineConfig``
+(``python/kvbudget/vllm/settings.py``, from the core's vLLM declaration) and of
+``kvbudget.alloc.LayerKV``'s tensor attributes (``python/kvbudget/_alloc_layout.py``, from
+``TENSOR_KINDS`` / ``TENSOR_KIND_DOCS``); at run time those classes are built from
+the same tables, so the blocks only tell type checkers what is already there.
 
     python tools/stubgen.py          # rewrite the stubs
     python tools/stubgen.py --check  # exit 1 if they are stale (a test runs this)
@@ -15,6 +20,7 @@ Needs the built extension (``make develop``).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -22,10 +28,13 @@ from pathlib import Path
 import kvbudget
 from kvbudget import _core
 from kvbudget.fields import FIELDS, SCENARIO_FIELDS, Field
+from kvbudget.vllm import settings as vllm_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE_PYI = ROOT / "python" / "kvbudget" / "_core.pyi"
 COLUMNS_PYI = ROOT / "python" / "kvbudget" / "_columns.pyi"
+VLLM_SETTINGS_PY = ROOT / "python" / "kvbudget" / "vllm" / "settings.py"
+ALLOC_PY = ROOT / "python" / "kvbudget" / "_alloc_layout.py"
 BEGIN, END = "# BEGIN GENERATED (tools/stubgen.py)", "# END GENERATED"
 
 PY_TYPES = {
@@ -171,11 +180,53 @@ def render_core(current: str) -> str:
     return head + core_section() + tail
 
 
+def splice(path: Path, current: str, body: list[str]) -> str:
+    """``current`` with the lines between its markers replaced by ``body``, indented as the markers are."""
+    head, sep, rest = current.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise SystemExit(f"{path}: missing the {BEGIN!r} / {END!r} markers")
+    indent = head[head.rfind("\n") + 1 :]
+    return head + BEGIN + "\n" + "".join(f"{indent}{ln}\n" if ln else "\n" for ln in body) + indent + END + tail
+
+
+def _literal(value: object) -> str:
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def vllm_section() -> list[str]:
+    """``LayerKind``, ``LayerSpec`` and ``EngineConfig`` as dataclasses, from the core's table."""
+    kinds = next(s for s in vllm_settings.LAYER_FIELDS if s.py == "choice")
+    out = [f"LayerKind: TypeAlias = {vllm_settings.annotation(kinds)}"]
+    for cls, table in (("LayerSpec", vllm_settings.LAYER_FIELDS), ("EngineConfig", vllm_settings.ENGINE_SETTINGS)):
+        out += ["", "@dataclass(frozen=True)", f"class {cls}:"]
+        out += _doc(vllm_settings.DOCS[cls], "    ") + [""]
+        for st in table:
+            t = "LayerKind" if st is kinds else vllm_settings.annotation(st)
+            out.append(f"    {st.name}: {t}" + ("" if st.required else f" = {_literal(st.default)}"))
+            out += _doc(vllm_settings.describe(st), "    ")
+    return out
+
+
+def layer_kv_section() -> list[str]:
+    """``LayerKV``'s ``__match_args__`` and one read-only attribute per core tensor kind (typed by
+    ``_TensorField``'s ``__get__``; the docs are the runtime attributes', from ``TENSOR_KIND_DOCS``)."""
+    kinds = _core.TENSOR_KINDS
+    names = ", ".join(json.dumps(n) for n in ("pool", "layer_id", *kinds))
+    lines = (f"__match_args__ = ({names})", f"({', '.join(kinds)}) = (_TensorField(\"\", \"\"),) * {len(kinds)}")
+    return [w for line in lines for w in textwrap.wrap(line, width=88, subsequent_indent="    ", break_on_hyphens=False)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the stubs are stale")
     args = ap.parse_args(argv)
-    want = {CORE_PYI: render_core(CORE_PYI.read_text()), COLUMNS_PYI: columns_stub()}
+    want = {
+        CORE_PYI: render_core(CORE_PYI.read_text()),
+        COLUMNS_PYI: columns_stub(),
+        VLLM_SETTINGS_PY: splice(VLLM_SETTINGS_PY, VLLM_SETTINGS_PY.read_text(), vllm_section()),
+        ALLOC_PY: splice(ALLOC_PY, ALLOC_PY.read_text(), layer_kv_section()),
+    }
     stale = [p for p, text in want.items() if not p.exists() or p.read_text() != text]
     if args.check:
         for p in stale:

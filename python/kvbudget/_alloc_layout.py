@@ -10,7 +10,12 @@ cached). A ``PoolPlan`` is an immutable native value, made only by the core's
 planner or by ``from_json``/unpickling (which check it), so a cached layout
 cannot go stale; objects that are not a ``PoolPlan`` are walked on every call.
 
-Private to :mod:`kvbudget.alloc`; imports torch at its top.
+:class:`LayerKV`, the record of one layer's tensors, is here too: one read-only
+attribute per tensor kind the core declares (``kvbudget._core.TENSOR_KINDS``, documented
+by ``TENSOR_KIND_DOCS``), attached at import; the properties between the ``GENERATED``
+markers only type them (``tools/stubgen.py`` renders them from the same tables).
+
+Private to :mod:`kvbudget.alloc` (which exports :class:`LayerKV`); imports torch at its top.
 """
 
 from __future__ import annotations
@@ -18,15 +23,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias, overload
 
 import torch
 
 from kvbudget import _core
-from kvbudget._core import PoolPlan, PoolSpec
+from kvbudget._core import TENSOR_KIND_DOCS, PoolPlan, PoolSpec
 from kvbudget.errors import InvalidConfigError
 
-__all__ = ["CACHE", "CACHE_SIZE", "DTYPES", "KINDS", "Getter", "Info", "PoolLayout", "View", "layout_of"]
+__all__ = ["CACHE", "CACHE_SIZE", "DTYPES", "KIND_RANK", "KINDS", "Getter", "Info", "LayerKV", "PoolLayout", "View", "layout_of"]
 
 DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
@@ -174,3 +179,117 @@ def layout_of(plan: PoolPlan) -> tuple[PoolLayout, ...]:
                 del CACHE[next(iter(CACHE))]
             CACHE[id(plan)] = (plan, layout)
     return layout
+
+
+_OptT: TypeAlias = "torch.Tensor | None"
+
+
+class _TensorField:
+    """A read-only :class:`LayerKV` attribute: the layer's tensor of one kind, or None."""
+
+    def __init__(self, kind: str, doc: str) -> None:
+        self.__doc__ = doc
+        self.kind = kind
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _TensorField: ...
+    @overload
+    def __get__(self, obj: LayerKV, owner: type | None = None) -> torch.Tensor | None: ...
+    def __get__(self, obj: LayerKV | None, owner: type | None = None) -> torch.Tensor | None | _TensorField:
+        if obj is None:
+            return self
+        i = obj._info[2].get(self.kind)
+        return None if i is None else obj._vals[i]
+
+    def __set__(self, obj: LayerKV, value: object) -> None:
+        raise AttributeError(f"LayerKV is read-only: cannot assign to {self.kind!r}")
+
+
+class LayerKV:
+    """The tensors of one layer of one pool (read-only).
+
+    One attribute per tensor kind of the core (``kvbudget._core.TENSOR_KINDS``, in that
+    order; each documented by ``TENSOR_KIND_DOCS``), None where the layer has no tensor
+    of that kind. MHA/GQA layers have ``k`` and ``v`` (and ``k_scale``/``v_scale`` for
+    mxfp8 and the FP4 recipes; ``native_k_scale``/``native_v_scale`` for NVFP4's
+    native layout); MLA layers have the latent ``kv`` (and ``kv_scale``) and no
+    ``k``/``v``; a DFLASH draft given only its bytes per token has one opaque uint8
+    ``cache`` tensor; a DSA layer adds its uint8 ``index_k``. Buffers a pool keeps
+    once sit on its first layer: NVFP4's dequant workspace (``dq_k``/``dq_v``), a
+    fused draft ``entry`` (the pool's only tensor: its other layers' records are
+    empty), the unified pool's one-dimensional ``bytes``. The first dimension of
+    every tensor is rows (``tokens + page_size``; the unified pool's is its bytes).
+    ``layer_id`` is the global target layer id for the target pools and the
+    draft-local index for ``"draft"`` and ``"draft_swa"``. Compared by identity
+    (tensors have no boolean equality); assigning or deleting an attribute raises
+    ``AttributeError``.
+
+    Two slots: ``_info`` (:data:`Info`) and ``_vals``, the tensors in kind order.
+    """
+
+    __slots__ = ("__weakref__", "_info", "_vals")
+
+    _info: Info
+    _vals: tuple[torch.Tensor, ...]
+
+    def __init__(self, pool: str, layer_id: int, *tensors: _OptT, **by_kind: _OptT) -> None:
+        """A record of ``pool``'s layer ``layer_id`` holding the tensors given, by kind
+        (positional ones in ``TENSOR_KINDS`` order)."""
+        if len(tensors) > len(KINDS):
+            raise TypeError(f"LayerKV() takes at most {len(KINDS)} tensors, got {len(tensors)}")
+        given = dict(zip(KINDS, tensors))
+        for kind, t in by_kind.items():
+            if kind not in KIND_RANK or kind in given:
+                why = "an unexpected" if kind not in KIND_RANK else "a repeated"
+                raise TypeError(f"LayerKV() got {why} tensor kind {kind!r}")
+            given[kind] = t
+        present = [(kind, t) for kind in KINDS if (t := given.get(kind)) is not None]
+        self._info = (pool, layer_id, {kind: i for i, (kind, _) in enumerate(present)})
+        self._vals = tuple(t for _, t in present)
+
+    if TYPE_CHECKING:
+        # BEGIN GENERATED (tools/stubgen.py)
+        __match_args__ = ("pool", "layer_id", "k", "v", "k_scale", "v_scale", "kv", "kv_scale",
+            "cache", "native_k_scale", "native_v_scale", "dq_k", "dq_v", "entry", "bytes",
+            "index_k")
+        (k, v, k_scale, v_scale, kv, kv_scale, cache, native_k_scale, native_v_scale, dq_k,
+            dq_v, entry, bytes, index_k) = (_TensorField("", ""),) * 14
+        # END GENERATED
+    else:
+        __match_args__ = ("pool", "layer_id", *KINDS)
+
+    @property
+    def pool(self) -> str:
+        """The pool's name: ``"full"``, ``"swa"``, ``"unified"``, ``"draft"`` or ``"draft_swa"``."""
+        return self._info[0]
+
+    @property
+    def layer_id(self) -> int:
+        """Global target layer id (target pools) or draft-local index (draft pools)."""
+        return self._info[1]
+
+    @property
+    def is_mla(self) -> bool:
+        """True for an MLA layer (one latent ``kv`` tensor, no separate V)."""
+        return "kv" in self._info[2]
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors present, by kind (``"k"``, ``"v"``, ``"k_scale"``, ...), in plan order."""
+        return dict(zip(self._info[2], self._vals))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of this layer's tensors (elements times element size; views counted as views)."""
+        return sum(t.numel() * t.element_size() for t in self._vals)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(
+            f"{kind}={tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')}"
+            for kind, t in self.tensors().items()
+        )
+        return f"LayerKV(pool={self.pool!r}, layer_id={self.layer_id}, {parts})"
+
+
+for _kind in KINDS:
+    setattr(LayerKV, _kind, _TensorField(_kind, " ".join(TENSOR_KIND_DOCS[_kind].split()) + " None if absent."))
+del _kind

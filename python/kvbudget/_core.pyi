@@ -27,12 +27,13 @@ __all__ = [
     "_canonical_name",
     "simd_level",
     "_vllm_plan",
-    "_vllm_defaults",
+    "_vllm_settings",
     "SGLANG_VERSION",
     "__version__",
     "TENSOR_ALIGNMENT",
     "MAX_PLAN_LAYERS",
     "TENSOR_KINDS",
+    "TENSOR_KIND_DOCS",
     "DETACH_ROWS",
     "FIELDS",
     "KVBudgetError",
@@ -51,11 +52,16 @@ def _vllm_plan(request: str) -> str:
     """vLLM 0.33.0's plan of one JSON request ``{"layers", "available", "engine"}``, as JSON
     (the oracle's result form); use :func:`kvbudget.vllm.plan`."""
 
-def _vllm_defaults() -> str:
-    """The vLLM release and its engine defaults, as JSON."""
+def _vllm_settings() -> str:
+    """The core's declaration of vLLM's inputs as JSON: ``{"version", "records": {"VllmLayer",
+    "VllmEngine"}}``, each record ``{"doc", "settings"}`` and each setting ``{"name", "py",
+    "choices", "required", "default", "unit", "flag", "doc"}``; use :mod:`kvbudget.vllm.settings`."""
 
 TENSOR_KINDS: tuple[str, ...]
-"""Every tensor kind a plan may hold (``TensorSpec.kind``), in the order a layer lists them."""
+"""Every tensor kind a plan may hold (``TensorSpec.kind``), in the order a layer lists them
+(``kvbudget.LayerKV`` has one attribute per kind, in this order)."""
+TENSOR_KIND_DOCS: dict[str, str]
+"""What a tensor of each kind of ``TENSOR_KINDS`` holds, shape and units included."""
 MAX_PLAN_LAYERS: int
 """The most target plus draft layers an exact plan (``plan``, ``plan_for_config``,
 ``PoolPlan.from_json``) holds, 65,536: a plan lists every layer's tensors. Sizing

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Iterator
-from typing import Literal, Protocol, TypeAlias, overload
+from typing import Literal, Protocol
 
 import torch
 
-from kvbudget._alloc_layout import KINDS, Info, PoolLayout, layout_of
+from kvbudget._alloc_layout import LayerKV, PoolLayout, layout_of
 from kvbudget._core import PoolPlan
 from kvbudget.errors import AllocationError, InvalidConfigError
 
@@ -66,124 +66,6 @@ def _torch_allocator(
     if zero:
         return torch.zeros(shape, dtype=dtype, device=device)
     return torch.empty(shape, dtype=dtype, device=device)
-
-
-_OptT: TypeAlias = "torch.Tensor | None"
-
-
-class _TensorField:
-    """A read-only :class:`LayerKV` attribute: the layer's tensor of one kind, or None."""
-
-    def __init__(self, doc: str) -> None:
-        self.__doc__ = doc
-        self.kind = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.kind = name
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> _TensorField: ...
-    @overload
-    def __get__(self, obj: LayerKV, owner: type | None = None) -> torch.Tensor | None: ...
-    def __get__(self, obj: LayerKV | None, owner: type | None = None) -> torch.Tensor | None | _TensorField:
-        if obj is None:
-            return self
-        i = obj._info[2].get(self.kind)
-        return None if i is None else obj._vals[i]
-
-    def __set__(self, obj: LayerKV, value: object) -> None:
-        raise AttributeError(f"LayerKV is read-only: cannot assign to {self.kind!r}")
-
-
-class LayerKV:
-    """The tensors of one layer of one pool (read-only).
-
-    MHA/GQA layers have ``k`` and ``v`` (and ``k_scale``/``v_scale`` for mxfp8
-    and the FP4 recipes; ``native_k_scale``/``native_v_scale`` for NVFP4's
-    native layout); MLA layers have the latent ``kv`` (and ``kv_scale``) and no
-    ``k``/``v``; a DFLASH draft given only its bytes per token has one opaque
-    uint8 ``cache`` tensor; a DSA layer adds its uint8 ``index_k`` (index keys and
-    their scales). Buffers a pool keeps once sit on its first layer:
-    NVFP4's dequant workspace (``dq_k``/``dq_v``), a fused draft ``entry`` (the
-    pool's only tensor: its other layers' records are empty), the unified
-    pool's one-dimensional ``bytes``. The first dimension of every tensor is
-    rows (``tokens + page_size``; the unified pool's is its bytes).
-    ``layer_id`` is the global target layer id for the target pools and the
-    draft-local index for ``"draft"`` and ``"draft_swa"``. Compared by
-    identity (tensors have no boolean equality); assigning or deleting an
-    attribute raises ``AttributeError``.
-
-    Two slots: ``_info`` (:data:`Info`) and ``_vals``, the tensors in kind order.
-    """
-
-    __slots__ = ("__weakref__", "_info", "_vals")
-    __match_args__ = (
-        "pool", "layer_id", "k", "v", "k_scale", "v_scale", "kv", "kv_scale", "cache", "native_k_scale",
-        "native_v_scale", "dq_k", "dq_v", "entry", "bytes", "index_k",
-    )
-
-    _info: Info
-    _vals: tuple[torch.Tensor, ...]
-
-    def __init__(
-        self, pool: str, layer_id: int, k: _OptT = None, v: _OptT = None, k_scale: _OptT = None,
-        v_scale: _OptT = None, kv: _OptT = None, kv_scale: _OptT = None, cache: _OptT = None,
-        native_k_scale: _OptT = None, native_v_scale: _OptT = None, dq_k: _OptT = None,
-        dq_v: _OptT = None, entry: _OptT = None, bytes: _OptT = None,  # noqa: A002 - a tensor kind
-        index_k: _OptT = None,
-    ) -> None:
-        """A record of ``pool``'s layer ``layer_id`` holding the tensors given, by kind."""
-        given = (k, v, k_scale, v_scale, kv, kv_scale, cache, native_k_scale, native_v_scale,
-                 dq_k, dq_v, entry, bytes, index_k)
-        present = [(kind, t) for kind, t in zip(KINDS, given) if t is not None]
-        self._info = (pool, layer_id, {kind: i for i, (kind, _) in enumerate(present)})
-        self._vals = tuple(t for _, t in present)
-
-    @property
-    def pool(self) -> str:
-        """The pool's name: ``"full"``, ``"swa"``, ``"unified"``, ``"draft"`` or ``"draft_swa"``."""
-        return self._info[0]
-
-    @property
-    def layer_id(self) -> int:
-        """Global target layer id (target pools) or draft-local index (draft pools)."""
-        return self._info[1]
-
-    k = _TensorField("Keys ``[rows, heads, dk]`` (MHA/GQA), or None.")
-    v = _TensorField("Values ``[rows, heads, dv]`` (MHA/GQA), or None.")
-    k_scale = _TensorField("Key block scales (mxfp8, FP4 recipes), or None.")
-    v_scale = _TensorField("Value block scales (mxfp8, FP4 recipes), or None.")
-    kv = _TensorField("The MLA latent (keys and values together), or None.")
-    kv_scale = _TensorField("The MLA latent's block scales, or None.")
-    cache = _TensorField("A DFLASH draft layer's opaque uint8 cache, or None.")
-    native_k_scale = _TensorField("NVFP4's native-layout key scales, or None.")
-    native_v_scale = _TensorField("NVFP4's native-layout value scales, or None.")
-    dq_k = _TensorField("NVFP4's key dequant workspace (first layer of the pool), or None.")
-    dq_v = _TensorField("NVFP4's value dequant workspace (first layer of the pool), or None.")
-    entry = _TensorField("A fused draft pool's one entry tensor (its first layer), or None.")
-    bytes = _TensorField("The unified pool's 1-D uint8 buffer (its first layer), or None.")
-    index_k = _TensorField("A DSA layer's uint8 index keys and scales ``[rows, bytes]``, or None.")
-
-    @property
-    def is_mla(self) -> bool:
-        """True for an MLA layer (one latent ``kv`` tensor, no separate V)."""
-        return "kv" in self._info[2]
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        """The tensors present, by kind (``"k"``, ``"v"``, ``"k_scale"``, ...), in plan order."""
-        return dict(zip(self._info[2], self._vals))
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of this layer's tensors (elements times element size; views counted as views)."""
-        return sum(t.numel() * t.element_size() for t in self._vals)
-
-    def __repr__(self) -> str:
-        parts = ", ".join(
-            f"{kind}={tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')}"
-            for kind, t in self.tensors().items()
-        )
-        return f"LayerKV(pool={self.pool!r}, layer_id={self.layer_id}, {parts})"
 
 
 class KVPools:

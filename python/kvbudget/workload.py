@@ -12,7 +12,7 @@ import numbers
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 from kvbudget._core import MemoryPoolConfig, PoolPlan
 from kvbudget.sglang.configurators import PoolConfiguratorBase
@@ -131,24 +131,22 @@ def suggest_swa_ratio(
     return SwaRatioSuggestion(**d)
 
 
+def _checked(name: str, values: Sequence[Any], kind: type, what: str) -> list[Any]:
+    """``values`` if each is a ``kind`` (numpy's too) and not a bool, else a TypeError."""
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, kind):
+            raise TypeError(f"{name} must hold {what}, got {v!r}")
+    return list(values)
+
+
 def _integers(name: str, values: Sequence[int]) -> list[int]:
     """``values`` as ints: integers only (numpy's too), not bools, floats or strings."""
-    out: list[int] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise TypeError(f"{name} must hold integers, got {v!r}")
-        out.append(int(v))
-    return out
+    return [int(v) for v in _checked(name, values, numbers.Integral, "integers")]
 
 
 def _reals(name: str, values: Sequence[float]) -> list[float]:
     """``values`` as floats: real numbers only, not bools or strings (finiteness is the core's check)."""
-    out: list[float] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise TypeError(f"{name} must hold numbers, got {v!r}")
-        out.append(float(v))
-    return out
+    return [float(v) for v in _checked(name, values, numbers.Real, "numbers")]
 
 
 def without_draft_configurator(configurator: PoolConfiguratorBase) -> PoolConfiguratorBase:

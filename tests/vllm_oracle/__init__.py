@@ -41,8 +41,9 @@ Inputs
 ``draft_kv_cache_dtype`` replaces a drafter layer's ``kv_cache_dtype``.
 
 ``available_bytes``: one int for every worker, one per PP stage, or one per
-worker (``pp * tp`` of them, stage-major). ``engine``: see
-:data:`._configs.ENGINE_DEFAULTS`.
+worker (``pp * tp`` of them, stage-major): what each worker measured, which its
+``determine_available_memory`` replaces by ``kv_cache_memory_bytes`` when that is
+set (:mod:`._worker`). ``engine``: see :data:`._configs.ENGINE_DEFAULTS`.
 
 The result is a plain dict (see :meth:`VllmOracle.plan`). A planning error
 (vLLM's ``ValueError`` / ``NotImplementedError`` / ``AssertionError``) becomes
@@ -211,7 +212,7 @@ class VllmOracle:
         sb.log.clear()
         cfg = make_vllm_config(sb.configs, engine)
         pp, tp = cfg.parallel_config.pipeline_parallel_size, cfg.parallel_config.tensor_parallel_size
-        budgets = self._budgets(available, pp, tp)
+        budgets = [sb.available_memory(cfg, a) for a in self._budgets(available, pp, tp)]
         sb.register_all_kvcache_specs(cfg)
         specs = self.worker_specs(layers, engine)
         global_groups = p["get_global_kv_cache_groups"](cfg, specs)

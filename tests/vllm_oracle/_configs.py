@@ -132,6 +132,7 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "pp": 1,
     "dcp": 1,
     "num_gpu_blocks_override": None,
+    "kv_cache_memory_bytes": None,
     "disable_hybrid_kv_cache_manager": False,
     "kv_cache_layout": "LBNHC",
     "speculative_method": None,
@@ -182,6 +183,7 @@ def make_vllm_config(classes: ConfigClasses, engine: dict[str, Any]) -> Any:
         cache_config=classes.CacheConfig(
             block_size=e["block_size"],
             num_gpu_blocks_override=e["num_gpu_blocks_override"],
+            kv_cache_memory_bytes=e["kv_cache_memory_bytes"],
             kv_cache_layout=e["kv_cache_layout"],
             prefix_cache_retention_interval=0,  # CacheConfig default
             mamba_cache_mode="none",

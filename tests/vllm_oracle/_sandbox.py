@@ -22,7 +22,8 @@
   ``update_kv_cache_capacity``), and ``Platform.get_kv_cache_config_builder_cls``
   / ``Platform.register_custom_kv_cache_specs`` (``platforms/interface.py``),
   and the worker's ``allocate_kv_cache`` (``v1/worker/utils.py``, with a CUDA
-  ``current_platform`` whose only member is ``is_rocm``);
+  ``current_platform`` whose only member is ``is_rocm``) and its
+  ``determine_available_memory`` (``v1/worker/gpu_worker.py``; :mod:`._worker`);
   the config methods are lifted in :mod:`._configs`;
 * **stubs**, strictly (:mod:`._strict`): ``vllm.logger.init_logger`` returns a
   recording logger; ``vllm.config`` provides the strict config stand-ins of
@@ -138,6 +139,7 @@ class Sandbox:
     get_kv_cache_torch_dtype: Callable[..., Any]
     configs: Any  # the config stand-in classes (._configs.ConfigClasses)
     allocate_kv_cache: Callable[..., Any]  # v1/worker/utils.py, lifted
+    available_memory: Callable[[Any, int], int]  # v1/worker/gpu_worker.py, lifted (._worker)
 
     @property
     def log(self) -> list[tuple[str, str]]:
@@ -147,6 +149,7 @@ class Sandbox:
 def build(root: Path) -> Sandbox:
     """The sandbox over the verified extraction at ``root``."""
     from ._configs import build_config_classes
+    from ._worker import build_available_memory
 
     b = Builder(root)
     b.provide("vllm.logger", {"init_logger": lambda name: RecordingLogger(name, b.log)})
@@ -277,4 +280,5 @@ def build(root: Path) -> Sandbox:
         get_kv_cache_torch_dtype=tu["get_kv_cache_torch_dtype"],
         configs=configs,
         allocate_kv_cache=alloc["allocate_kv_cache"],
+        available_memory=build_available_memory(b, fmt["format_gib"]),
     )

@@ -2,7 +2,7 @@
 
 Commands (``kvbudget COMMAND --help`` for every flag)::
 
-    kvbudget                      # plan the embedded default (same as `kvbudget plan`)
+    kvbudget                      # the embedded default in SGLang and vLLM (same as `kvbudget plan`)
     kvbudget plan [MODEL] [options] [--json]
     kvbudget compare [MODEL] [options] [--json]
     kvbudget sweep --vary ratio|available|tp|page-size --values ... [--out CSV] [--plot PNG]
@@ -11,8 +11,11 @@ Commands (``kvbudget COMMAND --help`` for every flag)::
 
 MODEL is a preset name (``kvbudget models`` lists them; Hugging Face ids and
 aliases are accepted) or a path to a ``config.json`` (also ``--config PATH``).
-Without a MODEL the embedded default is planned: Gemma-3-27B with a one-layer
-EAGLE3 draft and a stated 40 GiB budget (REFERENCE section 5, example 1); any
+Without a MODEL the embedded default is planned: gpt-oss-120b with its EAGLE3
+draft preset on one H200 (the GPU preset x an assumed mem-fraction 0.9 - the
+checkpoint's published 60.8 GiB), which SGLang 0.5.23 plans with HybridSWA
+pools; ``plan`` then shows SGLang's numbers, kvbudget's exact plan and vLLM
+0.33.0's for the same deployment side by side (``--engine`` picks one). Any
 flag given overrides that part of it. The serving flags are every
 ``ServingConfig`` field, generated from :data:`kvbudget.fields.SCENARIO_FIELDS`.
 

@@ -1,63 +1,30 @@
-"""``kvbudget compare``: fit=exact vs fit=sglang; SGLang with vs without the draft in its budget."""
+"""``kvbudget compare``: fit=exact vs fit=sglang; SGLang with vs without the draft in its budget.
+
+The numbers are :func:`kvbudget.compare.compare_fits`'s (``--engines``: :mod:`kvbudget.cli.engines`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
-from kvbudget import KVBudgetError, PoolPlan
 from kvbudget.cli import render
 from kvbudget.cli.render import b
 from kvbudget.cli.parser import UsageError
 from kvbudget.cli.scenario import CliScenario, build_scenario
 from kvbudget.cli.vllm_inputs import refuse_vllm_flags
-from kvbudget.workload import WithoutDraftTerms, without_draft_configurator, without_draft_terms
+from kvbudget.compare import FitComparison as Comparison
+from kvbudget.compare import compare_fits
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from kvbudget.sglang.configurators import PoolConfiguratorBase
 
 _TOKEN_ROWS = (
     ("full_max_total_num_tokens", "full tokens"),
     ("swa_max_total_num_tokens", "swa tokens"),
     ("max_total_num_tokens", "max_total_num_tokens"),
 )
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Everything compare reports, as the library computed it."""
-
-    cfg: PoolConfiguratorBase
-    available: int
-    exact: PoolPlan
-    sglang: PoolPlan
-    """SGLang's token counts (``sglang.config``) and their allocation."""
-    has_draft: bool
-    bare_cell_size: Union[int, float]
-    """SGLang's cell size without the draft terms."""
-    without: WithoutDraftTerms | None
-    without_error: str | None
-
-
-def compare(sc: CliScenario, available: int) -> Comparison:
-    cfg = sc.configurator()
-    exact = cfg.plan(available, fit="exact")
-    sglang = cfg.plan(available, fit="sglang")
-    has_draft = sc.scenario.spec.draft_num_layers > 0 and exact.draft_bytes > 0
-    without: WithoutDraftTerms | None = None
-    error: str | None = None
-    bare_cell: Union[int, float] = 0
-    if has_draft:
-        bare_cell = without_draft_configurator(cfg).cell_size
-        try:
-            without = without_draft_terms(cfg, available)
-        except KVBudgetError as exc:
-            error = str(exc)
-    return Comparison(cfg, available, exact, sglang, has_draft, bare_cell, without, error)
 
 
 def to_json(c: Comparison) -> dict[str, Any]:
@@ -108,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.context_lengths or args.plot:
         raise UsageError("--context-lengths and --plot go with --engines")
     refuse_vllm_flags(args, "--engines ... vllm")
-    c = compare(sc, sc.require_budget())
+    c = compare_fits(sc.configurator(), sc.require_budget())
     if args.json:
         render.emit_json(render.document("compare", sc, **to_json(c)))
         return 0

@@ -1,12 +1,13 @@
-"""``kvbudget compare --engines sglang vllm``: one deployment in each engine's own terms.
+"""``kvbudget compare --engines sglang vllm`` and the embedded default: one deployment in each
+engine's own terms.
 
-Side by side, for the same model, drafter and per-GPU KV budget: SGLang 0.5.23's
-pools (its token counts, as it allocates them), kvbudget's exact plan (the
-largest SGLang-layout plan that fits), and vLLM 0.33.0's blocks; the requests
-each admits at every ``--context-lengths`` value; and the bytes each leaves
-unused, spends on padding, or allocates over the budget. Every number comes
-from the library (:mod:`kvbudget.workload` for SGLang's concurrency,
-:func:`kvbudget.vllm.plan` re-planned at each length for vLLM's).
+Side by side, for the same model, drafter and GPU: SGLang 0.5.23's pools (its
+token counts, as it allocates them), kvbudget's exact plan (the largest
+SGLang-layout plan that fits), and vLLM 0.33.0's blocks; the requests each
+admits at every ``--context-lengths`` value; and the bytes each leaves unused,
+spends on padding, or allocates over its budget. Every number is
+:func:`kvbudget.compare.compare_engines`'s; this module reads the command line
+into its inputs (:func:`compare`) and renders what it returns.
 """
 
 from __future__ import annotations
@@ -15,77 +16,58 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import kvbudget
-from kvbudget import PoolPlan, vllm
+from kvbudget import KVBudgetError, PoolPlan, vllm
 from kvbudget.cli import render
+from kvbudget.cli.parser import ENGINES, UsageError
 from kvbudget.cli.plan_vllm import plan_json
 from kvbudget.cli.ratio import context_lengths
 from kvbudget.cli.render import b
 from kvbudget.cli.scenario import CliScenario
 from kvbudget.cli.vllm_inputs import VllmInputs, vllm_inputs
-from kvbudget.workload import concurrency
+from kvbudget.compare import DEFAULT_LENGTHS, EngineComparison, VllmDeployment, compare_engines
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kvbudget.sglang.configurators import PoolConfiguratorBase
-
-DEFAULT_LENGTHS = (4096, 8192, 16384, 32768, 65536, 131072)
+__all__ = ["EngineView", "compare", "header", "run", "tables", "to_json"]
 
 
 @dataclass(frozen=True)
-class EngineComparison:
-    """What ``compare --engines`` reports."""
+class EngineView:
+    """What ``compare --engines`` (and the embedded default) shows: the library's comparison and
+    the command line's reading of vLLM's side."""
 
-    lengths: list[int]
-    sglang_kind: str
-    """SGLang's configurator (``"default"``, ``"hybrid_swa"``, ...)."""
-    sglang: PoolPlan | None
-    exact: PoolPlan
-    sglang_available: int
+    comparison: EngineComparison
     vllm_inputs: VllmInputs | None
-    vllm_plan: vllm.VllmPlan | None
-    rows: list[dict[str, Any]]
-    """Per context length: ``sglang``, ``exact`` (requests held) and ``vllm`` (vLLM's float)."""
+    vllm_unread: str | None = None
+    """Why kvbudget's vLLM mode could not read the deployment (the embedded default with a flag it
+    does not map); the comparison then leaves vLLM out."""
+
+    @property
+    def vllm_refusal(self) -> str | None:
+        """Why vLLM is not in the comparison although asked for (None when it is, or not asked)."""
+        return self.vllm_unread or self.comparison.vllm_refusal
 
 
-def _vllm_concurrency(vi: VllmInputs, length: int) -> float:
-    """vLLM's max concurrency with ``--max-model-len length`` (0 when one request does not fit)."""
-    try:
-        return vi.plan(max_model_len=length).max_concurrency
-    except vllm.VllmStartupError:
-        return 0.0
-
-
-def _sglang_configurator(sc: CliScenario) -> PoolConfiguratorBase:
-    """SGLang's configurator as SGLang 0.5.23 chooses it: one Default pool over every layer
-    when it does not give the model separate SWA pools (``sc.sglang_pools``)."""
-    cfg = sc.configurator()
-    if sc.sglang_pools is not None and sc.sglang_pools["hybrid_swa"] is False and cfg.kind != "default":
-        s = sc.scenario
-        sc.use_sglang_choice()
-        return kvbudget.Scenario(s.model, s.serving.replace(disable_hybrid_swa_memory=True), s.spec).configurator()
-    return cfg
-
-
-def compare_engines(args: argparse.Namespace, sc: CliScenario) -> EngineComparison:
-    engines = set(args.engines)
-    lengths = context_lengths(args.context_lengths) if args.context_lengths else list(DEFAULT_LENGTHS)
+def compare(args: argparse.Namespace, sc: CliScenario, engines: tuple[str, ...] = ENGINES,
+            *, lenient: bool = False) -> EngineView:  # fmt: skip
+    """The comparison for parsed arguments; ``lenient``: a deployment kvbudget's vLLM mode does not
+    read leaves vLLM out (with the reason) instead of failing."""
+    lengths = context_lengths(args.context_lengths) if getattr(args, "context_lengths", None) else DEFAULT_LENGTHS
     available = sc.require_budget()
-    cfg = _sglang_configurator(sc)
-    exact = cfg.plan(available, fit="exact")
-    sglang = cfg.plan(available, fit="sglang") if "sglang" in engines else None
-    vi = vllm_inputs(args, sc) if "vllm" in engines else None
-    vplan = vi.plan() if vi is not None else None
-    rows = []
-    for n in lengths:
-        row: dict[str, Any] = {"context_len": n, "exact": concurrency(cfg, exact, n)}
-        if sglang is not None:
-            row["sglang"] = concurrency(cfg, sglang, n)
-        if vi is not None:
-            row["vllm"] = _vllm_concurrency(vi, n)
-        rows.append(row)
-    return EngineComparison(lengths, cfg.kind, sglang, exact, available, vi, vplan, rows)
+    vi: VllmInputs | None = None
+    unread: str | None = None
+    if "vllm" in engines:
+        try:
+            vi = vllm_inputs(args, sc)
+        except (UsageError, KVBudgetError) as exc:
+            if not lenient:
+                raise
+            unread = str(exc)
+    deployment = None if vi is None else VllmDeployment(vi.layers, vi.engine, vi.available)
+    c = compare_engines(sc.scenario, available, hybrid_swa=sc.sglang_hybrid_swa, vllm_deployment=deployment,
+                        sglang="sglang" in engines, lengths=lengths)  # fmt: skip
+    return EngineView(c, vi, unread)
 
 
 def _plan_doc(p: PoolPlan) -> dict[str, Any]:
@@ -94,41 +76,47 @@ def _plan_doc(p: PoolPlan) -> dict[str, Any]:
             "over_budget_bytes": p.over_budget_bytes}  # fmt: skip
 
 
-def to_json(c: EngineComparison) -> dict[str, Any]:
-    doc: dict[str, Any] = {"engines": {"exact": _plan_doc(c.exact)}, "available_bytes": c.sglang_available,
-                           "sglang_configurator": c.sglang_kind,
-                           "concurrency": c.rows}  # fmt: skip
+def to_json(v: EngineView) -> dict[str, Any]:
+    """The comparison's JSON members: ``engines`` (each engine's pools or blocks), SGLang's budget
+    and configurator, and the requests held at each context length."""
+    c = v.comparison
+    doc: dict[str, Any] = {"engines": {"exact": _plan_doc(c.exact)}, "available_bytes": c.available,
+                           "sglang_configurator": c.kind, "concurrency": list(c.rows)}  # fmt: skip
     if c.sglang is not None:
         doc["engines"]["sglang"] = _plan_doc(c.sglang)
-    if c.vllm_inputs is not None and c.vllm_plan is not None:
-        doc["engines"]["vllm"] = {**plan_json(c.vllm_inputs, c.vllm_plan),
+    if v.vllm_inputs is not None and c.vllm_plan is not None:
+        doc["engines"]["vllm"] = {**plan_json(v.vllm_inputs, c.vllm_plan),
                                   "padding_bytes_per_request": c.vllm_plan.padding_bytes_per_request}  # fmt: skip
+    elif v.vllm_refusal is not None:
+        doc["engines"]["vllm"] = {"engine": "vllm", "vllm_version": vllm.VLLM_VERSION, "error": v.vllm_refusal}
     return doc
 
 
-def _memory_table(c: EngineComparison) -> Any:
+def _memory_table(v: EngineView) -> Any:
     from rich.table import Table
 
-    t = Table(title="memory: what each engine allocates from the same per-GPU budget", title_justify="left")
-    for name in ("engine", "holds", "allocated bytes", "unused", "padding", "over budget"):
+    c = v.comparison
+    t = Table(title="memory: what each engine allocates from its KV budget on this GPU", title_justify="left")
+    for name in ("engine", "holds", "budget", "allocated bytes", "unused", "padding", "over budget"):
         t.add_column(name, justify="left" if name in ("engine", "holds") else "right")
 
     def pools(p: PoolPlan) -> str:
         return ", ".join(f"{x.name} {b(x.tokens)}" for x in p.pools) + " tokens"
 
     def add(label: str, p: PoolPlan) -> None:
-        t.add_row(label, pools(p), b(p.total_bytes), b(max(0, p.leftover_bytes)), b(p.padding_bytes),
-                  b(p.over_budget_bytes))  # fmt: skip
+        t.add_row(label, pools(p), b(c.available), b(p.total_bytes), b(max(0, p.leftover_bytes)),
+                  b(p.padding_bytes), b(p.over_budget_bytes))  # fmt: skip
 
     if c.sglang is not None:
         add("SGLang 0.5.23", c.sglang)
     add("kvbudget exact", c.exact)
-    vi, vp = c.vllm_inputs, c.vllm_plan
+    vi, vp = v.vllm_inputs, c.vllm_plan
     if vi is not None and vp is not None:
         pad = vp.padding_bytes_per_request
         t.add_row(f"vLLM {vllm.VLLM_VERSION}", f"{b(vp.num_blocks)} blocks of {b(vp.bytes_per_block[0])} bytes, "
-                  f"{len(vp.groups)} groups", b(vp.allocated_bytes[0]), b(vi.available - vp.allocated_bytes[0]),
-                  f"{render.percent(pad, vp.per_request_bytes[0], 2)} of a request", "0")  # fmt: skip
+                  f"{len(vp.groups)} groups", b(vi.available), b(vp.allocated_bytes[0]),
+                  b(vi.available - vp.allocated_bytes[0]), f"{render.percent(pad, vp.per_request_bytes[0], 2)} "
+                  "of a request", "0")  # fmt: skip
     return t
 
 
@@ -146,35 +134,36 @@ def _concurrency_table(c: EngineComparison) -> Any:
     return t
 
 
-def run(args: argparse.Namespace, sc: CliScenario) -> int:
-    from kvbudget.cli.files import check_output
-
-    if args.plot:
-        check_output(args.plot, "--plot")
-    c = compare_engines(args, sc)
-    if args.json:
-        render.emit_json(render.document("compare", sc, **to_json(c)))
-    else:
-        _print(render.console(), sc, c)
-    if args.plot:
-        from kvbudget.cli.plot import plot_engines
-
-        plot_engines(c.rows, sc, args.plot)
-    return 0
-
-
-def _print(out: Console, sc: CliScenario, c: EngineComparison) -> None:
+def header(out: Console, title: str, sc: CliScenario, v: EngineView) -> None:
+    """The deployment: the scenario and SGLang's side (:func:`kvbudget.cli.render.header`), then vLLM's."""
     from rich.markup import escape
 
-    from kvbudget.cli.plan_vllm import header
+    vi = v.vllm_inputs
+    asked = vi is not None or v.vllm_unread is not None
+    render.header(out, title, sc, v.comparison.configurator, budget="SGLang budget" if asked else "budget")
+    if vi is not None:
+        drafters = sum(x.is_draft for x in vi.layers)
+        out.print(f"  vLLM {vllm.VLLM_VERSION}: {escape(vi.settings())}; {len(vi.layers) - drafters} attention "
+                  f"layers as vLLM reads them" + (f", {drafters} drafter layer(s)" if drafters else ""))  # fmt: skip
+        out.print(f"  vLLM budget:  {escape(vi.budget_label)} per worker")
+        for note in vi.notes:
+            out.print(f"  [yellow]note:[/yellow] {escape(note)}")
+    if v.vllm_refusal is not None:
+        what = "not read by kvbudget's vLLM mode" if v.vllm_unread is not None else "would not start"
+        out.print(f"  [yellow]vLLM {vllm.VLLM_VERSION} {what}:[/yellow] {escape(v.vllm_refusal)}")
 
-    if c.vllm_inputs is not None:
-        header(out, "kvbudget compare --engines", sc, c.vllm_inputs)
-    else:
-        render.header(out, "kvbudget compare --engines", sc, sc.configurator())
-    out.print(f"  SGLang 0.5.23's configurator: {c.sglang_kind} (kvbudget's exact plan uses the same layout)")
-    out.print(_memory_table(c))
-    out.print(_concurrency_table(c))
+
+def tables(out: Console, v: EngineView, over_budget: bool = True) -> None:
+    """The engines side by side: memory, requests held at each length, and vLLM's own lines
+    (``over_budget``: and what SGLang's token counts allocate over the budget)."""
+    from rich.markup import escape
+
+    c = v.comparison
+    out.print(f"  SGLang 0.5.23's configurator: {type(c.configurator).__name__}, as SGLang's own factory picks it "
+              "(kvbudget's exact plan uses the same layout)")  # fmt: skip
+    out.print(_memory_table(v))
+    if c.rows:
+        out.print(_concurrency_table(c))
     vp = c.vllm_plan
     if vp is not None:
         e = vp.max_model_len
@@ -183,6 +172,25 @@ def _print(out: Console, sc: CliScenario, c: EngineComparison) -> None:
                   "tokens in flight (max-num-batched-tokens for each batch in flight) in every window layer")  # fmt: skip
         for w in vp.warnings:
             out.print(f"  [yellow]vLLM warns:[/yellow] {escape(w)}")
-    if c.sglang is not None and c.sglang.over_budget_bytes:
+    if over_budget and c.sglang is not None and c.sglang.over_budget_bytes:
         out.print(f"  SGLang's token counts allocate {b(c.sglang.over_budget_bytes)} bytes over the budget "
                   "(its padding rows); the exact plan fits")  # fmt: skip
+
+
+def run(args: argparse.Namespace, sc: CliScenario) -> int:
+    from kvbudget.cli.files import check_output
+
+    if args.plot:
+        check_output(args.plot, "--plot")
+    v = compare(args, sc, tuple(args.engines))
+    if args.json:
+        render.emit_json(render.document("compare", sc, **to_json(v)))
+    else:
+        out = render.console()
+        header(out, "kvbudget compare --engines", sc, v)
+        tables(out, v)
+    if args.plot:
+        from kvbudget.cli.plot import plot_engines
+
+        plot_engines(list(v.comparison.rows), sc, args.plot)
+    return 0

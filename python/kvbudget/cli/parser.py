@@ -24,6 +24,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import kvbudget
 from kvbudget.cli.numbers import INT64_MAX, parse_bytes, parse_finite_float, parse_int, shown
 from kvbudget.fields import SCENARIO_FIELDS, Field, canonical_name
+from kvbudget.vllm.settings import ENGINE_SETTINGS, Setting
 
 __all__ = [
     "ALIASES",
@@ -36,6 +37,7 @@ __all__ = [
     "UsageError",
     "VARY_CHOICES",
     "VARY_FIELDS",
+    "VLLM_FLAGS",
     "build_parser",
     "close_command",
     "normalize_argv",
@@ -43,6 +45,7 @@ __all__ = [
     "parse_bytes",
     "serving_values",
     "spec_values",
+    "vllm_flags",
 ]
 
 _T = TypeVar("_T")
@@ -55,10 +58,23 @@ ENGINES: Final = ("sglang", "vllm")
 #: The most values ``sweep --steps`` makes (each is planned twice).
 MAX_SWEEP_STEPS: Final = 10_000
 
-# The embedded default scenario: REFERENCE section 5, example 1.
-DEFAULT_MODEL: Final = "gemma-3-27b"
-DEFAULT_DRAFT: Final = "eagle3:1"
-DEFAULT_AVAILABLE: Final = 40 * GIB
+# The embedded default: a deployment each engine plans as it would serve it. gpt-oss-120b with its
+# EAGLE3 draft on one H200: SGLang 0.5.23 gives it separate full and SWA pools (HybridSWA), and
+# vLLM 0.33.0 plans the same model, drafter and GPU (tests/test_sglang_launch.py holds the SGLang
+# side to SGLang's own launch resolution and configurator).
+DEFAULT_MODEL: Final = "gpt-oss-120b"
+DEFAULT_DRAFT: Final = "gpt-oss-120b-eagle3"
+DEFAULT_GPU: Final = "h200"
+#: SGLang's speculative settings for that launch line: ``_handle_eagle_family`` takes 3 steps,
+#: top-k 1 and 4 draft tokens when ``--speculative-num-steps`` is unset (vLLM drafts k = 3).
+DEFAULT_SPEC: Final = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+#: The default's weights, GiB: gpt-oss-120b's checkpoint size in its model card (the preset
+#: carries no weight bytes; the EAGLE3 draft's own weights are not counted).
+DEFAULT_WEIGHTS_GIB: Final = 60.8
+DEFAULT_WEIGHTS_SOURCE: Final = ("gpt-oss-120b's checkpoint size in OpenAI's gpt-oss model card, arXiv:2508.10925; "
+                                 "the EAGLE3 draft's weights not counted")  # fmt: skip
+#: ``--mem-fraction`` when not given. SGLang 0.5.23 picks its own ``--mem-fraction-static`` from
+#: the GPU's memory at launch, which kvbudget does not restate: this is an assumption.
 DEFAULT_MEM_FRACTION: Final = 0.9
 
 #: ``sweep --vary`` -> the scenario field it sets (None: the budget).
@@ -252,7 +268,8 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, budget: bool = True) -> No
         nargs="?",
         metavar="MODEL",
         help=f"a preset name or HF id (kvbudget models lists them) or a config.json path; "
-        f"default: {DEFAULT_MODEL} with --draft {DEFAULT_DRAFT} and --available 40GiB",
+        f"default: {DEFAULT_MODEL} with --draft {DEFAULT_DRAFT} on --gpu {DEFAULT_GPU} "
+        f"(--weights-gib {DEFAULT_WEIGHTS_GIB:g})",
     )
     g.add_argument(
         "--config",
@@ -291,13 +308,15 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, budget: bool = True) -> No
         dest="mem_fraction",
         type=_fraction,
         metavar="F",
-        help=f"with --gpu: SGLang's mem_fraction_static (default {DEFAULT_MEM_FRACTION})",
+        help=f"with --gpu (or the embedded default): SGLang's mem_fraction_static (default "
+        f"{DEFAULT_MEM_FRACTION}, assumed: SGLang picks its own at launch)",
     )
     b.add_argument(
         "--weights-gib",
         type=_weights_gib,
         metavar="W",
-        help="with --gpu: GiB of weights (target and draft) on each GPU; budget = memory x F - W",
+        help="with --gpu (or the embedded default): GiB of weights (target and draft) on each GPU; "
+        "budget = memory x F - W",
     )
 
     s = p.add_argument_group("serving (SGLang server args; every ServingConfig field)")
@@ -310,22 +329,53 @@ def _max_model_len(text: str) -> int | str:
     return "auto" if text.strip().lower() == "auto" else parse_int(text, 1, INT64_MAX)
 
 
+#: The ``--engine vllm`` flags by setting name: every vLLM engine setting the core
+#: declares with a flag (:data:`kvbudget.vllm.settings.ENGINE_SETTINGS`), then the budget's.
+VLLM_FLAGS: Final[dict[str, str]] = {
+    **{s.name: s.flag for s in ENGINE_SETTINGS if s.flag is not None},
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+}
+# Settings whose CLI default is not the library's: how help shows it.
+_VLLM_CLI_DEFAULTS: Final[dict[str, str]] = {
+    "max_model_len": "the model's max_position_embeddings",
+    "num_speculative_tokens": "--num-steps, else 1",
+}
+# A vLLM flag's value lands in args under this prefix, only when given.
+_VLLM_DEST: Final = "vllm_"
+
+
+def _vllm_flag(s: Setting) -> dict[str, Any]:
+    """``add_argument``'s keywords for the setting ``s``, from its type, default and unit."""
+    if s.py == "bool":
+        return {"action": "store_const", "const": not s.default,
+                "help": f"{s.name}={not s.default}: {' '.join(s.doc.split())}"}  # fmt: skip
+    default = _VLLM_CLI_DEFAULTS.get(s.name, None if s.default is None else str(s.default))
+    doc = " ".join(s.doc.split())
+    help_text = doc if default is None else f"{doc.rstrip('.')} (default: {default})."
+    if s.py == "model_len":
+        return {"type": _max_model_len, "metavar": "N|auto", "help": help_text}
+    parse, metavar = (_bytes_arg, "BYTES") if s.unit == "bytes" else (_positive_int, "N")
+    return {"type": parse, "metavar": metavar, "help": help_text}
+
+
 def _add_vllm_args(p: argparse.ArgumentParser) -> None:
-    """vLLM 0.33.0's engine flags (``--engine vllm``, ``compare --engines ... vllm``)."""
+    """vLLM 0.33.0's engine flags (``--engine vllm``, ``compare --engines ... vllm``): one per
+    :data:`VLLM_FLAGS`, read back by :func:`vllm_flags`."""
     v = p.add_argument_group("vLLM engine (vLLM 0.33.0's flags; --tp, --dcp and --kv-dtype are shared)")
-    v.add_argument("--block-size", type=_positive_int, metavar="N", help="tokens per block (default 16)")
-    v.add_argument("--max-model-len", type=_max_model_len, metavar="N|auto",
-                   help="tokens, or auto (default: the model's max_position_embeddings)")  # fmt: skip
-    v.add_argument("--max-num-batched-tokens", type=_positive_int, metavar="N", help="tokens (default 8192)")
-    v.add_argument("--no-async-scheduling", action="store_true", help="async scheduling off")
-    v.add_argument("--pp", type=_positive_int, default=1, metavar="N", help="pipeline stages (default 1)")
-    v.add_argument("--gpu-memory-utilization", type=_fraction, metavar="F",
+    for s in ENGINE_SETTINGS:
+        if s.flag is not None:
+            kw = _vllm_flag(s)
+            kw["help"] = kw["help"].replace("%", "%%")
+            v.add_argument(s.flag, dest=_VLLM_DEST + s.name, default=argparse.SUPPRESS, **kw)
+    v.add_argument(VLLM_FLAGS["gpu_memory_utilization"], dest=_VLLM_DEST + "gpu_memory_utilization",
+                   default=argparse.SUPPRESS, type=_fraction, metavar="F",
                    help="with --gpu: vLLM's fraction of the device (default 0.92)")  # fmt: skip
-    v.add_argument("--num-gpu-blocks-override", type=_positive_int, metavar="N", help="blocks")
-    v.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
-                   help="one group of full-attention pages for every layer")  # fmt: skip
-    v.add_argument("--num-speculative-tokens", type=_positive_int, metavar="K",
-                   help="the drafter's k (default: --num-steps, else 1)")  # fmt: skip
+
+
+def vllm_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The vLLM flags given on the command line, by setting name (and ``gpu_memory_utilization``)."""
+    given = vars(args)
+    return {k: given[_VLLM_DEST + k] for k in VLLM_FLAGS if _VLLM_DEST + k in given}
 
 
 def _add_command(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
@@ -351,7 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
         "plan",
         help="plan the pools for a model, draft and budget (the default command)",
         description="Plan the KV pools. Without MODEL: the embedded default "
-        f"({DEFAULT_MODEL}, --draft {DEFAULT_DRAFT}, 40 GiB). --json prints a document whose "
+        f"({DEFAULT_MODEL}, --draft {DEFAULT_DRAFT}, one {DEFAULT_GPU.upper()}), in SGLang 0.5.23 and "
+        "vLLM 0.33.0 side by side unless --engine picks one. --json prints a document whose "
         "'plan' member round-trips: PoolPlan.from_json(json.dumps(doc['plan'])).",
     )
     _add_scenario_args(p)
@@ -362,9 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="exact: the largest plan whose tensors fit; sglang: SGLang's token counts "
         "(default exact)",
     )
-    p.add_argument("--engine", choices=ENGINES, default="sglang",
+    p.add_argument("--engine", choices=ENGINES,
                    help="sglang: SGLang's pools and kvbudget's exact plan; vllm: vLLM 0.33.0's blocks "
-                   "(default sglang)")  # fmt: skip
+                   "(default sglang; both side by side for the embedded default)")  # fmt: skip
     _add_vllm_args(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

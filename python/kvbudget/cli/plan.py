@@ -1,14 +1,21 @@
-"""``kvbudget plan``: the pools for a model, draft and budget (the default command)."""
+"""``kvbudget plan``: the pools for a model, draft and budget (the default command).
+
+The numbers are :func:`kvbudget.compare.compare_engines`'s: SGLang's token counts and
+kvbudget's exact plan, and for the embedded default (no MODEL, no ``--engine``) vLLM
+0.33.0's blocks for the same deployment beside them (:mod:`kvbudget.cli.engines`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from kvbudget.cli import render
+from kvbudget.cli import engines, render
+from kvbudget.cli.engines import EngineView
 from kvbudget.cli.render import b
 from kvbudget.cli.scenario import build_scenario
 from kvbudget.cli.vllm_inputs import refuse_vllm_flags
+from kvbudget.compare import compare_engines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -16,27 +23,30 @@ def run(args: argparse.Namespace) -> int:
         from kvbudget.cli import plan_vllm
 
         return plan_vllm.run(args)
-    refuse_vllm_flags(args, "--engine vllm")
     sc = build_scenario(args)
-    available = sc.require_budget()
-    cfg = sc.configurator()
-    plan = cfg.plan(available, fit=args.fit)
-    sglang = cfg.calculate_pool_sizes(available)
-    other = cfg.plan(available, fit="sglang" if args.fit == "exact" else "exact")
+    both = args.engine is None and sc.is_default
+    if both:
+        v = engines.compare(args, sc, lenient=True)
+    else:
+        refuse_vllm_flags(args, "--engine vllm")
+        v = EngineView(compare_engines(sc.scenario, sc.require_budget(), lengths=()), None)
+    c = v.comparison
+    cfg, available = c.configurator, c.available
+    assert c.sglang is not None  # compare_engines plans SGLang's token counts unless told not to
+    plan, other = (c.exact, c.sglang) if args.fit == "exact" else (c.sglang, c.exact)
+    sglang = c.sglang.config
     if args.json:
-        render.emit_json(
-            render.document(
-                "plan",
-                sc,
-                configurator=cfg.kind,
-                cell_size=cfg.cell_size,
-                sglang=render.sizes(sglang),
-                plan=json.loads(plan.to_json()),
-            )
-        )
+        doc = engines.to_json(v) if both else {}  # its configurator and budget are the plan's own
+        more = {k: doc[k] for k in ("engines", "concurrency") if k in doc}
+        render.emit_json(render.document("plan", sc, configurator=cfg.kind, cell_size=cfg.cell_size,
+                                         sglang=render.sizes(sglang), plan=json.loads(plan.to_json()), **more))  # fmt: skip
         return 0
     out = render.console()
-    render.header(out, f"kvbudget plan (fit={args.fit})", sc, cfg)
+    title = f"kvbudget plan (fit={args.fit})"
+    if both:
+        engines.header(out, title, sc, v)
+    else:
+        render.header(out, title, sc, cfg)
     title = f"{'exact' if args.fit == 'exact' else 'SGLang'} plan: pools and tensors"
     out.print(render.pool_table(plan, title))
     over = plan.over_budget_bytes
@@ -65,10 +75,12 @@ def run(args: argparse.Namespace) -> int:
                 f"  SGLang's allocation: {b(other.total_bytes)} bytes, within budget "
                 f"(leftover {b(other.leftover_bytes)})."
             )
+    if both:
+        engines.tables(out, v, over_budget=False)  # said above
     if sc.is_default:
         out.print(
-            "  [dim]Plan your own: kvbudget plan MODEL --gpu h100 --mem-fraction 0.9 "
-            "--weights-gib W (or --available 30GiB); kvbudget models lists presets; "
-            "kvbudget compare shows what the draft budget changed.[/dim]"
+            "  [dim]Plan your own: kvbudget plan MODEL --gpu h200 --mem-fraction 0.9 --weights-gib W "
+            "(or --available 30GiB); --engine sglang|vllm picks one engine; kvbudget models lists "
+            "presets; kvbudget compare MODEL --engines sglang vllm sets the engines side by side.[/dim]"
         )
     return 0

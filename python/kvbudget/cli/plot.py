@@ -115,22 +115,9 @@ def plot(rows: list[dict[str, Any]], sc: CliScenario, vary: str, x_label: str, p
     left = [int(r["leftover_bytes"]) for r in ok]
     top = max([*over, *left, 1])
     unit, div = ("MiB", float(1 << 20)) if top >= (1 << 20) else ("KiB", 1024.0)
-    ax2.plot(
-        xs,
-        [v / div for v in over],
-        "o-",
-        color="tab:red",
-        markersize=5,
-        label="SGLang's plan: bytes over the budget",
-    )
-    ax2.plot(
-        xs,
-        [v / div for v in left],
-        "s-",
-        color="tab:blue",
-        markersize=5,
-        label="exact plan: budget left unused",
-    )
+    for values, style, color, label in ((over, "o-", "tab:red", "SGLang's plan: bytes over the budget"),
+                                        (left, "s-", "tab:blue", "exact plan: budget left unused")):  # fmt: skip
+        ax2.plot(xs, [v / div for v in values], style, color=color, markersize=5, label=label)
     ax2.set_ylabel(unit)
     ax2.set_ylim(0, top / div * 1.12)
     ax2.grid(True, alpha=0.3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 from kvbudget.cli import render
@@ -18,21 +18,22 @@ from kvbudget.cli.scenario import build_scenario
 _INTEGER: Final = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
 
 
+def _parts(values: Sequence[str]) -> Iterator[str]:
+    """The non-empty items of values given space or comma separated."""
+    for v in values:
+        yield from (part.strip() for part in str(v).split(",") if part.strip())
+
+
 def context_lengths(values: Sequence[str]) -> list[int]:
     """``--context-lengths``: integers >= 1, space or comma separated."""
     out: list[int] = []
-    for v in values:
-        for part in str(v).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if not _INTEGER.fullmatch(part):
-                raise UsageError(f"--context-lengths: not an integer: {shown(part)}")
-            try:
-                n = parse_int(part, 1)
-            except ValueError as exc:
-                raise UsageError(f"--context-lengths: {exc}") from None
-            out.append(n)
+    for part in _parts(values):
+        if not _INTEGER.fullmatch(part):
+            raise UsageError(f"--context-lengths: not an integer: {shown(part)}")
+        try:
+            out.append(parse_int(part, 1))
+        except ValueError as exc:
+            raise UsageError(f"--context-lengths: {exc}") from None
     if not out:
         raise UsageError("--context-lengths: give at least one length")
     return out
@@ -43,18 +44,14 @@ def weights(values: Sequence[str] | None) -> list[float] | None:
     if values is None:
         return None
     out: list[float] = []
-    for v in values:
-        for part in str(v).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            try:
-                w = parse_finite_float(part)
-            except ValueError as exc:
-                raise UsageError(f"--weights: {exc}") from None
-            if w < 0:
-                raise UsageError(f"--weights: must be >= 0, got {shown(part)}")
-            out.append(w)
+    for part in _parts(values):
+        try:
+            w = parse_finite_float(part)
+        except ValueError as exc:
+            raise UsageError(f"--weights: {exc}") from None
+        if w < 0:
+            raise UsageError(f"--weights: must be >= 0, got {shown(part)}")
+        out.append(w)
     if not out:
         raise UsageError("--weights: give at least one weight")
     return out

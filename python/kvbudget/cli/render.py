@@ -125,18 +125,21 @@ def serving_summary(s: ServingConfig, skip: str = "") -> str:
     return ", ".join(parts)
 
 
-def header(out: Console, title: str, sc: CliScenario, cfg: PoolConfiguratorBase) -> None:
+def header(out: Console, title: str, sc: CliScenario, cfg: PoolConfiguratorBase, budget: str = "budget") -> None:
+    """The scenario's lines above ``cfg``'s numbers; the what-if only when ``cfg`` is the one it is
+    about (``sc.configurator()``, not SGLang's own choice)."""
     from rich.markup import escape
 
     out.print(f"[bold]{escape(title)}[/bold]" + (" (embedded default)" if sc.is_default else ""))
     out.print(f"  model:   {escape(sc.model_label)}")
     out.print(f"  draft:   {escape(sc.draft_label)}")
-    out.print(f"  budget:  {escape(sc.budget_label)}")
+    out.print(f"  {budget}:  {escape(sc.budget_label)}")
     out.print(f"  serving: {escape(serving_summary(cfg.serving))}")
     out.print(f"  SGLang:  {type(cfg).__name__}, cell size {b(cfg.cell_size)} bytes per token")
     if sc.sglang_pools is not None and sc.sglang_pools["hybrid_swa"] is not None:
         out.print(f"  SGLang 0.5.23 pools: {escape(sc.sglang_pools['reason'])}")
-    for note in sc.notes:
+    what_if = [sc.what_if] if sc.what_if is not None and cfg.kind == sc.configurator().kind else []
+    for note in (*sc.notes, *what_if):
         out.print(f"  [yellow]note:[/yellow] {escape(note)}")
 
 

@@ -26,7 +26,14 @@ from kvbudget import (
 from kvbudget.cli import render
 from kvbudget.cli.files import read_config
 from kvbudget.cli.numbers import INT64_MAX
-from kvbudget.cli.parser import DEFAULT_DRAFT, DEFAULT_MODEL, UsageError, serving_values, spec_values
+from kvbudget.cli.parser import (
+    DEFAULT_DRAFT,
+    DEFAULT_MODEL,
+    DEFAULT_SPEC,
+    UsageError,
+    serving_values,
+    spec_values,
+)
 from kvbudget.cli.values import CliScenario, _PlanningError, budget_of
 
 if TYPE_CHECKING:
@@ -145,9 +152,9 @@ def _load_model(
 def _sglang_pools(
     model: _SGLangModel | None, scenario: kvbudget.Scenario, notes: list[str]
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """SGLang 0.5.23's pool choice for the model (kvbudget.sglang.hybrid), and the note
-    (appended to ``notes`` too) when kvbudget's configurator is another family: its numbers are
-    then a what-if for SGLang."""
+    """SGLang 0.5.23's pool choice for the model (kvbudget.sglang.hybrid), and the what-if (kept
+    out of ``notes``) when kvbudget's configurator for the geometry as given is another family:
+    its numbers are then a what-if for SGLang."""
     from kvbudget.sglang.hybrid import sglang_hybrid_swa
 
     if model is None or not model[0]:
@@ -175,7 +182,6 @@ def _sglang_pools(
             + ("" if got.hybrid_swa else
                " (--disable-hybrid-swa-memory plans one Default pool over this geometry's layers)")
         )  # fmt: skip
-        notes.append(what_if)
     return {"architectures": archs, "hybrid_swa": got.hybrid_swa, "reason": got.reason}, what_if
 
 
@@ -344,10 +350,16 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         return launch_scenario(args)
     notes: list[str] = []
     label, info, model, preset_dtype, is_default, sglang_model = _load_model(args)
-    draft_text = args.draft
-    if draft_text is None and is_default:
+    draft_text, extra = args.draft, spec_values(args)
+    steps = draft_text is None and is_default and all(v is None for v in extra.values())
+    if draft_text is None and is_default:  # the default's draft, with SGLang's steps for it
         draft_text = DEFAULT_DRAFT
-    draft_label, draft_info, spec = _draft(draft_text, model, info, spec_values(args), notes)
+    if steps:
+        extra = dict(DEFAULT_SPEC)
+    draft_label, draft_info, spec = _draft(draft_text, model, info, extra, notes)
+    if steps:
+        draft_label += (f", {extra['num_steps']} steps, top-k {extra['eagle_topk']}, {extra['num_draft_tokens']} "
+                        "draft tokens (SGLang's own for this launch line)")  # fmt: skip
     values = serving_values(args)
     if values["kv_cache_dtype"] is None:
         values["kv_cache_dtype"] = preset_dtype

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from kvbudget._core import SpeculativeConfig
 from kvbudget.cli import render
-from kvbudget.cli.parser import DEFAULT_AVAILABLE, DEFAULT_MEM_FRACTION, GIB, UsageError
+from kvbudget.cli.parser import (
+    DEFAULT_GPU,
+    DEFAULT_MEM_FRACTION,
+    DEFAULT_WEIGHTS_GIB,
+    DEFAULT_WEIGHTS_SOURCE,
+    GIB,
+    UsageError,
+)
 from kvbudget.errors import KVBudgetError
 from kvbudget.sglang.configurators import Scenario
 
@@ -41,15 +48,15 @@ class CliScenario:
     notes: list[str] = field(default_factory=list)
     #: SGLang 0.5.23's pool choice for the model and why (None: no architecture known).
     sglang_pools: dict[str, Any] | None = None
-    #: The note (one of ``notes``) that kvbudget's configurator is not SGLang's own choice,
-    #: so its numbers are a what-if for SGLang; None when the two agree.
+    #: Why :meth:`configurator` (the factory's choice for the geometry as given) is not SGLang's
+    #: own choice, so that its numbers are a what-if for SGLang; None when the two agree. Not
+    #: one of ``notes``: it is shown only with that configurator's numbers.
     what_if: str | None = None
 
-    def use_sglang_choice(self) -> None:
-        """The caller plans with SGLang's own configurator: the what-if note no longer applies."""
-        if self.what_if is not None:
-            self.notes.remove(self.what_if)
-            self.what_if = None
+    @property
+    def sglang_hybrid_swa(self) -> bool | None:
+        """Whether SGLang 0.5.23 gives the model separate SWA pools (None: unknown)."""
+        return None if self.sglang_pools is None else self.sglang_pools["hybrid_swa"]
 
     def configurator(self) -> PoolConfiguratorBase:
         """SGLang's configurator for the scenario (the factory's choice)."""
@@ -80,48 +87,54 @@ def budget_of(
     args: argparse.Namespace, is_default: bool, notes: list[str]
 ) -> tuple[int | None, str, dict[str, Any]]:
     """The budget from ``--available`` / ``--gpu`` (or the default's): bytes, label, info."""
-    from kvbudget.budget import gpu_available_bytes
-    from kvbudget.models import get_gpu
-
     b = render.b
     if args.available is not None:
         if args.mem_fraction is not None or args.weights_gib is not None:
             raise UsageError("--mem-fraction and --weights-gib go with --gpu, not with --available")
         label = f"{b(args.available)} bytes = {render.gib(args.available)} (--available)"
         return args.available, label, {"source": "available"}
-    if args.gpu is not None:
-        gpu = get_gpu(args.gpu)
-        fraction = DEFAULT_MEM_FRACTION if args.mem_fraction is None else args.mem_fraction
-        weights = 0 if args.weights_gib is None else int(args.weights_gib * GIB)
-        if args.weights_gib is None:
-            notes.append("no --weights-gib: the budget assumes no weights on this GPU")
-        available = gpu_available_bytes(gpu.memory_bytes, fraction, weights)
-        if available <= 0:
-            usable = gpu_available_bytes(gpu.memory_bytes, fraction)
-            raise _PlanningError(
-                f"no KV budget on {gpu.name}: {b(gpu.memory_bytes)} x {fraction:g} = {b(usable)} "
-                f"bytes does not cover {b(weights)} bytes of weights"
-            )
-        label = (
-            f"{b(available)} bytes = {render.gib(available)}: {gpu.model} "
-            f"{gpu.stated_memory_gb} GB ({b(gpu.memory_bytes)} B, vendor-stated) "
-            f"x mem-fraction {fraction:g} - weights {args.weights_gib or 0:g} GiB"
-        )
-        info = {
-            "source": "gpu",
-            "gpu": gpu.name,
-            "gpu_memory_bytes": gpu.memory_bytes,
-            "gpu_bytes_basis": gpu.bytes_basis,
-            "mem_fraction": fraction,
-            "weights_bytes": weights,
-        }
-        return available, label, info
+    if args.gpu is not None or is_default:
+        return _gpu_budget(args, is_default, notes)
     if args.mem_fraction is not None or args.weights_gib is not None:
         raise UsageError("--mem-fraction and --weights-gib need --gpu NAME")
-    if is_default:
-        label = (
-            f"{b(DEFAULT_AVAILABLE)} bytes = {render.gib(DEFAULT_AVAILABLE)} "
-            "(embedded default, REFERENCE section 5 example 1)"
-        )
-        return DEFAULT_AVAILABLE, label, {"source": "default"}
     return None, "none given", {"source": None}
+
+
+def _gpu_budget(args: argparse.Namespace, is_default: bool, notes: list[str]) -> tuple[int, str, dict[str, Any]]:
+    """A GPU preset's memory x the memory fraction - the weights. The embedded default takes the
+    H200 preset, the assumed fraction and its checkpoint's published weights for the parts its
+    flags leave out, and says where each number comes from."""
+    from kvbudget.budget import gpu_available_bytes
+    from kvbudget.models import get_gpu
+
+    b = render.b
+    gpu = get_gpu(DEFAULT_GPU if args.gpu is None else args.gpu)
+    fraction = DEFAULT_MEM_FRACTION if args.mem_fraction is None else args.mem_fraction
+    weights_gib = args.weights_gib
+    sources = {"gpu": "--gpu" if args.gpu is not None else "the embedded default's GPU preset",
+               "mem_fraction": "--mem-fraction", "weights": "--weights-gib"}  # fmt: skip
+    if args.mem_fraction is None:
+        sources["mem_fraction"] = "assumed: SGLang 0.5.23 picks its own --mem-fraction-static at launch"
+    if weights_gib is None and is_default:
+        weights_gib, sources["weights"] = DEFAULT_WEIGHTS_GIB, DEFAULT_WEIGHTS_SOURCE
+    elif weights_gib is None:
+        weights_gib, sources["weights"] = 0.0, "none given"
+        notes.append("no --weights-gib: the budget assumes no weights on this GPU")
+    weights = int(weights_gib * GIB)
+    available = gpu_available_bytes(gpu.memory_bytes, fraction, weights)
+    if available <= 0:
+        usable = gpu_available_bytes(gpu.memory_bytes, fraction)
+        raise _PlanningError(
+            f"no KV budget on {gpu.name}: {b(gpu.memory_bytes)} x {fraction:g} = {b(usable)} "
+            f"bytes does not cover {b(weights)} bytes of weights"
+        )
+    label = f"{b(available)} bytes = {render.gib(available)}: {gpu.model} {gpu.stated_memory_gb} GB "
+    if is_default:
+        label += (f"({b(gpu.memory_bytes)} B, vendor-stated, {sources['gpu']}) x mem-fraction {fraction:g} "
+                  f"({sources['mem_fraction']}) - weights {weights_gib:g} GiB = {b(weights)} B ({sources['weights']})")
+    else:
+        label += f"({b(gpu.memory_bytes)} B, vendor-stated) x mem-fraction {fraction:g} - weights {weights_gib:g} GiB"
+    info = {"source": "gpu", "gpu": gpu.name, "gpu_memory_bytes": gpu.memory_bytes,
+            "gpu_bytes_basis": gpu.bytes_basis, "mem_fraction": fraction, "weights_bytes": weights,
+            "sources": sources}  # fmt: skip
+    return available, label, info

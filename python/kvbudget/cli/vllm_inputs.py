@@ -6,8 +6,9 @@ the drafter's: a draft preset's, a ``KIND:config.json``, or for ``eagle3:N`` /
 ``eagle:N`` N Llama-architecture layers at the target's full-attention geometry
 (``mtp:N``: a DeepSeek target's own N MTP layers). The serving flags that mean
 the same in both engines are shared (``--tp``, ``--dcp``, ``--kv-dtype``); the
-vLLM flags (``--block-size``, ``--max-model-len``, ...) map to
-:class:`~kvbudget.vllm.EngineConfig`. The budget is ``--available`` (vLLM's
+vLLM flags, one per engine setting the core declares with a flag
+(:func:`kvbudget.cli.parser.vllm_flags`), set those settings of
+:class:`~kvbudget.vllm.EngineConfig` by name. The budget is ``--available`` (vLLM's
 "Available KV cache memory"), or with ``--gpu``
 :func:`kvbudget.vllm.budget.vllm_available_bytes` at ``--gpu-memory-utilization``
 less ``--weights-gib``, an upper bound (vLLM also subtracts its profile run's
@@ -18,32 +19,25 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from kvbudget import vllm
 from kvbudget.cli import render
 from kvbudget.cli.files import read_config
-from kvbudget.cli.parser import UsageError
+from kvbudget.cli.parser import VLLM_FLAGS, UsageError, vllm_flags
 from kvbudget.cli.scenario import CliScenario
 from kvbudget.models.hf import text_part
 from kvbudget.vllm.models import layers_from_hf_config
 
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "VllmInputs", "refuse_vllm_flags", "vllm_inputs"]
 
-# The vLLM flags' destinations and their unset values.
-_VLLM_FLAGS: Final[dict[str, Any]] = {
-    "block_size": None, "max_model_len": None, "max_num_batched_tokens": None, "no_async_scheduling": False,
-    "pp": 1, "gpu_memory_utilization": None, "num_gpu_blocks_override": None,
-    "disable_hybrid_kv_cache_manager": False, "num_speculative_tokens": None,
-}  # fmt: skip
-
 
 def refuse_vllm_flags(args: argparse.Namespace, needs: str) -> None:
     """UsageError when a vLLM flag is given without vLLM being planned."""
-    given = [k for k, unset in _VLLM_FLAGS.items() if getattr(args, k, unset) != unset]
+    given = vllm_flags(args)
     if given:
-        flags = ", ".join("--" + k.replace("_", "-") for k in given)
-        raise UsageError(f"{flags}: vLLM's, which need {needs}")
+        raise UsageError(f"{', '.join(VLLM_FLAGS[k] for k in given)}: vLLM's, which need {needs}")
+
 
 #: vLLM 0.33.0's ``--gpu-memory-utilization`` default.
 DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.92
@@ -134,11 +128,10 @@ def _draft(sc: CliScenario, target: dict[str, Any]) -> tuple[str | None, dict[st
                     **{k: text[k] for k in keys if text.get(k) is not None}}, None  # fmt: skip
 
 
-def _budget(args: argparse.Namespace, sc: CliScenario) -> tuple[int, str]:
+def _budget(util: float | None, sc: CliScenario) -> tuple[int, str]:
     from kvbudget.vllm.budget import vllm_available_bytes
 
     info = sc.budget_info
-    util = args.gpu_memory_utilization
     if info.get("source") != "gpu":
         if util is not None:
             raise UsageError("--gpu-memory-utilization goes with --gpu")
@@ -171,7 +164,9 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
         target = {**target, "num_nextn_predict_layers": mtp_layers}
     derived = text_part(target).get("max_position_embeddings")
     derived = derived if isinstance(derived, int) and not isinstance(derived, bool) and derived > 0 else None
-    max_len: int | str | None = args.max_model_len
+    flags = vllm_flags(args)
+    util = flags.pop("gpu_memory_utilization", None)
+    max_len: int | Literal["auto"] | None = flags.pop("max_model_len", None)
     notes: list[str] = []
     if max_len is None:
         max_len = derived or vllm.EngineConfig().max_model_len
@@ -179,22 +174,17 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
                      f"--max-model-len: vLLM's default {max_len} (the config gives no max_position_embeddings)")  # fmt: skip
     if max_len == "auto" and derived is None:
         raise UsageError("--max-model-len auto needs the model's max_position_embeddings")
-    k = args.num_speculative_tokens
+    k = flags.pop("num_speculative_tokens", None)
     if method is not None and k is None:
         k = sc.scenario.spec.num_steps or 1
-    engine_kw: dict[str, Any] = dict(
-        max_model_len=max_len, derived_max_model_len=derived, tp=serving.tp_size, pp=args.pp,
-        dcp=serving.dcp_size, num_gpu_blocks_override=args.num_gpu_blocks_override,
-        disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager, speculative_method=method,
-        num_speculative_tokens=k, num_nextn_predict_layers=mtp_layers if method == "mtp" else None,
-        async_scheduling=not args.no_async_scheduling,
+    # The settings the rest of the command line gives; every other one is its own flag.
+    engine = vllm.EngineConfig(
+        max_model_len=max_len, derived_max_model_len=derived, tp=serving.tp_size, dcp=serving.dcp_size,
+        speculative_method=method, num_speculative_tokens=k,
+        num_nextn_predict_layers=mtp_layers if method == "mtp" else None, **flags,
     )  # fmt: skip
-    for key in ("block_size", "max_num_batched_tokens"):
-        if getattr(args, key) is not None:
-            engine_kw[key] = getattr(args, key)
-    engine = vllm.EngineConfig(**engine_kw)
     layers = layers_from_hf_config(target, engine, draft=draft, kv_cache_dtype=kv_dtype, model_dtype=model_dtype)
-    available, label = _budget(args, sc)
+    available, label = _budget(util, sc)
     if available <= 0:
         raise UsageError(f"no KV budget for vLLM: {label}")
     return VllmInputs(layers, engine, available, label, notes)

@@ -15,30 +15,8 @@ from __future__ import annotations
 
 from kvbudget.vllm.budget import vllm_available_bytes
 from kvbudget.vllm.models import layers_from_hf_config
-from kvbudget.vllm.planner import (
-    VLLM_VERSION,
-    EngineConfig,
-    LayerSpec,
-    VllmError,
-    VllmGroup,
-    VllmPlan,
-    VllmStartupError,
-    VllmTensor,
-    plan,
-    plan_raw,
-)
+from kvbudget.vllm.planner import (VLLM_VERSION, EngineConfig, LayerSpec, VllmError, VllmGroup, VllmPlan,
+                                   VllmStartupError, VllmTensor, plan, plan_raw)  # fmt: skip
 
-__all__ = [
-    "VLLM_VERSION",
-    "EngineConfig",
-    "LayerSpec",
-    "VllmError",
-    "VllmGroup",
-    "VllmPlan",
-    "VllmStartupError",
-    "VllmTensor",
-    "layers_from_hf_config",
-    "plan",
-    "plan_raw",
-    "vllm_available_bytes",
-]
+__all__ = ["VLLM_VERSION", "EngineConfig", "LayerSpec", "VllmError", "VllmGroup", "VllmPlan", "VllmStartupError",
+           "VllmTensor", "layers_from_hf_config", "plan", "plan_raw", "vllm_available_bytes"]  # fmt: skip

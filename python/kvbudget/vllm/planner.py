@@ -9,6 +9,9 @@ engine settings, from kvbudget's restatement of vLLM's planner in the Rust
 core (``rust/core/src/vllm``); ``tests/test_vllm_plan.py`` holds it to vLLM's
 released code, field by field.
 
+:class:`LayerSpec` and :class:`EngineConfig` are built from the core's declaration
+of vLLM's inputs (:mod:`kvbudget.vllm.settings`).
+
 Scope: full, sliding-window, chunked-local and MLA attention; vLLM's
 FLASH_ATTN defaults (no backend packing, the layer-outer ``LBNHC`` layout).
 Block-outer packing, Mamba and hidden-state layers are not modelled.
@@ -27,11 +30,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from kvbudget import _core
 from kvbudget.errors import InvalidConfigError, NotEnoughMemoryError
+from kvbudget.vllm.settings import ENGINE_SETTINGS, LAYER_FIELDS, VLLM_VERSION, EngineConfig, LayerSpec
+from kvbudget.vllm.settings import LayerKind as LayerKind
 
 __all__ = [
     "VLLM_VERSION",
@@ -44,95 +49,6 @@ __all__ = [
     "VllmTensor",
     "plan",
 ]
-
-_DEFAULTS: dict[str, Any] = json.loads(_core._vllm_defaults())
-#: The vLLM release whose planner this restates.
-VLLM_VERSION: str = _DEFAULTS["version"]
-
-LayerKind = Literal["full", "sliding", "chunked", "mla"]
-
-
-@dataclass(frozen=True)
-class LayerSpec:
-    """One attention layer as one vLLM worker registers it (registration order matters).
-
-    Attributes:
-        name: the layer's name (e.g. ``model.layers.3.self_attn.attn``); unique per stage.
-        kind: ``"full"``, ``"sliding"``, ``"chunked"`` or ``"mla"``.
-        num_kv_heads: KV heads on one rank (vLLM: ``max(1, total // tp)``); ignored for MLA.
-        head_size: K head dim, elements (MLA: the latent dim, e.g. 576).
-        head_size_v: V head dim, elements (default ``head_size``).
-        kv_cache_dtype: vLLM's ``--kv-cache-dtype`` (``"auto"``, ``"fp8"``, ``"fp8_e5m2"``,
-            ``"fp8_ds_mla"``, ...).
-        model_dtype: what ``"auto"`` stores (``"bfloat16"``, ``"float16"``, ``"float32"``).
-        sliding_window: the window of a sliding layer, tokens.
-        attention_chunk_size: the chunk of a chunked layer, tokens.
-        block_size: tokens per block (default: the engine's).
-        is_draft: the drafter registered this layer (it groups like a target layer).
-        pp_stage: the pipeline stage holding the layer (drafter layers: the last).
-    """
-
-    name: str
-    kind: LayerKind
-    num_kv_heads: int
-    head_size: int
-    head_size_v: int | None = None
-    kv_cache_dtype: str = "auto"
-    model_dtype: str = "bfloat16"
-    sliding_window: int | None = None
-    attention_chunk_size: int | None = None
-    block_size: int | None = None
-    is_draft: bool = False
-    pp_stage: int = 0
-
-
-def _engine_default(name: str) -> Any:
-    value = _DEFAULTS["engine"][name]
-    if name == "max_model_len":  # the core's tagged form, {"Tokens": n}
-        return value["Tokens"]
-    return value
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """vLLM's engine settings that change the plan (defaults: vLLM 0.33.0's, from the core).
-
-    Attributes:
-        block_size: ``--block-size``, tokens per block.
-        max_model_len: ``--max-model-len``, tokens, or ``"auto"`` (shrink
-            ``derived_max_model_len``, the model's own limit, to what fits).
-        derived_max_model_len: the model's limit ``"auto"`` starts from, tokens.
-        max_num_batched_tokens: ``--max-num-batched-tokens`` (``T``), tokens.
-        async_scheduling: async scheduling (in-flight tokens ``F = (pp + 1) * T`` with
-            Model Runner V2).
-        use_v2_model_runner: Model Runner V2 (the default runner).
-        tp, pp, dcp: tensor-, pipeline- and decode-context-parallel sizes.
-        num_gpu_blocks_override: ``--num-gpu-blocks-override``, blocks.
-        disable_hybrid_kv_cache_manager: ``--disable-hybrid-kv-cache-manager``.
-        speculative_method: ``"eagle"``, ``"eagle3"``, ``"mtp"``, ``"dflash"``, ... or None.
-        num_speculative_tokens: ``k``.
-        num_nextn_predict_layers: the drafter's MTP modules (multi-module MTP retains
-            ``k - 1`` extra tokens in sliding layers).
-        draft_kv_cache_dtype: ``speculative_config.kv_cache_dtype``: the KV dtype of every
-            drafter layer (``is_draft``); None keeps each layer's own ``kv_cache_dtype``.
-    """
-
-    block_size: int = field(default_factory=lambda: _engine_default("block_size"))
-    max_model_len: int | Literal["auto"] = field(default_factory=lambda: _engine_default("max_model_len"))
-    derived_max_model_len: int | None = None
-    max_num_batched_tokens: int = field(default_factory=lambda: _engine_default("max_num_batched_tokens"))
-    async_scheduling: bool = field(default_factory=lambda: _engine_default("async_scheduling"))
-    use_v2_model_runner: bool = field(default_factory=lambda: _engine_default("use_v2_model_runner"))
-    tp: int = field(default_factory=lambda: _engine_default("tp"))
-    pp: int = field(default_factory=lambda: _engine_default("pp"))
-    dcp: int = field(default_factory=lambda: _engine_default("dcp"))
-    num_gpu_blocks_override: int | None = None
-    disable_hybrid_kv_cache_manager: bool = False
-    speculative_method: str | None = None
-    num_speculative_tokens: int | None = None
-    num_nextn_predict_layers: int | None = None
-    draft_kv_cache_dtype: str | None = None
-
 
 @dataclass(frozen=True)
 class VllmTensor:
@@ -239,22 +155,15 @@ class VllmStartupError(NotEnoughMemoryError):
         self.estimated_max_model_len = estimated_max_model_len
 
 
-_LAYER_FIELDS = tuple(f.name for f in fields(LayerSpec))
-_ENGINE_FIELDS = tuple(f.name for f in fields(EngineConfig))
-
-
 def _layer_json(layer: LayerSpec) -> dict[str, Any]:
     if not isinstance(layer, LayerSpec):
         raise TypeError(f"layers: expected LayerSpec, got {type(layer).__name__}")
-    d = layer.__dict__
-    return {k: d[k] for k in _LAYER_FIELDS if d[k] is not None}
+    values = ((f.name, getattr(layer, f.name)) for f in LAYER_FIELDS)
+    return {k: v for k, v in values if v is not None}
 
 
 def _engine_json(engine: EngineConfig) -> dict[str, Any]:
-    out = {k: getattr(engine, k) for k in _ENGINE_FIELDS}
-    if out["max_model_len"] == "auto" and out["derived_max_model_len"] is None:
-        raise InvalidConfigError("max_model_len='auto' needs derived_max_model_len (the model's own limit)")
-    return out
+    return {s.name: getattr(engine, s.name) for s in ENGINE_SETTINGS}
 
 
 def _tensor(t: dict[str, Any]) -> VllmTensor:

@@ -3,7 +3,7 @@
 //! against vLLM's own code through tests/vllm_oracle); unit checks are in
 //! tests/vllm_units.rs.
 use kvbudget_core::vllm::json::engine_from_json;
-use kvbudget_core::vllm::{plan, ErrorKind, LayerKind, MaxModelLen, VllmLayer, VllmPlan};
+use kvbudget_core::vllm::{plan, ErrorKind, LayerKind, MaxModelLen, Record, VllmLayer, VllmPlan};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -70,7 +70,7 @@ fn expand(case: &Value) -> Vec<VllmLayer> {
             );
             d.insert("is_draft".into(), json!(true));
             d.insert("pp_stage".into(), json!(split.len() - 1));
-            out.push(serde_json::from_value(Value::Object(d)).unwrap());
+            out.push(VllmLayer::from_json(&Value::Object(d)).unwrap());
             j += 1;
         }
     }

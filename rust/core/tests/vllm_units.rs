@@ -209,7 +209,8 @@ fn vllm_admission_error_estimate_and_auto_fit() {
         .iter()
         .any(|l| l.message.starts_with("Hybrid KV cache manager is disabled")));
     let auto = VllmEngine {
-        max_model_len: MaxModelLen::Auto { derived: 131_072 },
+        max_model_len: MaxModelLen::Auto,
+        derived_max_model_len: Some(131_072),
         ..e
     };
     let p = plan(&layers_a(), &[40 * GIB], &auto).unwrap();
@@ -226,7 +227,8 @@ fn vllm_admission_error_estimate_and_auto_fit() {
         &c,
         &[8 * GIB],
         &VllmEngine {
-            max_model_len: MaxModelLen::Auto { derived: 131_072 },
+            max_model_len: MaxModelLen::Auto,
+            derived_max_model_len: Some(131_072),
             ..VllmEngine::default()
         },
     )
@@ -348,4 +350,22 @@ fn vllm_draft_kv_cache_dtype_replaces_the_drafters_dtype() {
         plan(&layers, &[40 * GIB], &same).unwrap().num_blocks,
         27_306
     );
+}
+
+#[test]
+fn vllm_kv_cache_memory_bytes_is_every_workers_budget() {
+    // gpu_worker.determine_available_memory: a non-zero kv_cache_memory_bytes replaces the
+    // measured budget of every worker; 0 keeps it.
+    let with = |b: u64| VllmEngine {
+        kv_cache_memory_bytes: Some(b),
+        ..VllmEngine::default()
+    };
+    let at_20 = plan(&layers_a(), &[20 * GIB], &VllmEngine::default());
+    assert_eq!(plan(&layers_a(), &[40 * GIB], &with(20 << 30)), at_20);
+    assert_eq!(
+        plan(&layers_a(), &[40 * GIB], &with(0)),
+        plan(&layers_a(), &[40 * GIB], &VllmEngine::default())
+    );
+    let err = plan(&layers_a(), &[40 * GIB], &with(u64::MAX)).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Input);
 }

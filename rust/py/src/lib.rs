@@ -29,7 +29,7 @@ mod _core {
     use crate::batch::{_canonical_name, _choice_codes, _plan_many, simd_level};
 
     #[pymodule_export]
-    use crate::vllm::{_vllm_defaults, _vllm_plan};
+    use crate::vllm::{_vllm_plan, _vllm_settings};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -42,6 +42,11 @@ mod _core {
             .map(|k| k.as_str())
             .collect();
         m.add("TENSOR_KINDS", pyo3::types::PyTuple::new(m.py(), kinds)?)?;
+        let docs = pyo3::types::PyDict::new(m.py());
+        for k in kvbudget_core::TensorKind::ALL {
+            docs.set_item(k.as_str(), kvbudget_core::fields::doc_text(k.doc()))?;
+        }
+        m.add("TENSOR_KIND_DOCS", docs)?;
         m.add("DETACH_ROWS", crate::batch::DETACH_ROWS)?;
         m.add("FIELDS", crate::convert::fields_table(m.py())?)?;
         errors::register(m)

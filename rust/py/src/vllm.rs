@@ -13,12 +13,9 @@ pub fn _vllm_plan(py: Python<'_>, request: &str) -> Result<String> {
     Ok(py.detach(|| kvbudget_core::vllm::json::plan_json(&value).to_string()))
 }
 
-/// vLLM's engine defaults (`VllmEngine::default()`) and version, as JSON text.
+/// The vLLM declaration (`kvbudget_core::vllm::settings`): the release, and every
+/// layer field and engine setting with its type, default, unit, flag and doc, as JSON text.
 #[pyfunction]
-pub fn _vllm_defaults() -> String {
-    serde_json::json!({
-        "version": kvbudget_core::vllm::VLLM_VERSION,
-        "engine": kvbudget_core::vllm::VllmEngine::default(),
-    })
-    .to_string()
+pub fn _vllm_settings() -> String {
+    kvbudget_core::vllm::settings::settings_json().to_string()
 }

@@ -31,19 +31,13 @@ macro_rules! define_value_type {
             $( $(#[doc = $doc:literal])* $f:ident : $ty:ty $(= $def:expr)? => $kind:ty, )*
         }
     ) => {
-        $(#[doc = $tdoc])*
-        ///
-        /// Declared in [`crate::for_each_value_type!`].
-        #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize $(, $derive)*)]
-        #[serde(deny_unknown_fields)]
-        pub struct $T {
-            $( $(#[doc = $doc])* pub $f: $ty, )*
-        }
-
-        impl Default for $T {
-            fn default() -> Self {
-                Self { $( $f: $crate::default_or!($($def)?), )* }
-            }
+        $crate::declared_struct! {
+            $(#[doc = $tdoc])*
+            ///
+            /// Declared in [`crate::for_each_value_type!`].
+            #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize $(, $derive)*)]
+            #[serde(deny_unknown_fields)]
+            $T { $( $(#[doc = $doc])* $f : $ty $(= $def)?, )* }
         }
 
         impl ValueType for $T {

@@ -156,6 +156,28 @@ macro_rules! default_or {
     };
 }
 
+/// Defines a declared struct (`pub` fields, their docs) and its `Default`: each field's
+/// `= default`, else `Default::default()`. What both declarations' callbacks build on.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! declared_struct {
+    (
+        $(#[$attr:meta])*
+        $T:ident { $( $(#[doc = $doc:literal])* $f:ident : $ty:ty $(= $def:expr)?, )* }
+    ) => {
+        $(#[$attr])*
+        pub struct $T {
+            $( $(#[doc = $doc])* pub $f: $ty, )*
+        }
+
+        impl Default for $T {
+            fn default() -> Self {
+                Self { $( $f: $crate::default_or!($($def)?), )* }
+            }
+        }
+    };
+}
+
 /// `is_required!()` is true (no default given); `is_required!(x)` is false.
 #[doc(hidden)]
 #[macro_export]
@@ -166,4 +188,14 @@ macro_rules! is_required {
     ($e:expr) => {
         false
     };
+}
+
+/// A `///` doc as the declarations hold it (`concat!` of its lines) made plain:
+/// each line trimmed, blank lines dropped, joined by `\n`.
+pub fn doc_text(raw: &str) -> String {
+    raw.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
 }

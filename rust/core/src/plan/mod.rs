@@ -17,8 +17,11 @@
 //! and sizes the draft over its virtual ids.
 
 mod check;
+mod kinds;
 mod layout;
 mod tensors;
+
+pub use kinds::TensorKind;
 
 pub use layout::{PlanLayout, MAX_PLAN_LAYERS};
 
@@ -101,82 +104,6 @@ impl PoolName {
     /// A draft pool (`"draft"` or `"draft_swa"`): its layer ids are draft-local.
     pub const fn is_draft(self) -> bool {
         matches!(self, Self::Draft | Self::DraftSwa)
-    }
-}
-
-/// What a tensor holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TensorKind {
-    /// Keys.
-    K,
-    /// Values.
-    V,
-    /// Key scales (mxfp8, fp4).
-    KScale,
-    /// Value scales (mxfp8, fp4).
-    VScale,
-    /// MLA latent (keys and values together).
-    Kv,
-    /// MLA latent scales (mxfp8, fp4).
-    KvScale,
-    /// An opaque per-token cache (a DFLASH draft given only its bytes per token).
-    Cache,
-    /// NVFP4 key scales in the native HND layout TRT-LLM reads on SM100 (SGLang
-    /// views them as `[rows / page, heads, page, dim / 16]`; the same bytes).
-    NativeKScale,
-    /// NVFP4 value scales in the native HND layout.
-    NativeVScale,
-    /// NVFP4's FP8 key dequant workspace (once per pool, listed with its first layer).
-    DqK,
-    /// NVFP4's FP8 value dequant workspace.
-    DqV,
-    /// A fused entry per token: the target's layers, the draft's and padding
-    /// (once per pool, listed with its first layer).
-    Entry,
-    /// The unified pool's byte buffer (one-dimensional, listed with its first layer).
-    Bytes,
-    /// A DSA layer's index keys and their scales (uint8, `[rows, bytes per token]`).
-    IndexK,
-}
-
-impl TensorKind {
-    /// Every kind, in the order a layer lists its tensors.
-    pub const ALL: &'static [Self] = &[
-        Self::K,
-        Self::V,
-        Self::KScale,
-        Self::VScale,
-        Self::Kv,
-        Self::KvScale,
-        Self::Cache,
-        Self::NativeKScale,
-        Self::NativeVScale,
-        Self::DqK,
-        Self::DqV,
-        Self::Entry,
-        Self::Bytes,
-        Self::IndexK,
-    ];
-
-    /// The snake_case name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::K => "k",
-            Self::V => "v",
-            Self::KScale => "k_scale",
-            Self::VScale => "v_scale",
-            Self::Kv => "kv",
-            Self::KvScale => "kv_scale",
-            Self::Cache => "cache",
-            Self::NativeKScale => "native_k_scale",
-            Self::NativeVScale => "native_v_scale",
-            Self::DqK => "dq_k",
-            Self::DqV => "dq_v",
-            Self::Entry => "entry",
-            Self::Bytes => "bytes",
-            Self::IndexK => "index_k",
-        }
     }
 }
 

@@ -1,12 +1,14 @@
 //! The JSON forms of a plan request and its result, the forms of tests/vllm_oracle
 //! (engine settings in, the plan dict out), so a plan compares with vLLM's own field
-//! by field; `kvbudget.vllm` speaks them through the binding.
+//! by field; `kvbudget.vllm` speaks them through the binding. The layer and engine
+//! forms derive from the declaration ([`super::settings`]).
 
-use super::{MaxModelLen, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan};
+use super::{Record, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan};
 use serde_json::{json, Map, Value};
 
-/// Engine settings from the oracle's `engine` dict (`ENGINE_DEFAULTS` keys;
-/// `max_model_len` may be "auto" with `derived_max_model_len`).
+/// Engine settings from the oracle's `engine` dict: the declared settings
+/// ([`super::settings`]) over vLLM's defaults, and `kv_cache_layout`, which
+/// must be the modelled `LBNHC`.
 pub fn engine_from_json(v: &Value) -> Result<VllmEngine, String> {
     let mut e = VllmEngine::default();
     let empty = Map::new();
@@ -15,66 +17,13 @@ pub fn engine_from_json(v: &Value) -> Result<VllmEngine, String> {
         Value::Object(o) => o,
         _ => return Err("engine must be an object".into()),
     };
-    let uint = |k: &str, x: &Value| {
-        x.as_u64()
-            .ok_or_else(|| format!("engine {k}: expected a non-negative integer"))
-    };
-    let opt = |k: &str, x: &Value| {
-        if x.is_null() {
-            Ok(None)
-        } else {
-            uint(k, x).map(Some)
-        }
-    };
-    let boolean = |k: &str, x: &Value| {
-        x.as_bool()
-            .ok_or_else(|| format!("engine {k}: expected a bool"))
-    };
-    let derived = obj
-        .get("derived_max_model_len")
-        .map(|x| opt("derived_max_model_len", x))
-        .transpose()?
-        .flatten();
     for (k, x) in obj {
-        match k.as_str() {
-            "block_size" => e.block_size = uint(k, x)?,
-            "max_model_len" => {
-                e.max_model_len = if x.as_str() == Some("auto") {
-                    MaxModelLen::Auto {
-                        derived: derived
-                            .ok_or("max_model_len='auto' needs derived_max_model_len")?,
-                    }
-                } else {
-                    MaxModelLen::Tokens(uint(k, x)?)
-                }
+        if k == "kv_cache_layout" {
+            if x.as_str() != Some("LBNHC") {
+                return Err("only the LBNHC layout is modelled".into());
             }
-            "max_num_batched_tokens" => e.max_num_batched_tokens = uint(k, x)?,
-            "async_scheduling" => e.async_scheduling = boolean(k, x)?,
-            "use_v2_model_runner" => e.use_v2_model_runner = boolean(k, x)?,
-            "tp" => e.tp = uint(k, x)?,
-            "pp" => e.pp = uint(k, x)?,
-            "dcp" => e.dcp = uint(k, x)?,
-            "num_gpu_blocks_override" => e.num_gpu_blocks_override = opt(k, x)?,
-            "disable_hybrid_kv_cache_manager" => e.disable_hybrid_kv_cache_manager = boolean(k, x)?,
-            "kv_cache_layout" => {
-                if x.as_str() != Some("LBNHC") {
-                    return Err("only the LBNHC layout is modelled".into());
-                }
-            }
-            "speculative_method" => e.speculative_method = x.as_str().map(str::to_owned),
-            "num_speculative_tokens" => e.num_speculative_tokens = opt(k, x)?,
-            "num_nextn_predict_layers" => e.num_nextn_predict_layers = opt(k, x)?,
-            "draft_kv_cache_dtype" => {
-                e.draft_kv_cache_dtype = match x {
-                    Value::Null => None,
-                    Value::String(d) => Some(d.clone()),
-                    _ => {
-                        return Err("engine draft_kv_cache_dtype: expected a string or null".into())
-                    }
-                }
-            }
-            "derived_max_model_len" => {}
-            _ => return Err(format!("unknown engine setting {k}")),
+        } else if !e.set_json(k, x).map_err(|m| format!("engine {m}"))? {
+            return Err(format!("unknown engine setting {k}"));
         }
     }
     Ok(e)
@@ -82,7 +31,11 @@ pub fn engine_from_json(v: &Value) -> Result<VllmEngine, String> {
 
 /// Layers from the oracle's layer dicts.
 pub fn layers_from_json(v: &Value) -> Result<Vec<VllmLayer>, String> {
-    serde_json::from_value(v.clone()).map_err(|e| format!("layers: {e}"))
+    v.as_array()
+        .ok_or("layers: expected a list")?
+        .iter()
+        .map(|l| VllmLayer::from_json(l).map_err(|m| format!("layers: {m}")))
+        .collect()
 }
 
 /// Budgets from the oracle's `available` (one int or a list).

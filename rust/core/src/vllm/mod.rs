@@ -24,10 +24,13 @@ mod group;
 pub mod json;
 mod place;
 mod plan;
+pub mod record;
+pub mod settings;
 pub mod spec;
 
 pub use group::{Group, GroupSpec};
 pub use plan::plan;
+pub use record::{Record, Setting, SettingKind, VllmEngine, VllmLayer};
 pub use spec::{KvQuantMode, KvStorage, Spec, SpecClass, TorchDtype};
 
 use serde::{Deserialize, Serialize};
@@ -37,10 +40,11 @@ use std::fmt;
 pub const VLLM_VERSION: &str = "0.33.0";
 
 /// A layer's attention kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayerKind {
     /// Full attention (`FullAttentionSpec`).
+    #[default]
     Full,
     /// Sliding-window attention (`SlidingWindowSpec`).
     Sliding,
@@ -50,50 +54,17 @@ pub enum LayerKind {
     Mla,
 }
 
-fn default_auto() -> String {
-    "auto".to_owned()
-}
-fn default_bf16() -> String {
-    "bfloat16".to_owned()
-}
+impl LayerKind {
+    /// Every kind, in the order of [`Self::NAMES`].
+    pub const ALL: &'static [Self] = &[Self::Full, Self::Sliding, Self::Chunked, Self::Mla];
+    /// The kinds' names (the JSON and Python form), in the order of [`Self::ALL`].
+    pub const NAMES: &'static [&'static str] = &["full", "sliding", "chunked", "mla"];
 
-/// One attention layer as one worker sees it (the oracle's layer dict).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VllmLayer {
-    /// The layer name (registration order is the order of the slice).
-    pub name: String,
-    /// The attention kind.
-    pub kind: LayerKind,
-    /// KV heads per rank (ignored for MLA, which has one latent head).
-    pub num_kv_heads: u64,
-    /// K head dim, elements (MLA: the latent dim, e.g. 576).
-    pub head_size: u64,
-    /// V head dim, elements (default `head_size`; not used by chunked or MLA layers,
-    /// whose vLLM specs do not take it).
-    #[serde(default)]
-    pub head_size_v: Option<u64>,
-    /// vLLM's `kv_cache_dtype` ("auto", "fp8", "fp8_e4m3", "fp8_e5m2",
-    /// "fp8_per_token_head", "int8_per_token_head", "nvfp4", "fp8_ds_mla", ...).
-    #[serde(default = "default_auto")]
-    pub kv_cache_dtype: String,
-    /// The model dtype "auto" resolves to ("bfloat16", "float16", "float32", ...).
-    #[serde(default = "default_bf16")]
-    pub model_dtype: String,
-    /// Sliding window, tokens (sliding layers).
-    #[serde(default)]
-    pub sliding_window: Option<u64>,
-    /// Attention chunk, tokens (chunked layers).
-    #[serde(default)]
-    pub attention_chunk_size: Option<u64>,
-    /// Tokens per block (default: the engine's).
-    #[serde(default)]
-    pub block_size: Option<u64>,
-    /// Whether the drafter registered this layer.
-    #[serde(default)]
-    pub is_draft: bool,
-    /// The PP stage holding the layer.
-    #[serde(default)]
-    pub pp_stage: u32,
+    /// The kind's name.
+    pub fn name(self) -> &'static str {
+        let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        Self::NAMES[i]
+    }
 }
 
 impl VllmLayer {
@@ -104,14 +75,7 @@ impl VllmLayer {
             kind: LayerKind::Full,
             num_kv_heads: heads,
             head_size,
-            head_size_v: None,
-            kv_cache_dtype: default_auto(),
-            model_dtype: default_bf16(),
-            sliding_window: None,
-            attention_chunk_size: None,
-            block_size: None,
-            is_draft: false,
-            pp_stage: 0,
+            ..Self::default()
         }
     }
 
@@ -126,74 +90,30 @@ impl VllmLayer {
 }
 
 /// `--max-model-len`: a number of tokens, or `auto` (start from the model's
-/// derived limit and shrink it to what fits).
+/// derived limit, [`VllmEngine::derived_max_model_len`], and shrink it to what fits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MaxModelLen {
     /// A fixed maximum length, tokens.
     Tokens(u64),
-    /// `--max-model-len auto`, starting from the model's `derived` limit, tokens.
-    Auto {
-        /// The model's own limit, tokens.
-        derived: u64,
-    },
-}
-
-/// Engine settings that change the plan (vLLM's CLI defaults in [`Default`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VllmEngine {
-    /// `--block-size`, tokens per block.
-    pub block_size: u64,
-    /// `--max-model-len`.
-    pub max_model_len: MaxModelLen,
-    /// `--max-num-batched-tokens` (`T`), tokens.
-    pub max_num_batched_tokens: u64,
-    /// Async scheduling.
-    pub async_scheduling: bool,
-    /// Model Runner V2.
-    pub use_v2_model_runner: bool,
-    /// Tensor-parallel size.
-    pub tp: u64,
-    /// Pipeline-parallel size.
-    pub pp: u64,
-    /// Decode-context-parallel size.
-    pub dcp: u64,
-    /// `--num-gpu-blocks-override`, blocks.
-    pub num_gpu_blocks_override: Option<u64>,
-    /// `--disable-hybrid-kv-cache-manager`.
-    pub disable_hybrid_kv_cache_manager: bool,
-    /// The speculative method ("eagle", "eagle3", "mtp", "dflash", "dspark", "draft_model", ...).
-    pub speculative_method: Option<String>,
-    /// `num_speculative_tokens` (`k`).
-    pub num_speculative_tokens: Option<u64>,
-    /// The drafter's `num_nextn_predict_layers` (MTP; absent means 1).
-    pub num_nextn_predict_layers: Option<u64>,
-    /// `speculative_config.kv_cache_dtype`: the KV dtype of every drafter layer
-    /// (their own `kv_cache_dtype` when `None`).
-    pub draft_kv_cache_dtype: Option<String>,
-}
-
-impl Default for VllmEngine {
-    fn default() -> Self {
-        Self {
-            block_size: 16,
-            max_model_len: MaxModelLen::Tokens(131_072),
-            max_num_batched_tokens: 8192,
-            async_scheduling: true,
-            use_v2_model_runner: true,
-            tp: 1,
-            pp: 1,
-            dcp: 1,
-            num_gpu_blocks_override: None,
-            disable_hybrid_kv_cache_manager: false,
-            speculative_method: None,
-            num_speculative_tokens: None,
-            num_nextn_predict_layers: None,
-            draft_kv_cache_dtype: None,
-        }
-    }
+    /// `--max-model-len auto`.
+    Auto,
 }
 
 impl VllmEngine {
+    /// The length planning starts from, tokens, and whether it is `auto` (then
+    /// it is `derived_max_model_len`, which `auto` needs).
+    pub fn start_max_model_len(&self) -> Result<(u64, bool), VllmError> {
+        match self.max_model_len {
+            MaxModelLen::Tokens(n) => Ok((n, false)),
+            MaxModelLen::Auto => self.derived_max_model_len.map(|n| (n, true)).ok_or_else(|| {
+                VllmError::new(
+                    ErrorKind::Input,
+                    "max_model_len='auto' needs derived_max_model_len (the model's own limit, tokens)",
+                )
+            }),
+        }
+    }
+
     /// `max_concurrent_batches` (VLLM.md section 5).
     pub fn max_concurrent_batches(&self) -> u64 {
         if self.async_scheduling {

@@ -5,8 +5,8 @@ use super::group::{kv_cache_groups, Group, GroupSpec};
 use super::place::{format_gib, py_repr, tensors, thousands};
 use super::spec::{ds_mla_row_bytes, resolve_storage, Spec, SpecClass};
 use super::{
-    ErrorKind, LayerKind, LogLine, MaxModelLen, VllmEngine, VllmError, VllmGroup, VllmLayer,
-    VllmPlan, VllmWorker,
+    ErrorKind, LayerKind, LogLine, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan,
+    VllmWorker,
 };
 
 /// The layer's spec on its worker, as vLLM's attention layers build it (a
@@ -270,15 +270,11 @@ fn plan_inner(
             layers.len()
         )));
     }
+    let (start_len, auto_fit) = e.start_max_model_len()?;
     let lengths = [
         ("max_num_batched_tokens", Some(e.max_num_batched_tokens)),
         ("num_gpu_blocks_override", e.num_gpu_blocks_override),
-        (
-            "max_model_len",
-            Some(match e.max_model_len {
-                MaxModelLen::Tokens(n) | MaxModelLen::Auto { derived: n } => n,
-            }),
-        ),
+        ("max_model_len", Some(start_len)),
         ("num_speculative_tokens", e.num_speculative_tokens),
         ("num_nextn_predict_layers", e.num_nextn_predict_layers),
     ];
@@ -308,6 +304,18 @@ fn plan_inner(
             .collect(),
         1 => vec![i128::from(available[0]); pp * tp],
         n => return Err(input(format!("{n} budgets for pp={pp} x tp={tp} workers"))),
+    };
+    // `determine_available_memory` returns a non-zero `kv_cache_memory_bytes` as every
+    // worker's budget (a text model reserves nothing for multimodal IPC).
+    let budgets = match e.kv_cache_memory_bytes.filter(|&b| b > 0) {
+        Some(b) if i64::try_from(b).is_err() => {
+            return Err(input(format!(
+                "kv_cache_memory_bytes={b} is above {}",
+                i64::MAX
+            )))
+        }
+        Some(b) => vec![i128::from(b); pp * tp],
+        None => budgets,
     };
     // One spec per layer per stage, in the oracle's checks' order.
     let mut stages: Vec<Vec<(String, Spec, bool)>> = vec![Vec::new(); pp];
@@ -414,10 +422,9 @@ fn plan_inner(
         .zip(&workers)
         .map(|(a, w)| a - i128::from(w.bytes_per_block))
         .collect();
-    let mut max_model_len = match e.max_model_len {
-        MaxModelLen::Tokens(m) | MaxModelLen::Auto { derived: m } => m,
-    };
-    if let MaxModelLen::Auto { derived } = e.max_model_len {
+    let mut max_model_len = start_len;
+    if auto_fit {
+        let derived = start_len;
         let mut fit = derived;
         let mut limiting = check[0];
         for (w, &c) in check.iter().enumerate() {

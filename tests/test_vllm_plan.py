@@ -129,6 +129,18 @@ def test_a_startup_failure_is_not_enough_memory_with_vllms_estimate() -> None:
     assert ok.max_model_len == 65520
 
 
+def test_auto_fitting_not_one_token_is_a_startup_failure() -> None:
+    """vLLM's "Cannot auto-fit max_model_len" is the same startup memory failure (issue 25)."""
+    layers = [vllm.LayerSpec(f"l{i}", "full", num_kv_heads=8, head_size=128) for i in range(32)]
+    auto = vllm.EngineConfig(max_model_len="auto", derived_max_model_len=131072)
+    budget = next(b for b in range(1 << 20, 1 << 30, 1 << 20)  # the smallest budget vLLM gets past the block check
+                  if vllm.plan_raw(layers, b, auto).get("error", "").startswith("Cannot auto-fit"))  # fmt: skip
+    with pytest.raises(kvbudget.NotEnoughMemoryError) as info:
+        vllm.plan(layers, budget, auto)
+    assert isinstance(info.value, vllm.VllmStartupError)
+    assert info.value.vllm_message.startswith("Cannot auto-fit max_model_len: not enough GPU memory")
+
+
 def test_refusals_are_invalid_config() -> None:
     bad = [vllm.LayerSpec("a", "sliding", num_kv_heads=8, head_size=128, sliding_window=128)]
     with pytest.raises(kvbudget.InvalidConfigError):

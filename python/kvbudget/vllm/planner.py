@@ -145,8 +145,10 @@ class VllmError(InvalidConfigError):
 
 
 class VllmStartupError(NotEnoughMemoryError):
-    """vLLM fails at startup: the budget holds no block, or not one request of
-    ``max_model_len`` ("To serve at least one request ..."). ``vllm_message`` is vLLM's
+    """vLLM fails at startup: the budget holds no block, not one request of
+    ``max_model_len`` ("To serve at least one request ..."), or, with
+    ``max_model_len="auto"``, not one token ("Cannot auto-fit max_model_len ...").
+    ``vllm_message`` is vLLM's
     text; ``estimated_max_model_len`` its estimate of the longest length that fits."""
 
     def __init__(self, message: str, estimated_max_model_len: int | None) -> None:
@@ -175,11 +177,16 @@ def _group(g: dict[str, Any]) -> VllmGroup:
     return VllmGroup(**{**g, "layers": tuple(g["layers"])})
 
 
+#: How vLLM's startup memory failures begin: no block, not one request of ``max_model_len``, or
+#: ``--max-model-len auto`` fitting not one token.
+_STARTUP_FAILURES = ("To serve at least one request", "No available memory for the cache blocks",
+                     "Cannot auto-fit max_model_len: not enough GPU memory")  # fmt: skip
+
+
 def _raise(r: dict[str, Any]) -> None:
     message, kind = r["error"], r["error_type"]
-    if kind == "ValueError" and (message.startswith("To serve at least one request")
-                                 or message.startswith("No available memory for the cache blocks")):  # fmt: skip
-        raise VllmStartupError(message, r["estimated_max_model_len"])
+    if kind == "ValueError" and message.startswith(_STARTUP_FAILURES):
+        raise VllmStartupError(message, r.get("estimated_max_model_len"))
     raise VllmError(message, kind)
 
 

@@ -21,6 +21,8 @@ MOVED = {
     "kvbudget.vllm_models": ("layers_from_hf_config", "kvbudget.vllm.models"),
     "kvbudget.vllm_alloc": ("allocate_vllm", "kvbudget.vllm.alloc"),
     "kvbudget.budget": ("sglang_available_bytes", "kvbudget.sglang.budget"),
+    "kvbudget.models": ("resolve_sglang", "kvbudget.sglang.model"),
+    "kvbudget.models.hf": ("draft_kwargs_from_hf_config", "kvbudget.models.hf_draft"),
 }
 
 

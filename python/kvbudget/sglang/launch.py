@@ -273,22 +273,19 @@ def _speculative(v: dict[str, Any], model: SGLangModel, cfg: dict[str, Any]) -> 
     path, target = v["speculative_draft_model_path"], model.model_geometry()
     steps = {"num_steps": v["speculative_num_steps"], "eagle_topk": v["speculative_eagle_topk"],
              "num_draft_tokens": v["speculative_num_draft_tokens"]}  # fmt: skip
-    draft_model = None
-    if algo in EAGLE_FAMILY:  # _resolve_eagle_aux_hidden_state
-        if path is None or path == v["model_path"]:
-            layers = draft_kv_layers(text_part(cfg), model.architecture, path_given=path is not None)
-        else:
-            draft_cfg = load_hf_config(path)
-            archs = draft_cfg.get("architectures") or [None]
-            layers = draft_kv_layers(text_part(draft_cfg), archs[0], path_given=True)
-            # The draft's own ModelConfig decides its sliding-window layers (an EAGLE head's is not hybrid).
-            draft_model = resolve_sglang(draft_cfg).model_geometry()
-    elif path is not None:
-        draft_cfg = load_hf_config(path)
-        layers = int(text_part(draft_cfg).get("num_hidden_layers") or 1)
-        draft_model = resolve_sglang(draft_cfg).model_geometry()
-    else:
+    if algo not in EAGLE_FAMILY and path is None:
         raise InvalidConfigError(f"--speculative-algorithm {algo}: give --speculative-draft-model-path")
+    own = path is None or path == v["model_path"]  # the draft is the target's checkpoint (its MTP head)
+    draft_cfg, arch, draft_model = cfg, model.architecture, None
+    if not own:
+        draft_cfg = load_hf_config(path)
+        arch = (draft_cfg.get("architectures") or [None])[0]
+        # The draft's own ModelConfig decides its sliding-window layers (an EAGLE head's is not hybrid).
+        draft_model = resolve_sglang(draft_cfg).model_geometry()
+    if algo in EAGLE_FAMILY:  # _resolve_eagle_aux_hidden_state
+        layers = draft_kv_layers(text_part(draft_cfg), arch, path_given=path is not None)
+    else:
+        layers = int(text_part(draft_cfg).get("num_hidden_layers") or 1)
     counts = sglang_draft_layers(name, layers, target=target, draft_model=draft_model)
     return SpeculativeConfig(algorithm=name, **counts, **steps)
 

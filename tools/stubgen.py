@@ -94,15 +94,19 @@ def _value_class(cls_name: str, owner: str) -> list[str]:
     changes += [_param(f, True) for f in ctor]
     out.append("    def replace(self, *, " + ", ".join(changes) + ") -> Self:")
     out += _doc("A copy with the given fields changed (the others keep their values), re-checked.", "        ")
+    if cls_name in ("DraftGeometry", "MemoryPoolConfig"):
+        out.append("    def __hash__(self) -> int: ...")
+    # The declared fields are read-only attributes (``Final``: a type checker refuses assignment,
+    # as the runtime does), each with its declared doc as the attribute's docstring.
     if cls_name == "ModelGeometry":
         for n in MODEL_IDS:
-            out += ["    @property", f"    def {n}(self) -> list[int]:"]
-            out += _doc(f"Global layer ids of the {'full-attention' if n.startswith('full') else 'sliding-window'} layers.", "        ")
+            out.append(f"    {n}: Final[list[int]]")
+            out += _doc(f"Global layer ids of the {'full-attention' if n.startswith('full') else 'sliding-window'} layers.", "    ")
     for f in fields:
         # Resolved values: a defaulted dim is never None once built.
         t = "int" if f.kind == "derived" else PY_TYPES[f.py]
-        out += ["    @property", f"    def {f.name}(self) -> {t}:"]
-        out += _doc(f.doc, "        ")
+        out.append(f"    {f.name}: Final[{t}]")
+        out += _doc(f.doc, "    ")
     if cls_name == "ModelGeometry":
         out += ["    @classmethod", "    def from_hf_config(cls, path_or_dict: object, engine: str = \"sglang\") -> Self:"]
         out += _doc("A geometry from a Hugging Face config.json (a dict, a file, or a model directory). "
@@ -123,16 +127,20 @@ def _value_class(cls_name: str, owner: str) -> list[str]:
             "MLA models are refused. num_layers defaults to every attention layer.",
             "        ",
         )
-    if cls_name in ("DraftGeometry", "MemoryPoolConfig"):
-        out.append("    def __hash__(self) -> int: ...")
-    out += [
-        "    def to_json(self) -> str: ...",
+    out += serde_methods(cls_name) + [""]
+    return out
+
+
+def serde_methods(cls_name: str) -> list[str]:
+    """``to_json`` and the pickle pair of a native value class, documented with its name (the
+    hand-written classes below the generated block use the same four lines)."""
+    return [
+        "    def to_json(self) -> str:",
+        f'        """This {cls_name} as JSON; pickle carries it through ``_from_json``."""',
         "    @classmethod",
         "    def _from_json(cls, s: str) -> Self: ...",
         "    def __reduce__(self) -> tuple[object, tuple[str]]: ...",
-        "",
     ]
-    return out
 
 
 def core_section() -> str:

@@ -5,7 +5,7 @@ The value types (between the GENERATED markers) are rendered by
 by hand. Units: bytes for memory, tokens for pool capacity, elements for dims.
 """
 
-from typing import Any, final
+from typing import Any, Final, final
 
 import numpy as np
 import numpy.typing as npt
@@ -107,69 +107,51 @@ class ModelGeometry:
     def __new__(cls, full_attention_layer_ids: list[int], swa_attention_layer_ids: list[int], num_kv_heads: int, head_dim: int, v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ..., swa_kv_lora_rank: int | None = ..., swa_qk_rope_head_dim: int | None = ..., index_head_dim: int | None = ..., index_kpool: int = ..., index_shared_layers: int = ...) -> Self: ...
     def replace(self, *, full_attention_layer_ids: list[int] = ..., swa_attention_layer_ids: list[int] = ..., num_kv_heads: int = ..., head_dim: int = ..., v_head_dim: int | None = ..., swa_num_kv_heads: int | None = ..., swa_head_dim: int | None = ..., swa_v_head_dim: int | None = ..., sliding_window_size: int | None = ..., kv_lora_rank: int | None = ..., qk_rope_head_dim: int | None = ..., swa_kv_lora_rank: int | None = ..., swa_qk_rope_head_dim: int | None = ..., index_head_dim: int | None = ..., index_kpool: int = ..., index_shared_layers: int = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
-    @property
-    def full_attention_layer_ids(self) -> list[int]:
-        """Global layer ids of the full-attention layers."""
-    @property
-    def swa_attention_layer_ids(self) -> list[int]:
-        """Global layer ids of the sliding-window layers."""
-    @property
-    def num_full_layers(self) -> int:
-        """`n_f`, full-attention layers (`ModelGeometry` takes their ids instead)."""
-    @property
-    def num_swa_layers(self) -> int:
-        """`n_s`, sliding-window layers (`ModelGeometry` takes their ids instead)."""
-    @property
-    def num_kv_heads(self) -> int:
-        """Total KV heads of a full layer, before tensor parallelism."""
-    @property
-    def head_dim(self) -> int:
-        """K head dim of a full layer, elements."""
-    @property
-    def v_head_dim(self) -> int:
-        """V head dim of a full layer, elements (default: `head_dim`)."""
-    @property
-    def swa_num_kv_heads(self) -> int:
-        """Total KV heads of an SWA layer (default: `num_kv_heads`)."""
-    @property
-    def swa_head_dim(self) -> int:
-        """K head dim of an SWA layer, elements (default: `head_dim`)."""
-    @property
-    def swa_v_head_dim(self) -> int:
-        """V head dim of an SWA layer, elements (default: `swa_head_dim` when given, else
-        `v_head_dim`).
-        """
-    @property
-    def sliding_window_size(self) -> int | None:
-        """SGLang's exclusive sliding window (HF `sliding_window` minus 1), tokens."""
-    @property
-    def kv_lora_rank(self) -> int | None:
-        """MLA latent rank, elements; given, the model is MLA (DeepSeek-style)."""
-    @property
-    def qk_rope_head_dim(self) -> int | None:
-        """MLA rotary key dim, elements (required with `kv_lora_rank`)."""
-    @property
-    def swa_kv_lora_rank(self) -> int:
-        """MLA latent rank of an SWA layer, elements (MLA only; default: `kv_lora_rank`)."""
-    @property
-    def swa_qk_rope_head_dim(self) -> int | None:
-        """MLA rotary key dim of an SWA layer, elements (MLA only; default: `qk_rope_head_dim`)."""
-    @property
-    def index_head_dim(self) -> int | None:
-        """DSA indexer key dim, elements; given (with MLA), the model is DSA (SGLang's
-        `is_deepseek_dsa`): every layer also keeps an FP8 index key and its f32 scales,
-        `index_head_dim + index_head_dim / 128 * 4` bytes per token.
-        """
-    @property
-    def index_kpool(self) -> int:
-        """DSA index keys pooled per stored key (SGLang's `index_kpool`), tokens; a token costs
-        `ceil(index key bytes / index_kpool)`.
-        """
-    @property
-    def index_shared_layers(self) -> int:
-        """DSA layers that reuse the previous layer's top-k (SGLang's `dsa_layer_skips_topk`): the
-        target worker stores no index keys for them, layers.
-        """
+    full_attention_layer_ids: Final[list[int]]
+    """Global layer ids of the full-attention layers."""
+    swa_attention_layer_ids: Final[list[int]]
+    """Global layer ids of the sliding-window layers."""
+    num_full_layers: Final[int]
+    """`n_f`, full-attention layers (`ModelGeometry` takes their ids instead)."""
+    num_swa_layers: Final[int]
+    """`n_s`, sliding-window layers (`ModelGeometry` takes their ids instead)."""
+    num_kv_heads: Final[int]
+    """Total KV heads of a full layer, before tensor parallelism."""
+    head_dim: Final[int]
+    """K head dim of a full layer, elements."""
+    v_head_dim: Final[int]
+    """V head dim of a full layer, elements (default: `head_dim`)."""
+    swa_num_kv_heads: Final[int]
+    """Total KV heads of an SWA layer (default: `num_kv_heads`)."""
+    swa_head_dim: Final[int]
+    """K head dim of an SWA layer, elements (default: `head_dim`)."""
+    swa_v_head_dim: Final[int]
+    """V head dim of an SWA layer, elements (default: `swa_head_dim` when given, else
+    `v_head_dim`).
+    """
+    sliding_window_size: Final[int | None]
+    """SGLang's exclusive sliding window (HF `sliding_window` minus 1), tokens."""
+    kv_lora_rank: Final[int | None]
+    """MLA latent rank, elements; given, the model is MLA (DeepSeek-style)."""
+    qk_rope_head_dim: Final[int | None]
+    """MLA rotary key dim, elements (required with `kv_lora_rank`)."""
+    swa_kv_lora_rank: Final[int]
+    """MLA latent rank of an SWA layer, elements (MLA only; default: `kv_lora_rank`)."""
+    swa_qk_rope_head_dim: Final[int | None]
+    """MLA rotary key dim of an SWA layer, elements (MLA only; default: `qk_rope_head_dim`)."""
+    index_head_dim: Final[int | None]
+    """DSA indexer key dim, elements; given (with MLA), the model is DSA (SGLang's
+    `is_deepseek_dsa`): every layer also keeps an FP8 index key and its f32 scales,
+    `index_head_dim + index_head_dim / 128 * 4` bytes per token.
+    """
+    index_kpool: Final[int]
+    """DSA index keys pooled per stored key (SGLang's `index_kpool`), tokens; a token costs
+    `ceil(index key bytes / index_kpool)`.
+    """
+    index_shared_layers: Final[int]
+    """DSA layers that reuse the previous layer's top-k (SGLang's `dsa_layer_skips_topk`): the
+    target worker stores no index keys for them, layers.
+    """
     @classmethod
     def from_hf_config(cls, path_or_dict: object, engine: str = "sglang") -> Self:
         """A geometry from a Hugging Face config.json (a dict, a file, or a model directory).
@@ -183,7 +165,8 @@ class ModelGeometry:
     @property
     def num_layers(self) -> int:
         """Every attention layer, n_f + n_s."""
-    def to_json(self) -> str: ...
+    def to_json(self) -> str:
+        """This ModelGeometry as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
@@ -196,34 +179,29 @@ class DraftGeometry:
     def __new__(cls, num_layers: int, num_kv_heads: int, head_dim: int, v_head_dim: int | None = ..., kv_cache_dtype: str | None = ..., capacity: str | None = ...) -> Self: ...
     def replace(self, *, num_layers: int = ..., num_kv_heads: int = ..., head_dim: int = ..., v_head_dim: int | None = ..., kv_cache_dtype: str | None = ..., capacity: str | None = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
-    @property
-    def num_layers(self) -> int:
-        """Draft KV layers."""
-    @property
-    def num_kv_heads(self) -> int:
-        """Total draft KV heads, before tensor parallelism."""
-    @property
-    def head_dim(self) -> int:
-        """Draft K head dim, elements."""
-    @property
-    def v_head_dim(self) -> int:
-        """Draft V head dim, elements (default: `head_dim`)."""
-    @property
-    def kv_cache_dtype(self) -> str | None:
-        """Draft KV dtype (default: the target's)."""
-    @property
-    def capacity(self) -> str | None:
-        """The target pool whose token count the draft pool takes (default: SGLang's rule, the full
-        pool or an all-SWA target's SWA pool).
-        """
+    def __hash__(self) -> int: ...
+    num_layers: Final[int]
+    """Draft KV layers."""
+    num_kv_heads: Final[int]
+    """Total draft KV heads, before tensor parallelism."""
+    head_dim: Final[int]
+    """Draft K head dim, elements."""
+    v_head_dim: Final[int]
+    """Draft V head dim, elements (default: `head_dim`)."""
+    kv_cache_dtype: Final[str | None]
+    """Draft KV dtype (default: the target's)."""
+    capacity: Final[str | None]
+    """The target pool whose token count the draft pool takes (default: SGLang's rule, the full
+    pool or an all-SWA target's SWA pool).
+    """
     @staticmethod
     def from_model(model: ModelGeometry, num_layers: int | None = None, kv_cache_dtype: str | None = None) -> DraftGeometry:
         """The one rule for using a whole model as a (standalone) draft: its full layers' heads and
         dims (its SWA layers must match them), or an all-SWA model's SWA geometry with capacity
         'swa'; MLA models are refused. num_layers defaults to every attention layer.
         """
-    def __hash__(self) -> int: ...
-    def to_json(self) -> str: ...
+    def to_json(self) -> str:
+        """This DraftGeometry as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
@@ -234,51 +212,40 @@ class SpeculativeConfig:
     def __new__(cls, algorithm: str | None = ..., draft_num_layers: int = ..., num_steps: int | None = ..., eagle_topk: int | None = ..., num_draft_tokens: int | None = ..., banded_draft_layers: int = ..., dflash_draft_cell_size_per_token: int | None = ..., draft: DraftGeometry | None = ..., draft_swa_num_layers: int = ..., max_num_draft_tokens: int | None = ..., fused_full_entry_bytes: int | None = ..., fused_swa_entry_bytes: int | None = ...) -> Self: ...
     def replace(self, *, algorithm: str | None = ..., draft_num_layers: int = ..., num_steps: int | None = ..., eagle_topk: int | None = ..., num_draft_tokens: int | None = ..., banded_draft_layers: int = ..., dflash_draft_cell_size_per_token: int | None = ..., draft: DraftGeometry | None = ..., draft_swa_num_layers: int = ..., max_num_draft_tokens: int | None = ..., fused_full_entry_bytes: int | None = ..., fused_swa_entry_bytes: int | None = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
-    @property
-    def algorithm(self) -> str:
-        """The algorithm (SGLang's `--speculative-algorithm`)."""
-    @property
-    def draft_num_layers(self) -> int:
-        """`d`, the draft model's KV layers (0 with `draft` given: the draft's)."""
-    @property
-    def num_steps(self) -> int | None:
-        """`--speculative-num-steps`."""
-    @property
-    def eagle_topk(self) -> int | None:
-        """`--speculative-eagle-topk`."""
-    @property
-    def num_draft_tokens(self) -> int | None:
-        """`--speculative-num-draft-tokens`, tokens."""
-    @property
-    def banded_draft_layers(self) -> int:
-        """`d_sf`: banded draft depths at SWA geometry but full capacity, layers (SGLang counts the
-        draft layers listed in `mtp_local_layer_ids`).
-        """
-    @property
-    def dflash_draft_cell_size_per_token(self) -> int | None:
-        """DFLASH draft bytes per token per DCP rank, bytes (0 or `None`: none given)."""
-    @property
-    def draft(self) -> DraftGeometry | None:
-        """The draft's own KV geometry for the exact plan (default: the target's full geometry)."""
-    @property
-    def draft_swa_num_layers(self) -> int:
-        """`d_s`: draft layers at SWA geometry and SWA capacity, layers (SGLang's
-        `eagle_draft_swa_num_layers`).
-        """
-    @property
-    def max_num_draft_tokens(self) -> int | None:
-        """The largest draft-token count adaptive speculative decoding may switch to (SGLang's
-        `max_speculative_num_draft_tokens`), tokens.
-        """
-    @property
-    def fused_full_entry_bytes(self) -> int | None:
-        """Bytes per token of a full-pool entry that holds the draft's KV too (host, draft and
-        padding; SGLang's `fused_entry_bytes("full")`), bytes.
-        """
-    @property
-    def fused_swa_entry_bytes(self) -> int | None:
-        """Bytes per token of an SWA-pool entry that holds the draft's KV too, bytes."""
-    def to_json(self) -> str: ...
+    algorithm: Final[str]
+    """The algorithm (SGLang's `--speculative-algorithm`)."""
+    draft_num_layers: Final[int]
+    """`d`, the draft model's KV layers (0 with `draft` given: the draft's)."""
+    num_steps: Final[int | None]
+    """`--speculative-num-steps`."""
+    eagle_topk: Final[int | None]
+    """`--speculative-eagle-topk`."""
+    num_draft_tokens: Final[int | None]
+    """`--speculative-num-draft-tokens`, tokens."""
+    banded_draft_layers: Final[int]
+    """`d_sf`: banded draft depths at SWA geometry but full capacity, layers (SGLang counts the
+    draft layers listed in `mtp_local_layer_ids`).
+    """
+    dflash_draft_cell_size_per_token: Final[int | None]
+    """DFLASH draft bytes per token per DCP rank, bytes (0 or `None`: none given)."""
+    draft: Final[DraftGeometry | None]
+    """The draft's own KV geometry for the exact plan (default: the target's full geometry)."""
+    draft_swa_num_layers: Final[int]
+    """`d_s`: draft layers at SWA geometry and SWA capacity, layers (SGLang's
+    `eagle_draft_swa_num_layers`).
+    """
+    max_num_draft_tokens: Final[int | None]
+    """The largest draft-token count adaptive speculative decoding may switch to (SGLang's
+    `max_speculative_num_draft_tokens`), tokens.
+    """
+    fused_full_entry_bytes: Final[int | None]
+    """Bytes per token of a full-pool entry that holds the draft's KV too (host, draft and padding;
+    SGLang's `fused_entry_bytes("full")`), bytes.
+    """
+    fused_swa_entry_bytes: Final[int | None]
+    """Bytes per token of an SWA-pool entry that holds the draft's KV too, bytes."""
+    def to_json(self) -> str:
+        """This SpeculativeConfig as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
@@ -291,75 +258,55 @@ class ServingConfig:
     def __new__(cls, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ..., dsa_raw_kv_layout: bool = ...) -> Self: ...
     def replace(self, *, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ..., dsa_raw_kv_layout: bool = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
-    @property
-    def kv_cache_dtype(self) -> str:
-        """KV-cache dtype (SGLang's `--kv-cache-dtype` names; `auto` is `model_dtype`)."""
-    @property
-    def page_size(self) -> int:
-        """`p`, tokens per page."""
-    @property
-    def tp_size(self) -> int:
-        """Attention tensor-parallel size, ranks."""
-    @property
-    def dcp_size(self) -> int:
-        """Decode context-parallel size, ranks (divides `tp_size`)."""
-    @property
-    def attn_dp_size(self) -> int:
-        """Attention data-parallel size, ranks."""
-    @property
-    def swa_full_tokens_ratio(self) -> float:
-        """`r`, SWA-pool tokens per full-pool token."""
-    @property
-    def max_running_requests(self) -> int | None:
-        """Requests admitted at once (a request-cap input)."""
-    @property
-    def chunked_prefill_size(self) -> int | None:
-        """Chunked-prefill size, tokens (a request-cap input)."""
-    @property
-    def disable_radix_cache(self) -> bool:
-        """The radix cache is disabled (a request-cap input)."""
-    @property
-    def disable_overlap_schedule(self) -> bool:
-        """The overlap scheduler is disabled (spec v1 rather than v2)."""
-    @property
-    def disaggregation_mode(self) -> str:
-        """PD disaggregation role."""
-    @property
-    def disaggregation_decode_extra_slots(self) -> int:
-        """Extra decode slots in PD decode, requests."""
-    @property
-    def swa_eviction_interval(self) -> int:
-        """`E`, the SWA eviction interval, tokens (SGLang uses `max(1, E)`)."""
-    @property
-    def disable_hybrid_swa_memory(self) -> bool:
-        """Price SWA layers as full layers (SGLang's `--disable-hybrid-swa-memory`)."""
-    @property
-    def is_draft_worker(self) -> bool:
-        """This is the draft worker (it counts no draft terms; its heads ignore DCP)."""
-    @property
-    def enable_unified_memory(self) -> bool:
-        """Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`)."""
-    @property
-    def prefill_attention_backend(self) -> str | None:
-        """The prefill attention backend (read only to price `nvfp4`)."""
-    @property
-    def decode_attention_backend(self) -> str | None:
-        """The decode attention backend (read only to price `nvfp4`)."""
-    @property
-    def is_sm100(self) -> bool:
-        """The GPU is SM100 (B200/GB200): TRT-LLM reads NVFP4's native scale layout (SM120 reads
-        the linear one); read only to price `nvfp4`.
-        """
-    @property
-    def model_dtype(self) -> str:
-        """The model's dtype: what `kv_cache_dtype="auto"` stores."""
-    @property
-    def dsa_raw_kv_layout(self) -> bool:
-        """The DSA attention backends read the raw MLA layout (TRT-LLM or TileLang): an `fp8_e4m3`
-        DSA latent has no per-block scales. Off: the scaled layout, `kv_lora_rank + kv_lora_rank
-        / 128 * 4 + 2 * qk_rope_head_dim` bytes per layer.
-        """
-    def to_json(self) -> str: ...
+    kv_cache_dtype: Final[str]
+    """KV-cache dtype (SGLang's `--kv-cache-dtype` names; `auto` is `model_dtype`)."""
+    page_size: Final[int]
+    """`p`, tokens per page."""
+    tp_size: Final[int]
+    """Attention tensor-parallel size, ranks."""
+    dcp_size: Final[int]
+    """Decode context-parallel size, ranks (divides `tp_size`)."""
+    attn_dp_size: Final[int]
+    """Attention data-parallel size, ranks."""
+    swa_full_tokens_ratio: Final[float]
+    """`r`, SWA-pool tokens per full-pool token."""
+    max_running_requests: Final[int | None]
+    """Requests admitted at once (a request-cap input)."""
+    chunked_prefill_size: Final[int | None]
+    """Chunked-prefill size, tokens (a request-cap input)."""
+    disable_radix_cache: Final[bool]
+    """The radix cache is disabled (a request-cap input)."""
+    disable_overlap_schedule: Final[bool]
+    """The overlap scheduler is disabled (spec v1 rather than v2)."""
+    disaggregation_mode: Final[str]
+    """PD disaggregation role."""
+    disaggregation_decode_extra_slots: Final[int]
+    """Extra decode slots in PD decode, requests."""
+    swa_eviction_interval: Final[int]
+    """`E`, the SWA eviction interval, tokens (SGLang uses `max(1, E)`)."""
+    disable_hybrid_swa_memory: Final[bool]
+    """Price SWA layers as full layers (SGLang's `--disable-hybrid-swa-memory`)."""
+    is_draft_worker: Final[bool]
+    """This is the draft worker (it counts no draft terms; its heads ignore DCP)."""
+    enable_unified_memory: Final[bool]
+    """Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`)."""
+    prefill_attention_backend: Final[str | None]
+    """The prefill attention backend (read only to price `nvfp4`)."""
+    decode_attention_backend: Final[str | None]
+    """The decode attention backend (read only to price `nvfp4`)."""
+    is_sm100: Final[bool]
+    """The GPU is SM100 (B200/GB200): TRT-LLM reads NVFP4's native scale layout (SM120 reads the
+    linear one); read only to price `nvfp4`.
+    """
+    model_dtype: Final[str]
+    """The model's dtype: what `kv_cache_dtype="auto"` stores."""
+    dsa_raw_kv_layout: Final[bool]
+    """The DSA attention backends read the raw MLA layout (TRT-LLM or TileLang): an `fp8_e4m3` DSA
+    latent has no per-block scales. Off: the scaled layout, `kv_lora_rank + kv_lora_rank / 128 *
+    4 + 2 * qk_rope_head_dim` bytes per layer.
+    """
+    def to_json(self) -> str:
+        """This ServingConfig as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
@@ -370,20 +317,17 @@ class MemoryPoolConfig:
     def __new__(cls, max_total_num_tokens: int, full_max_total_num_tokens: int | None = ..., swa_max_total_num_tokens: int | None = ..., unified_memory_pool_bytes: int | None = ...) -> Self: ...
     def replace(self, *, max_total_num_tokens: int = ..., full_max_total_num_tokens: int | None = ..., swa_max_total_num_tokens: int | None = ..., unified_memory_pool_bytes: int | None = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
-    @property
-    def max_total_num_tokens(self) -> int:
-        """`max_total_num_tokens` (the full pool, or an all-SWA model's SWA pool), tokens."""
-    @property
-    def full_max_total_num_tokens(self) -> int | None:
-        """Full-pool tokens (SWA configurators only)."""
-    @property
-    def swa_max_total_num_tokens(self) -> int | None:
-        """SWA-pool tokens (SWA configurators only)."""
-    @property
-    def unified_memory_pool_bytes(self) -> int | None:
-        """Bytes of the unified pool (unified memory only), bytes."""
     def __hash__(self) -> int: ...
-    def to_json(self) -> str: ...
+    max_total_num_tokens: Final[int]
+    """`max_total_num_tokens` (the full pool, or an all-SWA model's SWA pool), tokens."""
+    full_max_total_num_tokens: Final[int | None]
+    """Full-pool tokens (SWA configurators only)."""
+    swa_max_total_num_tokens: Final[int | None]
+    """SWA-pool tokens (SWA configurators only)."""
+    unified_memory_pool_bytes: Final[int | None]
+    """Bytes of the unified pool (unified memory only), bytes."""
+    def to_json(self) -> str:
+        """This MemoryPoolConfig as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
@@ -415,7 +359,8 @@ class TensorSpec:
     @property
     def offset(self) -> int:
         """Byte offset inside the pool's slab (a multiple of TENSOR_ALIGNMENT)."""
-    def to_json(self) -> str: ...
+    def to_json(self) -> str:
+        """This TensorSpec as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
@@ -451,7 +396,8 @@ class PoolSpec:
     @property
     def tensors(self) -> list[TensorSpec]:
         """The tensors, layer by layer."""
-    def to_json(self) -> str: ...
+    def to_json(self) -> str:
+        """This PoolSpec as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
@@ -507,7 +453,8 @@ class PoolPlan:
     def check(self) -> None:
         """Raises InvalidConfigError naming the first inconsistency of a plan (shapes, bytes,
         offsets, padding, dtypes, duplicates, config, an exact fit above its budget)."""
-    def to_json(self) -> str: ...
+    def to_json(self) -> str:
+        """This PoolPlan as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def from_json(cls, s: str) -> Self:
         """Rebuilds a plan from to_json output, after check()."""

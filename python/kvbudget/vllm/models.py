@@ -50,21 +50,23 @@ from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 
 __all__ = ["ARCHITECTURES", "DRAFT_METHODS", "layers_from_hf_config", "pp_stage_layers"]
 
+# Family -> the architectures vLLM 0.33.0 builds with it. A ``...ForConditionalGeneration``
+# wrapper names its text layers ``language_model.model.layers``; the others ``model.layers``.
+_BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
+    "llama": ("LlamaForCausalLM", "MistralForCausalLM"),
+    "qwen2": ("Qwen2ForCausalLM",),
+    "qwen3": ("Qwen3ForCausalLM",),
+    "gemma": ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
+    "gpt_oss": ("GptOssForCausalLM",),
+    "cohere2": ("Cohere2ForCausalLM",),
+    "llama4": ("Llama4ForCausalLM", "Llama4ForConditionalGeneration"),
+    "mla": ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
+}
 # Architecture -> (family, layer-name prefix).
 _FAMILIES: Final[dict[str, tuple[str, str]]] = {
-    "LlamaForCausalLM": ("llama", "model.layers"),
-    "MistralForCausalLM": ("llama", "model.layers"),
-    "Qwen2ForCausalLM": ("qwen2", "model.layers"),
-    "Qwen3ForCausalLM": ("qwen3", "model.layers"),
-    "Gemma2ForCausalLM": ("gemma", "model.layers"),
-    "Gemma3ForCausalLM": ("gemma", "model.layers"),
-    "Gemma3ForConditionalGeneration": ("gemma", "language_model.model.layers"),
-    "GptOssForCausalLM": ("gpt_oss", "model.layers"),
-    "Cohere2ForCausalLM": ("cohere2", "model.layers"),
-    "Llama4ForCausalLM": ("llama4", "model.layers"),
-    "Llama4ForConditionalGeneration": ("llama4", "language_model.model.layers"),
-    "DeepseekV2ForCausalLM": ("mla", "model.layers"),
-    "DeepseekV3ForCausalLM": ("mla", "model.layers"),
+    arch: (family, "language_model.model.layers" if arch.endswith("ForConditionalGeneration") else "model.layers")
+    for family, archs in _BY_FAMILY.items()
+    for arch in archs
 }
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
 ARCHITECTURES: Final[frozenset[str]] = frozenset(_FAMILIES)

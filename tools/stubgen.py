@@ -59,6 +59,7 @@ VALUE_CLASSES = [
     ("SpeculativeConfig", "SpeculativeConfig"),
     ("ServingConfig", "ServingConfig"),
     ("MemoryPoolConfig", "MemoryPoolConfig"),
+    ("StateConfig", "StateConfig"),
 ]
 MODEL_IDS = ("full_attention_layer_ids", "swa_attention_layer_ids")
 COUNTS = ("num_full_layers", "num_swa_layers")

@@ -22,6 +22,7 @@ from kvbudget._core import (
     PoolSpec,
     ServingConfig,
     SpeculativeConfig,
+    StateConfig,
     TensorSpec,
     __version__,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "LayerKV",
     "MAX_PLAN_LAYERS",
     "MemoryPoolConfig",
+    "StateConfig",
     "MinBudget",
     "ModelGeometry",
     "NotEnoughMemoryError",

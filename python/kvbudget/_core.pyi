@@ -18,6 +18,7 @@ __all__ = [
     "ServingConfig",
     "SpeculativeConfig",
     "MemoryPoolConfig",
+    "StateConfig",
     "PoolConfigurator",
     "PoolPlan",
     "PoolSpec",
@@ -28,6 +29,12 @@ __all__ = [
     "simd_level",
     "_vllm_plan",
     "_vllm_settings",
+    "_mamba2_dims",
+    "_full_rank_dims",
+    "_kda_dims",
+    "_state_budget",
+    "_mamba_ratio",
+    "_max_num_reqs",
     "SGLANG_VERSION",
     "__version__",
     "TENSOR_ALIGNMENT",
@@ -56,6 +63,23 @@ def _vllm_settings() -> str:
     """The core's declaration of vLLM's inputs as JSON: ``{"version", "records": {"VllmLayer",
     "VllmEngine"}}``, each record ``{"doc", "settings"}`` and each setting ``{"name", "py",
     "choices", "required", "default", "unit", "flag", "doc"}``; use :mod:`kvbudget.vllm.settings`."""
+
+def _mamba2_dims(tp_size: int, intermediate_size: int, n_groups: int, num_heads: int, head_dim: int,
+                 state_size: int, conv_kernel: int) -> dict[str, int]:
+    """SGLang's ``Mamba2StateShape.create`` on one rank; use :func:`kvbudget.sglang.state.mamba2_dims`."""
+def _full_rank_dims(tp_size: int, intermediate_size: int, state_size: int, conv_kernel: int) -> dict[str, int]:
+    """SGLang's ``Mamba2StateShape.create_full_rank``; use :func:`kvbudget.sglang.state.full_rank_dims`."""
+def _kda_dims(tp_size: int, num_heads: int, head_dim: int, num_k_heads: int | None = None,
+              head_k_dim: int | None = None, conv_kernel: int = 4) -> dict[str, int]:
+    """SGLang's ``KimiLinearStateShape.create``; use :func:`kvbudget.sglang.state.kda_dims`."""
+def _state_budget(state: StateConfig, serving: ServingConfig, spec: SpeculativeConfig,
+                  rest_gib: float) -> dict[str, Any]:
+    """SGLang's ``_handle_max_mamba_cache``; use :func:`kvbudget.sglang.state.state_budget`."""
+def _mamba_ratio(state: StateConfig, serving: ServingConfig) -> int:
+    """SGLang's ``_calculate_mamba_ratio``; use :func:`kvbudget.sglang.state.mamba_ratio`."""
+def _max_num_reqs(token_capacity: int, context_len: int, serving: ServingConfig, state: StateConfig | None = None,
+                  max_mamba_cache_size: int | None = None) -> int:
+    """SGLang's ``resolve_max_num_reqs``; use :func:`kvbudget.sglang.state.max_num_reqs`."""
 
 TENSOR_KINDS: tuple[str, ...]
 """Every tensor kind a plan may hold (``TensorSpec.kind``), in the order a layer lists them
@@ -328,6 +352,72 @@ class MemoryPoolConfig:
     """Bytes of the unified pool (unified memory only), bytes."""
     def to_json(self) -> str:
         """This MemoryPoolConfig as JSON; pickle carries it through ``_from_json``."""
+    @classmethod
+    def _from_json(cls, s: str) -> Self: ...
+    def __reduce__(self) -> tuple[object, tuple[str]]: ...
+
+@final
+class StateConfig:
+    """A hybrid model's recurrent state (Mamba2, gated delta net, KDA) and SGLang's serving inputs
+    for its cache: the state one request keeps per state layer on one rank
+    (`kvbudget.sglang.state` builds the dims from a config, as SGLang's `Mamba2StateShape` /
+    `KimiLinearStateShape` do), and how SGLang sizes the pool.
+    """
+    def __new__(cls, num_state_layers: int, conv_elems: int, ssm_heads: int, ssm_head_dim: int, ssm_state_dim: int, stage_state_layers: int | None = ..., k_heads_per_tp: int = ..., conv_dtype: str | None = ..., ssm_dtype: str | None = ..., mixer: str | None = ..., extra_bytes_per_req: int = ..., fused_state_entry_bytes: int | None = ..., max_mamba_cache_size: int | None = ..., mamba_full_memory_ratio: float = ..., mamba_radix_cache_strategy: str | None = ..., mamba_skip_decode_lock: bool = ..., enable_linear_replayssm_spec: bool = ..., linear_replayssm_cache_len: int = ..., enable_pd_role_switch: bool = ...) -> Self: ...
+    def replace(self, *, num_state_layers: int = ..., stage_state_layers: int | None = ..., conv_elems: int = ..., ssm_heads: int = ..., ssm_head_dim: int = ..., ssm_state_dim: int = ..., k_heads_per_tp: int = ..., conv_dtype: str | None = ..., ssm_dtype: str | None = ..., mixer: str | None = ..., extra_bytes_per_req: int = ..., fused_state_entry_bytes: int | None = ..., max_mamba_cache_size: int | None = ..., mamba_full_memory_ratio: float = ..., mamba_radix_cache_strategy: str | None = ..., mamba_skip_decode_lock: bool = ..., enable_linear_replayssm_spec: bool = ..., linear_replayssm_cache_len: int = ..., enable_pd_role_switch: bool = ...) -> Self:
+        """A copy with the given fields changed (the others keep their values), re-checked."""
+    num_state_layers: Final[int]
+    """State layers of the whole model (SGLang's `mamba2_cache_params.layers`; SGLang accepts none,
+    pricing a slot at 0 bytes), layers.
+    """
+    stage_state_layers: Final[int | None]
+    """State layers of the largest pipeline stage (default: every state layer), layers."""
+    conv_elems: Final[int]
+    """Conv-state elements of one request in one layer on one rank (the product of each conv shape,
+    summed), elements.
+    """
+    ssm_heads: Final[int]
+    """Temporal (SSM) state heads on one rank (the state's first dim)."""
+    ssm_head_dim: Final[int]
+    """Temporal state head dim (the state's second dim), elements."""
+    ssm_state_dim: Final[int]
+    """Temporal state size (the state's third dim), elements."""
+    k_heads_per_tp: Final[int]
+    """Key (group) heads on one rank, read by the ReplaySSM rings."""
+    conv_dtype: Final[str]
+    """Conv-state dtype (SGLang's `SGLANG_MAMBA_CONV_DTYPE`, default bfloat16)."""
+    ssm_dtype: Final[str]
+    """Temporal-state dtype (`--mamba-ssm-dtype`, the config's `mamba_ssm_dtype`, default float32)."""
+    mixer: Final[str]
+    """The mixer (`mamba2`, `gdn`: Qwen3-Next / Qwen3.5, `kda`: Kimi-Linear)."""
+    extra_bytes_per_req: Final[int]
+    """Extra state bytes per request SGLang's caller adds (`extra_mamba_cache_bytes_per_req`),
+    bytes.
+    """
+    fused_state_entry_bytes: Final[int | None]
+    """Bytes of one state slot that holds a fused draft's state too (SGLang's
+    `fused_entry_bytes("mamba")`; `None`: the host's `mamba_cache_per_req`), bytes.
+    """
+    max_mamba_cache_size: Final[int | None]
+    """`--max-mamba-cache-size`: state slots over all attention-DP ranks (`None`: SGLang sizes it),
+    slots.
+    """
+    mamba_full_memory_ratio: Final[float]
+    """`--mamba-full-memory-ratio`: state bytes per KV byte of the auto split (SGLang's fallback
+    0.9).
+    """
+    mamba_radix_cache_strategy: Final[str]
+    """`--mamba-radix-cache-strategy`, resolved (`no_buffer`, `extra_buffer`, `extra_buffer_lazy`)."""
+    mamba_skip_decode_lock: Final[bool]
+    """`SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK`: the decode-time skip frees one slot per request."""
+    enable_linear_replayssm_spec: Final[bool]
+    """`--enable-linear-replayssm-spec` (GDN and KDA only): ReplaySSM spec-verify rings."""
+    linear_replayssm_cache_len: Final[int]
+    """`--linear-replayssm-cache-len`: ReplaySSM ring length, decode steps."""
+    enable_pd_role_switch: Final[bool]
+    """`--enable-pd-role-switch`: a PD prefill server keeps the spec state."""
+    def to_json(self) -> str:
+        """This StateConfig as JSON; pickle carries it through ``_from_json``."""
     @classmethod
     def _from_json(cls, s: str) -> Self: ...
     def __reduce__(self) -> tuple[object, tuple[str]]: ...

@@ -8,7 +8,8 @@
   (the DSA indexer) and :mod:`.draft_layers` (the draft's layer classes).
 * :mod:`.launch` and :mod:`.resolve`: a launch line with SGLang's flags, resolved
   as its launch resolution does (:func:`from_server_args`).
-* :mod:`.budget`: SGLang's KV budget from memory measurements.
+* :mod:`.budget`: SGLang's KV budget from memory measurements; :mod:`.state`
+  the state cache of hybrid (Mamba, gated-delta, KDA) models it takes out first.
 * :mod:`.install`: kvbudget inside a running SGLang (:func:`install`,
   :func:`from_kvc`).
 
@@ -30,6 +31,7 @@ from kvbudget.sglang.install import Runtime, declined, from_kvc, install, mm_res
 from kvbudget.sglang.launch import SGLangLaunch, SGLangWorker, from_server_args
 from kvbudget.sglang.model import SGLangModel, resolve_sglang, sglang_architectures
 from kvbudget.sglang.resolve import LaunchRefused
+from kvbudget.sglang.state import StateBudget, StateCacheTooSmallError, state_budget
 
 __all__ = [
     "DefaultPoolConfigurator",
@@ -41,6 +43,8 @@ __all__ = [
     "SGLangLaunch",
     "SGLangModel",
     "SGLangWorker",
+    "StateBudget",
+    "StateCacheTooSmallError",
     "SWARequestCapPoolConfigurator",
     "create_pool_configurator",
     "declined",
@@ -55,4 +59,5 @@ __all__ = [
     "sglang_available_bytes",
     "sglang_free_gib",
     "sglang_hybrid_swa",
+    "state_budget",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from kvbudget.budget import _GIB, PerRank, _bytes, _fraction
 from kvbudget.errors import InvalidConfigError
 
-__all__ = ["sglang_available_bytes", "sglang_free_gib"]
+__all__ = ["sglang_available_bytes", "sglang_free_gib", "sglang_rest_gib"]
 
 
 def _float32(value: int) -> float:
@@ -59,8 +59,8 @@ def sglang_available_bytes(
     ``mm_reservation`` is ``multimodal_reserve / 2**30`` (SGLang's
     ``mm_runtime_reservation_gb``); then ``floor(rest * 2**30)``. SGLang raises
     when ``rest <= 0``; here the zero or negative budget is returned (the
-    planner then raises ``NotEnoughMemoryError``). The Mamba state pool's share
-    is not modelled (give kvbudget the KV pool's budget).
+    planner then raises ``NotEnoughMemoryError``). A hybrid model's state pool
+    comes out first: :func:`kvbudget.sglang.state.available_bytes`.
     ``tests/test_sglang_budget.py`` holds it to SGLang's own code.
 
     Args:
@@ -72,9 +72,24 @@ def sglang_available_bytes(
     Raises:
         InvalidConfigError: a negative byte count, no rank, or a fraction outside (0, 1].
     """
+    return math.floor(sglang_rest_gib(free_before_load, free_now, mem_fraction_static, multimodal_reserve) * _GIB)
+
+
+def sglang_rest_gib(
+    free_before_load: PerRank,
+    free_now: PerRank,
+    mem_fraction_static: float,
+    multimodal_reserve: int = 0,
+) -> float:
+    """``rest_memory`` of ``_profile_available_bytes``, GiB as a double: what
+    :func:`sglang_available_bytes` floors, and what a hybrid model's state pool
+    is taken out of first (:func:`kvbudget.sglang.state.available_bytes`).
+
+    Raises:
+        InvalidConfigError: as :func:`sglang_available_bytes`.
+    """
     before = sglang_free_gib("free_before_load", free_before_load)
     now = sglang_free_gib("free_now", free_now)
     f = _fraction("mem_fraction_static", mem_fraction_static)
     reserve = _bytes("multimodal_reserve", multimodal_reserve) / _GIB
-    rest_gib = now - before * (1.0 - f) - reserve
-    return math.floor(rest_gib * _GIB)
+    return now - before * (1.0 - f) - reserve

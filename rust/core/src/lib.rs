@@ -39,6 +39,7 @@ pub mod scenario;
 pub mod serving;
 pub mod sizing;
 pub mod spec;
+pub mod state;
 pub mod vllm;
 pub mod workload;
 
@@ -55,3 +56,4 @@ pub use scenario::Scenario;
 pub use serving::{DisaggregationMode, ServingConfig};
 pub use sizing::{select_kind, CellSize, ConfiguratorKind, Sizing};
 pub use spec::{SpecAlgorithm, SpeculativeConfig};
+pub use state::StateConfig;

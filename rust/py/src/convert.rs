@@ -247,6 +247,7 @@ pub fn fields_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         (f::SpeculativeConfig::NAME, f::SpeculativeConfig::FIELDS),
         (f::DraftGeometry::NAME, f::DraftGeometry::FIELDS),
         (f::MemoryPoolConfig::NAME, f::MemoryPoolConfig::FIELDS),
+        (f::StateConfig::NAME, f::StateConfig::FIELDS),
     ] {
         let rows = table
             .iter()

@@ -8,6 +8,7 @@ mod batch;
 mod convert;
 mod errors;
 mod plan;
+mod state;
 mod values;
 mod vllm;
 mod workload;
@@ -20,6 +21,7 @@ mod _core {
     #[pymodule_export]
     use crate::values::{
         DraftGeometry, MemoryPoolConfig, ModelGeometry, ServingConfig, SpeculativeConfig,
+        StateConfig,
     };
 
     #[pymodule_export]
@@ -27,6 +29,11 @@ mod _core {
 
     #[pymodule_export]
     use crate::batch::{_canonical_name, _choice_codes, _plan_many, simd_level};
+
+    #[pymodule_export]
+    use crate::state::{
+        _full_rank_dims, _kda_dims, _mamba2_dims, _mamba_ratio, _max_num_reqs, _state_budget,
+    };
 
     #[pymodule_export]
     use crate::vllm::{_vllm_plan, _vllm_settings};

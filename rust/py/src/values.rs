@@ -80,6 +80,7 @@ plain_value!(ServingConfig, core::ServingConfig);
 plain_value!(SpeculativeConfig, core::SpeculativeConfig);
 plain_value!(DraftGeometry, core::DraftGeometry);
 plain_value!(MemoryPoolConfig, core::MemoryPoolConfig);
+plain_value!(StateConfig, core::StateConfig);
 
 /// `__hash__` of an immutable value whose fields are all hashable.
 macro_rules! hashable {

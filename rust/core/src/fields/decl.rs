@@ -154,6 +154,53 @@ macro_rules! for_each_value_type {
                     /// SGLang's rule, the full pool or an all-SWA target's SWA pool).
                     capacity: Option<$crate::DraftCapacity> = None => $crate::fields::OptChoice<$crate::DraftCapacity>,
                 }
+                /// A hybrid model's recurrent state (Mamba2, gated delta net, KDA) and SGLang's
+                /// serving inputs for its cache: the state one request keeps per state layer on
+                /// one rank (`kvbudget.sglang.state` builds the dims from a config, as SGLang's
+                /// `Mamba2StateShape` / `KimiLinearStateShape` do), and how SGLang sizes the pool.
+                StateConfig [] {
+                    /// State layers of the whole model (SGLang's `mamba2_cache_params.layers`; SGLang
+                    /// accepts none, pricing a slot at 0 bytes), layers.
+                    num_state_layers: u64 => $crate::fields::Count,
+                    /// State layers of the largest pipeline stage (default: every state layer), layers.
+                    stage_state_layers: Option<u64> = None => $crate::fields::OptCount,
+                    /// Conv-state elements of one request in one layer on one rank (the product of
+                    /// each conv shape, summed), elements.
+                    conv_elems: u64 => $crate::fields::Count,
+                    /// Temporal (SSM) state heads on one rank (the state's first dim).
+                    ssm_heads: u64 => $crate::fields::Positive,
+                    /// Temporal state head dim (the state's second dim), elements.
+                    ssm_head_dim: u64 => $crate::fields::Positive,
+                    /// Temporal state size (the state's third dim), elements.
+                    ssm_state_dim: u64 => $crate::fields::Positive,
+                    /// Key (group) heads on one rank, read by the ReplaySSM rings.
+                    k_heads_per_tp: u64 = 1 => $crate::fields::Positive,
+                    /// Conv-state dtype (SGLang's `SGLANG_MAMBA_CONV_DTYPE`, default bfloat16).
+                    conv_dtype: $crate::state::StateDtype = $crate::state::StateDtype::Bf16 => $crate::fields::Choice<$crate::state::StateDtype>,
+                    /// Temporal-state dtype (`--mamba-ssm-dtype`, the config's `mamba_ssm_dtype`, default float32).
+                    ssm_dtype: $crate::state::StateDtype = $crate::state::StateDtype::F32 => $crate::fields::Choice<$crate::state::StateDtype>,
+                    /// The mixer (`mamba2`, `gdn`: Qwen3-Next / Qwen3.5, `kda`: Kimi-Linear).
+                    mixer: $crate::state::StateMixer = $crate::state::StateMixer::Mamba2 => $crate::fields::Choice<$crate::state::StateMixer>,
+                    /// Extra state bytes per request SGLang's caller adds (`extra_mamba_cache_bytes_per_req`), bytes.
+                    extra_bytes_per_req: u64 = 0 => $crate::fields::Count,
+                    /// Bytes of one state slot that holds a fused draft's state too (SGLang's
+                    /// `fused_entry_bytes("mamba")`; `None`: the host's `mamba_cache_per_req`), bytes.
+                    fused_state_entry_bytes: Option<u64> = None => $crate::fields::OptPositive,
+                    /// `--max-mamba-cache-size`: state slots over all attention-DP ranks (`None`: SGLang sizes it), slots.
+                    max_mamba_cache_size: Option<u64> = None => $crate::fields::OptCount,
+                    /// `--mamba-full-memory-ratio`: state bytes per KV byte of the auto split (SGLang's fallback 0.9).
+                    mamba_full_memory_ratio: f64 = 0.9 => $crate::fields::Ratio,
+                    /// `--mamba-radix-cache-strategy`, resolved (`no_buffer`, `extra_buffer`, `extra_buffer_lazy`).
+                    mamba_radix_cache_strategy: $crate::state::MambaRadixStrategy = $crate::state::MambaRadixStrategy::NoBuffer => $crate::fields::Choice<$crate::state::MambaRadixStrategy>,
+                    /// `SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK`: the decode-time skip frees one slot per request.
+                    mamba_skip_decode_lock: bool = false => $crate::fields::Flag,
+                    /// `--enable-linear-replayssm-spec` (GDN and KDA only): ReplaySSM spec-verify rings.
+                    enable_linear_replayssm_spec: bool = false => $crate::fields::Flag,
+                    /// `--linear-replayssm-cache-len`: ReplaySSM ring length, decode steps.
+                    linear_replayssm_cache_len: u64 = 16 => $crate::fields::Count,
+                    /// `--enable-pd-role-switch`: a PD prefill server keeps the spec state.
+                    enable_pd_role_switch: bool = false => $crate::fields::Flag,
+                }
                 /// The pool sizes SGLang resolves, tokens (`None` where SGLang leaves them unset).
                 MemoryPoolConfig [Eq, Hash] {
                     /// `max_total_num_tokens` (the full pool, or an all-SWA model's SWA pool), tokens.

@@ -140,6 +140,7 @@ resolve_by_inherent!(
     crate::SpeculativeConfig,
     crate::DraftGeometry,
     crate::MemoryPoolConfig,
+    crate::StateConfig,
     crate::ModelGeometry,
     crate::Scenario
 );

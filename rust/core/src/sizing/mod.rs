@@ -13,6 +13,7 @@
 
 mod kind;
 mod solve;
+pub mod state;
 mod unified;
 
 pub(crate) use kind::kind_index;

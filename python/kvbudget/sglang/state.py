@@ -1,0 +1,218 @@
+"""SGLang 0.5.23's state cache for hybrid models (Mamba2, gated delta net, KDA).
+
+A hybrid model (Qwen3-Next, Qwen3.5, Nemotron-H, Falcon-H1, Granite-4.0-H,
+Kimi-Linear, ...) keeps a recurrent state per request in each of its state
+layers. SGLang takes the state pool out of the profiled budget *before* it
+sizes the KV pool (``KVCacheConfigurator._handle_max_mamba_cache``), then caps
+the running requests by the state slots (``resolve_max_num_reqs``). The
+arithmetic is the Rust core's (``rust/core/src/state``,
+``rust/core/src/sizing/state.rs``); this module names it:
+
+* :class:`StateConfig`: the state of one request per layer on one rank, and
+  SGLang's serving inputs for its cache (declared once in the core's field
+  table). Build its dims with :func:`mamba2_dims`, :func:`full_rank_dims` or
+  :func:`kda_dims`, SGLang's ``Mamba2StateShape.create``,
+  ``Mamba2StateShape.create_full_rank`` and ``KimiLinearStateShape.create``.
+* :func:`state_budget`: ``_handle_max_mamba_cache(rest_gib)`` -> a
+  :class:`StateBudget` (the state slots, the GiB left for the KV pool).
+* :func:`kv_budget_bytes`: the KV pool's byte budget after the state pool, as
+  ``_profile_available_bytes`` returns it; :func:`available_bytes` the same from
+  memory measurements.
+* :func:`max_num_reqs`: ``resolve_max_num_reqs``.
+
+``tests/test_sglang_state.py`` holds every function to SGLang's own code,
+lifted from the pinned wheel.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TypedDict
+
+from kvbudget import _core
+from kvbudget._core import ServingConfig, SpeculativeConfig, StateConfig
+from kvbudget.errors import NotEnoughMemoryError
+from kvbudget.budget import PerRank
+from kvbudget.sglang.budget import sglang_rest_gib
+
+__all__ = [
+    "StateBudget",
+    "StateCacheTooSmallError",
+    "StateConfig",
+    "StateDims",
+    "available_bytes",
+    "full_rank_dims",
+    "kda_dims",
+    "kv_budget_bytes",
+    "mamba2_dims",
+    "mamba_ratio",
+    "max_num_reqs",
+    "state_budget",
+]
+
+_GIB = 1 << 30
+
+
+class StateCacheTooSmallError(NotEnoughMemoryError):
+    """SGLang's "Not enough GPU memory for hybrid (mamba/linear-attention) state
+    cache" and "state cache is too small to serve any requests" (its RuntimeErrors),
+    with SGLang's message. A :class:`~kvbudget.errors.NotEnoughMemoryError`."""
+
+
+class StateDims(TypedDict):
+    """One rank's state dims of one state layer: :class:`StateConfig`'s keywords."""
+
+    conv_elems: int
+    ssm_heads: int
+    ssm_head_dim: int
+    ssm_state_dim: int
+    k_heads_per_tp: int
+
+
+@dataclass(frozen=True)
+class StateBudget:
+    """What ``_handle_max_mamba_cache`` decided (per attention-DP rank)."""
+
+    max_mamba_cache_size: int
+    """State slots (``max_mamba_cache_size`` after the call), > 0."""
+    rest_gib: float
+    """The budget left for the KV pool, GiB (SGLang's return value)."""
+    mamba_ratio: int | None
+    """State slots per running request; None where SGLang's ratio asserts."""
+    per_req_bytes: int
+    """One slot's state on the largest pipeline stage (``stage_per_req``), bytes."""
+    extra_per_slot: int
+    """Bytes each slot carries beside its state (KDA replay rings, the caller's extra)."""
+    fixed_bytes: int
+    """Fixed bytes (GDN replay rings, one per request slot)."""
+    intermediate_bytes: int
+    """Speculative intermediate state reserved, bytes."""
+    state_bytes: int
+    """The state pool, ``(max_mamba_cache_size + 1) * (per_req + extra) + fixed``, bytes."""
+
+
+def _dims(d: dict[str, int]) -> StateDims:
+    return StateDims(conv_elems=d["conv_elems"], ssm_heads=d["ssm_heads"], ssm_head_dim=d["ssm_head_dim"],
+                     ssm_state_dim=d["ssm_state_dim"], k_heads_per_tp=d["k_heads_per_tp"])  # fmt: skip
+
+
+def mamba2_dims(
+    tp_size: int,
+    intermediate_size: int,
+    n_groups: int,
+    num_heads: int,
+    head_dim: int,
+    state_size: int,
+    conv_kernel: int,
+) -> StateDims:
+    """SGLang's ``Mamba2StateShape.create`` on one of ``tp_size`` ranks (Mamba2, and
+    gated delta net with ``intermediate_size = value dim``, ``n_groups = key heads``).
+
+    Raises:
+        InvalidConfigError: a dim that does not divide by ``tp_size`` as SGLang requires.
+    """
+    return _dims(_core._mamba2_dims(tp_size, intermediate_size, n_groups, num_heads, head_dim, state_size, conv_kernel))
+
+
+def full_rank_dims(tp_size: int, intermediate_size: int, state_size: int, conv_kernel: int) -> StateDims:
+    """SGLang's ``Mamba2StateShape.create_full_rank`` (a Mamba1 selective scan) on one rank."""
+    return _dims(_core._full_rank_dims(tp_size, intermediate_size, state_size, conv_kernel))
+
+
+def kda_dims(
+    tp_size: int,
+    num_heads: int,
+    head_dim: int,
+    num_k_heads: int | None = None,
+    head_k_dim: int | None = None,
+    conv_kernel: int = 4,
+) -> StateDims:
+    """SGLang's ``KimiLinearStateShape.create`` (Kimi delta attention) on one rank."""
+    return _dims(_core._kda_dims(tp_size, num_heads, head_dim, num_k_heads, head_k_dim, conv_kernel))
+
+
+def _too_small(e: NotEnoughMemoryError) -> StateCacheTooSmallError:
+    return StateCacheTooSmallError(str(e))
+
+
+def state_budget(state: StateConfig, serving: ServingConfig, spec: SpeculativeConfig, rest_gib: float) -> StateBudget:
+    """SGLang's ``_handle_max_mamba_cache(rest_gib)``: the state slots and the GiB left.
+
+    ``rest_gib`` is the profiled budget before the state pool (``available -
+    slack - multimodal reserve``, GiB). Reads ``serving.max_running_requests``,
+    ``attn_dp_size``, ``disable_radix_cache``, ``disable_overlap_schedule``,
+    ``disaggregation_mode``, ``enable_unified_memory`` and ``spec.algorithm`` /
+    ``num_draft_tokens``.
+
+    Raises:
+        StateCacheTooSmallError: no state slot fits (SGLang's message).
+        InvalidConfigError: where SGLang asserts (speculation without
+            ``max_running_requests`` or ``num_draft_tokens``; an empty auto-sized state).
+    """
+    try:
+        d = _core._state_budget(state, serving, spec, float(rest_gib))
+    except StateCacheTooSmallError:
+        raise
+    except NotEnoughMemoryError as e:
+        raise _too_small(e) from None
+    return StateBudget(**d)
+
+
+def kv_budget_bytes(budget: StateBudget) -> int:
+    """The KV pool's budget after the state pool, bytes: ``int(rest_gib * 2**30)``
+    (zero or negative where SGLang raises "Loaded weights leave no GPU memory")."""
+    return math.trunc(budget.rest_gib * _GIB)
+
+
+def available_bytes(
+    free_before_load: PerRank,
+    free_now: PerRank,
+    mem_fraction_static: float,
+    state: StateConfig,
+    serving: ServingConfig,
+    spec: SpeculativeConfig,
+    multimodal_reserve: int = 0,
+) -> tuple[int, StateBudget]:
+    """SGLang's ``_profile_available_bytes`` for a hybrid model: the profiled rest
+    (:func:`kvbudget.sglang.budget.sglang_rest_gib`), the state pool taken out
+    (:func:`state_budget`), then ``int(rest * 2**30)``: the KV pool's budget, bytes,
+    and the state budget. A zero or negative budget is where SGLang raises "Loaded
+    weights leave no GPU memory". Not modelled: the pre-capture activation reserve
+    SGLang puts in the slack when the KV pool is allocated after CUDA-graph capture.
+
+    Raises:
+        StateCacheTooSmallError, InvalidConfigError: as :func:`state_budget`.
+    """
+    rest = sglang_rest_gib(free_before_load, free_now, mem_fraction_static, multimodal_reserve)
+    budget = state_budget(state, serving, spec, rest)
+    return kv_budget_bytes(budget), budget
+
+
+def mamba_ratio(state: StateConfig, serving: ServingConfig) -> int:
+    """SGLang's ``_calculate_mamba_ratio``: state slots per running request.
+
+    Raises:
+        InvalidConfigError: ``extra_buffer_lazy`` with the overlap scheduler disabled.
+    """
+    return _core._mamba_ratio(state, serving)
+
+
+def max_num_reqs(
+    token_capacity: int,
+    context_len: int,
+    serving: ServingConfig,
+    state: StateConfig | None = None,
+    max_mamba_cache_size: int | None = None,
+) -> int:
+    """SGLang's ``resolve_max_num_reqs(token_capacity)``: running requests per
+    attention-DP rank; with ``state`` (and the slots :func:`state_budget` gave),
+    capped at ``max_mamba_cache_size // mamba_ratio``.
+
+    Raises:
+        StateCacheTooSmallError: the state cache serves no request (SGLang's message).
+    """
+    try:
+        return _core._max_num_reqs(token_capacity, context_len, serving, state, max_mamba_cache_size)
+    except NotEnoughMemoryError as e:
+        raise _too_small(e) from None

@@ -1,0 +1,170 @@
+//! The hybrid-state budget (SGLang's `_handle_max_mamba_cache`): a worked
+//! example from Qwen3-Next-80B-A3B's published config, and properties: the
+//! state pool, the speculative reserve and the KV rest never exceed the
+//! budget; more memory never gives fewer slots; an explicit size is kept.
+use kvbudget_core::sizing::state::{max_num_reqs, state_budget};
+use kvbudget_core::state::shape;
+use kvbudget_core::state::{StateDtype, StateMixer};
+use kvbudget_core::*;
+use proptest::prelude::*;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Qwen3-Next-80B-A3B (huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct, config.json):
+/// 48 layers, full attention every 4th, so 36 gated-delta layers; 32 value heads,
+/// 16 key heads, key and value head dims 128, conv kernel 4.
+fn qwen3_next(tp: u64) -> StateConfig {
+    let d = shape::mamba2(tp, 32 * 128, 16, 32, 128, 128, 4).unwrap();
+    StateConfig {
+        num_state_layers: 36,
+        conv_elems: d.conv_elems,
+        ssm_heads: d.ssm_heads,
+        ssm_head_dim: d.ssm_head_dim,
+        ssm_state_dim: d.ssm_state_dim,
+        k_heads_per_tp: d.k_heads_per_tp,
+        mixer: StateMixer::Gdn,
+        ..StateConfig::default()
+    }
+    .resolved()
+    .unwrap()
+}
+
+#[test]
+fn qwen3_next_state_per_request() {
+    // conv: (4096 + 2 * 16 * 128) channels x 3 taps, bf16; state: 32 x 128 x 128, f32.
+    let s = qwen3_next(1);
+    assert_eq!(s.conv_elems, 8192 * 3);
+    let per_layer = 8192 * 3 * 2 + 32 * 128 * 128 * 4;
+    assert_eq!(s.cache_per_req::<PlanError>().unwrap(), per_layer * 36);
+    // TP 4 shards channels and heads.
+    let s4 = qwen3_next(4);
+    assert_eq!(
+        (s4.conv_elems, s4.ssm_heads, s4.k_heads_per_tp),
+        (2048 * 3, 8, 4)
+    );
+}
+
+#[test]
+fn auto_split_follows_the_ratio() {
+    let s = qwen3_next(1);
+    let b = state_budget(
+        &s,
+        &ServingConfig::default(),
+        &SpeculativeConfig::default(),
+        60.0,
+    )
+    .unwrap();
+    // 0.9 / 1.9 of 60 GiB for state, one padding slot included.
+    let share = 60.0 * 0.9 / 1.9 * GIB;
+    let per = s.cache_per_req::<PlanError>().unwrap() as f64;
+    assert_eq!(b.max_mamba_cache_size, ((share - per) / per).floor() as u64);
+    assert_eq!(
+        b.state_bytes,
+        (b.max_mamba_cache_size + 1) * b.per_req_bytes
+    );
+    assert!((b.rest_gib - (60.0 - b.state_bytes as f64 / GIB)).abs() < 1e-9);
+}
+
+#[test]
+fn too_little_memory_is_not_enough_memory() {
+    let e = state_budget(
+        &qwen3_next(1),
+        &ServingConfig::default(),
+        &SpeculativeConfig::default(),
+        0.01,
+    )
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotEnoughMemory);
+    assert!(e.message().starts_with("Not enough GPU memory for hybrid"));
+}
+
+#[test]
+fn speculation_needs_max_running_requests() {
+    let spec = SpeculativeConfig {
+        algorithm: SpecAlgorithm::Eagle,
+        num_draft_tokens: Some(4),
+        ..Default::default()
+    };
+    let e = state_budget(&qwen3_next(1), &ServingConfig::default(), &spec, 60.0).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidConfig);
+}
+
+prop_compose! {
+    fn state()(layers in 1u64..80, stage_div in 1u64..4, conv in 0u64..40_000, heads in 1u64..64,
+               hd in 1u64..256, sd in 1u64..256, conv_f32 in any::<bool>(), ssm in 0usize..3,
+               mixer in 0usize..3, extra in prop::sample::select(vec![0u64, 0, 4096, 1 << 20]),
+               given in prop::option::of(0u64..4096), ratio in 0.05f64..5.0, strategy in 0usize..3,
+               skip in any::<bool>(), replay in any::<bool>(), ring in 1u64..64) -> StateConfig {
+        StateConfig {
+            num_state_layers: layers,
+            stage_state_layers: Some(layers.div_ceil(stage_div)),
+            conv_elems: conv, ssm_heads: heads, ssm_head_dim: hd, ssm_state_dim: sd,
+            k_heads_per_tp: heads.div_ceil(2),
+            conv_dtype: if conv_f32 { StateDtype::F32 } else { StateDtype::Bf16 },
+            ssm_dtype: StateDtype::ALL[ssm],
+            mixer: StateMixer::ALL[mixer],
+            extra_bytes_per_req: extra,
+            max_mamba_cache_size: given,
+            mamba_full_memory_ratio: ratio,
+            mamba_radix_cache_strategy: state::MambaRadixStrategy::ALL[strategy],
+            mamba_skip_decode_lock: skip,
+            enable_linear_replayssm_spec: replay,
+            linear_replayssm_cache_len: ring,
+            ..StateConfig::default()
+        }
+    }
+}
+
+prop_compose! {
+    fn serving()(mrr in prop::option::of(1u64..1024), dp in 1u64..8, radix_off in any::<bool>(),
+                 overlap_off in any::<bool>()) -> ServingConfig {
+        ServingConfig { max_running_requests: mrr, attn_dp_size: dp, disable_radix_cache: radix_off,
+                        disable_overlap_schedule: overlap_off, ..ServingConfig::default() }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// INV (plan <= budget): the state pool, the speculative reserve and the KV
+    /// rest add up to the budget (to rounding), and a given size is kept.
+    #[test]
+    fn state_and_rest_fit_the_budget(s in state(), serving in serving(), rest in 0.001f64..200.0,
+                                     d in prop::option::of(1u64..16)) {
+        let spec = match d {
+            Some(d) => SpeculativeConfig { algorithm: SpecAlgorithm::Eagle, num_draft_tokens: Some(d), ..Default::default() },
+            None => SpeculativeConfig::default(),
+        };
+        let Ok(s) = s.resolved() else { return Ok(()) };
+        match state_budget(&s, &serving, &spec, rest) {
+            Ok(b) => {
+                prop_assert!(b.max_mamba_cache_size > 0);
+                let used = (b.state_bytes as f64 + b.intermediate_bytes as f64) / GIB;
+                prop_assert!((rest - used - b.rest_gib).abs() <= 1e-9 * rest.max(1.0));
+                if let Some(given) = s.max_mamba_cache_size {
+                    prop_assert_eq!(b.max_mamba_cache_size, given / serving.attn_dp_size);
+                } else if !(serving.disable_radix_cache && serving.max_running_requests.is_some()) {
+                    // The auto split never spends more than its share on state.
+                    let share = rest * s.mamba_full_memory_ratio / (1.0 + s.mamba_full_memory_ratio);
+                    prop_assert!(used <= share * (1.0 + 1e-12) + 1e-12);
+                }
+                if let Ok(n) = max_num_reqs(1 << 20, 4096, &serving, Some((&s, b.max_mamba_cache_size))) {
+                    prop_assert!(n > 0 && (n as u64) * b.mamba_ratio.unwrap_or(1) <= b.max_mamba_cache_size);
+                }
+            }
+            Err(e) => prop_assert!(matches!(e.code, ErrorCode::NotEnoughMemory | ErrorCode::InvalidConfig | ErrorCode::Overflow)),
+        }
+    }
+
+    /// More memory never gives fewer state slots (the auto split, no speculation).
+    #[test]
+    fn more_memory_more_slots(s in state(), serving in serving(), rest in 0.01f64..100.0, more in 0.0f64..100.0) {
+        let s = StateConfig { max_mamba_cache_size: None, ..s };
+        let serving = ServingConfig { disable_radix_cache: false, ..serving };
+        let Ok(s) = s.resolved() else { return Ok(()) };
+        let spec = SpeculativeConfig::default();
+        if let (Ok(a), Ok(b)) = (state_budget(&s, &serving, &spec, rest), state_budget(&s, &serving, &spec, rest + more)) {
+            prop_assert!(a.max_mamba_cache_size <= b.max_mamba_cache_size);
+        }
+    }
+}

@@ -23,7 +23,8 @@ from typing import Any, Final, NoReturn, TypeVar
 
 import kvbudget
 from kvbudget.cli.numbers import INT64_MAX, parse_bytes, parse_finite_float, parse_int, shown
-from kvbudget.fields import SCENARIO_FIELDS, Field, canonical_name
+from kvbudget.fields import FIELDS, SCENARIO_FIELDS, Field, canonical_name
+from kvbudget.sglang.state_model import READ_FIELDS as STATE_READ_FIELDS
 from kvbudget.vllm.settings import ENGINE_SETTINGS, Setting
 
 __all__ = [
@@ -89,6 +90,11 @@ VARY_CHOICES: Final = tuple(VARY_FIELDS)
 #: Every ServingConfig field is a serving flag.
 SERVING_FIELDS: Final[tuple[Field, ...]] = tuple(
     f for f in SCENARIO_FIELDS.values() if f.owner == "ServingConfig"
+)
+#: StateConfig's serving inputs as flags: every field the config reader does not fill
+#: (kvbudget.sglang.state_model reads the state's shape, layers and dtypes from the config).
+STATE_FIELDS: Final[tuple[Field, ...]] = tuple(
+    f for f in FIELDS["StateConfig"] if f.name not in STATE_READ_FIELDS
 )
 #: The speculative fields given as flags (the rest come with --draft).
 SPEC_FIELDS: Final[tuple[Field, ...]] = tuple(
@@ -247,6 +253,11 @@ def serving_values(args: argparse.Namespace) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in SERVING_FIELDS}
 
 
+def state_values(args: argparse.Namespace) -> dict[str, Any]:
+    """``StateConfig`` serving keyword arguments from the generated flags (absent: the defaults)."""
+    return {f.name: getattr(args, f.name, f.default) for f in STATE_FIELDS}
+
+
 def changed_fields(args: argparse.Namespace) -> list[str]:
     """The serving and speculative fields whose flags carry a value other than their default."""
     return [f.name for f in (*SERVING_FIELDS, *SPEC_FIELDS)
@@ -322,6 +333,16 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, budget: bool = True) -> No
     s = p.add_argument_group("serving (SGLang server args; every ServingConfig field)")
     for f in SERVING_FIELDS:
         _add_field_argument(s, f)
+    h = p.add_argument_group("hybrid state (SGLang's Mamba / linear-attention state cache, for models with "
+                             "state layers; every StateConfig serving field)")  # fmt: skip
+    for f in STATE_FIELDS:
+        _add_field_argument(h, f)
+    dtypes = next(f for f in FIELDS["StateConfig"] if f.name == "ssm_dtype").choices
+    h.add_argument("--mamba-ssm-dtype", choices=dtypes, metavar="NAME",
+                   help="the SSM state's dtype (SGLang's --mamba-ssm-dtype; default: the config's "
+                   "mamba_ssm_dtype, else float32)")  # fmt: skip
+    h.add_argument("--mamba-conv-dtype", choices=dtypes, metavar="NAME",
+                   help="the conv state's dtype (SGLANG_MAMBA_CONV_DTYPE; default bfloat16)")
 
 
 @_arg_type

@@ -22,6 +22,7 @@ from kvbudget import (
     ModelGeometry,
     ServingConfig,
     SpeculativeConfig,
+    StateConfig,
 )
 from kvbudget.cli import render
 from kvbudget.cli.files import read_config
@@ -33,6 +34,7 @@ from kvbudget.cli.parser import (
     UsageError,
     serving_values,
     spec_values,
+    state_values,
 )
 from kvbudget.cli.values import CliScenario, _PlanningError, budget_of
 
@@ -102,7 +104,8 @@ def _hf_dtype(cfg: dict[str, Any]) -> str | None:
 
 
 #: What SGLang reads to choose a model's pools: its architectures and HF text config.
-_SGLangModel = tuple[list[str], dict[str, Any]]
+#: (architectures, the text config SGLang reads, the whole config: what the state reader reads).
+_SGLangModel = tuple[list[str], dict[str, Any], dict[str, Any]]
 
 
 def _load_model(
@@ -130,7 +133,7 @@ def _load_model(
             "architectures": list(arch) if isinstance(arch, list) else [],
         }  # fmt: skip
         text = cfg.get("text_config")
-        sglang = (info["architectures"], text if isinstance(text, dict) else cfg)
+        sglang = (info["architectures"], text if isinstance(text, dict) else cfg, cfg)
         return label, info, model, _hf_dtype(cfg), False, sglang
     is_default = name is None
     preset = get_preset(DEFAULT_MODEL if name is None else name)
@@ -145,7 +148,8 @@ def _load_model(
         "source": preset.source,
         "architectures": list(preset.architectures),
     }
-    sglang = (list(preset.architectures), preset.sglang_text_config())
+    text = preset.sglang_text_config()
+    sglang = (list(preset.architectures), text, {"architectures": list(preset.architectures), **text})
     return label, info, preset.model_geometry(), preset.kv_cache_dtype, is_default, sglang
 
 
@@ -159,7 +163,7 @@ def _sglang_pools(
 
     if model is None or not model[0]:
         return None, None
-    archs, text = model
+    archs, text, _ = model
     disable = scenario.serving.disable_hybrid_swa_memory
     try:
         got = sglang_hybrid_swa(archs, text, disable_hybrid_swa_memory=disable)
@@ -183,6 +187,35 @@ def _sglang_pools(
                " (--disable-hybrid-swa-memory plans one Default pool over this geometry's layers)")
         )  # fmt: skip
     return {"architectures": archs, "hybrid_swa": got.hybrid_swa, "reason": got.reason}, what_if
+
+
+def _hybrid_state(model: _SGLangModel | None, scenario: kvbudget.Scenario, args: argparse.Namespace,
+                  notes: list[str]) -> tuple[kvbudget.Scenario, StateConfig | None]:
+    """For a model SGLang 0.5.23 plans with a recurrent state pool: the scenario over the
+    KV pool's layers as SGLang resolves them, and the state (else the scenario unchanged, None)."""
+    from kvbudget.models.hf import ConfigError
+    from kvbudget.sglang.model import resolve_sglang
+    from kvbudget.sglang.state_model import STATE_MODEL_TYPES, state_from_hf_config
+
+    if model is None or not model[0]:
+        return scenario, None
+    cfg = model[2]
+    if cfg.get("model_type") not in STATE_MODEL_TYPES and model[1].get("model_type") not in STATE_MODEL_TYPES:
+        return scenario, None
+    serving = scenario.serving
+    state = state_from_hf_config(cfg, tp_size=serving.tp_size, attn_dp_size=serving.attn_dp_size,
+                                 mamba_ssm_dtype=args.mamba_ssm_dtype, conv_dtype=args.mamba_conv_dtype,
+                                 **state_values(args))  # fmt: skip
+    if state is None:
+        return scenario, None
+    try:
+        geometry = resolve_sglang(cfg).model_geometry()
+    except ConfigError as exc:
+        raise _PlanningError(f"SGLang 0.5.23 plans a state pool for this model; its KV layers: {exc}") from None
+    notes.append(f"SGLang 0.5.23 keeps a {state.mixer} state in {state.num_state_layers} layers beside a KV pool "
+                 f"over the {geometry.num_layers} attention layers; the state pool comes out of the budget first "
+                 "(--mamba-radix-cache-strategy is taken as given: SGLang resolves 'auto' at launch)")  # fmt: skip
+    return kvbudget.Scenario(geometry, serving, scenario.spec), state
 
 
 # --------------------------------------------------------------------------- the draft
@@ -367,6 +400,7 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         values["kv_cache_dtype"] = "bf16"
         notes.append("the model's dtype is unknown: kv_cache_dtype bf16 (set --kv-dtype)")
     scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
+    scenario, state = _hybrid_state(sglang_model, scenario, args, notes)
     sglang_pools, what_if = _sglang_pools(sglang_model, scenario, notes)
     available, budget_label, budget_info = budget_of(args, is_default, notes)
     return CliScenario(
@@ -382,4 +416,5 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         notes=notes,
         sglang_pools=sglang_pools,
         what_if=what_if,
+        state=state,
     )

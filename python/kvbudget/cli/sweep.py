@@ -235,6 +235,9 @@ def run(args: argparse.Namespace) -> int:
     if vary == "available":
         args.available = int(values[0])
     sc = build_scenario(args)
+    if sc.state is not None:
+        raise UsageError("sweep does not vary a model with a recurrent state pool yet (SGLang resizes the "
+                         "state with every row's TP and budget); run kvbudget plan per value")  # fmt: skip
     sc.require_budget()
     rows = [sweep_row(sc, vary, v) for v in _progress(values, not args.no_progress)]
     if args.out == "-":

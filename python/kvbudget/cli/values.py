@@ -23,7 +23,9 @@ from kvbudget.errors import KVBudgetError
 from kvbudget.sglang.configurators import Scenario
 
 if TYPE_CHECKING:
+    from kvbudget._core import StateConfig
     from kvbudget.sglang.configurators import PoolConfiguratorBase
+    from kvbudget.sglang.state import StateBudget
 
 __all__ = ["CliScenario", "budget_of"]
 
@@ -52,6 +54,11 @@ class CliScenario:
     #: own choice, so that its numbers are a what-if for SGLang; None when the two agree. Not
     #: one of ``notes``: it is shown only with that configurator's numbers.
     what_if: str | None = None
+    #: A hybrid model's recurrent state (None: the model keeps none): SGLang takes its pool out
+    #: of ``available`` before the KV pool (:meth:`require_budget`).
+    state: StateConfig | None = None
+    #: The state pool SGLang sizes from ``available`` (set by :meth:`require_budget`).
+    state_budget: StateBudget | None = None
 
     @property
     def sglang_hybrid_swa(self) -> bool | None:
@@ -63,12 +70,20 @@ class CliScenario:
         return self.scenario.configurator()
 
     def require_budget(self) -> int:
+        """The KV pool's budget, bytes: ``available``, less a hybrid model's state pool
+        (:func:`kvbudget.sglang.state.state_budget` on ``available`` as SGLang's GiB)."""
         if self.available is None:
             raise UsageError(
                 "no budget: give --available BYTES (e.g. 40GiB) or "
                 "--gpu NAME [--mem-fraction F] [--weights-gib W]"
             )
-        return self.available
+        if self.state is None:
+            return self.available
+        from kvbudget.sglang.state import kv_budget_bytes, state_budget
+
+        s = self.scenario
+        self.state_budget = state_budget(self.state, s.serving, s.spec, self.available / GIB)
+        return kv_budget_bytes(self.state_budget)
 
     def to_dict(self) -> dict[str, Any]:
         s = self.scenario
@@ -80,7 +95,11 @@ class CliScenario:
             "serving": json.loads(s.serving.to_json()),
             "budget": {"available_bytes": self.available, **self.budget_info},
             "sglang_pools": self.sglang_pools,
-        }
+            "state": None if self.state is None else {
+                "config": json.loads(self.state.to_json()),
+                "budget": None if self.state_budget is None else vars(self.state_budget),
+            },
+        }  # fmt: skip
 
 
 def budget_of(

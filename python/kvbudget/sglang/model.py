@@ -143,8 +143,9 @@ class SGLangModel:
         qk_nope_head_dim: MLA's non-rotary key dim, elements (None unless MLA).
         sliding_window_size: SGLang's exclusive window, tokens (hybrid models only).
         state_pool: SGLang also plans a Mamba/linear-attention state pool, sized
-            before the KV budget (kvbudget plans the KV pool over the
-            full-attention layers only; give it the KV pool's budget).
+            before the KV budget (the KV pool is over the full-attention layers;
+            the state: :func:`kvbudget.sglang.state_model.state_from_hf_config`,
+            its budget :func:`kvbudget.sglang.state.state_budget`).
         native_class: SGLang has a model class for the architecture; else it
             serves it through its Transformers backend (same pools).
         index_head_dim, index_kpool, index_shared_layers: the DSA indexer

@@ -172,7 +172,7 @@ macro_rules! for_each_value_type {
                     /// Temporal state head dim (the state's second dim), elements.
                     ssm_head_dim: u64 => $crate::fields::Positive,
                     /// Temporal state size (the state's third dim), elements.
-                    ssm_state_dim: u64 => $crate::fields::Positive,
+                    ssm_state_dim: u64 => $crate::fields::Count,
                     /// Key (group) heads on one rank, read by the ReplaySSM rings.
                     k_heads_per_tp: u64 = 1 => $crate::fields::Positive,
                     /// Conv-state dtype (SGLang's `SGLANG_MAMBA_CONV_DTYPE`, default bfloat16).

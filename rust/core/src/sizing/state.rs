@@ -163,29 +163,27 @@ pub fn state_budget(
     let mut rest = rest_gib;
     let mut intermediate = 0u64;
     let mut ratio = None;
+    // The speculative intermediate state of `slots` slots (the padding slot included), taken
+    // out of `rest`: `stage_per_req * slots * num_draft_tokens` bytes.
+    let reserve = |slots: u64, rest: &mut f64| -> Result<u64> {
+        let what = "intermediate state";
+        let bytes = checked(checked(stage_per_req, slots, what)?, draft_tokens, what)?;
+        *rest -= exact(bytes, what)? / GIB;
+        Ok(bytes)
+    };
     let mmcs: i64 = if let Some(given) = state.max_mamba_cache_size {
         let mmcs = given / dp;
         if reserves {
             let r = mamba_ratio(state, serving)?;
             ratio = Some(r);
             let capped = running_per_rank(serving, "")?.min(mmcs / r);
-            intermediate = checked(
-                checked(stage_per_req, capped + 1, "intermediate")?,
-                draft_tokens,
-                "intermediate",
-            )?;
-            rest -= exact(intermediate, "intermediate")? / GIB;
+            intermediate = reserve(capped + 1, &mut rest)?;
         }
         mmcs as i64
     } else if serving.disable_radix_cache && serving.max_running_requests.is_some() {
         let mmcs = running_per_rank(serving, "")?;
         if reserves {
-            intermediate = checked(
-                checked(stage_per_req, mmcs + 1, "intermediate")?,
-                draft_tokens,
-                "intermediate",
-            )?;
-            rest -= exact(intermediate, "intermediate")? / GIB;
+            intermediate = reserve(mmcs + 1, &mut rest)?;
         }
         mmcs as i64
     } else {

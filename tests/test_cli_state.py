@@ -1,0 +1,78 @@
+"""``kvbudget plan`` for a hybrid-state model: the state pool comes out of the budget first.
+
+Qwen3-Next-80B-A3B's published config (tests/data/hybrid_state_configs.json): SGLang
+0.5.23 pools the KV of its 12 full-attention layers and keeps a gated-delta state in
+the other 36. The command line must plan the KV pool over those 12 layers on the
+budget :func:`kvbudget.sglang.state.state_budget` leaves (itself held to SGLang's
+code by tests/test_sglang_state.py), and show the state pool; before this it
+planned 48 KV layers on the whole budget.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import A40, GIB, run
+from kvbudget import ServingConfig, SpeculativeConfig, create_pool_configurator
+from kvbudget.sglang import resolve_sglang
+from kvbudget.sglang.state import kv_budget_bytes, state_budget
+from kvbudget.sglang.state_model import state_from_hf_config
+
+DATA = Path(__file__).parent / "data" / "hybrid_state_configs.json"
+
+
+@pytest.fixture(scope="module")
+def qwen3_next(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    entries = json.loads(DATA.read_text())["entries"]
+    cfg = dict(next(e for e in entries if e["name"] == "qwen3_next_80b_a3b_instruct")["config"])
+    cfg.setdefault("torch_dtype", "bfloat16")
+    d = tmp_path_factory.mktemp("qwen3-next")
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d / "config.json"
+
+
+@pytest.mark.parametrize("extra", [(), ("--tp", "4", "--mamba-radix-cache-strategy", "extra_buffer",
+                                        "--max-running-requests", "64", "--mamba-ssm-dtype", "bfloat16")])
+def test_plan_takes_the_state_pool_out_first(qwen3_next: Path, extra: tuple[str, ...]) -> None:
+    r = run("plan", str(qwen3_next), "--available", "40GiB", "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    cfg = json.loads(qwen3_next.read_text())
+    tp = 4 if extra else 1
+    serving = ServingConfig(tp_size=tp, max_running_requests=64 if extra else None)
+    state = state_from_hf_config(cfg, tp_size=tp, mamba_ssm_dtype="bfloat16" if extra else None,
+                                 mamba_radix_cache_strategy="extra_buffer" if extra else "no_buffer")  # fmt: skip
+    assert state is not None and state.num_state_layers == 36
+    budget = state_budget(state, serving, SpeculativeConfig(), A40 / GIB)
+    kv = kv_budget_bytes(budget)
+    geometry = resolve_sglang(cfg).model_geometry()
+    assert geometry.num_layers == 12
+    tokens = create_pool_configurator(geometry, serving, SpeculativeConfig()).calculate_pool_sizes(kv, 1)
+    assert doc["sglang"]["max_total_num_tokens"] == tokens.max_total_num_tokens
+    assert doc["state"]["budget"]["max_mamba_cache_size"] == budget.max_mamba_cache_size
+    assert doc["state"]["config"]["ssm_dtype"] == ("bfloat16" if extra else "float32")
+    full = next(p for p in doc["plan"]["pools"] if p["name"] == "full")
+    assert len(full["layer_ids"]) == 12
+    # The exact plan fits the KV budget, which with the state pool is at most the whole budget.
+    assert doc["plan"]["total_bytes"] <= kv and kv + budget.state_bytes <= A40
+
+
+def test_plan_shows_the_state_pool(qwen3_next: Path) -> None:
+    r = run("plan", str(qwen3_next), "--available", "40GiB")
+    assert r.returncode == 0, r.stderr
+    assert "state pool (SGLang's, sized first)" in r.stdout and "KV budget" in r.stdout
+
+
+def test_a_state_pool_that_does_not_fit_is_an_error(qwen3_next: Path) -> None:
+    r = run("plan", str(qwen3_next), "--available", "64MiB")
+    assert r.returncode == 1
+    assert "Not enough GPU memory for hybrid" in r.stderr
+
+
+def test_sweep_refuses_a_state_model(qwen3_next: Path) -> None:
+    r = run("sweep", str(qwen3_next), "--available", "40GiB", "--vary", "tp", "--values", "1", "2")
+    assert r.returncode == 2
+    assert "recurrent state pool" in r.stderr

@@ -9,7 +9,8 @@
 * :mod:`.launch` and :mod:`.resolve`: a launch line with SGLang's flags, resolved
   as its launch resolution does (:func:`from_server_args`).
 * :mod:`.budget`: SGLang's KV budget from memory measurements; :mod:`.state`
-  the state cache of hybrid (Mamba, gated-delta, KDA) models it takes out first.
+  the state cache of hybrid (Mamba, gated-delta, KDA) models it takes out first,
+  :mod:`.state_model` that state read from a config (:func:`state_from_hf_config`).
 * :mod:`.install`: kvbudget inside a running SGLang (:func:`install`,
   :func:`from_kvc`).
 
@@ -32,6 +33,7 @@ from kvbudget.sglang.launch import SGLangLaunch, SGLangWorker, from_server_args
 from kvbudget.sglang.model import SGLangModel, resolve_sglang, sglang_architectures
 from kvbudget.sglang.resolve import LaunchRefused
 from kvbudget.sglang.state import StateBudget, StateCacheTooSmallError, state_budget
+from kvbudget.sglang.state_model import state_from_hf_config
 
 __all__ = [
     "DefaultPoolConfigurator",
@@ -60,4 +62,5 @@ __all__ = [
     "sglang_free_gib",
     "sglang_hybrid_swa",
     "state_budget",
+    "state_from_hf_config",
 ]

@@ -152,8 +152,6 @@ def state_budget(state: StateConfig, serving: ServingConfig, spec: SpeculativeCo
     """
     try:
         d = _core._state_budget(state, serving, spec, float(rest_gib))
-    except StateCacheTooSmallError:
-        raise
     except NotEnoughMemoryError as e:
         raise _too_small(e) from None
     return StateBudget(**d)

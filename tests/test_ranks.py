@@ -8,6 +8,9 @@ import pytest
 
 import kvbudget as kb
 from kvbudget.ranks import Parallelism, RankPlans, plan_ranks, pp_layer_ranges
+from kvbudget.sglang.pipeline import stage_ranges
+from sglang_oracle._fetch import sglang_root
+from sglang_oracle.pipeline import PipelineOracle
 
 GIB = 2**30
 PAGE = 64
@@ -78,23 +81,38 @@ def test_pp_split_follows_sglang_get_pp_indices() -> None:
     assert pp_layer_ranges(62, 2, [40, 22]) == ((0, 40), (40, 62))
 
 
-def sglang_get_pp_indices(n: int, pp_rank: int, pp_size: int) -> tuple[int, int]:
-    """SGLang's get_pp_indices (python/sglang/srt/distributed/utils.py), no env override."""
-    base, rem = n // pp_size, n % pp_size
-    if pp_rank >= pp_size - rem:
-        start = pp_rank * (base + 1) - (pp_size - rem)
-        return start, start + base + 1
-    return pp_rank * base, pp_rank * base + base
+@pytest.fixture(scope="module")
+def sglang_pp() -> PipelineOracle:
+    """SGLang 0.5.23's ``get_pp_indices``, lifted from the verified wheel."""
+    return PipelineOracle(sglang_root())
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 31, 32, 61, 62, 80, 95])
 @pytest.mark.parametrize("pp", [1, 2, 3, 4, 5, 7, 8])
-def test_pp_split_matches_sglang_everywhere(n: int, pp: int) -> None:
-    if n < pp:
+def test_pp_split_matches_sglang_everywhere(sglang_pp: PipelineOracle, n: int, pp: int) -> None:
+    if n < pp:  # SGLang leaves the first stages empty; a plan refuses it
         with pytest.raises(kb.InvalidConfigError):
             pp_layer_ranges(n, pp)
+        assert stage_ranges(n, pp) == sglang_pp.stage_ranges(n, pp)
         return
-    assert pp_layer_ranges(n, pp) == tuple(sglang_get_pp_indices(n, r, pp) for r in range(pp))
+    assert pp_layer_ranges(n, pp) == sglang_pp.stage_ranges(n, pp)
+
+
+@pytest.mark.parametrize("split", [[40, 22], [1, 61], [31, 31], [0, 62], [62, 0], [20, 20, 22], [10, 60], [30, 30]])
+def test_explicit_split_matches_sglang(sglang_pp: PipelineOracle, split: list[int]) -> None:
+    theirs = sglang_pp.stage_ranges(62, len(split), split)
+    if isinstance(theirs, str):
+        with pytest.raises(kb.InvalidConfigError):
+            stage_ranges(62, len(split), split)
+        with pytest.raises(kb.InvalidConfigError):
+            pp_layer_ranges(62, len(split), split)
+        return
+    assert stage_ranges(62, len(split), split) == theirs
+    if 0 in split:  # SGLang loads an empty stage; a plan refuses it
+        with pytest.raises(kb.InvalidConfigError):
+            pp_layer_ranges(62, len(split), split)
+    else:
+        assert pp_layer_ranges(62, len(split), split) == theirs
 
 
 @pytest.mark.parametrize(

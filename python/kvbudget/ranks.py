@@ -37,6 +37,7 @@ from kvbudget._core import (
 from kvbudget.types import Fit
 from kvbudget.sglang.configurators import PoolConfiguratorBase, create_pool_configurator
 from kvbudget.sglang.configurators import Scenario
+from kvbudget.sglang.pipeline import stage_ranges
 from kvbudget.distributed import _lowest_min, _plan_at_tokens
 
 __all__ = [
@@ -61,10 +62,11 @@ def pp_layer_ranges(
 ) -> tuple[tuple[int, int], ...]:
     """Each pipeline stage's layers as ``[start, end)``, stage by stage.
 
-    Follows SGLang's ``get_pp_indices`` (``python/sglang/srt/distributed/utils.py``):
-    with no explicit split, every stage gets ``num_hidden_layers // pp`` layers
-    and the LAST ``num_hidden_layers % pp`` stages get one more each (e.g. 62
-    layers on 4 stages: 15, 15, 16, 16). That is SGLang's rule, not vLLM's
+    SGLang's ``get_pp_indices`` (:func:`kvbudget.sglang.pipeline.stage_ranges`, the one
+    reading the planner and the state model share) with a plan's checks on top: with no
+    explicit split, every stage gets ``num_hidden_layers // pp`` layers and the LAST
+    ``num_hidden_layers % pp`` stages get one more each (e.g. 62 layers on 4 stages:
+    15, 15, 16, 16). That is SGLang's rule, not vLLM's
     (vLLM gives the remainder to the earlier stages but never the last).
     ``split`` is the explicit per-stage layer counts, like SGLang's
     ``SGLANG_PP_LAYER_PARTITION``: ``len(split) == pp`` and
@@ -82,8 +84,6 @@ def pp_layer_ranges(
             raise InvalidConfigError(
                 f"{pp} pipeline stages cannot split {n} layers: every stage needs one"
             )
-        base, rem = divmod(n, pp)
-        counts = [base + (1 if stage >= pp - rem else 0) for stage in range(pp)]
     else:
         counts = [_positive(f"pp_layer_split[{i}]", c) for i, c in enumerate(split)]
         if len(counts) != pp:
@@ -92,12 +92,7 @@ def pp_layer_ranges(
             raise InvalidConfigError(
                 f"pp_layer_split sums to {sum(counts)} layers; the model has {n}"
             )
-    ranges = []
-    start = 0
-    for c in counts:
-        ranges.append((start, start + c))
-        start += c
-    return tuple(ranges)
+    return stage_ranges(n, pp, split)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ What SGLang derives, from a config folder, up to the state pool's inputs:
 Stubbed (strict): ``get_parallel()`` (``attn_tp_size``, ``tp_size``,
 ``enable_cp_tp_group_sharing=False``; ``linear_attn_tp_size`` is lifted from
 ``runtime_context.py`` over it), ``envs`` (``SGLANG_MAMBA_CONV_DTYPE``,
-``SGLANG_MAMBA_SSM_DTYPE``), ``os.getenv("SGLANG_PP_LAYER_PARTITION")`` (the case's split),
-``is_cpu() = False``. A :class:`~._strict.StubError`, ``NameError`` or ``ImportError`` is the
+``SGLANG_MAMBA_SSM_DTYPE``), ``is_cpu() = False``; the pipeline split is
+:class:`.pipeline.PipelineOracle`'s (the case's split as ``SGLANG_PP_LAYER_PARTITION``). A :class:`~._strict.StubError`, ``NameError`` or ``ImportError`` is the
 oracle's fault and propagates; any other exception is SGLang's (or transformers') refusal of
 the config, reported as ``{"error": "Type: message"}``.
 """
@@ -47,6 +47,7 @@ from typing import Any
 import transformers
 
 from ._configs import REAL, ConfigClasses, parser
+from .pipeline import PipelineOracle
 from ._plumbing import Builder, Envs, pick
 from ._strict import StrictNamespace, StubError, poison_class
 
@@ -65,9 +66,9 @@ class StateModelOracle:
         self.root = root
         b = self.b = Builder(root, real=REAL)
         g = b.getters
-        du = b.namespace("distributed.utils", Tuple=typing.Tuple, os=StrictNamespace("os", getenv=self._getenv))
-        b.source("distributed/utils.py").lift(du, "ensure_divisibility", "divide", "get_pp_indices")
-        self.get_pp_indices = du["get_pp_indices"]
+        du = b.namespace("distributed.utils")
+        b.source("distributed/utils.py").lift(du, "ensure_divisibility", "divide")
+        self.pipeline = PipelineOracle(root)
         b.provide("distributed.utils", pick(du, "divide ensure_divisibility"))
         b.provide("environ", {"envs": Envs(b.active)})
         rc = b.namespace("runtime_context", get_parallel=g["parallel"])
@@ -186,14 +187,9 @@ class StateModelOracle:
         return out
 
     # -- stubs -----------------------------------------------------------------------------------
-    def _getenv(self, name: str, default: Any = None) -> Any:
-        if name != "SGLANG_PP_LAYER_PARTITION":
-            raise StubError(f"sglang_oracle.state_model: os.getenv({name!r}) is not provided")
-        return self.b.active.require().partition
-
-    def _ctx(self, attn_tp: int, tp: int, conv: str | None, ssm: str | None, split: str | None) -> StrictNamespace:
+    def _ctx(self, attn_tp: int, tp: int, conv: str | None, ssm: str | None) -> StrictNamespace:
         return StrictNamespace(
-            "runtime context", partition=split,
+            "runtime context",
             envs={"SGLANG_MAMBA_CONV_DTYPE": "bfloat16" if conv is None else conv, "SGLANG_MAMBA_SSM_DTYPE": ssm},
             parallel=StrictNamespace("get_parallel()", attn_tp_size=attn_tp, tp_size=tp,
                                      enable_cp_tp_group_sharing=False),
@@ -239,9 +235,8 @@ class StateModelOracle:
         ``temporal``, ``k_heads_per_tp``, ``layers``, ``conv_dtype``, ``ssm_dtype``,
         ``per_req`` (``mamba_cache_per_req``), ``num_hidden_layers`` and ``stage_layers``;
         or ``{"error": ...}`` where SGLang (or transformers under it) refuses the config."""
-        split = None if pp_split is None else ",".join(str(c) for c in pp_split)
         active = self.b.active
-        active.ctx = self._ctx(attn_tp, attn_tp if tp is None else tp, conv_dtype, ssm_dtype, split)
+        active.ctx = self._ctx(attn_tp, attn_tp if tp is None else tp, conv_dtype, ssm_dtype)
         try:
             try:
                 hf = self.parse(config)
@@ -262,7 +257,7 @@ class StateModelOracle:
                     "layers": layers, "conv_dtype": str(params.dtype.conv).removeprefix("torch."),
                     "ssm_dtype": str(params.dtype.temporal).removeprefix("torch."),
                     "per_req": int(params.mamba_cache_per_req), "num_hidden_layers": n,
-                    "stage_layers": self._stage_layers(layers, n, pp),
+                    "stage_layers": self._stage_layers(layers, n, pp, pp_split),
                 }  # fmt: skip
             except _FAULTS:
                 raise
@@ -271,12 +266,14 @@ class StateModelOracle:
         finally:
             active.ctx = None
 
-    def _stage_layers(self, layers: list[int], n: int, pp: int) -> int:
+    def _stage_layers(self, layers: list[int], n: int, pp: int, split: Sequence[int] | None) -> int:
         """``max_stage_mamba_layers`` of ``_handle_max_mamba_cache`` (its expression, over the
-        lifted ``get_pp_indices``)."""
+        lifted ``get_pp_indices``, :class:`.pipeline.PipelineOracle`)."""
         if pp > 1 and layers:
-            return max(sum(1 for i in layers if start <= i < end)
-                       for start, end in (self.get_pp_indices(n, rank, pp) for rank in range(pp)))  # fmt: skip
+            stages = self.pipeline.stage_ranges(n, pp, split)
+            if isinstance(stages, str):  # get_pp_indices refused the split
+                raise ValueError(stages.removeprefix("error: "))
+            return max(sum(1 for i in layers if start <= i < end) for start, end in stages)
         return len(layers)
 
 

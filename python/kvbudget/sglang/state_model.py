@@ -30,7 +30,7 @@ themselves (Qwen, Jet, Nemotron-H, Falcon-H1, LFM2; an unknown name there reads 
 float32, as SGLang warns), else float32; the conv state ``conv_dtype``
 (``SGLANG_MAMBA_CONV_DTYPE``), else bfloat16. ``stage_state_layers`` is
 ``_handle_max_mamba_cache``'s largest per-stage share of the state layers over SGLang's
-pipeline split of ``ModelConfig.num_hidden_layers`` (:func:`_pp_indices`).
+pipeline split of ``ModelConfig.num_hidden_layers`` (:func:`kvbudget.sglang.pipeline.stage_ranges`).
 
 Where SGLang's class fails on a config (a missing ``full_attention_interval`` or
 ``n_groups``, an LFM2 without conv layers, a Kimi-Linear without ``linear_attn_config``,
@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbudget.models.config_io import ConfigError, PathOrDict, load_hf_config
+from kvbudget.sglang.pipeline import stage_ranges
 from kvbudget.sglang.state import StateConfig, StateDims, full_rank_dims, kda_dims, mamba2_dims
 
 __all__ = ["READ_FIELDS", "STATE_MODEL_TYPES", "UNREAD_STATE_MODEL_TYPES", "state_from_hf_config"]
@@ -436,34 +437,13 @@ def _config_ssm_dtype(source: Mapping[str, Any] | None) -> str:
     return value if value in _DTYPES else "float32"
 
 
-def _pp_indices(num_hidden_layers: int, pp_rank: int, pp_size: int, split: Sequence[int] | None) -> tuple[int, int]:
-    """SGLang 0.5.23's ``get_pp_indices`` (``distributed/utils.py``): ``split`` is
-    ``SGLANG_PP_LAYER_PARTITION``'s counts (ignored for one stage); without it each stage has
-    ``n // pp`` layers and the last ``n % pp`` stages one more. Restated here because
-    ``kvbudget.ranks.pp_layer_ranges`` sits in a layer above the engines."""
-    if pp_size > 1 and split is not None:
-        return sum(split[:pp_rank]), sum(split[: pp_rank + 1])
-    base, rem = divmod(num_hidden_layers, pp_size)
-    if pp_rank >= pp_size - rem:
-        start = pp_rank * (base + 1) - (pp_size - rem)
-        return start, start + base + 1
-    return pp_rank * base, pp_rank * base + base
-
-
 def _stage_layers(layers: list[int], n: int, pp_size: int, split: Sequence[int] | None) -> int:
     """``_handle_max_mamba_cache``'s ``max_stage_mamba_layers``: the state layers of the largest stage.
     A split is checked as ``get_pp_indices`` checks it (SGLang's model loader splits the layers
     with it too, so a bad split fails there even without state layers)."""
-    if pp_size > 1 and split is not None:
-        if len(split) != pp_size or any(isinstance(s, bool) or not isinstance(s, int) for s in split):
-            raise ConfigError(f"pp_layer_split must be {pp_size} ints (SGLANG_PP_LAYER_PARTITION), got {split!r}",
-                              "pp_layer_split")  # fmt: skip
-        if sum(split) != n:
-            raise ConfigError(f"pp_layer_split sums to {sum(split)}, but SGLang splits the model's {n} layers",
-                              "pp_layer_split")  # fmt: skip
+    ranges = stage_ranges(n, pp_size, split)
     if pp_size == 1 or not layers:
         return len(layers)
-    ranges = [_pp_indices(n, rank, pp_size, split) for rank in range(pp_size)]
     return max(sum(1 for i in layers if start <= i < end) for start, end in ranges)
 
 

@@ -91,12 +91,41 @@ def _speculative(r: random.Random, model: str, folders: dict[str, str]) -> list[
     return flags
 
 
-def launch_lines(folders: dict[str, str], count: int, seed: int = 0) -> list[tuple[str, list[str]]]:
-    """``count`` seeded ``(model name, flags)`` launch lines."""
+def _state_cache(r: random.Random, model: str) -> list[str]:
+    """The state-cache flags: each alone and together for the hybrid-state model, and now and
+    then an explicit extra-buffer strategy for a model without state (which SGLang refuses)."""
+    if model != "qwen3-next-80b":
+        return ["--mamba-radix-cache-strategy", "extra_buffer"] if r.random() < 0.03 else []
+    flags: list[str] = []
+    pick = r.random
+    if pick() < 0.5:
+        flags += ["--mamba-radix-cache-strategy", r.choice(["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"])]
+    if pick() < 0.3:
+        flags += ["--disable-overlap-schedule"]
+    if pick() < 0.3:
+        flags += ["--mamba-ssm-dtype", r.choice(["float32", "bfloat16", "float16"])]
+    if pick() < 0.2:
+        flags += ["--max-mamba-cache-size", str(r.choice([64, 256, 1024]))]
+    if pick() < 0.2:
+        flags += ["--mamba-full-memory-ratio", str(r.choice([0.5, 0.9, 2.0]))]
+    if pick() < 0.15:
+        flags += ["--linear-attn-backend", r.choice(["triton", "flashinfer"])]
+    if pick() < 0.15:
+        flags += ["--mamba-track-interval", str(r.choice([2, 48, 256]))]
+    if pick() < 0.1:  # a page the FLA chunk (64) does not divide, nor divides
+        flags += ["--page-size", "48"]
+    if pick() < 0.1:
+        flags += ["--enable-linear-replayssm-spec", "--linear-replayssm-cache-len", str(r.choice([8, 16]))]
+    return flags
+
+
+def launch_lines(folders: dict[str, str], count: int, seed: int = 0,
+                 models: tuple[str, ...] = MODELS) -> list[tuple[str, list[str]]]:  # fmt: skip
+    """``count`` seeded ``(model name, flags)`` launch lines over ``models`` in turn."""
     lines = []
     for i in range(count):
         r = random.Random(f"launch line {seed} {i}")
-        model = MODELS[i % len(MODELS)]
+        model = models[i % len(models)]
         mla = model.startswith("deepseek")
         flags = ["--model-path", folders[model], "--tp", str(r.choice([1, 2, 4, 8]))]
         pick = r.random
@@ -127,7 +156,7 @@ def launch_lines(folders: dict[str, str], count: int, seed: int = 0) -> list[tup
         if model == "deepseek-v3.2":  # SGLang picks unset DSA backends from the hardware: kvbudget's note
             flags += ["--dsa-prefill-backend", "flashmla_sparse", "--dsa-decode-backend",
                       r.choice(["trtllm", "flashmla_kv"]), "--kv-cache-dtype", r.choice(["fp8_e4m3", "bfloat16"])]
-        flags += _speculative(r, model, folders)
+        flags += _speculative(r, model, folders) + _state_cache(r, model)
         lines.append((model, flags))
     return lines
 
@@ -188,7 +217,7 @@ def sglang_side(resolve: Any, models: Any, flags: list[str]) -> Sglang:
     assert isinstance(m, dict), m
     v = resolve(flags, {"architectures": target["architectures"], "mla": m["mla"], "hybrid_swa": m["hybrid_swa"],
                         "dsa_kpool": m["index_kpool"] if m["index_head_dim"] is not None else None,
-                        "text_config": target.get("text_config", target)})  # fmt: skip
+                        "text_config": target.get("text_config", target), "config": target})  # fmt: skip
     if isinstance(v, tuple):
         return Sglang(refused=v[1])
     return Sglang(refused=None, values=v, model=m)

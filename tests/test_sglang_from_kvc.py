@@ -129,17 +129,21 @@ class _Bags(Runtime):
 
 
 def test_a_worker_kvbudget_declines_is_not_planned() -> None:
-    """A state-pool model (Qwen3-Next): no scenario counting every layer, and a configurator
-    that names the reason instead of a quarter of SGLang's tokens."""
+    """A hybrid-state model's pipeline stage without an attention layer (Qwen3-Next, its one
+    full-attention layer on another stage): no scenario, and a configurator that names the
+    reason instead of a made-up token count."""
     hf = StrictNamespace("hf_config", architectures=["Qwen3NextForCausalLM"])
     kvc = StrictNamespace("kvc", model_config=StrictNamespace("model_config", hf_config=hf, is_multimodal=False),
-                          mambaish_config=object(), is_draft_worker=False)  # fmt: skip
+                          mambaish_config=StrictNamespace("mambaish", full_attention_layer_ids=[3]),
+                          layer_info=StrictNamespace("layer_info", start_layer=0, end_layer=2),
+                          is_hybrid_swa=False, is_draft_worker=False)  # fmt: skip
     worker = from_kvc(kvc, _Bags())
-    assert worker.scenario is None and not worker.kvbudget_plans
-    assert worker.declined is not None and "state pool" in worker.declined
-    with pytest.raises(kvbudget.InvalidConfigError, match="does not plan this worker's pools: a Mamba"):
+    assert worker.scenario is None and not worker.kvbudget_plans and worker.state_pool
+    assert worker.declined is not None and "no attention layer on this pipeline stage" in worker.declined
+    with pytest.raises(kvbudget.InvalidConfigError, match="does not plan this worker's pools: no attention"):
         worker.configurator()
-    assert worker.available_bytes(free_before=80 << 30, free_now=60 << 30) == sglang_budget(80 << 30, 60 << 30, 0.9)
+    with pytest.raises(kvbudget.InvalidConfigError, match="state pool leaves"):
+        worker.available_bytes(free_before=80 << 30, free_now=60 << 30)
 
 
 def test_a_backend_kvbudget_has_no_name_for_plans_every_dtype_it_does_not_price(oracle: sglang_oracle.Oracle) -> None:

@@ -194,17 +194,6 @@ def test_what_kvbudget_cannot_read_is_sglangs_own(caplog: pytest.LogCaptureFixtu
     assert "SGLang's own pool configurator plans this worker (kvbudget could not plan it: AttributeError" in caplog.text
 
 
-def test_a_state_pool_model_is_sglangs_own() -> None:
-    calls: list[Any] = []
-    pc = types.SimpleNamespace(create_memory_pool_configurator=lambda kvc: calls.append(kvc) or "SGLang's",
-                               MemoryPoolConfig=dict)  # fmt: skip
-    install(pool_configurator=pc, runtime=object())  # type: ignore[arg-type]
-    kvc = types.SimpleNamespace(model_config=types.SimpleNamespace(hf_config=types.SimpleNamespace(
-        architectures=["Qwen3NextForCausalLM"])), mambaish_config=object())  # fmt: skip
-    assert pc.create_memory_pool_configurator(kvc) == "SGLang's" and calls == [kvc]
-    assert "state pool" in (declined(kvc, object()) or "")  # type: ignore[arg-type]
-
-
 class _Failing:
     """A kvbudget configurator whose every answer raises (as a budget kvbudget cannot plan)."""
 

@@ -14,7 +14,11 @@ active, SGLang's own sizing call must raise only where it raises without it,
 and give the same config.
 
 A hybrid-state model's KV pool is compared on the full-attention layers SGLang's
-KV pool counts, for the KV pool's budget (its state pool has its own issue).
+KV pool counts, for the KV pool's budget. Its state-cache flags
+(``--mamba-radix-cache-strategy`` and the rest) resolve as SGLang's
+``handle_mamba_radix_cache`` resolves and checks them (lifted, with
+``mamba_hook.py``'s validators), on :data:`STATE_LINES` more lines of it, and a
+model without state refuses an explicit extra-buffer strategy as SGLang does.
 """
 
 from __future__ import annotations
@@ -34,12 +38,16 @@ from kvbudget.errors import KVBudgetError
 from kvbudget.sglang.install import Runtime, from_server_args, install
 from kvbudget.sglang.launch import FLAGS
 from kvbudget.sglang.resolve import LaunchRefused
+from kvbudget.sglang.state import StateCacheTooSmallError, max_num_reqs, state_budget
 from sglang_oracle import draft as sglang_draft
 from sglang_oracle import model as sglang_model
 from sglang_oracle import resolve as sglang_resolve
+from sglang_oracle import state as sglang_state
 from sglang_oracle._fetch import sglang_root
 
 LINES = int(os.environ.get("KVBUDGET_LAUNCH_LINES", "300"))
+#: Lines of the hybrid-state model besides (its state-cache flags and their resolution).
+STATE_LINES = LINES // 3
 BUDGETS = (20 << 30, 60 << 30)
 
 
@@ -50,7 +58,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def lines(folders: dict[str, str]) -> list[tuple[str, list[str]]]:
-    return L.launch_lines(folders, LINES)
+    return L.launch_lines(folders, LINES) + L.launch_lines(folders, STATE_LINES, seed=1, models=("qwen3-next-80b",))
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +170,63 @@ def test_install_never_raises_where_sglang_does_not(lines: list[tuple[str, list[
 def test_the_executed_overrides_are_every_one_for_the_tested_architectures(folders: dict[str, str]) -> None:
     archs = [L.config_of(folders[name])["architectures"][0] for name in L.MODELS]
     assert sglang_resolve.registering_modules(sglang_root(), archs) == set(sglang_resolve.OVERRIDE_MODULES)
+
+
+#: ``resolve_max_num_reqs``' token capacity and context length in the state comparison (the oracle's).
+CAPACITY, CONTEXT = sglang_state.StateCase.token_capacity, sglang_state.StateCase.context_len
+
+
+def _state_case(values: dict[str, Any], config: dict[str, Any], rest_gib: float) -> Any:
+    """SGLang's state cache for the line (the gated-delta-net config's ``mamba2_cache_params``
+    and ``_handle_max_mamba_cache``, :mod:`sglang_oracle.state`) from SGLang's resolved values."""
+    n, interval = config["num_hidden_layers"], config["full_attention_interval"]
+    hf = {k: config[k] for k in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                                 "linear_value_head_dim", "linear_conv_kernel_dim")}  # fmt: skip
+    hf.update(linear_layer_ids=[i for i in range(n) if (i + 1) % interval], mamba_ssm_dtype=config.get("mamba_ssm_dtype"))
+    ratio = values["mamba_full_memory_ratio"]
+    return sglang_state.StateCase(
+        source="gdn", hf=hf, num_hidden_layers=n, tp=values["tp_size"], attn_dp=values["attn_dp_size"],
+        env_ssm_dtype=values["mamba_ssm_dtype"],
+        spec=values["speculative_algorithm"] is not None, num_draft_tokens=values["speculative_num_draft_tokens"],
+        max_running_requests=values["max_running_requests"], max_mamba_cache_size=values["max_mamba_cache_size"],
+        # the field's declared fallback (Schedule.mamba_full_memory_ratio: resolvable, fallback=0.9)
+        mamba_full_memory_ratio=0.9 if ratio is None else ratio, disable_radix_cache=values["disable_radix_cache"],
+        disable_overlap_schedule=values["disable_overlap_schedule"], strategy=values["mamba_radix_cache_strategy"],
+        replay=values["enable_linear_replayssm_spec"], replay_len=values["linear_replayssm_cache_len"],
+        disagg=values["disaggregation_mode"], role_switch=values["enable_pd_role_switch"], rest_gib=rest_gib,
+    )  # fmt: skip
+
+
+def test_a_state_models_line_sizes_sglangs_state_pool(lines: list[tuple[str, list[str]]],
+                                                      sglang: list[L.Sglang]) -> None:  # fmt: skip
+    """The state pool of each hybrid-state line SGLang plans: ``from_server_args``'s state (its
+    flags as kvbudget resolves them) against SGLang's ``_handle_max_mamba_cache`` on SGLang's
+    resolved values, then ``resolve_max_num_reqs`` (its state cap): the slots, the GiB left for
+    the KV pool, the running requests and the error kind."""
+    oracle = sglang_state.load(sglang_root())
+    compared, mismatches, kinds = 0, [], set()
+    for (name, flags), theirs in zip(lines, sglang):
+        if theirs.values is None or name != "qwen3-next-80b":
+            continue
+        launch = from_server_args(flags)
+        assert launch.state is not None
+        for rest in (0.05, 6.0, 30.0):
+            want = oracle.run(_state_case(theirs.values, L.config_of(flags[1]), rest))
+            sc = launch.scenario
+            try:
+                got = state_budget(launch.state, sc.serving, sc.spec, rest)
+                reqs = max_num_reqs(CAPACITY, CONTEXT, sc.serving, launch.state, got.max_mamba_cache_size)
+                ours: tuple[Any, ...] = (got.max_mamba_cache_size, got.rest_gib, reqs, None)
+            except KVBudgetError as exc:
+                ours = (None, None, None, "state" if isinstance(exc, StateCacheTooSmallError) else P.error_kind(exc))
+            err = want["error"]
+            kind = None if err is None else ("state" if err[0] == "state_too_small" else err[0])
+            theirs_out = ((None, None, None, kind) if err else
+                          (want["max_mamba_cache_size"], want["rest_gib"], want["max_num_reqs"], None))  # fmt: skip
+            if ours != theirs_out:
+                mismatches.append(f"{' '.join(flags[2:])} at {rest} GiB: SGLang {theirs_out} {err}, kvbudget {ours}")
+            kinds.add(kind)
+            compared += 1
+    assert compared >= STATE_LINES, compared
+    assert not mismatches, f"{len(mismatches)} of {compared}:\n" + "\n".join(mismatches[:10])
+    assert None in kinds and "state" in kinds, kinds  # pools and SGLang's "not enough memory" both reached

@@ -91,13 +91,20 @@ Speculative:
 * ``fused_full_entry_bytes`` / ``fused_swa_entry_bytes`` -> the values
   ``kvc.fused_entry_bytes("full")`` / ``("swa")`` return.
 
-Off, whatever the case: ``pp_size=1`` (``kvc`` and ``get_parallel()``); HiSparse,
+* ``state_layer_ids`` (a hybrid-state case) -> ``hf_config`` an instance of the
+  stand-in SGLang's ``hybrid_gdn_config`` matches as ``Qwen3NextConfig``
+  (:class:`~._helpers.GatedDeltaHFConfig`), its ``full_attention_layer_ids`` every
+  other layer, so ``kvc.mambaish_config`` (SGLang's ``mambaish_config``) is that
+  config; ``stage`` -> ``layer_info.start_layer`` / ``end_layer`` /
+  ``num_effective_layers`` and ``pp_size`` (``kvc`` and ``get_parallel()``).
+
+Off, whatever the case: pipeline parallelism unless ``stage`` is given; HiSparse,
 DSA layer split, logical-page KV sharding, NPU sparse offload (through SGLang's
 own predicates, which the off flags make return "off"); ``max_total_tokens=None``
 (so ``config_from_budget``'s user cap is off: its ``cap_tokens`` argument
 exercises the same re-derive path); no linear-attention
 registry entry; ``kvc.mambaish_config`` computed by SGLang's
-``mambaish_config`` (None for these configs); ``kvc.device="cpu"`` (only the
+``mambaish_config`` (None but for a hybrid-state case); ``kvc.device="cpu"`` (only the
 NVFP4 method's scale tensors are placed on it).
 
 Errors: a :class:`~._strict.StubError` (the sandbox lacks what SGLang asked

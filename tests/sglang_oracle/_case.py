@@ -14,6 +14,7 @@ import torch
 
 from kvbudget.fields import SCENARIO_FIELDS
 
+from ._helpers import GatedDeltaHFConfig
 from ._sandbox import HFConfig, Sandbox
 from ._strict import StrictNamespace, StubError
 
@@ -77,6 +78,13 @@ OPTIONAL: dict[str, object] = {
     "fused_full_entry_bytes": None,
     "fused_swa_entry_bytes": None,
     "context_len": 131072,
+    # A hybrid-state model (a gated-delta-net config, SGLang's Qwen3NextConfig): the ids of
+    # its state layers among num_full_layers + len(state_layer_ids) layers, every other
+    # layer full attention; None: no state pool. No sliding-window layers with it.
+    "state_layer_ids": None,
+    # The pipeline stage this worker holds: (start_layer, end_layer, pp_size); None: every
+    # layer, pp_size 1.
+    "stage": None,
 }
 
 #: kvbudget kv_cache_dtype -> (SGLang --kv-cache-dtype, model dtype forced by it or None).
@@ -209,7 +217,18 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
     if c["banded_draft_layers"] > 0:
         hf_attrs["mtp_local_layer_ids"] = list(range(c["banded_draft_layers"]))
         absent = absent - {"mtp_local_layer_ids"}
-    hf = HFConfig("hf_config", absent, **hf_attrs)
+    state = c["state_layer_ids"]
+    total = c["num_full_layers"] + c["num_swa_layers"] + len(state or ())
+    start, end, pp_size = c["stage"] or (0, total, 1)
+    if not 0 <= start <= end <= total or pp_size < 1:
+        raise CaseError(f"stage={c['stage']!r}: expected 0 <= start <= end <= {total}, pp_size >= 1")
+    if state is None:
+        hf = HFConfig("hf_config", absent, **hf_attrs)
+    else:
+        if c["num_swa_layers"] or not set(state) <= set(range(total)) or len(set(state)) != len(state):
+            raise CaseError(f"state_layer_ids={state!r}: distinct ids below {total}, no sliding-window layers")
+        full_ids = [i for i in range(total) if i not in set(state)]
+        hf = GatedDeltaHFConfig("hf_config", absent, **hf_attrs, full_attention_layer_ids=full_ids)
 
     mc_attrs: dict[str, Any] = {
         "hf_config": hf,
@@ -239,9 +258,9 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
     has_ids = is_hybrid_swa and c["hybrid_layer_ids"]
     layer_info = StrictNamespace(
         "ModelLayerInfo",
-        start_layer=0,
-        end_layer=n_f + n_s,
-        num_effective_layers=n_f + n_s,
+        start_layer=start,
+        end_layer=end,
+        num_effective_layers=end - start,
         full_attention_layer_ids=list(range(n_f)) if has_ids else None,
         swa_attention_layer_ids=list(range(n_f, n_f + n_s)) if has_ids else None,
         is_hybrid_swa_mtp_draft=False,
@@ -272,7 +291,7 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
         "KVCacheConfigurator",
         device="cpu",
         attn_dp_size=c["attn_dp_size"],
-        pp_size=1,
+        pp_size=pp_size,
         model_config=model_config,
         server_args=StrictNamespace("ServerArgs", enable_hisparse=False),
         kv_cache_dtype=kv_cache_dtype,
@@ -299,7 +318,7 @@ def build_inputs(sb: Sandbox, c: Mapping[str, Any]) -> tuple[StrictNamespace, St
             attn_tp_size=c["tp_size"],
             attn_dcp_size=c["dcp_size"],
             attn_dp_size=c["attn_dp_size"],
-            pp_size=1,
+            pp_size=pp_size,
             enable_dsa_cache_layer_split=False,
             enable_kv_cache_sharding=False,
         ),

@@ -96,6 +96,19 @@ def _model_config(b: Builder) -> tuple[dict[str, Any], type]:
     return ns, cls
 
 
+class GatedDeltaHFConfig(StrictNamespace):
+    """The stand-in for SGLang's ``Qwen3NextConfig`` in ``configs/hybrid_arch.py``: an
+    instance is what ``hybrid_gdn_config`` (and so ``mambaish_config``) matches, the
+    hf config of a hybrid-state case. Its ``full_attention_layer_ids`` is given, as the
+    config class derives it from ``full_attention_interval``
+    (``tests/test_sglang_state_model.py`` holds that reading to the class itself)."""
+
+    __slots__ = ()
+
+    def get_text_config(self, *args: object, **kwargs: object) -> GatedDeltaHFConfig:
+        return self
+
+
 def _hybrid_arch(b: Builder) -> Any:
     src = b.source("configs/hybrid_arch.py")
     # get_hf_text_config(cfg) -> cfg: what the real helper returns for the text-only
@@ -104,6 +117,7 @@ def _hybrid_arch(b: Builder) -> Any:
     for node in src.tree.body:  # the hybrid model config classes: isinstance-only here
         if isinstance(node, ast.ImportFrom) and node.module == "sglang.srt.configs":
             ns.update({a.name: poison_class(a.name) for a in node.names})
+    ns["Qwen3NextConfig"] = GatedDeltaHFConfig  # the one class a case instantiates
     src.lift(ns, *(
         "_get_linear_attn_registry_result qwen3_next_config hybrid_lightning_config "
         "hybrid_gdn_config mamba2_config kimi_linear_config glm5_next_config "

@@ -25,11 +25,11 @@ from ._plumbing import Builder, pick
 
 NAMESPACES: dict[str, tuple[str, ...]] = {
     "model": ("Model",), "parallel": ("Parallel",), "schedule": ("Schedule",), "memory": ("Memory",),
-    "disagg": ("Disagg",), "spec": ("Spec",), "exec_": ("ExecKernel",)}  # fmt: skip
+    "disagg": ("Disagg",), "spec": ("Spec",), "exec_": ("ExecKernel", "ExecMamba")}  # fmt: skip
 #: What the launch-resolution hooks read besides (:mod:`.resolve`).
 RESOLUTION_NAMESPACES: dict[str, tuple[str, ...]] = {
     **NAMESPACES, "device": ("Device",), "serving": ("Serving",),
-    "exec_": ("ExecKernel", "ExecFeatures", "ExecMoe", "ExecDeterministic")}  # fmt: skip
+    "exec_": ("ExecKernel", "ExecFeatures", "ExecMoe", "ExecDeterministic", "ExecMamba")}  # fmt: skip
 
 
 def load(root: Path, namespaces: dict[str, tuple[str, ...]] = NAMESPACES) -> Callable[[Sequence[str]], dict[str, Any]]:

@@ -53,7 +53,7 @@ from typing import Any
 from . import launch
 from ._helpers import _speculative
 from ._plumbing import Builder, pick
-from ._strict import Poison, StrictNamespace, StubError, poison_class
+from ._strict import Poison, StrictModule, StrictNamespace, StubError, poison_class
 
 #: The override modules executed: those registering the tested architectures.
 OVERRIDE_MODULES = ("deepseek_v2", "gemma2_gemma3", "gpt_oss", "qwen3_5", "qwen3_moe")
@@ -63,13 +63,14 @@ ENVS = {"SGLANG_RUST_SERVER": False, "SGLANG_DISAGG_STAGING_BUFFER": False,
         "SGLANG_AITER_KV_CACHE_LAYOUT": "default"}  # fmt: skip
 HOPPER = StrictNamespace(
     "get_platform() (Hopper)", is_hopper_with_cuda_12_3=True, is_sm90=True, is_sm100=False, is_sm120=False,
-    is_blackwell=False, is_hip=False, is_musa=False, is_xpu=False, is_npu=False, has_flashinfer=True,
+    is_blackwell=False, is_hip=False, is_musa=False, is_xpu=False, is_npu=False, has_flashinfer=True, is_cuda=True,
 )  # fmt: skip
 _LIFTED = ("POST_PROCESS_PASSES register_post_process run_post_process_pass declare_resolution _ForeignDefaults "
            "record_foreign_defaults validate_declarations collect_model_override_declarations _muse_spark_overrides "
            "_step3p_overrides _DEEPSEEK_FAMILY_ARCHS _dsa_kv_cache_dtype_default _attention_backend_default "
            "_mla_backend_page_constraints _attention_backend_fa3_fp8_fallback _fa4_page_constraint _page_size_default "
-           "_speculative_moe_runner_default").split()  # fmt: skip
+           "_speculative_moe_runner_default _MAMBA_RADIX_CACHE_ARCHS _MAMBA_EXTRA_BUFFER_ARCHS "
+           "supports_mamba_cache_extra_buffer _mamba_radix_cache_resolution mamba_cache_chunk_size").split()  # fmt: skip
 
 
 class _Env:
@@ -184,6 +185,38 @@ def _builder(root: Path, active_model: list[Any]) -> tuple[Builder, dict[str, An
     return b, ov, base, (mcns["AttentionArch"], sinks)
 
 
+def _mamba_hook(b: Builder, ov: dict[str, Any]) -> Callable[[Any, Any], None]:
+    """``model_hook.handle_mamba_radix_cache`` (lifted) over ``overrides.py``'s pass and
+    ``mamba_hook.py``'s validators (lifted); the linear-attention registry as
+    ``configs/linear_attn_model_registry.py`` defines it, empty (only ``configs/gigachat35.py``
+    registers a spec at import, for an architecture not tested here). The FLA kernels' module
+    (``kernels/ops/attention/fla/chunk_delta_h.py``, Triton code) is not executed: its
+    ``CHUNK_SIZE``, the one name ``mamba_cache_chunk_size`` imports, is read from its source."""
+    source = (b.root / "sglang/kernels/ops/attention/fla/chunk_delta_h.py").read_text()
+    chunk = [ast.literal_eval(n.value) for n in ast.parse(source).body if isinstance(n, ast.Assign)
+             and [getattr(t, "id", None) for t in n.targets] == ["CHUNK_SIZE"]]  # fmt: skip
+    assert len(chunk) == 1, chunk
+    b.modules["sglang.kernels.ops.attention.fla.chunk_delta_h"] = StrictModule(
+        "sglang.kernels.ops.attention.fla.chunk_delta_h", {"CHUNK_SIZE": chunk[0]})
+    reg = b.namespace("configs.linear_attn_model_registry", _LINEAR_ATTN_MODEL_REGISTRY=[],
+                      logger=logging.getLogger("sglang_oracle.resolve"), **pick(vars(typing), "Any Optional"))
+    b.source("configs/linear_attn_model_registry.py").lift(
+        reg, "get_linear_attn_spec_by_arch", "get_linear_attn_config", "get_linear_attn_spec")
+    b.provide("configs.linear_attn_model_registry", pick(reg, "get_linear_attn_spec"))
+    mh = b.namespace("arg_groups.mamba_hook", logger=logging.getLogger("sglang_oracle.resolve"),
+                     supports_mamba_cache_extra_buffer=ov["supports_mamba_cache_extra_buffer"],
+                     current_platform=StrictNamespace("current_platform", is_out_of_tree=lambda: False),
+                     get_platform=lambda: HOPPER)  # fmt: skip
+    b.source("arg_groups/mamba_hook.py").lift(mh, "_platform_supports_mamba_cache_extra_buffer",
+                                              "validate_mamba_extra_buffer", "validate_mamba_no_buffer")
+    b.provide("arg_groups.mamba_hook", pick(mh, "validate_mamba_extra_buffer validate_mamba_no_buffer"))
+    hook = b.namespace("arg_groups.model_hook", **pick(ov, "run_post_process_pass resolved_view mamba_extra_buffer_of "
+                                                           "mamba_cache_chunk_size _mamba_radix_cache_resolution"))
+    b.source("arg_groups/model_hook.py").lift(hook, "handle_mamba_radix_cache")
+    fn: Callable[[Any, Any], None] = hook["handle_mamba_radix_cache"]
+    return fn
+
+
 def _torch_aware(importer: Callable[..., Any], torch: Any) -> Callable[..., Any]:
     def imp(name: str, *args: Any, **kwargs: Any) -> Any:
         return torch if name == "torch" else importer(name, *args, **kwargs)
@@ -222,11 +255,14 @@ def load(root: Path) -> Callable[[Sequence[str], Mapping[str, Any]], dict[str, A
     b.provide("utils.hf_transformers_utils", {"get_config": get_config})
     sh = b.execute("arg_groups.speculative_hook")  # spec_info's dispatch imports its _handle_* back
     assert spec_algo is not None and sh["handle_speculative_decoding"] is not None
+    mamba_radix_cache = _mamba_hook(b, ov)
 
     def resolve(flags: Sequence[str], model: Mapping[str, Any]) -> dict[str, Any] | tuple[str, str]:
         archs = list(model["architectures"])
+        config = model["config"]  # the keys the mamba radix-cache pass probes, where the checkpoint has them
+        probed = {k: config[k] for k in ("layer_types", "mamba_chunk_size") if k in config}
         hf = StrictNamespace("hf_config", architectures=archs, dsa_kpool=model["dsa_kpool"], _absent=(
-            "learnable_sink", "quantization_config"))  # fmt: skip
+            "learnable_sink", "quantization_config", "layer_types", "mamba_chunk_size"), **probed)  # fmt: skip
         text = StrictNamespace("hf_text_config", _absent=("learnable_sink", "add_swa_attention_sink_bias",
                                                           "add_full_attention_sink_bias"), **{
             k: model["text_config"][k] for k in ("learnable_sink", "add_swa_attention_sink_bias",
@@ -238,9 +274,13 @@ def load(root: Path) -> Callable[[Sequence[str], Mapping[str, Any]], dict[str, A
         record = Record(parse(flags))
         try:
             pd["handle_pd_disaggregation"](record)
+            # handle_model_specific_adjustments opens with this declaration (uses_mamba_radix_cache
+            # has no flag: it is on the record only through resolution).
+            ov["declare_resolution"](record, "_handle_model_specific_adjustments", uses_mamba_radix_cache=False)
             record._resolved_overrides.extend(ov["collect_model_override_declarations"](archs[0], record, hf))
             if model["dsa_kpool"] is not None:
                 ov["run_post_process_pass"](record, ov["_dsa_kv_cache_dtype_default"])
+            mamba_radix_cache(record, hf)  # the end of handle_model_specific_adjustments
             for fn in ("_attention_backend_default", "_mla_backend_page_constraints",
                        "_attention_backend_fa3_fp8_fallback", "_fa4_page_constraint", "_page_size_default"):
                 ov["run_post_process_pass"](record, ov[fn])

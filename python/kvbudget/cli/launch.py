@@ -61,6 +61,11 @@ def launch_scenario(args: argparse.Namespace) -> CliScenario:
         notes.append(_weights_note(launch))
     spec = launch.scenario.spec
     model = launch.model
+    if launch.state is not None:
+        notes.append(f"SGLang 0.5.23 keeps a {launch.state.mixer} state in {launch.state.num_state_layers} layers "
+                     f"beside a KV pool over the {launch.scenario.model.num_layers} attention layers; the state "
+                     "pool comes out of the budget first (--mamba-radix-cache-strategy "
+                     f"{launch.resolved['mamba_radix_cache_strategy']}, as SGLang resolves the line)")  # fmt: skip
     return CliScenario(
         scenario=launch.scenario,
         model_label=f"{launch.args['model_path']} ({model.architecture}, as SGLang 0.5.23 resolves it)",
@@ -71,4 +76,5 @@ def launch_scenario(args: argparse.Namespace) -> CliScenario:
         available=available, budget_label=budget_label, budget_info=budget_info, notes=notes,
         sglang_pools={"architectures": [model.architecture], "hybrid_swa": model.pools.hybrid_swa,
                       "reason": model.reason},
+        state=launch.state,
     )  # fmt: skip

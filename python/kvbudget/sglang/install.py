@@ -21,10 +21,13 @@ same ``KVCacheConfigurator`` and runtime context SGLang's configurators read
   pages and padding rows); the constraint path (a token cap the caller chose)
   is SGLang's.
 
-Models kvbudget does not plan (DeepSeek-V4's compressed pools, Mamba-like state
-pools, DSA under HiSparse or the CP layer split, MiniMax sparse attention)
-keep SGLang's own configurator; DSA models (DeepSeek-V3.2, GLM-5) are planned
-with their indexer. Nothing here imports SGLang (or torch) at import time.
+Hybrid-state models (Qwen3.5, Qwen3-Next, Nemotron-H, Kimi-Linear, ...) are
+planned: SGLang takes their state pool out of the budget before it asks the
+configurator, which sizes the KV pool over the stage's full-attention layers.
+Models kvbudget does not plan (DeepSeek-V4's compressed pools, a state model's
+pipeline stage without attention layers, DSA under HiSparse, the CP layer split
+or beside a state pool, MiniMax sparse attention) keep SGLang's own
+configurator; DSA models (DeepSeek-V3.2, GLM-5) are planned with their indexer. Nothing here imports SGLang (or torch) at import time.
 """
 
 from __future__ import annotations
@@ -100,10 +103,20 @@ def _dsa_raw_layout(rt: Runtime, mode: str) -> bool:
     return dsa_raw_kv_layout(kernel.dsa_prefill_backend, kernel.dsa_decode_backend, mode)
 
 
+def _stage_attention_layers(kvc: Any) -> list[int]:
+    """A hybrid-state model's full-attention layers on this worker's pipeline stage, the
+    layers ``DefaultPoolConfigurator`` counts (``mambaish_config(kvc.model_config)``, the
+    value ``kvc.mambaish_config`` holds)."""
+    info = kvc.layer_info
+    return [i for i in kvc.mambaish_config.full_attention_layer_ids if info.start_layer <= i < info.end_layer]
+
+
 def _model(kvc: Any) -> ModelGeometry:
     mc, info = kvc.model_config, kvc.layer_info
     if kvc.is_hybrid_swa:
         full, swa = list(info.full_attention_layer_ids), list(info.swa_attention_layer_ids)
+    elif kvc.mambaish_config is not None:  # the state layers hold no KV (their pool is sized before)
+        full, swa = _stage_attention_layers(kvc), []
     else:  # one pool over the effective layers, priced at the full geometry
         full, swa = list(range(info.num_effective_layers)), []
     text = mc.hf_text_config
@@ -227,7 +240,7 @@ def from_kvc(kvc: Any, runtime: Runtime | None = None) -> SGLangWorker:
         scenario=None if reason is not None else scenario_from_kvc(kvc, rt), page_size=int(sched.page_size),
         mem_fraction_static=None if fraction is None else float(fraction),
         max_total_tokens=None if cap is None else int(cap), mm_reserve=mm_reserve_bytes(kvc, rt),
-        is_draft_worker=bool(kvc.is_draft_worker), declined=reason,
+        is_draft_worker=bool(kvc.is_draft_worker), declined=reason, state_pool=kvc.mambaish_config is not None,
     )  # fmt: skip
 
 
@@ -275,23 +288,28 @@ class _Configurator:
 def declined(kvc: Any, runtime: Runtime | None = None) -> str | None:
     """Why kvbudget does not plan this worker's pools, or None when it does.
 
-    Declined (SGLang's own configurator keeps them): the state pools
-    (Mamba-like ``mambaish_config``), the architectures kvbudget has not
-    checked, an indexer it does not model, DSA under HiSparse, the external
-    cache linker or the CP layer split, and an FP4 KV cache on an attention
-    backend kvbudget does not price."""
+    A hybrid-state model (``mambaish_config``) is planned: SGLang takes its state pool
+    out of the budget before it calls the pool configurator, which then sizes the KV
+    pool over the stage's full-attention layers. Declined (SGLang's own configurator
+    keeps them): a pipeline stage of such a model without an attention layer, the
+    architectures kvbudget has not checked, an indexer it does not model, DSA beside
+    a state pool, under HiSparse, the external cache linker or the CP layer split,
+    and an FP4 KV cache on an attention backend kvbudget does not price."""
     from kvbudget.sglang.model import UNMODELLED_ARCHITECTURES
 
     rt = runtime or Runtime()
     archs = set(getattr(kvc.model_config.hf_config, "architectures", None) or ())
     if archs & UNMODELLED_ARCHITECTURES:
         return f"{', '.join(sorted(archs & UNMODELLED_ARCHITECTURES))}: pools kvbudget does not model"
-    if kvc.mambaish_config is not None:
-        return "a Mamba/linear-attention state pool beside the KV pool, which kvbudget does not model"
+    state = kvc.mambaish_config is not None and not kvc.is_hybrid_swa
+    if state and not _stage_attention_layers(kvc):
+        return "no attention layer on this pipeline stage of a hybrid-state model (SGLang's zero-KV token count)"
     try:
         dsa = bool(kvc.use_mla_backend and _dsa(kvc))
     except ConfigError as exc:  # an indexer kvbudget does not model (index_kpool_compress)
         return f"the DSA indexer: {exc}"
+    if dsa and state:
+        return "a DSA indexer beside a state pool (its layers are the state model's), which kvbudget does not model"
     if dsa:
         mem, par = rt.get("memory"), rt.get("parallel")
         for on, what in ((kvc.server_args.enable_hisparse, "HiSparse"),

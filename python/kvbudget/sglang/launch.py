@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kvbudget._core import ServingConfig, SpeculativeConfig
+from kvbudget._core import ServingConfig, SpeculativeConfig, StateConfig
 from kvbudget.sglang.configurators import PoolConfiguratorBase, Scenario, create_pool_configurator
 from kvbudget.budget import PerRank
 from kvbudget.sglang.budget import sglang_available_bytes
@@ -37,6 +37,10 @@ from kvbudget.sglang.dsa import dsa_raw_kv_layout
 from kvbudget.sglang.hybrid import off_by_override
 from kvbudget.sglang.model import SGLangModel, resolve_sglang
 from kvbudget.sglang.resolve import EAGLE_FAMILY, draft_kv_layers, resolve_launch
+from kvbudget.sglang.state import StateBudget
+from kvbudget.sglang.state import available_bytes as state_available_bytes
+from kvbudget.sglang.state import kv_budget_bytes as state_kv_budget_bytes
+from kvbudget.sglang.state_model import UNREAD_STATE_MODEL_TYPES, state_from_hf_config
 
 if TYPE_CHECKING:
     from kvbudget.models.weights import WeightEstimate
@@ -65,6 +69,11 @@ ATTENTION_BACKENDS = ("triton", "torch_native", "flex_attention", "dsa", "nsa", 
 RESOLVED_BACKENDS = ("fa3", "flashinfer", "triton", "flashmla", "trtllm_mha", "dsa")
 _DSA_BACKENDS = ("flashmla_sparse", "flashmla_sparse_q8", "flashmla_kv", "flashmla_auto", "flashinfer_sparse_mla",
                  "triton_sparse_mla", "fa3", "tilelang", "triton", "aiter", "trtllm", "intel_xpu")  # fmt: skip
+#: SGLang 0.5.23's ``LINEAR_ATTN_KERNEL_BACKEND_CHOICES`` (``arg_groups/choices.py``).
+LINEAR_ATTN_BACKENDS = ("triton", "cutedsl", "flashinfer", "flashkda", "nvidia_kda", "ptx_kda", "helion", "intel_xpu")
+_STATE_DTYPES = ("float32", "bfloat16", "float16")
+#: ``--mamba-full-memory-ratio``'s declared fallback (a resolvable field left unset).
+MAMBA_FULL_MEMORY_RATIO_FALLBACK = 0.9
 #: The flags :func:`from_server_args` reads, as SGLang 0.5.23 declares them.
 FLAGS: tuple[Flag, ...] = (
     Flag("model_path", ("--model-path", "--model"), str),
@@ -96,6 +105,17 @@ FLAGS: tuple[Flag, ...] = (
     *(Flag(f"{side}_attention_backend", (f"--{side}-attention-backend",), str, None, ATTENTION_BACKENDS)
       for side in ("decode", "prefill")),
     *(Flag(f"dsa_{side}_backend", (f"--dsa-{side}-backend",), str, None, _DSA_BACKENDS) for side in ("prefill", "decode")),
+    # The state cache of a hybrid-state model (ExecMamba, Schedule, Disagg fields).
+    Flag("mamba_ssm_dtype", ("--mamba-ssm-dtype",), str, None, _STATE_DTYPES),
+    Flag("mamba_radix_cache_strategy", ("--mamba-radix-cache-strategy",), str, "auto",
+         ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")),
+    Flag("linear_attn_backend", ("--linear-attn-backend",), str, "triton", LINEAR_ATTN_BACKENDS),
+    Flag("max_mamba_cache_size", ("--max-mamba-cache-size",), int),
+    Flag("mamba_full_memory_ratio", ("--mamba-full-memory-ratio",), float),
+    Flag("enable_linear_replayssm_spec", ("--enable-linear-replayssm-spec",), bool, False),
+    Flag("linear_replayssm_cache_len", ("--linear-replayssm-cache-len",), int, 16),
+    Flag("mamba_track_interval", ("--mamba-track-interval",), int, 256),
+    Flag("enable_pd_role_switch", ("--enable-pd-role-switch",), bool, False),
 )  # fmt: skip
 _BY_DEST = {f.dest: f for f in FLAGS}
 #: SGLang's declared fallback for an unset ``--swa-full-tokens-ratio``.
@@ -116,6 +136,10 @@ class SGLangLaunch:
         unresolved: ``(flag, assumption)`` for each flag the line leaves to
             SGLang's launch-time resolution.
         unknown_flags: the arguments kvbudget does not read, as given.
+        state: a hybrid-state model's recurrent state on one rank, with the line's
+            state-cache flags (:func:`kvbudget.sglang.state_from_hf_config`); SGLang
+            takes its pool out of the budget before the KV pool. None: no state
+            pool, or one kvbudget does not read (``model.state_pool`` tells them apart).
     """
 
     args: dict[str, Any]
@@ -124,6 +148,7 @@ class SGLangLaunch:
     scenario: Scenario
     unresolved: tuple[tuple[str, str], ...]
     unknown_flags: tuple[str, ...]
+    state: StateConfig | None = None
 
     @property
     def mem_fraction_static(self) -> float | None:
@@ -138,15 +163,44 @@ class SGLangLaunch:
 
     def available_bytes(self, *, free_before: PerRank, free_now: PerRank, mm_reserve: int = 0) -> int:
         """SGLang's KV budget on each rank from its memory measurements, bytes
-        (:func:`kvbudget.sglang.budget.sglang_available_bytes`; needs ``--mem-fraction-static``).
+        (:func:`kvbudget.sglang.budget.sglang_available_bytes`; needs ``--mem-fraction-static``);
+        for a hybrid-state model, what its state pool leaves (:meth:`state_budget`).
 
         ``free_before`` / ``free_now``: free bytes before the weights load and
         now, as one int (one rank) or one value per rank (SGLang MIN-reduces them
-        across ranks first)."""
+        across ranks first).
+
+        Raises:
+            InvalidConfigError: no ``--mem-fraction-static``, or a state pool kvbudget does not read.
+            StateCacheTooSmallError: no state slot fits (SGLang's message).
+        """
+        budget = self.state_budget(free_before=free_before, free_now=free_now, mm_reserve=mm_reserve)
+        if budget is not None:
+            return state_kv_budget_bytes(budget)
+        return sglang_available_bytes(free_before, free_now, self._fraction(), mm_reserve)
+
+    def state_budget(self, *, free_before: PerRank, free_now: PerRank, mm_reserve: int = 0) -> StateBudget | None:
+        """The state pool SGLang 0.5.23 sizes first (``_handle_max_mamba_cache``:
+        :func:`kvbudget.sglang.state.available_bytes`), or None without a state pool.
+
+        Raises:
+            InvalidConfigError, StateCacheTooSmallError: as :meth:`available_bytes`.
+        """
+        if self.state is None:
+            if self.model.state_pool:
+                raise InvalidConfigError("SGLang plans a state pool for this model that kvbudget does not read "
+                                         "(see unresolved): its KV budget is not the profiled budget")  # fmt: skip
+            return None
+        sc = self.scenario
+        _, budget = state_available_bytes(free_before, free_now, self._fraction(), self.state, sc.serving, sc.spec,
+                                          mm_reserve)  # fmt: skip
+        return budget
+
+    def _fraction(self) -> float:
         if self.mem_fraction_static is None:
             raise InvalidConfigError("the launch line leaves --mem-fraction-static to SGLang's "
                                      "launch-time resolution; give it to compute SGLang's budget")  # fmt: skip
-        return sglang_available_bytes(free_before, free_now, self.mem_fraction_static, mm_reserve)
+        return self.mem_fraction_static
 
     def weights(self) -> WeightEstimate:
         """The target checkpoint's weight bytes (all ranks), exact from its safetensors
@@ -175,6 +229,9 @@ class SGLangWorker:
         is_draft_worker: a draft worker takes the target's pool config, not a budget.
         declined: why kvbudget does not plan these pools (``install`` keeps
             SGLang's configurator for them); None when it does.
+        state_pool: a hybrid-state model: SGLang takes its state pool out of the
+            budget before the KV pool is sized (:meth:`available_bytes` needs its
+            :class:`~kvbudget.sglang.state.StateConfig`).
     """
 
     scenario: Scenario | None
@@ -184,6 +241,7 @@ class SGLangWorker:
     mm_reserve: int
     is_draft_worker: bool
     declined: str | None
+    state_pool: bool = False
 
     @property
     def kvbudget_plans(self) -> bool:
@@ -201,13 +259,33 @@ class SGLangWorker:
         sc = self.scenario
         return create_pool_configurator(sc.model, sc.serving, sc.spec)
 
-    def available_bytes(self, *, free_before: PerRank, free_now: PerRank) -> int:
+    def available_bytes(self, *, free_before: PerRank, free_now: PerRank, state: StateConfig | None = None) -> int:
         """SGLang's KV budget (:func:`kvbudget.sglang.budget.sglang_available_bytes`, this worker's fraction and
         multimodal reserve) from the free bytes before the weights loaded and now,
-        one int or one value per rank."""
+        one int or one value per rank; for a hybrid-state model, after its state pool
+        (:func:`kvbudget.sglang.state.available_bytes` over ``state``, the model's
+        :class:`~kvbudget.sglang.state.StateConfig`, e.g. from
+        :func:`kvbudget.sglang.state_from_hf_config`).
+
+        Raises:
+            InvalidConfigError: no ``mem_fraction_static``; a state model without ``state``
+                (or ``state`` for a model without one, or a worker kvbudget declines).
+            StateCacheTooSmallError: no state slot fits (SGLang's message).
+        """
         if self.mem_fraction_static is None:
             raise InvalidConfigError("the runtime context gives no mem_fraction_static")
-        return sglang_available_bytes(free_before, free_now, self.mem_fraction_static, self.mm_reserve)
+        if (state is not None) != self.state_pool:
+            raise InvalidConfigError("a hybrid-state model's KV budget is what its state pool leaves: give its "
+                                     "StateConfig (state=...)" if self.state_pool else
+                                     "state=... given for a model SGLang plans no state pool for")  # fmt: skip
+        if state is None:
+            return sglang_available_bytes(free_before, free_now, self.mem_fraction_static, self.mm_reserve)
+        if self.scenario is None:
+            raise InvalidConfigError(f"kvbudget does not plan this worker's pools: {self.declined}")
+        sc = self.scenario
+        kv, _ = state_available_bytes(free_before, free_now, self.mem_fraction_static, state, sc.serving, sc.spec,
+                                self.mm_reserve)  # fmt: skip
+        return kv
 
 
 def parser() -> argparse.ArgumentParser:
@@ -298,12 +376,13 @@ def _check_backends(values: dict[str, Any]) -> None:
                                      f"launch-time resolution for {', '.join(RESOLVED_BACKENDS)} only")  # fmt: skip
 
 
-def _notes(values: dict[str, Any], v: dict[str, Any], model: SGLangModel) -> list[tuple[str, str]]:
+def _notes(values: dict[str, Any], v: dict[str, Any], model: SGLangModel,
+           unread_state: str | None) -> list[tuple[str, str]]:  # fmt: skip
     """What the line leaves to SGLang's launch-time resolution, and what kvbudget takes for it."""
     out: list[tuple[str, str]] = []
-    if model.state_pool:
-        out.append(("(state pool)", "SGLang sizes a Mamba/linear-attention state pool before the KV "
-                    "pool; the budget kvbudget plans is the KV pool's"))  # fmt: skip
+    if unread_state is not None:
+        out.append(("(state pool)", f"SGLang sizes a state pool before the KV pool that kvbudget does not read "
+                    f"({unread_state}); the budget kvbudget plans is the KV pool's"))  # fmt: skip
     if values["page_size"] != v["page_size"]:
         out.append(("--page-size", f"{v['page_size']}, as SGLang resolves it on a Hopper GPU with the "
                     f"{v['attention_backend']} attention backend"))  # fmt: skip
@@ -340,7 +419,8 @@ def from_server_args(args: Sequence[str] | Any) -> SGLangLaunch:
     dsa = model.index_head_dim is not None
     off = off_by_override(cfg.get("architectures") or [], text_part(cfg)) is not None
     v = resolve_launch(values, model.architecture, mla=geometry.kv_lora_rank is not None,
-                       dsa_kpool=model.index_kpool if dsa else None, hybrid_off=off, draft_archs=_draft_archs)  # fmt: skip
+                       dsa_kpool=model.index_kpool if dsa else None, hybrid_off=off, draft_archs=_draft_archs,
+                       config=cfg)  # fmt: skip
     ratio = v["swa_full_tokens_ratio"]
     serving = ServingConfig(
         kv_cache_dtype=canonical_name("kv_cache_dtype", v["kv_cache_dtype"]), model_dtype=_model_dtype(v, cfg),
@@ -356,4 +436,24 @@ def from_server_args(args: Sequence[str] | Any) -> SGLangLaunch:
     )  # fmt: skip
     spec = _speculative(v, model, cfg)
     scenario = Scenario(geometry, serving, spec)
-    return SGLangLaunch(values, v, model, scenario, tuple(_notes(values, v, model)), unknown)
+    state, unread = _state(cfg, v) if model.state_pool else (None, None)
+    return SGLangLaunch(values, v, model, scenario, tuple(_notes(values, v, model, unread)), unknown, state)
+
+
+def _state(cfg: dict[str, Any], v: dict[str, Any]) -> tuple[StateConfig | None, str | None]:
+    """The state SGLang gives the checkpoint under the line's state-cache flags, or
+    ``(None, why)`` for a state kvbudget does not read (lightning, registry, ...)."""
+    unread = UNREAD_STATE_MODEL_TYPES.get(str(cfg.get("model_type")))
+    if unread is not None:
+        return None, unread
+    strategy = v["mamba_radix_cache_strategy"]
+    ratio = v["mamba_full_memory_ratio"]
+    return state_from_hf_config(
+        cfg, tp_size=v["tp_size"], attn_dp_size=v["attn_dp_size"], mamba_ssm_dtype=v["mamba_ssm_dtype"],
+        max_mamba_cache_size=v["max_mamba_cache_size"],
+        mamba_full_memory_ratio=MAMBA_FULL_MEMORY_RATIO_FALLBACK if ratio is None else ratio,
+        # Left "auto" (radix cache off, or no radix-cache architecture): no extra buffer.
+        mamba_radix_cache_strategy="no_buffer" if strategy == "auto" else strategy,
+        enable_linear_replayssm_spec=v["enable_linear_replayssm_spec"],
+        linear_replayssm_cache_len=v["linear_replayssm_cache_len"], enable_pd_role_switch=v["enable_pd_role_switch"],
+    ), None  # fmt: skip

@@ -17,7 +17,9 @@ taken for:
    model (DeepSeek-V3.2, GLM-5) takes the ``dsa`` attention backend when none
    is given, a page of ``64 * index_kpool`` tokens, whatever ``--page-size``
    says, and a bfloat16 KV cache for ``auto``; gpt-oss takes ``fa3``; Gemma 2/3,
-   OLMo 2 and EXAONE 4 turn hybrid SWA memory off (``gemma2_gemma3.py``, ...).
+   OLMo 2 and EXAONE 4 turn hybrid SWA memory off (``gemma2_gemma3.py``, ...);
+   then ``handle_mamba_radix_cache``: a hybrid-state model's
+   ``--mamba-radix-cache-strategy auto`` (:func:`_mamba_radix_cache`) and its checks.
 3. ``handle_attention_backend_compatibility`` (``overrides.py``'s
    ``_attention_backend_default``, ``_mla_backend_page_constraints``,
    ``_attention_backend_fa3_fp8_fallback``) and ``_page_size_default``: the
@@ -118,6 +120,82 @@ def _model_overrides(v: dict[str, Any], arch: str, dsa_kpool: int | None, hybrid
         v["attention_backend"] = "fa3"
 
 
+#: ``overrides._MAMBA_RADIX_CACHE_ARCHS``: the architectures ``_mamba_radix_cache_resolution``
+#: resolves (GraniteMoeHybrid too, when a layer is ``mamba``).
+MAMBA_RADIX_CACHE_ARCHS = frozenset({
+    "KimiLinearForCausalLM", "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM",
+    "Qwen4ExpForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_7ForConditionalGeneration",
+    "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3", "FalconH1ForCausalLM",
+    "JetNemotronForCausalLM", "JetVLMForConditionalGeneration", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM",
+    "ZayaForCausalLM", "Glm5NextForConditionalGeneration",
+})  # fmt: skip
+#: ``overrides._MAMBA_EXTRA_BUFFER_ARCHS``: the architectures the extra_buffer strategy supports.
+MAMBA_EXTRA_BUFFER_ARCHS = frozenset({
+    "KimiLinearForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3NextForCausalLM", "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
+    "Glm5NextForConditionalGeneration", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM",
+    "NemotronH_Omni_Reasoning_V3", "KimiK3ForConditionalGeneration", "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP",
+})  # fmt: skip
+
+
+#: ``kernels/ops/attention/fla/chunk_delta_h.py``'s ``CHUNK_SIZE``: ``mamba_cache_chunk_size``'s
+#: chunk where the config sets no ``mamba_chunk_size``.
+FLA_CHUNK_SIZE = 64
+
+
+def _mamba_radix_cache(v: dict[str, Any], arch: str, config: Mapping[str, Any]) -> None:
+    """``model_hook.handle_mamba_radix_cache``: ``overrides._mamba_radix_cache_resolution``
+    (``auto`` is ``extra_buffer`` where the architecture supports it on the Triton
+    linear-attention backend and the overlap scheduler or pages ask for it, else
+    ``no_buffer`` with the overlap scheduler off), then ``mamba_hook``'s checks."""
+    in_branch = arch in MAMBA_RADIX_CACHE_ARCHS
+    if arch == "GraniteMoeHybridForCausalLM":
+        in_branch = "mamba" in (config.get("layer_types") or ())
+    supports = arch in MAMBA_EXTRA_BUFFER_ARCHS and v["linear_attn_backend"] == "triton"
+    uses = in_branch and not v["disable_radix_cache"]
+    if uses and v["mamba_radix_cache_strategy"] == "auto":
+        paging = v["page_size"] is not None and v["page_size"] > 1
+        if (not v["disable_overlap_schedule"] or paging) and supports:
+            v["mamba_radix_cache_strategy"] = "extra_buffer"
+        else:
+            v["mamba_radix_cache_strategy"] = "no_buffer"
+            v["disable_overlap_schedule"] = True
+    strategy = v["mamba_radix_cache_strategy"]
+    extra = not v["disable_radix_cache"] and strategy in ("extra_buffer", "extra_buffer_lazy")
+    hook = "model_hook.handle_mamba_radix_cache"
+    if not uses:
+        if extra:
+            raise _refuse(hook, f"--mamba-radix-cache-strategy {strategy} needs mamba state, got {arch}.")
+        return
+    checks: tuple[tuple[bool, str], ...]
+    if extra:  # validate_mamba_extra_buffer (a CUDA platform snapshots the state)
+        tokens, page, interval = v["speculative_num_draft_tokens"], v["page_size"], v["mamba_track_interval"]
+        chunk = config.get("mamba_chunk_size", FLA_CHUNK_SIZE)
+        checks = ((supports, f"extra_buffer is not supported for {arch}; use no_buffer."),
+                  (strategy != "extra_buffer_lazy" or v["disaggregation_mode"] == "null",
+                   "extra_buffer_lazy unsupported under PD disaggregation; use --mamba-radix-cache-strategy "
+                   "extra_buffer."),
+                  (tokens is None or interval >= tokens, "mamba_track_interval >= speculative_num_draft_tokens"),
+                  (page is None or interval % page == 0, "mamba_track_interval % page_size == 0"),
+                  (page is None or max(chunk, page) % min(chunk, page) == 0, "For SSM models, either chunk_size or "
+                   f"page_size must be divisible by the other, got chunk_size={chunk}, page_size={page}"))  # fmt: skip
+    else:  # validate_mamba_no_buffer
+        checks = ((v["page_size"] in (1, None), "no_buffer only supports page_size=1."),
+                  (v["disable_overlap_schedule"], "no_buffer do not support overlap schedule. Try to set "
+                   "disable_overlap_schedule=True."),
+                  (v["attention_backend"] != "trtllm_mha", "no_buffer do not support trtllm_mha attention backend."))
+    for ok, reason in checks:
+        if not ok:
+            raise _refuse(f"{hook}, an assertion", reason)
+
+
 def _attention_backend(v: dict[str, Any], mla: bool) -> None:
     prefill, decode = v["prefill_attention_backend"], v["decode_attention_backend"]
     if prefill is not None and prefill == decode:
@@ -189,7 +267,8 @@ def _eagle_family(v: dict[str, Any], arch: str) -> None:
 
 
 def resolve_launch(values: Mapping[str, Any], arch: str, *, mla: bool, dsa_kpool: int | None,
-                   hybrid_off: bool, draft_archs: Callable[[str], list[str]]) -> dict[str, Any]:  # fmt: skip
+                   hybrid_off: bool, draft_archs: Callable[[str], list[str]],
+                   config: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """The launch's flag values as SGLang 0.5.23's resolution leaves them.
 
     Args:
@@ -200,6 +279,8 @@ def resolve_launch(values: Mapping[str, Any], arch: str, *, mla: bool, dsa_kpool
         hybrid_off: a model override of ``arch`` turns hybrid SWA memory off
             (:func:`kvbudget.sglang.hybrid.off_by_override`).
         draft_archs: a draft checkpoint path -> its ``architectures``.
+        config: the checkpoint's ``config.json`` (GraniteMoeHybrid's ``layer_types``, a
+            state model's ``mamba_chunk_size``); None: neither.
 
     Raises:
         LaunchRefused: SGLang refuses the line (the message gives its reason).
@@ -207,6 +288,7 @@ def resolve_launch(values: Mapping[str, Any], arch: str, *, mla: bool, dsa_kpool
     v = dict(values)
     _pd_disaggregation(v)
     _model_overrides(v, arch, dsa_kpool, hybrid_off)
+    _mamba_radix_cache(v, arch, config or {})
     _attention_backend(v, mla)
     _algorithm(v, draft_archs)
     if v["speculative_algorithm"] in EAGLE_FAMILY:

@@ -219,6 +219,36 @@ def _lfm2(rng: random.Random) -> Built:
     return _text(T.Lfm2Config, "Lfm2ForCausalLM", **kw)
 
 
+def _nemotron_h(rng: random.Random) -> Built:
+    """Nemotron-H as its checkpoints hold it (``hybrid_override_pattern``: ``M`` Mamba, ``*``
+    attention, ``-`` MLP, ``E`` MoE), which SGLang's own config class loads. (Not re-saved by
+    transformers 5.19.0's class: that saves no ``num_hidden_layers`` and names the kinds
+    ``linear_attention`` / ``full_attention``, which SGLang's class does not read.)"""
+    kw = {**_gqa(rng), "n_groups": rng.choice([1, 8]), "mamba_num_heads": 128, "mamba_head_dim": 64}
+    n = kw["num_hidden_layers"]
+    pattern = "".join(rng.choice("MM*-E") for _ in range(n))
+    return Built(None, "NemotronHForCausalLM", {"model_type": "nemotron_h", **kw, "hybrid_override_pattern": pattern})
+
+
+def _falcon_h1(rng: random.Random) -> Built:
+    return _text(T.FalconH1Config, "FalconH1ForCausalLM", **_gqa(rng))
+
+
+def _granite_hybrid(rng: random.Random) -> Built:
+    kw = _gqa(rng)
+    names = rng.choice([("mamba", "attention"), ("linear_attention", "full_attention")])
+    kw["layer_types"] = [names[rng.random() < 0.2] for _ in range(kw["num_hidden_layers"])]
+    return _text(T.GraniteMoeHybridConfig, "GraniteMoeHybridForCausalLM", **kw)
+
+
+def _lfm2_moe(rng: random.Random) -> Built:
+    kw = _gqa(rng)
+    n = kw["num_hidden_layers"]
+    kw.update(num_dense_layers=min(2, n), layer_types=["full_attention" if rng.random() < 0.4 else "conv"
+                                                       for _ in range(n)])  # fmt: skip
+    return _text(T.Lfm2MoeConfig, "Lfm2MoeForCausalLM", **kw)
+
+
 _STEP3P5 = "Step3p5ForCausalLM"
 
 
@@ -345,6 +375,10 @@ FAMILIES: dict[str, _Builder] = {
     "qwen3_next": _qwen3_next,
     "kimi_linear": _kimi_linear,
     "lfm2": _lfm2,
+    "nemotron_h": _nemotron_h,
+    "falcon_h1": _falcon_h1,
+    "granite_hybrid": _granite_hybrid,
+    "lfm2_moe": _lfm2_moe,
     "step3p5": _step3p5,
     "deepseek_v3": _deepseek_v3,
     "deepseek_v32": _deepseek_v32,
@@ -371,6 +405,11 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "glm_moe_dsa": (T.GlmMoeDsaConfig, "GlmMoeDsaForCausalLM"),
     "qwen3_next": (T.Qwen3NextConfig, "Qwen3NextForCausalLM"), "qwen3_5": (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration"),
     "kimi_linear": (T.KimiLinearConfig, "KimiLinearForCausalLM"), "lfm2": (T.Lfm2Config, "Lfm2ForCausalLM"),
+    # (Nemotron-H's: transformers 5.19.0's class saves no num_hidden_layers, which SGLang's own
+    # class then defaults; the released checkpoints give it with hybrid_override_pattern.)
+    "falcon_h1": (T.FalconH1Config, "FalconH1ForCausalLM"),
+    "granite_hybrid": (T.GraniteMoeHybridConfig, "GraniteMoeHybridForCausalLM"),
+    "lfm2_moe": (T.Lfm2MoeConfig, "Lfm2MoeForCausalLM"),
     "jamba": (T.JambaConfig, "JambaForCausalLM"), "olmo_hybrid": (T.OlmoHybridConfig, "OlmoHybridForCausalLM"),
     "step3p5": (T.Step3p7TextConfig, _STEP3P5), "mellum": (T.MellumConfig, "MellumForCausalLM"),
     "muse_glimmer": (T.MuseGlimmerConfig, _GLIMMER[1]), "muse_glimmer_text": (T.MuseGlimmerTextConfig, _GLIMMER[0]),

@@ -9,7 +9,9 @@ pool configurators read, and refuse exactly the configs SGLang refuses.
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,6 +87,10 @@ def test_every_resolution_builds_its_geometry() -> None:
             m = resolve_sglang(cfg)
         except ConfigError:
             continue
+        if m.state_pool and not m.num_attention_layers:  # SGLang's zero-KV pool: nothing to plan
+            with pytest.raises(ConfigError, match="no full-attention layer"):
+                m.model_geometry()
+            continue
         if m.pools.unplannable:
             with pytest.raises(ConfigError, match="SGLang cannot plan it"):
                 m.model_geometry()
@@ -99,7 +105,7 @@ def test_every_resolution_builds_its_geometry() -> None:
 
 
 @pytest.mark.parametrize(("arch", "needle"), [
-    ("NemotronHForCausalLM", "state pool"), ("JambaForCausalLM", "no model class"),
+    ("MambaForCausalLM", "no attention layer"), ("JambaForCausalLM", "no model class"),
     ("LongcatFlashForCausalLM", "has not checked"),
 ])  # fmt: skip
 def test_pools_kvbudget_does_not_model_are_refused(arch: str, needle: str) -> None:
@@ -207,3 +213,19 @@ def test_step3p5_flash_itself_does_not_load_in_sglang() -> None:
     del cfg["num_nextn_predict_layers"]  # 48 layer_types for 45 layers: transformers refuses the file
     with pytest.raises(ConfigError, match="layer_types"):
         resolve_sglang(cfg)
+
+
+def test_published_hybrid_state_checkpoints_match_sglang(oracle: ModelOracle) -> None:
+    """The released configs of the hybrid-state families (``tests/data/hybrid_state_configs.json``:
+    Qwen3-Next, Qwen3.5 dense and MoE, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2, each with its
+    source): the KV layers, heads and dims kvbudget resolves are SGLang's."""
+    data = json.loads((Path(__file__).parent / "data" / "hybrid_state_configs.json").read_text())
+    checked = []
+    for entry in data["entries"]:
+        cfg = dict(entry["config"])
+        theirs = oracle.resolve(cfg, False)
+        assert isinstance(theirs, dict) and theirs["state_pool"], (entry["name"], theirs)
+        assert not _differs(_ours(cfg), theirs), (entry["name"], _differs(_ours(cfg), theirs))
+        checked.append((entry["name"], theirs["num_attention_layers"]))
+    # Nemotron-Nano-9B-v2's 4 attention layers of 56; Falcon-H1-7B's attention in all 44 layers.
+    assert ("nemotron_nano_9b_v2", 4) in checked and ("falcon_h1_7b_instruct", 44) in checked, checked

@@ -48,6 +48,7 @@ MODEL_TYPES = (
     "mistral", "phi3", "qwen2", "qwen3", "llama", "llama4_text", "gpt_oss", "mimo_v2_flash",
     "granite_swa", "laguna", "deepseek_v3", "qwen3_next", "qwen3_5_text", "kimi_linear", "lfm2",
     "step3p5", "deepseek_v32", "glm_moe_dsa", "mellum", "muse_glimmer", "muse_glimmer_text",
+    "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe",
 )  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
@@ -86,7 +87,10 @@ def defaults_of(cls: Any) -> dict[str, Any]:
     for key, step in _PERTURB.items():
         if isinstance(base.get(key), int):
             value = base[key] * step if step > 1 else base[key] + step
-            other = _values(cls, **{key: value})
+            try:
+                other = _values(cls, **{key: value})
+            except ValueError:  # the class ties the key to others (Granite-4.0-H's Mamba dims): nothing
+                continue  # derives from it alone; its own default stands
             derived |= {k for k in KEYS if k != key and other[k] != base[k]}
     return {k: v for k, v in base.items() if v is not None and k not in derived}
 

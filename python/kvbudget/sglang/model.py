@@ -43,12 +43,14 @@ whose layer ids SGLang leaves None) resolves as ``ModelConfig`` has it, and
 :meth:`SGLangModel.model_geometry` refuses it with SGLang's reason.
 
 Models SGLang plans with a Mamba or linear-attention state pool beside the KV
-pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2) resolve to the full-attention
-layers that pool counts (``state_pool=True``). DSA models (DeepSeek-V3.2,
+pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2 and LFM2-MoE, Nemotron-H,
+Falcon-H1, Granite-4.0-H) resolve to the full-attention layers that pool counts
+(``state_pool=True``; the Mamba-2-shaped families' from the layer kinds their
+state layers are read with, :func:`kvbudget.sglang.state_model.attention_layer_ids`). DSA models (DeepSeek-V3.2,
 GLM-5: an MLA architecture whose config has ``index_topk``) carry their
 indexer (:mod:`kvbudget.sglang.dsa`). Architectures SGLang cannot
 serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4, the
-NemotronH / Falcon-H1 state layouts), MLA architectures kvbudget has not
+pure state models Mamba, Mamba-2 and Falcon-Mamba: no KV pool), MLA architectures kvbudget has not
 checked (LongCat-Flash, Dots3, HunYuan-V4, GigaChat-3.5, GLM-5-Next), an MLA
 model opting in to hybrid SWA, and hybrid models whose class's window rule
 kvbudget has not checked against SGLang's code are refused with a
@@ -72,6 +74,7 @@ from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.sglang.dsa import MLA_ARCHITECTURES, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
+from kvbudget.sglang.state_model import attention_layer_ids
 from kvbudget.sglang.window import sglang_window
 
 __all__ = ["SGLangModel", "resolve_sglang", "sglang_architectures"]
@@ -79,10 +82,8 @@ __all__ = ["SGLangModel", "resolve_sglang", "sglang_architectures"]
 #: Architectures refused: SGLang plans a state pool kvbudget does not resolve the layers of, or
 #: (Jamba, OlmoHybrid: no SGLang class, and transformers' class refuses SGLang's attention
 #: backend) SGLang cannot serve them at all.
-_STATEFUL = frozenset({
-    "JambaForCausalLM", "OlmoHybridForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM",
-    "GraniteMoeHybridForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM", "Lfm2MoeForCausalLM",
-})  # fmt: skip
+_STATEFUL = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM",
+                       "FalconMambaForCausalLM"})  # fmt: skip
 _NO_CLASS = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM"})
 _DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
 #: Architectures whose SGLang pools are not (only) the KV pools kvbudget plans.
@@ -104,19 +105,24 @@ def _kda_ids(text: Mapping[str, Any], n: int) -> list[int]:
     return [i for i in range(n) if (i + 1) not in kda]
 
 
-def _lfm2_ids(text: Mapping[str, Any], n: int) -> list[int]:
-    types = text.get("layer_types")
-    if types is None:
-        idxs = set(text.get("full_attn_idxs") or range(n))
-        return [i for i in range(n) if i in idxs]
-    return [i for i, t in enumerate(types) if t == "full_attention"]
+def _mamba2_shaped_ids(model_type: str) -> Callable[[Mapping[str, Any], int], list[int]]:
+    """The Mamba-2-shaped families' layers, read with their state layers' kinds
+    (:func:`kvbudget.sglang.state_model.attention_layer_ids`)."""
+
+    def ids(text: Mapping[str, Any], n: int) -> list[int]:
+        got = attention_layer_ids({**text, "model_type": model_type})
+        assert got is not None, model_type
+        return got
+
+    return ids
 
 
 #: The full-attention layers of the models SGLang plans with a Mamba/linear-attention state pool
 #: beside the KV pool, by the config class SGLang loads them with (its ``model_type``).
 _STATE_MODELS: dict[str, Callable[[Mapping[str, Any], int], list[int]]] = {
     "qwen3_next": _interval_ids, "qwen3_5_text": _interval_ids, "qwen3_5_moe_text": _interval_ids,
-    "kimi_linear": _kda_ids, "lfm2": _lfm2_ids,
+    "kimi_linear": _kda_ids,
+    **{t: _mamba2_shaped_ids(t) for t in ("lfm2", "lfm2_moe", "nemotron_h", "nemotron_h_puzzle", "falcon_h1")},
 }  # fmt: skip
 _GEMMA4_TYPES = frozenset({
     "gemma4", "gemma4_assistant", "gemma4_unified", "gemma4_unified_assistant", "diffusion_gemma",
@@ -200,9 +206,14 @@ class SGLangModel:
         Raises:
             ConfigError: SGLang's pool factory fails on the model
                 (:attr:`SGLangHybrid.unplannable`: a hybrid model with no
-                sliding layer or no layer ids).
+                sliding layer or no layer ids), or a state model has no
+                attention layer (SGLang's pool then holds no KV: nothing to plan).
         """
         p = self.pools
+        if self.state_pool and not self.num_attention_layers:
+            raise ConfigError(f"config.json: {self.architecture} has a state pool and no full-attention layer; "
+                              "SGLang's KV pool holds no token (its zero-KV count), so there is no KV pool to "
+                              "plan", "architectures")  # fmt: skip
         if p.unplannable:
             raise ConfigError(f"config.json: {p.reason}; {p.unplannable}: SGLang cannot plan it "
                               "(--disable-hybrid-swa-memory plans one Default pool)", "architectures")  # fmt: skip
@@ -416,8 +427,8 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
                           "backend refuses it (no custom attention backend support); SGLang cannot "
                           "serve it", "architectures")  # fmt: skip
     if any(a in _STATEFUL for a in archs):
-        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} with a state pool beside its KV pool "
-                          "over layers kvbudget does not resolve", "architectures")  # fmt: skip
+        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} with a state pool and no attention layer "
+                          "(no KV pool for kvbudget to plan)", "architectures")  # fmt: skip
     if any(a in UNCHECKED_MLA_ARCHITECTURES for a in archs):
         raise ConfigError(f"config.json: SGLang 0.5.23 serves {arch} with MLA pools kvbudget has not checked "
                           "against it (layer counts, SWA latents or state pools of their own)",
@@ -437,6 +448,8 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     common: dict[str, Any] = {"architecture": arch, "pools": pools, "num_attention_layers": n,
                               "native_class": any(a in sglang_architectures() for a in archs)}  # fmt: skip
     state = _STATE_MODELS.get(v.model_type)
+    if v.model_type == "granitemoehybrid" and attention_layer_ids(text) is not None:
+        state = _mamba2_shaped_ids("granitemoehybrid")  # a state pool only with Mamba layers
     if state is not None and not pools.hybrid_swa:
         ids = state(text, n)
         common.update(num_attention_layers=len(ids), state_pool=True, pools=SGLangHybrid(

@@ -51,7 +51,7 @@ from kvbudget.models.config_io import ConfigError, PathOrDict, load_hf_config
 from kvbudget.sglang.pipeline import stage_ranges
 from kvbudget.sglang.state import StateConfig, StateDims, full_rank_dims, kda_dims, mamba2_dims
 
-__all__ = ["READ_FIELDS", "STATE_MODEL_TYPES", "UNREAD_STATE_MODEL_TYPES", "state_from_hf_config"]
+__all__ = ["READ_FIELDS", "STATE_MODEL_TYPES", "UNREAD_STATE_MODEL_TYPES", "attention_layer_ids", "state_from_hf_config"]
 
 _DTYPES = ("float32", "bfloat16", "float16")
 #: StateConfig fields this module sets from the config (not serving inputs).
@@ -206,9 +206,9 @@ def _jet(c: _Cfg, tp: _Tp) -> _Read:
 _NEMOTRON_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
-def _nemotron_h(c: _Cfg, tp: _Tp) -> _Read:
-    """``NemotronHConfig``: ``layers_block_type``, else ``hybrid_override_pattern``, else its
-    default; ``n_groups`` from the config (no default); ``conv_kernel``, else ``mamba_d_conv``."""
+def _nemotron_kinds(c: _Cfg) -> list[str]:
+    """``NemotronHConfig``'s layer kinds: ``layers_block_type``, else ``hybrid_override_pattern``,
+    else its default."""
     if c.get("layers_block_type") is not None:
         kinds = c.str_list("layers_block_type")
     elif c.get("hybrid_override_pattern", "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-") is not None:
@@ -223,6 +223,13 @@ def _nemotron_h(c: _Cfg, tp: _Tp) -> _Read:
     if bad:
         raise ConfigError(f"config.json: layers_block_type has {bad}; SGLang 0.5.23's Nemotron-H config class "
                           f"accepts only {sorted(_NEMOTRON_KINDS.values())}", c.key("layers_block_type"))  # fmt: skip
+    return kinds
+
+
+def _nemotron_h(c: _Cfg, tp: _Tp) -> _Read:
+    """``NemotronHConfig``: the ``mamba`` layers of :func:`_nemotron_kinds`; ``n_groups`` from the
+    config (no default); ``conv_kernel``, else ``mamba_d_conv``."""
+    kinds = _nemotron_kinds(c)
     if not c.has("n_groups"):
         raise ConfigError("config.json: SGLang 0.5.23's Nemotron-H state reads n_groups (not mamba_n_groups), "
                           "which this config lacks; SGLang fails on it", c.key("n_groups"))  # fmt: skip
@@ -259,9 +266,9 @@ def _falcon_h1(c: _Cfg, tp: _Tp) -> _Read:
     return _Read("mamba2", dims, list(range(n)), n, c.cfg)
 
 
-def _granite(c: _Cfg, tp: _Tp) -> _Read | None:
-    """``GraniteMoeHybridConfig``: ``layer_types`` ``mamba`` (``linear_attention`` aliased), or
-    every 6th layer attention without them; no Mamba layer: ``mamba2_config`` gives no state."""
+def _granite_kinds(c: _Cfg) -> list[str]:
+    """``GraniteMoeHybridConfig``'s layer kinds: ``layer_types`` (``linear_attention`` is ``mamba``,
+    ``full_attention`` ``attention``), or every 6th layer attention without them."""
     n = c.num("num_hidden_layers", 40)
     if c.get("layer_types") is None:
         kinds = ["attention" if (i + 1) % 6 == 0 else "mamba" for i in range(n)]
@@ -274,16 +281,25 @@ def _granite(c: _Cfg, tp: _Tp) -> _Read | None:
                           c.key("layer_types"))  # fmt: skip
     inter = c.num("mamba_expand", 2) * c.num("hidden_size", 2048)
     heads, head_dim = c.num("mamba_n_heads", 64), c.num("mamba_d_head", 64)
-    if head_dim * heads != inter:
+    if head_dim * heads != inter:  # checked when the class loads the config, state or not
         raise ConfigError(f"config.json: Granite-4.0-H's mamba_d_head * mamba_n_heads ({head_dim * heads}) must "
                           f"equal mamba_expand * hidden_size ({inter}); SGLang 0.5.23's config class refuses it",
                           c.key("mamba_d_head"))  # fmt: skip
+    return kinds
+
+
+def _granite(c: _Cfg, tp: _Tp) -> _Read | None:
+    """``GraniteMoeHybridConfig``: the ``mamba`` layers of :func:`_granite_kinds`; no Mamba layer:
+    ``mamba2_config`` gives no state."""
+    kinds = _granite_kinds(c)
+    inter = c.num("mamba_expand", 2) * c.num("hidden_size", 2048)
+    heads, head_dim = c.num("mamba_n_heads", 64), c.num("mamba_d_head", 64)
     layers = [i for i, k in enumerate(kinds) if k == "mamba"]
     if not layers:
         return None
     dims = mamba2_dims(tp.attn, inter, c.num("mamba_n_groups", 1), heads, head_dim, c.num("mamba_d_state", 128),
                        c.num("mamba_d_conv", 4))  # fmt: skip
-    return _Read("mamba2", dims, layers, n, None)
+    return _Read("mamba2", dims, layers, len(kinds), None)
 
 
 def _lfm2_kinds(c: _Cfg, moe: bool) -> list[str]:
@@ -403,6 +419,41 @@ _READERS: dict[str, Callable[[_Cfg, _Tp], _Read | None]] = {
     "kimi_k3": _text(_kimi_linear, "without one SGLang builds a Kimi-Linear config without linear_attn_config "
                                    "and fails"),
 }  # fmt: skip
+def _kind_ids(kinds: list[str], *names: str) -> list[int]:
+    return [i for i, k in enumerate(kinds) if k in names]
+
+
+#: The full-attention layers (the config class's ``full_attention_layer_ids``, what SGLang's
+#: Default pool counts) of the Mamba-2-shaped families, from the same layer kinds as their
+#: state layers; the other families' are :mod:`kvbudget.sglang.model`'s.
+_ATTENTION: dict[str, Callable[[_Cfg], list[int]]] = {
+    **dict.fromkeys(("nemotron_h", "nemotron_h_puzzle"), lambda c: _kind_ids(_nemotron_kinds(c), "attention")),
+    "falcon_h1": lambda c: list(range(c.num("num_hidden_layers", 32))),  # attention beside Mamba in every layer
+    "granitemoehybrid": lambda c: _kind_ids(_granite_kinds(c), "attention"),
+    "lfm2": lambda c: _kind_ids(_lfm2_kinds(c, False), "full_attention"),
+    "lfm2_moe": lambda c: _kind_ids(c.str_list("layer_types"), "full_attention") if c.get("layer_types") else [],
+}  # fmt: skip
+
+
+def attention_layer_ids(config: Mapping[str, Any]) -> list[int] | None:
+    """The full-attention layers SGLang 0.5.23's KV pool counts for a Mamba-2-shaped hybrid
+    (Nemotron-H, Falcon-H1, Granite-4.0-H, LFM2, LFM2-MoE: the config class's
+    ``full_attention_layer_ids``), read with the layer kinds of its state layers; None for any
+    other model type, and for a Granite-4.0-H without Mamba layers (no state pool).
+
+    Raises:
+        ConfigError: layer kinds SGLang's config class refuses.
+    """
+    model_type = config.get("model_type")
+    reader = _ATTENTION.get(model_type) if isinstance(model_type, str) else None
+    if reader is None:
+        return None
+    c = _Cfg(config)
+    if model_type == "granitemoehybrid" and "mamba" not in _granite_kinds(c):
+        return None
+    return reader(c)
+
+
 #: Model types whose SGLang config class plans a state kvbudget does not read, and why.
 UNREAD_STATE_MODEL_TYPES: Mapping[str, str] = {
     **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "Qwen4-Exp's PLE short-conv state and CP-TP group sharing"),

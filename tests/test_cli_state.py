@@ -1,6 +1,6 @@
 """``kvbudget plan`` for a hybrid-state model: the state pool comes out of the budget first.
 
-Qwen3-Next-80B-A3B's published config (tests/data/hybrid_state_configs.json): SGLang
+Qwen3-Next-80B-A3B's published config (python/kvbudget/models/data/hybrid_state_models.json): SGLang
 0.5.23 pools the KV of its 12 full-attention layers and keeps a gated-delta state in
 the other 36. The command line must plan the KV pool over those 12 layers on the
 budget :func:`kvbudget.sglang.state.state_budget` leaves (itself held to SGLang's
@@ -17,16 +17,16 @@ import pytest
 
 from cli_helpers import A40, GIB, run
 from kvbudget import ServingConfig, SpeculativeConfig, create_pool_configurator
+from kvbudget.models.hybrid_state import (UnknownHybridStateModelError, get_hybrid_state_model, hybrid_state_entries,
+                                          list_hybrid_state_models)
 from kvbudget.sglang import resolve_sglang
 from kvbudget.sglang.state import kv_budget_bytes, state_budget
 from kvbudget.sglang.state_model import state_from_hf_config
 
-DATA = Path(__file__).parent / "data" / "hybrid_state_configs.json"
-
 
 @pytest.fixture(scope="module")
 def qwen3_next(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    entries = json.loads(DATA.read_text())["entries"]
+    entries = hybrid_state_entries()
     cfg = dict(next(e for e in entries if e["name"] == "qwen3_next_80b_a3b_instruct")["config"])
     cfg.setdefault("torch_dtype", "bfloat16")
     d = tmp_path_factory.mktemp("qwen3-next")
@@ -76,3 +76,37 @@ def test_sweep_refuses_a_state_model(qwen3_next: Path) -> None:
     r = run("sweep", str(qwen3_next), "--available", "40GiB", "--vary", "tp", "--values", "1", "2")
     assert r.returncode == 2
     assert "recurrent state pool" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["nvidia-nemotron-nano-9b-v2", "tiiuae/Falcon-H1-7B-Instruct"])
+def test_a_named_hybrid_state_model_plans_as_its_config(tmp_path: Path, name: str) -> None:
+    """A bundled model's name (or HF id) plans exactly as its config file does."""
+    m = get_hybrid_state_model(name)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(m.config))
+    by_name, by_file = (run("plan", what, "--available", "40GiB", "--json") for what in (name, str(path)))
+    assert by_name.returncode == 0 and by_file.returncode == 0, by_name.stderr + by_file.stderr
+    a, b = json.loads(by_name.stdout), json.loads(by_file.stdout)
+    assert a["sglang"] == b["sglang"] and a["state"] == b["state"] and a["plan"] == b["plan"]
+    assert a["model"]["hf_id"] == m.hf_id and a["state"]["budget"]["max_mamba_cache_size"] > 0
+
+
+def test_the_bundled_hybrid_state_models_are_listed() -> None:
+    r = run("models", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {h["name"]: h for h in json.loads(r.stdout)["hybrid_state_models"]}
+    assert list(rows) == list_hybrid_state_models() and len(rows) == len(hybrid_state_entries())
+    # Nemotron-Nano-9B-v2: 27 Mamba layers and 4 attention layers (of 56); Falcon-H1: both in all 44.
+    assert (rows["nvidia-nemotron-nano-9b-v2"]["state_layers"], rows["nvidia-nemotron-nano-9b-v2"]["attention_layers"]) == (27, 4)
+    assert (rows["falcon-h1-7b-instruct"]["state_layers"], rows["falcon-h1-7b-instruct"]["attention_layers"]) == (44, 44)
+    with pytest.raises(UnknownHybridStateModelError, match="qwen3-next-80b-a3b-instruct"):
+        get_hybrid_state_model("qwen3-next-80b")
+
+
+def test_compare_shows_the_state_pool_it_plans_beside() -> None:
+    """``kvbudget compare`` on a state model: the state pool SGLang sizes first, the same as ``plan``'s."""
+    plan = json.loads(run("plan", "qwen3-next-80b-a3b-instruct", "--available", "40GiB", "--json").stdout)
+    r = run("compare", "qwen3-next-80b-a3b-instruct", "--available", "40GiB")
+    assert r.returncode == 0, r.stderr
+    slots = plan["state"]["budget"]["max_mamba_cache_size"]
+    assert f"state pool (SGLang's, sized first): {slots:,} slots + 1 padding" in r.stdout

@@ -19,13 +19,12 @@ itself (its configurator answering every solve), handing only the others to SGLa
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
-from pathlib import Path
 from typing import Any
 
+from kvbudget.models.hybrid_state import hybrid_state_entries
 import kvbudget
 import parity_cases as P
 import pytest
@@ -103,8 +102,8 @@ def test_installed_factory_plans_state_models_with_sglangs_numbers(
 
 
 def _gdn_state() -> StateConfig:
-    """Qwen3-Next-80B-A3B's state on one rank, from its published config (tests/data)."""
-    entries = json.loads((Path(__file__).parent / "data" / "hybrid_state_configs.json").read_text())["entries"]
+    """Qwen3-Next-80B-A3B's state on one rank, from its published config (the bundled table)."""
+    entries = hybrid_state_entries()
     state = state_from_hf_config(next(e for e in entries if e["name"] == "qwen3_next_80b_a3b_instruct")["config"])
     assert state is not None
     return state

@@ -9,13 +9,12 @@ pool configurators read, and refuse exactly the configs SGLang refuses.
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kvbudget.models.hybrid_state import hybrid_state_entries
 import kvbudget
 from kvbudget.models.hf import ConfigError
 from kvbudget.sglang.model import SGLangModel, resolve_sglang
@@ -216,12 +215,11 @@ def test_step3p5_flash_itself_does_not_load_in_sglang() -> None:
 
 
 def test_published_hybrid_state_checkpoints_match_sglang(oracle: ModelOracle) -> None:
-    """The released configs of the hybrid-state families (``tests/data/hybrid_state_configs.json``:
+    """The released configs of the hybrid-state families (``kvbudget/models/data/hybrid_state_models.json``:
     Qwen3-Next, Qwen3.5 dense and MoE, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2, each with its
     source): the KV layers, heads and dims kvbudget resolves are SGLang's."""
-    data = json.loads((Path(__file__).parent / "data" / "hybrid_state_configs.json").read_text())
     checked = []
-    for entry in data["entries"]:
+    for entry in hybrid_state_entries():
         cfg = dict(entry["config"])
         theirs = oracle.resolve(cfg, False)
         assert isinstance(theirs, dict) and theirs["state_pool"], (entry["name"], theirs)

@@ -14,7 +14,7 @@ Cases: seeded generated configs of every family kvbudget reads (``KVBUDGET_STATE
 per family, default 80; wrappers and text configs, checkpoint keys dropped to the class
 defaults, layer kinds varied, some configs broken on purpose, TP 1/2/4/8 with attention DP,
 PP 1..4 with and without an explicit split, dtype overrides), the released checkpoints of
-``tests/data/hybrid_state_configs.json``, and the completeness of kvbudget's model-type
+``python/kvbudget/models/data/hybrid_state_models.json``, and the completeness of kvbudget's model-type
 tables against the stateful config classes SGLang's code names.
 """
 
@@ -31,13 +31,13 @@ from typing import Any
 
 import pytest
 
+from kvbudget.models.hybrid_state import hybrid_state_entries
 from kvbudget.errors import InvalidConfigError
 from kvbudget.sglang.state_model import STATE_MODEL_TYPES, UNREAD_STATE_MODEL_TYPES, state_from_hf_config
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle.state_model import StateModelOracle, load
 
 PER_FAMILY = int(os.environ.get("KVBUDGET_STATE_MODEL_CASES", "80"))
-DATA = Path(__file__).parent / "data" / "hybrid_state_configs.json"
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 DTYPES = tuple(ITEMSIZE)
 
@@ -356,7 +356,7 @@ def test_generated_configs_match_sglang(oracle: StateModelOracle, family: str) -
 
 
 # -- released checkpoints -------------------------------------------------------------------------
-ENTRIES = json.loads(DATA.read_text())["entries"]
+ENTRIES = list(hybrid_state_entries())
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])

@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = render.console()
     render.header(out, "kvbudget compare", sc, c.cfg)
+    if sc.state_budget is not None:
+        assert sc.available is not None
+        render.state_lines(out, sc.state_budget, sc.available)
     _fits(out, c)
     if not c.has_draft:
         out.print("  No draft pool: nothing to compare for the draft budget (give --draft).")

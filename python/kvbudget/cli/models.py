@@ -9,11 +9,29 @@ from kvbudget.cli import render
 from kvbudget.cli.render import b
 
 
+def _hybrid_rows() -> list[dict[str, Any]]:
+    """The bundled hybrid-state models, read as SGLang 0.5.23 reads them (state and KV layers)."""
+    from kvbudget.models.hybrid_state import get_hybrid_state_model, list_hybrid_state_models
+    from kvbudget.sglang import resolve_sglang
+    from kvbudget.sglang.state_model import state_from_hf_config
+
+    rows = []
+    for name in list_hybrid_state_models():
+        m = get_hybrid_state_model(name)
+        state = state_from_hf_config(m.config)
+        assert state is not None, name
+        rows.append({"name": m.name, "hf_id": m.hf_id, "mixer": state.mixer, "state_layers": state.num_state_layers,
+                     "attention_layers": resolve_sglang(m.config).num_attention_layers, "source": m.source,
+                     "note": m.note})  # fmt: skip
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     from kvbudget.models import GpuSpec, get_gpu, get_preset, list_gpus, list_presets
 
     presets = [get_preset(n) for n in list_presets()]
     gpus: list[GpuSpec] = [get_gpu(n) for n in list_gpus()]
+    hybrid = _hybrid_rows()
     if args.json:
         render.emit_json(
             {
@@ -33,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
                     }
                     for p in presets
                 ],
+                "hybrid_state_models": hybrid,
                 "gpus": [
                     {
                         "name": g.name,
@@ -87,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
         tables.append(
             render.fixed_table(f"{role} presets", headers, rows, "source (first; --json: all)")
         )
+    tables.append(render.fixed_table(
+        "hybrid-state models (config values bundled; SGLang mode plans the state pool, vLLM mode not yet)",
+        ["name", "hf_id", "state", "layers state/attention"],
+        [[h["name"], h["hf_id"], h["mixer"], f"{h['state_layers']}/{h['attention_layers']}",
+          f"{h['source']['model_id']} {h['source']['file']}"] for h in hybrid], "source"))  # fmt: skip
     g_rows = [
         [
             g.name,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
 
 from kvbudget.cli import engines, render
 from kvbudget.cli.engines import EngineView
@@ -17,25 +16,6 @@ from kvbudget.cli.render import b
 from kvbudget.cli.scenario import build_scenario
 from kvbudget.cli.vllm_inputs import refuse_vllm_flags
 from kvbudget.compare import compare_engines
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from kvbudget.sglang.state import StateBudget
-
-
-def _state_lines(out: Console, sb: StateBudget, total: int) -> None:
-    """The state pool SGLang takes out of the budget before the KV pool."""
-    slot = sb.per_req_bytes + sb.extra_per_slot
-    fixed = f" + {b(sb.fixed_bytes)} ReplaySSM bytes" if sb.fixed_bytes else ""
-    out.print(f"  state pool (SGLang's, sized first): {b(sb.max_mamba_cache_size)} slots + 1 padding x {b(slot)} "
-              f"bytes{fixed} = {b(sb.state_bytes)} bytes ({render.gib(sb.state_bytes)}), "
-              f"{render.percent(sb.state_bytes, total, 2)} of the {b(total)}-byte budget")  # fmt: skip
-    if sb.intermediate_bytes:
-        out.print(f"  speculative state reserve: {b(sb.intermediate_bytes)} bytes ({render.gib(sb.intermediate_bytes)})")
-    if sb.mamba_ratio:
-        out.print(f"  running requests the state holds: {b(sb.max_mamba_cache_size // sb.mamba_ratio)} "
-                  f"({sb.mamba_ratio} state slots per request)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     over = plan.over_budget_bytes
     if sc.state_budget is not None:
         assert sc.available is not None
-        _state_lines(out, sc.state_budget, sc.available)
+        render.state_lines(out, sc.state_budget, sc.available)
     out.print(
         f"  {'KV budget' if sc.state_budget is not None else 'available'} {b(available)}, planned {b(plan.total_bytes)}, "
         f"leftover {b(plan.leftover_bytes)}, over budget {b(over)} bytes"

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from kvbudget.cli.scenario import CliScenario
     from kvbudget.sglang.configurators import PoolConfiguratorBase
+    from kvbudget.sglang.state import StateBudget
 
 GIB: Final = 1 << 30
 SOURCE_WIDTH: Final = 56
@@ -195,3 +196,17 @@ def fixed_table(
     for r in rows:
         t.add_row(*r)
     return t, used + SOURCE_WIDTH + 3
+
+
+def state_lines(out: Console, sb: StateBudget, total: int) -> None:
+    """The state pool SGLang takes out of the budget before the KV pool."""
+    slot = sb.per_req_bytes + sb.extra_per_slot
+    fixed = f" + {b(sb.fixed_bytes)} ReplaySSM bytes" if sb.fixed_bytes else ""
+    out.print(f"  state pool (SGLang's, sized first): {b(sb.max_mamba_cache_size)} slots + 1 padding x {b(slot)} "
+              f"bytes{fixed} = {b(sb.state_bytes)} bytes ({gib(sb.state_bytes)}), "
+              f"{percent(sb.state_bytes, total, 2)} of the {b(total)}-byte budget")  # fmt: skip
+    if sb.intermediate_bytes:
+        out.print(f"  speculative state reserve: {b(sb.intermediate_bytes)} bytes ({gib(sb.intermediate_bytes)})")
+    if sb.mamba_ratio:
+        out.print(f"  running requests the state holds: {b(sb.max_mamba_cache_size // sb.mamba_ratio)} "
+                  f"({sb.mamba_ratio} state slots per request)")  # fmt: skip

@@ -115,23 +115,30 @@ def _load_model(
     from kvbudget.models import get_preset
     from kvbudget.models.hf import geometry_kwargs_from_hf_config
 
+    from kvbudget.models.hybrid_state import find_hybrid_state_model
+
     config_path: str | None = args.config
     name: str | None = args.model
     if config_path is not None and name is not None:
         raise UsageError(f"give a MODEL ({name!r}) or --config, not both")
     if config_path is None and name is not None and looks_like_path(name):
         config_path = name
-    if config_path is not None:
-        cfg = read_config(config_path)  # bounded: size, UTF-8, nesting, 64-bit integers
+    hybrid = find_hybrid_state_model(name) if config_path is None and name is not None else None
+    if config_path is not None or hybrid is not None:
+        # read_config is bounded: size, UTF-8, nesting, 64-bit integers
+        cfg = hybrid.config if hybrid is not None else read_config(str(config_path))
         model = ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
-        label = f"config {config_path}"
+        label = f"config {config_path}" if hybrid is None else f"{hybrid.hf_id} [{hybrid.name}, bundled config values]"
         arch = cfg.get("architectures") or []
-        if isinstance(arch, list) and arch:
+        if isinstance(arch, list) and arch and hybrid is None:
             label += f" ({arch[0]})"
         info: dict[str, Any] = {
-            "preset": None, "config": str(config_path), "hf_id": None, "display_name": None,
+            "preset": None, "config": None if config_path is None else str(config_path),
+            "hf_id": None if hybrid is None else hybrid.hf_id, "display_name": None,
             "architectures": list(arch) if isinstance(arch, list) else [],
         }  # fmt: skip
+        if hybrid is not None:
+            info.update(hybrid_state_model=hybrid.name, source=hybrid.source)
         text = cfg.get("text_config")
         sglang = (info["architectures"], text if isinstance(text, dict) else cfg, cfg)
         return label, info, model, _hf_dtype(cfg), False, sglang

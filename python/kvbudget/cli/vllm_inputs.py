@@ -98,6 +98,10 @@ def _target_config(sc: CliScenario) -> dict[str, Any]:
         return get_preset(info["preset"]).hf_config()
     if info.get("config"):
         return read_config(info["config"])
+    if info.get("hybrid_state_model"):
+        from kvbudget.models.hybrid_state import get_hybrid_state_model
+
+        return get_hybrid_state_model(info["hybrid_state_model"]).config
     raise UsageError("--engine vllm needs a model preset or a config.json")
 
 

@@ -3,6 +3,8 @@
 * :mod:`kvbudget.models.hf`: ``config.json`` -> ``ModelGeometry`` /
   ``DraftGeometry`` keyword arguments.
 * :mod:`kvbudget.models.presets`: every model of the bundled model table.
+* :mod:`kvbudget.models.hybrid_state`: released hybrid-state checkpoints' config
+  values (Qwen3-Next, Qwen3.5, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2), by name.
 * :mod:`kvbudget.models.gpus`: vendor-stated GPU memory.
 * :mod:`kvbudget.sglang.hybrid`: whether SGLang gives a model separate
   full and SWA pools (its architecture list), and why.
@@ -24,6 +26,8 @@ from kvbudget._moved import moved
 from kvbudget.models.gpus import GpuSpec, UnknownGpuError, get_gpu, list_gpus
 from kvbudget.models.hf import ConfigError, PathOrDict, geometry_kwargs_from_hf_config, load_hf_config
 from kvbudget.models.hf_draft import draft_kwargs_from_hf_config
+from kvbudget.models.hybrid_state import (HybridStateModel, UnknownHybridStateModelError, get_hybrid_state_model,
+                                          list_hybrid_state_models)
 from kvbudget.models.presets import Preset, UnknownPresetError, drafts_for, get_preset, list_presets
 from kvbudget.models.weights import WeightEstimate, weight_bytes
 
@@ -59,8 +63,10 @@ def geometry_kwargs_for(path_or_dict: PathOrDict, engine: str = "sglang") -> dic
 __all__ = [
     "ConfigError",
     "GpuSpec",
+    "HybridStateModel",
     "Preset",
     "UnknownGpuError",
+    "UnknownHybridStateModelError",
     "UnknownPresetError",
     "WeightEstimate",
     "draft_kwargs_from_hf_config",
@@ -68,8 +74,10 @@ __all__ = [
     "geometry_kwargs_for",
     "geometry_kwargs_from_hf_config",
     "get_gpu",
+    "get_hybrid_state_model",
     "get_preset",
     "list_gpus",
+    "list_hybrid_state_models",
     "list_presets",
     "load_hf_config",
     "weight_bytes",

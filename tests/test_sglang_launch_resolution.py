@@ -230,3 +230,22 @@ def test_a_state_models_line_sizes_sglangs_state_pool(lines: list[tuple[str, lis
     assert compared >= STATE_LINES, compared
     assert not mismatches, f"{len(mismatches)} of {compared}:\n" + "\n".join(mismatches[:10])
     assert None in kinds and "state" in kinds, kinds  # pools and SGLang's "not enough memory" both reached
+
+
+def test_the_mamba_architecture_tables_are_sglangs() -> None:
+    """kvbudget's restated ``_MAMBA_RADIX_CACHE_ARCHS`` / ``_MAMBA_EXTRA_BUFFER_ARCHS`` equal
+    SGLang's (``arg_groups/overrides.py``, read with ``ast`` from the wheel)."""
+    import ast
+
+    from kvbudget.sglang import resolve
+
+    tree = ast.parse((sglang_root() / "sglang/srt/arg_groups/overrides.py").read_text())
+    tables = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name in ("_MAMBA_RADIX_CACHE_ARCHS", "_MAMBA_EXTRA_BUFFER_ARCHS"):
+                assert isinstance(node.value, ast.Call)  # frozenset({...})
+                tables[name] = frozenset(ast.literal_eval(node.value.args[0]))
+    assert tables["_MAMBA_RADIX_CACHE_ARCHS"] == resolve.MAMBA_RADIX_CACHE_ARCHS
+    assert tables["_MAMBA_EXTRA_BUFFER_ARCHS"] == resolve.MAMBA_EXTRA_BUFFER_ARCHS

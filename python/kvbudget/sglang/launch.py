@@ -31,7 +31,7 @@ from kvbudget.sglang.configurators import PoolConfiguratorBase, Scenario, create
 from kvbudget.budget import PerRank
 from kvbudget.sglang.budget import sglang_available_bytes
 from kvbudget.errors import InvalidConfigError
-from kvbudget.fields import canonical_name
+from kvbudget.fields import FIELDS, canonical_name
 from kvbudget.models.hf import config_dtype, text_part
 from kvbudget.sglang.dsa import dsa_raw_kv_layout
 from kvbudget.sglang.hybrid import off_by_override
@@ -71,9 +71,9 @@ _DSA_BACKENDS = ("flashmla_sparse", "flashmla_sparse_q8", "flashmla_kv", "flashm
                  "triton_sparse_mla", "fa3", "tilelang", "triton", "aiter", "trtllm", "intel_xpu")  # fmt: skip
 #: SGLang 0.5.23's ``LINEAR_ATTN_KERNEL_BACKEND_CHOICES`` (``arg_groups/choices.py``).
 LINEAR_ATTN_BACKENDS = ("triton", "cutedsl", "flashinfer", "flashkda", "nvidia_kda", "ptx_kda", "helion", "intel_xpu")
-_STATE_DTYPES = ("float32", "bfloat16", "float16")
-#: ``--mamba-full-memory-ratio``'s declared fallback (a resolvable field left unset).
-MAMBA_FULL_MEMORY_RATIO_FALLBACK = 0.9
+#: The state fields' choices, from their one declaration (SGLang's flags take the same names;
+#: ``--mamba-radix-cache-strategy`` adds ``auto``, which its launch resolution resolves).
+_STATE_CHOICES = {f.name: f.choices for f in FIELDS["StateConfig"]}
 #: The flags :func:`from_server_args` reads, as SGLang 0.5.23 declares them.
 FLAGS: tuple[Flag, ...] = (
     Flag("model_path", ("--model-path", "--model"), str),
@@ -106,9 +106,9 @@ FLAGS: tuple[Flag, ...] = (
       for side in ("decode", "prefill")),
     *(Flag(f"dsa_{side}_backend", (f"--dsa-{side}-backend",), str, None, _DSA_BACKENDS) for side in ("prefill", "decode")),
     # The state cache of a hybrid-state model (ExecMamba, Schedule, Disagg fields).
-    Flag("mamba_ssm_dtype", ("--mamba-ssm-dtype",), str, None, _STATE_DTYPES),
+    Flag("mamba_ssm_dtype", ("--mamba-ssm-dtype",), str, None, _STATE_CHOICES["ssm_dtype"]),
     Flag("mamba_radix_cache_strategy", ("--mamba-radix-cache-strategy",), str, "auto",
-         ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")),
+         ("auto", *_STATE_CHOICES["mamba_radix_cache_strategy"])),
     Flag("linear_attn_backend", ("--linear-attn-backend",), str, "triton", LINEAR_ATTN_BACKENDS),
     Flag("max_mamba_cache_size", ("--max-mamba-cache-size",), int),
     Flag("mamba_full_memory_ratio", ("--mamba-full-memory-ratio",), float),
@@ -447,11 +447,12 @@ def _state(cfg: dict[str, Any], v: dict[str, Any]) -> tuple[StateConfig | None, 
     if unread is not None:
         return None, unread
     strategy = v["mamba_radix_cache_strategy"]
-    ratio = v["mamba_full_memory_ratio"]
+    # Unset: StateConfig's default, SGLang's declared fallback (0.9).
+    ratio = {} if v["mamba_full_memory_ratio"] is None else {"mamba_full_memory_ratio": v["mamba_full_memory_ratio"]}
     return state_from_hf_config(
         cfg, tp_size=v["tp_size"], attn_dp_size=v["attn_dp_size"], mamba_ssm_dtype=v["mamba_ssm_dtype"],
         max_mamba_cache_size=v["max_mamba_cache_size"],
-        mamba_full_memory_ratio=MAMBA_FULL_MEMORY_RATIO_FALLBACK if ratio is None else ratio,
+        **ratio,
         # Left "auto" (radix cache off, or no radix-cache architecture): no extra buffer.
         mamba_radix_cache_strategy="no_buffer" if strategy == "auto" else strategy,
         enable_linear_replayssm_spec=v["enable_linear_replayssm_spec"],

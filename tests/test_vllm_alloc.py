@@ -1,6 +1,7 @@
 """``kvbudget.allocate`` on a vLLM plan, held to vLLM 0.33.0's own allocation.
 
-* over seeded random deployments (tests/vllm_cases.py), every worker's views
+* over seeded random deployments (tests/vllm_cases.py, and with state layers
+  tests/vllm_state_cases.py: a state layer's view is its packed int8 page), every worker's views
   equal, layer by layer (name order, shape, strides, storage offset, dtype), the
   ones vLLM's worker makes with its real ``allocate_kv_cache`` /
   ``create_kv_cache_views`` (tests/vllm_oracle), on the meta device;
@@ -20,6 +21,7 @@ import pytest
 import torch
 import vllm_cases
 import vllm_oracle as vo
+import vllm_state_cases
 
 import kvbudget
 from kvbudget import vllm
@@ -41,12 +43,13 @@ def _view(t: torch.Tensor) -> tuple[Any, ...]:
     return tuple(t.shape), t.stride(), t.storage_offset(), t.dtype
 
 
-def test_views_equal_vllms_allocate_kv_cache(oracle: vo.VllmOracle) -> None:
+@pytest.mark.parametrize(("cases", "n"), [(vllm_cases, N), (vllm_state_cases, N // 3)], ids=["attention", "state"])
+def test_views_equal_vllms_allocate_kv_cache(oracle: vo.VllmOracle, cases: Any, n: int) -> None:
     compared = workers = 0
-    for seed in range(N * 3):
-        if compared >= N:
+    for seed in range(n * 3):
+        if compared >= n:
             break
-        layers, available, engine = vllm_cases.deployment(seed)
+        layers, available, engine = cases.deployment(seed)
         try:
             p = vllm.plan(_specs(layers), available, vllm.EngineConfig(**engine))
         except kvbudget.KVBudgetError:
@@ -65,7 +68,7 @@ def test_views_equal_vllms_allocate_kv_cache(oracle: vo.VllmOracle) -> None:
             workers += 1
         compared += 1
     print(f"\nvLLM allocation: {compared} deployments, {workers} workers, every view equal")
-    assert compared == N
+    assert compared == n
 
 
 def _small() -> vllm.VllmPlan:

@@ -293,8 +293,8 @@ def test_stub_errors_propagate_out_of_plan(
 
     real = _configs.make_vllm_config
 
-    def without_attention_fields(classes: Any, engine: dict[str, Any]) -> Any:
-        cfg = real(classes, engine)
+    def without_attention_fields(classes: Any, engine: dict[str, Any], model: Any = None) -> Any:
+        cfg = real(classes, engine, model)
         cfg.attention_config = _configs.AttentionConfig()  # no hisparse_config
         return cfg
 

@@ -11,19 +11,15 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
-import multiprocessing
 import os
 import random
-import time
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import vllm_cases
-import vllm_oracle as vo
+import vllm_differential
 from test_vllm_oracle import CASES, check_case
+from vllm_differential import Ours
 
 import kvbudget
 from kvbudget import vllm
@@ -31,70 +27,14 @@ from kvbudget import vllm
 N = int(os.environ.get("KVBUDGET_VLLM_CASES", "5000"))
 
 
-class Ours:
-    """``kvbudget.vllm`` behind the oracle's ``plan(layers, available, engine)`` interface."""
-
-    @staticmethod
-    def plan(layers: Sequence[dict[str, Any]], available: Any, engine: dict[str, Any] | None = None) -> dict[str, Any]:
-        specs = [vllm.LayerSpec(**x) for x in layers]
-        return vllm.plan_raw(specs, available, vllm.EngineConfig(**(engine or {})))
-
-
 @pytest.mark.parametrize("case_id", list(CASES))
 def test_golden_case(case_id: str) -> None:
     check_case(Ours(), CASES[case_id])  # type: ignore[arg-type]
 
 
-def _compare(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
-    theirs = json.loads(json.dumps(theirs))  # the oracle's tuples as the JSON lists ours are
-    keys = sorted(set(ours) | set(theirs))
-    return [f"{k}: kvbudget {ours.get(k)!r} vs vLLM {theirs.get(k)!r}" for k in keys if ours.get(k) != theirs.get(k)]
-
-
-_ORACLE: vo.VllmOracle | None = None
-
-
-def _chunk(seeds: range) -> tuple[list[str], dict[str, int], float, float]:
-    """Mismatches, outcome counts and seconds spent (vLLM's code, kvbudget) over ``seeds``."""
-    global _ORACLE
-    if _ORACLE is None:  # one oracle per worker process
-        _ORACLE = vo.load()
-    mismatches: list[str] = []
-    outcomes: dict[str, int] = {}
-    spent = [0.0, 0.0]
-    for seed in seeds:
-        layers, available, engine = vllm_cases.deployment(seed)
-        t0 = time.perf_counter()
-        theirs = _ORACLE.plan(layers, available, engine)
-        t1 = time.perf_counter()
-        ours = Ours.plan(layers, available, engine)
-        spent[0] += t1 - t0
-        spent[1] += time.perf_counter() - t1
-        key = "ok" if theirs["ok"] else theirs["error_type"]
-        outcomes[key] = outcomes.get(key, 0) + 1
-        diff = _compare(ours, theirs)
-        if diff:
-            mismatches.append(f"seed {seed}: " + "; ".join(d[:300] for d in diff[:4]))
-    return mismatches, outcomes, spent[0], spent[1]
-
-
 def test_differential_against_vllm() -> None:
     """Seeds split over the cores (each worker process loads its own oracle)."""
-    workers = max(1, min(os.cpu_count() or 1, 4))
-    bounds = [N * i // workers for i in range(workers + 1)]
-    chunks = [range(a, b) for a, b in zip(bounds, bounds[1:])]
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        results = list(pool.map(_chunk, chunks))
-    mismatches = [m for r in results for m in r[0]]
-    outcomes: dict[str, int] = {}
-    for r in results:
-        for k, v in r[1].items():
-            outcomes[k] = outcomes.get(k, 0) + v
-    t_vllm, t_ours = sum(r[2] for r in results), sum(r[3] for r in results)
-    print(f"\nvLLM differential: {N} deployments, outcomes {outcomes}, {len(mismatches)} mismatches "
-          f"(vLLM's code {t_vllm:.1f} s, kvbudget {t_ours:.1f} s, over {workers} processes)")  # fmt: skip
-    assert sum(outcomes.values()) == N
-    assert not mismatches, f"{len(mismatches)} of {N} deployments differ:\n" + "\n".join(mismatches[:15])
+    outcomes = vllm_differential.run("vllm_cases", N, "vLLM differential")
     # The draws reach plans and vLLM's startup failure alike.
     assert outcomes.get("ok", 0) > N // 3 and outcomes.get("ValueError", 0) > N // 50, outcomes
 
@@ -162,9 +102,15 @@ def _hostile(seed: int) -> dict[str, Any]:
         for k in ("head_size_v", "sliding_window", "attention_chunk_size", "block_size", "pp_stage"):
             if r.random() < 0.4:
                 layer[k] = r.choice(ints[:5])
+        if r.random() < 0.3:  # a state layer: shapes of hostile sizes, dtypes of any count
+            layer["kind"] = "mamba"
+            layer["state_shapes"] = [[r.choice(ints) for _ in range(r.choice((0, 1, 3, 9)))]
+                                     for _ in range(r.choice((0, 1, 2, 9)))]  # fmt: skip
+            layer["state_dtypes"] = [r.choice(("float32", "bfloat16", "int8", "")) for _ in range(r.choice((0, 1, 2)))]
         layers.append(layer)
     engine = {k: r.choice(ints) for k in ("block_size", "max_num_batched_tokens", "tp", "pp", "dcp",
-                                          "num_gpu_blocks_override") if r.random() < 0.3}  # fmt: skip
+                                          "num_gpu_blocks_override", "attention_kernel_block_size",
+                                          "num_speculative_tokens") if r.random() < 0.3}  # fmt: skip
     available = r.choice((0, -1, 1, 1 << 40, (1 << 63) - 1, -(1 << 63), [1, 2], [1 << 62] * 3))
     return {"layers": layers, "available": available, "engine": engine}
 

@@ -88,6 +88,26 @@ def _drafter(r: random.Random, target: list[dict[str, Any]]) -> list[dict[str, A
     return out
 
 
+def assign_stages(layers: list[dict[str, Any]], drafter: list[dict[str, Any]], pp: int) -> None:
+    """Splits the target's layers over ``pp`` stages as evenly as vLLM does (the first stages
+    take one more); the drafter sits on the last."""
+    base, extra = divmod(len(layers), pp)
+    stages = [s for s in range(pp) for _ in range(base + (1 if s < extra else 0))]
+    for x, s in zip(layers, stages):
+        x["pp_stage"] = s
+    for x in drafter:
+        x["pp_stage"] = pp - 1
+
+
+def budgets(r: random.Random, scale: int, pp: int, workers: int) -> Any:
+    """Budgets around ``scale`` bytes: one for every worker, one per stage, or one per worker."""
+    if r.random() < 0.5:
+        return int(scale * r.uniform(0.5, 1.5))
+    if r.random() < 0.5:
+        return [int(scale * r.uniform(0.5, 1.5)) for _ in range(pp)]
+    return [int(scale * r.uniform(0.5, 1.5)) for _ in range(workers)]
+
+
 def deployment(seed: int) -> Deployment:
     """The deployment of ``seed``."""
     r = random.Random(seed)
@@ -95,12 +115,7 @@ def deployment(seed: int) -> Deployment:
     drafter = _drafter(r, layers)
     pp = r.choice((1, 1, 1, 2, 3)) if len(layers) >= 3 else 1
     tp = r.choice((1, 1, 1, 1, 2, 2, 4, 8))  # TP repeats a stage's plan per rank: the oracle's cost
-    base, extra = divmod(len(layers), pp)
-    stages = [s for s in range(pp) for _ in range(base + (1 if s < extra else 0))]
-    for x, s in zip(layers, stages):
-        x["pp_stage"] = s
-    for x in drafter:
-        x["pp_stage"] = pp - 1
+    assign_stages(layers, drafter, pp)
     block = r.choice((16, 16, 16, 32, 64))
     engine: dict[str, Any] = {"block_size": block, "tp": tp, "pp": pp,
                               "max_num_batched_tokens": r.choice((2048, 8192, 8192, 16384)),
@@ -119,14 +134,8 @@ def deployment(seed: int) -> Deployment:
         engine.update(speculative_method=method, num_speculative_tokens=r.choice((1, 3, 4)))
         if method == "mtp":
             engine["num_nextn_predict_layers"] = r.choice((1, 1, 3))
-    workers = pp * tp
     scale = r.choice((GIB // 64, GIB, 8 * GIB, 30 * GIB, 70 * GIB))
-    if r.random() < 0.5:
-        available: Any = int(scale * r.uniform(0.5, 1.5))
-    elif r.random() < 0.5:
-        available = [int(scale * r.uniform(0.5, 1.5)) for _ in range(pp)]
-    else:
-        available = [int(scale * r.uniform(0.5, 1.5)) for _ in range(workers)]
+    available = budgets(r, scale, pp, pp * tp)
     if drafter and r.random() < 0.3:  # speculative_config.kv_cache_dtype (drawn last: the draws above stay)
         engine["draft_kv_cache_dtype"] = r.choice(("fp8", "auto", "bfloat16", "fp8_e5m2"))
     if r.random() < 0.1:  # --kv-cache-memory-bytes (0: measure); drawn last, the draws above stay

@@ -13,8 +13,10 @@ numbers, so tracebacks point into the extracted file:
   method of a class (a bare ``@property`` / ``@classmethod`` /
   ``@staticmethod`` is re-applied; any other decorator is refused), and
   :meth:`Source.lift_method` for an undecorated one (the plain function, to
-  attach to a stand-in), and :meth:`Source.lift_class_values` for a class's
-  plain class-level assignments.
+  attach to a stand-in), :meth:`Source.lift_class` for a class holding only some
+  of its methods (over stand-in bases), :meth:`Source.lift_statements` for the
+  statements of a method that set one attribute, and
+  :meth:`Source.lift_class_values` for a class's plain class-level assignments.
 
 Lifted nodes are compiled with ``from __future__ import annotations`` so that
 annotations naming types the sandbox does not provide stay unevaluated
@@ -132,6 +134,57 @@ class Source:
                 fn.__qualname__ = f"{cls}.{name}"
                 return wrap(fn) if wrap is not None else fn
         raise LookupError(f"{self.rel}: class {cls} has no method {name!r}")
+
+    def lift_class(self, namespace: dict[str, Any], cls: str, members: Sequence[str], bases: Sequence[str]) -> type:
+        """A class named ``cls`` holding only the methods ``members`` of the engine's ``cls``
+        (their decorators as written), derived from ``bases`` (names in ``namespace``, standing
+        in for the engine's bases). Compiled as a class body, so zero-argument ``super()``
+        resolves to the next base, as in the engine."""
+        node = self._top_level(cls)
+        assert isinstance(node, ast.ClassDef), f"{self.rel}: {cls} is not a class"
+        found = {i.name: i for i in node.body if isinstance(i, ast.FunctionDef) and i.name in members}
+        missing = [m for m in members if m not in found]
+        if missing:
+            raise LookupError(f"{self.rel}: class {cls} has no method {missing}")
+        body: list[ast.stmt] = [found[m] for m in members]
+        new = ast.ClassDef(name=cls, bases=[ast.Name(id=b, ctx=ast.Load()) for b in bases], keywords=[],
+                           body=body, decorator_list=[], type_params=[])  # fmt: skip
+        ast.copy_location(new, node)
+        ast.fix_missing_locations(new)
+        scratch: dict[str, Any] = {}
+        self._run([new], namespace, scratch)
+        out = scratch[cls]
+        assert isinstance(out, type)
+        return out
+
+    def lift_statements(self, namespace: dict[str, Any], cls: str, method: str, assigns: str) -> Callable[..., Any]:
+        """The top-level statements of ``cls.method`` that assign ``self.<assigns>`` (at any
+        depth, e.g. an ``if`` setting it), in order, as a function of the method's arguments."""
+        node = self._top_level(cls)
+        assert isinstance(node, ast.ClassDef), f"{self.rel}: {cls} is not a class"
+        fn = next(i for i in node.body if isinstance(i, ast.FunctionDef) and i.name == method)
+
+        def targets(n: ast.AST) -> list[ast.expr]:
+            if isinstance(n, ast.Assign):
+                return n.targets
+            return [n.target] if isinstance(n, ast.AnnAssign) else []
+
+        def sets(stmt: ast.stmt) -> bool:
+            return any(isinstance(t, ast.Attribute) and t.attr == assigns and isinstance(t.value, ast.Name)
+                       and t.value.id == "self" for n in ast.walk(stmt) for t in targets(n))  # fmt: skip
+
+        picked = [s for s in fn.body if sets(s)]
+        if not picked:
+            raise LookupError(f"{self.rel}: {cls}.{method} never sets self.{assigns}")
+        wrapper = ast.FunctionDef(name=f"_{method}_{assigns}", args=fn.args, body=picked, decorator_list=[],
+                                  returns=None, type_params=[])  # fmt: skip
+        ast.copy_location(wrapper, picked[0])
+        ast.fix_missing_locations(wrapper)
+        scratch: dict[str, Any] = {}
+        self._run([wrapper], namespace, scratch)
+        out = scratch[wrapper.name]
+        assert callable(out)
+        return out  # type: ignore[no-any-return]
 
     def lift_class_values(self, namespace: dict[str, Any], cls: str, *names: str) -> dict[str, Any]:
         """The class-body assignments ``cls.<name>`` (e.g. ``quant_block_size = 128``),

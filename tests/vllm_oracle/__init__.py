@@ -60,7 +60,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ._configs import make_vllm_config
+from ._configs import ENGINE_DEFAULTS, make_vllm_config
+from ._mamba import model_fields
 from ._fetch import vllm_root
 from ._sandbox import Sandbox, build
 from ._strict import StubError
@@ -79,12 +80,17 @@ class VllmOracle:
         self.iface = sandbox.interface
         self.planning = sandbox.planning
 
-    def layer_spec(self, layer: dict[str, Any], engine_block_size: int, draft_dtype: str | None = None) -> Any:
+    def layer_spec(self, layer: dict[str, Any], engine_block_size: int, draft_dtype: str | None = None,
+                   state: Any = None, config: Any = None) -> Any:  # fmt: skip
         """vLLM's spec object for one layer (on one worker). A drafter layer takes
         ``draft_dtype`` when set: the drafter's layers are built with a cache config whose
-        ``cache_dtype`` is ``speculative_config.kv_cache_dtype`` (``llm_base_proposer``)."""
+        ``cache_dtype`` is ``speculative_config.kv_cache_dtype`` (``llm_base_proposer``).
+        A state layer's spec is its layer object's ``get_kv_cache_spec(config)`` (``state``)."""
         i = self.iface
         kind = layer.get("kind", "full")
+        if kind == "mamba":
+            spec = state.get_kv_cache_spec(config)
+            return replace(spec, is_draft=True) if layer.get("is_draft") else spec
         cache_dtype = layer.get("kv_cache_dtype", "auto")
         if draft_dtype is not None and layer.get("is_draft"):
             cache_dtype = draft_dtype
@@ -125,11 +131,14 @@ class VllmOracle:
         return replace(spec, is_draft=True) if layer.get("is_draft") else spec
 
     def worker_specs(
-        self, layers: Sequence[dict[str, Any]], engine: dict[str, Any]
+        self, layers: Sequence[dict[str, Any]], engine: dict[str, Any], config: Any = None,
+        states: Sequence[Any] = (),
     ) -> list[dict[str, Any]]:
-        """One ``{layer_name: spec}`` per worker (stage-major, TP ranks identical)."""
+        """One ``{layer_name: spec}`` per worker (stage-major, TP ranks identical); the
+        attention layers' block size is the config's (after any hybrid alignment)."""
         pp, tp = engine.get("pp", 1), engine.get("tp", 1)
-        bs = engine.get("block_size", 16)
+        bs = config.cache_config.block_size if config is not None else engine.get("block_size", 16)
+        by_name = {x.layer_name: x for x in states}
         stages: list[dict[str, Any]] = [{} for _ in range(pp)]
         for layer in layers:
             stage = layer.get("pp_stage", 0)
@@ -137,7 +146,9 @@ class VllmOracle:
                 raise ValueError(f"layer {layer['name']!r}: pp_stage {stage} outside 0..{pp - 1}")
             if layer["name"] in stages[stage]:
                 raise ValueError(f"duplicate layer name {layer['name']!r}")
-            stages[stage][layer["name"]] = self.layer_spec(layer, bs, engine.get("draft_kv_cache_dtype"))
+            stages[stage][layer["name"]] = self.layer_spec(
+                layer, bs, engine.get("draft_kv_cache_dtype"), by_name.get(layer["name"]), config
+            )
         return [dict(s) for s in stages for _ in range(tp)]
 
     @staticmethod
@@ -185,6 +196,8 @@ class VllmOracle:
         """One ``KVCacheTensor`` with its per-layer view as ``create_kv_cache_views`` makes
         it (no kernel block split): vLLM's ``compute_layer_kv_cache_shape_bytes`` and
         ``compute_layout_strides`` (bytes, ``[B, H, N, C]``) and ``spec.dtype``."""
+        import torch
+
         i, spec = self.iface, self.tensor_spec(config, t)
         nb = config.num_blocks_of(t)
         strides = i["compute_layout_strides"](
@@ -198,7 +211,8 @@ class VllmOracle:
             "offset": t.offset,
             "shape": list(i["compute_layer_kv_cache_shape_bytes"](spec, nb)),
             "strides": list(strides[1:]),
-            "dtype": str(spec.dtype).removeprefix("torch."),
+            # create_kv_cache_views keeps the int8 buffer for a spec without a dtype (MambaSpec).
+            "dtype": str(getattr(spec, "dtype", None) or torch.int8).removeprefix("torch."),
         }
 
     def _configs(
@@ -210,11 +224,12 @@ class VllmOracle:
         engine = dict(engine_settings or {})
         sb, p = self.sb, self.planning
         sb.log.clear()
-        cfg = make_vllm_config(sb.configs, engine)
+        cfg = make_vllm_config(sb.configs, engine, model_fields(list(layers), sb.state.dtypes))
         pp, tp = cfg.parallel_config.pipeline_parallel_size, cfg.parallel_config.tensor_parallel_size
         budgets = [sb.available_memory(cfg, a) for a in self._budgets(available, pp, tp)]
+        states = sb.state.configure(cfg, list(layers), {**ENGINE_DEFAULTS, **engine}["attention_kernel_block_size"])
         sb.register_all_kvcache_specs(cfg)
-        specs = self.worker_specs(layers, engine)
+        specs = self.worker_specs(layers, engine, cfg, states)
         global_groups = p["get_global_kv_cache_groups"](cfg, specs)
         return cfg, global_groups, p["get_kv_cache_configs"](cfg, specs, budgets, global_groups)
 
@@ -259,6 +274,7 @@ class VllmOracle:
                 "log": list(sb.log),
                 "warnings": [t for lvl, t in sb.log if lvl == "warning"],
             }
+        aligned_block = cfg.cache_config.block_size
         for c in configs:
             c.kv_cache_layout = cfg.cache_config.kv_cache_layout
         layout = cfg.cache_config.get_resolved_kv_cache_layout()
@@ -308,10 +324,22 @@ class VllmOracle:
             "kv_cache_size_tokens": cfg.cache_config.kv_cache_size_tokens,
             "kv_tp_replicas": configs[0].kv_tp_replicas,
             "cache_block_size": cfg.cache_config.block_size,
+            "mamba": self._hybrid(cfg, layers, aligned_block),
             "log": list(sb.log),
             "warnings": [t for lvl, t in sb.log if lvl == "warning"],
         }
 
+
+    @staticmethod
+    def _hybrid(cfg: Any, layers: Sequence[dict[str, Any]], block_size: int) -> dict[str, Any] | None:
+        """The cache config's state-layer fields after vLLM's config steps (none without a
+        state layer); ``block_size``: the attention block size they left (before the
+        scheduler's write-back)."""
+        if not any(x.get("kind") == "mamba" for x in layers):
+            return None
+        c = cfg.cache_config
+        return {"mamba_cache_mode": c.mamba_cache_mode, "block_size": block_size,
+                "mamba_block_size": c.mamba_block_size, "mamba_page_size_padded": c.mamba_page_size_padded}
 
 def load(cache: Path | str | None = None) -> VllmOracle:
     """The oracle over the verified vLLM 0.33.0 files (fetched into the cache if needed)."""

@@ -140,16 +140,23 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "num_nextn_predict_layers": None,
     "derived_max_model_len": None,
     "draft_kv_cache_dtype": None,
+    "enable_prefix_caching": True,
+    "use_replayssm": False,
+    "attention_kernel_block_size": 16,
 }
 
 
-def make_vllm_config(classes: ConfigClasses, engine: dict[str, Any]) -> Any:
+def make_vllm_config(classes: ConfigClasses, engine: dict[str, Any], model: dict[str, Any] | None = None) -> Any:
     """A fresh config stand-in for one plan call (vLLM mutates it while planning).
 
     ``max_model_len="auto"`` sets ``original_max_model_len = -1`` and starts
     ``max_model_len`` at ``derived_max_model_len`` (the model's own limit; the
-    engine's ``max_model_len`` otherwise), as vLLM's ModelConfig does.
+    engine's ``max_model_len`` otherwise), as vLLM's ModelConfig does. ``model``:
+    the model-config fields the state layers' steps read (:func:`._mamba.model_fields`),
+    its ``cache_dtype`` the cache config's.
     """
+    model = dict(model or {})
+    cache_dtype = model.pop("cache_dtype", "auto")
     unknown = set(engine) - set(ENGINE_DEFAULTS)
     if unknown:
         raise ValueError(f"unknown engine settings: {sorted(unknown)}")
@@ -179,6 +186,7 @@ def make_vllm_config(classes: ConfigClasses, engine: dict[str, Any]) -> Any:
             max_model_len=current,
             original_max_model_len=original,
             supports_kv_cache_grouping=False,
+            **model,
         ),
         cache_config=classes.CacheConfig(
             block_size=e["block_size"],
@@ -186,7 +194,13 @@ def make_vllm_config(classes: ConfigClasses, engine: dict[str, Any]) -> Any:
             kv_cache_memory_bytes=e["kv_cache_memory_bytes"],
             kv_cache_layout=e["kv_cache_layout"],
             prefix_cache_retention_interval=0,  # CacheConfig default
-            mamba_cache_mode="none",
+            mamba_cache_mode="none",  # CacheConfig default; MambaModelConfig resolves it
+            enable_prefix_caching=e["enable_prefix_caching"],
+            mamba_block_size=None,
+            mamba_page_size_padded=None,
+            use_replayssm=e["use_replayssm"],
+            cache_dtype=cache_dtype,
+            prefix_match_unit=None,
             num_gpu_blocks=None,
             kv_cache_size_tokens=None,
             kv_cache_max_concurrency=None,
@@ -195,6 +209,7 @@ def make_vllm_config(classes: ConfigClasses, engine: dict[str, Any]) -> Any:
             disable_hybrid_kv_cache_manager=e["disable_hybrid_kv_cache_manager"],
             async_scheduling=e["async_scheduling"],
             max_num_batched_tokens=e["max_num_batched_tokens"],
+            enable_chunked_prefill=True,
         ),
         parallel_config=ParallelConfig(
             pipeline_parallel_size=e["pp"],

@@ -32,8 +32,10 @@
   defined); ``current_platform`` carries only the two lifted ``Platform``
   classmethods (the base-class behaviour, i.e. CUDA, which does not override
   them); the SingleTypeKVCacheManager classes are sentinels (the registry only
-  stores them); ``MambaAttentionBackendEnum.MAMBA2`` (a dataclass default of
-  ``MambaSpec``) and the HiSparse placement helpers are :class:`Poison`.
+  stores them); the HiSparse placement helpers are :class:`Poison`;
+  ``MambaAttentionBackendEnum`` is an ``Enum`` of the registry's members, and the
+  state layers' code (the Mamba config step, the platform's hybrid block-size
+  alignment, the layer classes' spec methods) is :mod:`._mamba`'s.
 
 The import hook answers ``vllm`` / ``vllm.*`` only from the sandbox's module
 table (an unknown module or name raises :class:`~._strict.StubError`) and lets
@@ -140,6 +142,7 @@ class Sandbox:
     configs: Any  # the config stand-in classes (._configs.ConfigClasses)
     allocate_kv_cache: Callable[..., Any]  # v1/worker/utils.py, lifted
     available_memory: Callable[[Any, int], int]  # v1/worker/gpu_worker.py, lifted (._worker)
+    state: Any  # the state layers' code (._mamba.StateCode)
 
     @property
     def log(self) -> list[tuple[str, str]]:
@@ -149,6 +152,7 @@ class Sandbox:
 def build(root: Path) -> Sandbox:
     """The sandbox over the verified extraction at ``root``."""
     from ._configs import build_config_classes
+    from ._mamba import StateCode, backend_enum
     from ._worker import build_available_memory
 
     b = Builder(root)
@@ -170,9 +174,7 @@ def build(root: Path) -> Sandbox:
 
     be = b.lift("v1/attention/backend.py", "MultipleOf", dataclass=_dc)
     b.provide("vllm.v1.attention.backend", {"MultipleOf": be["MultipleOf"]})
-    mamba_enum = StrictModule(
-        "MambaAttentionBackendEnum", {"MAMBA2": Poison("MambaAttentionBackendEnum.MAMBA2")}
-    )
+    mamba_enum = backend_enum(b)
     b.provide("vllm.v1.attention.backends.registry", {"MambaAttentionBackendEnum": mamba_enum})
     layout = b.exec_whole("v1/kv_cache_layout.py")
     b.exec_whole("v1/kv_cache_spec_registry.py")
@@ -271,7 +273,9 @@ def build(root: Path) -> Sandbox:
         warmup_rocm_skinny_gemm_workspaces=Poison("warmup_rocm_skinny_gemm_workspaces"),
     )
     alloc = b.lift("v1/worker/utils.py", "allocate_kv_cache", **worker_env)
+    state = StateCode(b, iface, tu, be["MultipleOf"], mamba_enum)
     return Sandbox(
+        state=state,
         builder=b,
         planning=planning,
         interface=iface,

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from kvbudget.vllm.budget import vllm_available_bytes
 from kvbudget.vllm.models import layers_from_hf_config
-from kvbudget.vllm.planner import (VLLM_VERSION, EngineConfig, LayerSpec, VllmError, VllmGroup, VllmPlan,
-                                   VllmStartupError, VllmTensor, plan, plan_raw)  # fmt: skip
+from kvbudget.vllm.planner import (VLLM_VERSION, EngineConfig, LayerSpec, VllmError, VllmGroup, VllmHybrid,
+                                   VllmPlan, VllmStartupError, VllmTensor, plan, plan_raw)  # fmt: skip
 
-__all__ = ["VLLM_VERSION", "EngineConfig", "LayerSpec", "VllmError", "VllmGroup", "VllmPlan", "VllmStartupError",
-           "VllmTensor", "layers_from_hf_config", "plan", "plan_raw", "vllm_available_bytes"]  # fmt: skip
+__all__ = ["VLLM_VERSION", "EngineConfig", "LayerSpec", "VllmError", "VllmGroup", "VllmHybrid", "VllmPlan",
+           "VllmStartupError", "VllmTensor", "layers_from_hf_config", "plan", "plan_raw",
+           "vllm_available_bytes"]  # fmt: skip

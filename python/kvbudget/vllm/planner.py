@@ -12,9 +12,11 @@ released code, field by field.
 :class:`LayerSpec` and :class:`EngineConfig` are built from the core's declaration
 of vLLM's inputs (:mod:`kvbudget.vllm.settings`).
 
-Scope: full, sliding-window, chunked-local and MLA attention; vLLM's
-FLASH_ATTN defaults (no backend packing, the layer-outer ``LBNHC`` layout).
-Block-outer packing, Mamba and hidden-state layers are not modelled.
+Scope: full, sliding-window, chunked-local and MLA attention, and state layers
+(``kind="mamba"``: vLLM's ``MambaSpec``, with the hybrid block-size alignment of
+``Platform._align_hybrid_block_size``, :attr:`VllmPlan.mamba`); vLLM's FLASH_ATTN
+defaults (no backend packing, the layer-outer ``LBNHC`` layout). Block-outer
+packing and hidden-state layers are not modelled.
 
 Example::
 
@@ -44,6 +46,7 @@ __all__ = [
     "LayerSpec",
     "VllmError",
     "VllmGroup",
+    "VllmHybrid",
     "VllmPlan",
     "VllmStartupError",
     "VllmTensor",
@@ -89,6 +92,27 @@ class VllmGroup:
 
 
 @dataclass(frozen=True)
+class VllmHybrid:
+    """What vLLM's configuration decides for a model with state layers
+    (``MambaModelConfig`` and ``Platform._align_hybrid_block_size``).
+
+    Attributes:
+        mamba_cache_mode: ``"align"`` with prefix caching, ``"none"`` without.
+        block_size: the attention block size, raised until an attention page holds
+            a state page, tokens.
+        mamba_block_size: the state layers' block size (the attention block size in
+            align mode, ``max_model_len`` otherwise), tokens.
+        mamba_page_size_padded: the state page padded to the attention page, bytes
+            (None when they already match).
+    """
+
+    mamba_cache_mode: str
+    block_size: int
+    mamba_block_size: int
+    mamba_page_size_padded: int | None
+
+
+@dataclass(frozen=True)
 class VllmPlan:
     """vLLM 0.33.0's KV-cache plan.
 
@@ -108,6 +132,7 @@ class VllmPlan:
         cache_block_size: the scheduler's block size, tokens.
         warnings: vLLM's warnings (padding layers, hybrid manager disabled, ...).
         log: every message vLLM logs while planning, ``(level, text)``.
+        mamba: vLLM's configuration of the state layers (None without one).
     """
 
     num_blocks: int
@@ -125,6 +150,7 @@ class VllmPlan:
     cache_block_size: int
     warnings: tuple[str, ...]
     log: tuple[tuple[str, str], ...]
+    mamba: VllmHybrid | None = None
 
     @property
     def padding_bytes_per_request(self) -> int:
@@ -226,4 +252,5 @@ def plan(layers: Sequence[LayerSpec], available_bytes: int | Sequence[int],
         kv_cache_size_tokens=r["kv_cache_size_tokens"], kv_tp_replicas=r["kv_tp_replicas"],
         cache_block_size=r["cache_block_size"], warnings=tuple(r["warnings"]),
         log=tuple((lvl, text) for lvl, text in r["log"]),
+        mamba=VllmHybrid(**r["mamba"]) if r["mamba"] is not None else None,
     )  # fmt: skip

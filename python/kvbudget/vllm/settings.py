@@ -43,7 +43,8 @@ class Setting(NamedTuple):
     """The keyword (and JSON key)."""
     py: str
     """The Python type: ``int``, ``opt_int``, ``bool``, ``str``, ``opt_str``, ``model_len``
-    (an int or ``"auto"``) or ``choice`` (one of :attr:`choices`)."""
+    (an int or ``"auto"``), ``shapes`` (a tuple of int tuples), ``names`` (a tuple of
+    strings) or ``choice`` (one of :attr:`choices`)."""
     choices: tuple[str, ...]
     """The names a choice takes (empty otherwise)."""
     required: bool
@@ -63,11 +64,21 @@ _TABLE: dict[str, Any] = json.loads(_core._vllm_settings())
 VLLM_VERSION: str = _TABLE["version"]
 #: The core's records, by the Python class built from each.
 _RECORDS = {"LayerSpec": "VllmLayer", "EngineConfig": "VllmEngine"}
+#: The kinds whose JSON form is a list: a tuple in Python (hashable, an immutable default).
+_SEQUENCES = frozenset({"shapes", "names"})
+
+
+def _tuple(py: str, v: Any) -> Any:
+    """A list-valued default as a tuple (``shapes``: a tuple of tuples)."""
+    if py not in _SEQUENCES or v is None:
+        return v
+    return tuple(tuple(x) if isinstance(x, list) else x for x in v)
 
 
 def _settings(cls: str) -> tuple[Setting, ...]:
     rows = _TABLE["records"][_RECORDS[cls]]["settings"]
-    return tuple(Setting(**{**row, "choices": tuple(row["choices"])}) for row in rows)
+    return tuple(Setting(**{**row, "choices": tuple(row["choices"]), "default": _tuple(row["py"], row["default"])})
+                 for row in rows)  # fmt: skip
 
 
 #: :class:`LayerSpec`'s fields, in declaration (and positional) order.
@@ -84,6 +95,8 @@ PY_TYPES: dict[str, str] = {
     "str": "str",
     "opt_str": "str | None",
     "model_len": 'int | Literal["auto"]',
+    "shapes": "tuple[tuple[int, ...], ...]",
+    "names": "tuple[str, ...]",
 }
 
 
@@ -112,7 +125,7 @@ def _build(cls: str, settings: tuple[Setting, ...]) -> type:
 
 if TYPE_CHECKING:
     # BEGIN GENERATED (tools/stubgen.py)
-    LayerKind: TypeAlias = Literal["full", "sliding", "chunked", "mla"]
+    LayerKind: TypeAlias = Literal["full", "sliding", "chunked", "mla", "mamba"]
 
     @dataclass(frozen=True)
     class LayerSpec:
@@ -146,6 +159,18 @@ if TYPE_CHECKING:
         """The drafter registered this layer (it groups like a target layer)."""
         pp_stage: int = 0
         """The pipeline stage holding the layer (drafter layers: the last)."""
+        state_shapes: tuple[tuple[int, ...], ...] = ()
+        """A state (`mamba`) layer's tensors on one rank, elements per dim, in the layer's order
+        (`get_state_shape()`: e.g. the conv state, then the SSM state).
+        """
+        state_dtypes: tuple[str, ...] = ()
+        """Their torch dtypes, one per shape (`"float32"`, `"bfloat16"`, `"float16"`)."""
+        mamba_type: Literal["mamba1", "mamba2", "short_conv", "linear", "gdn_attn"] = "mamba2"
+        """A state layer's backend (`mamba_type`)."""
+        prefill_checkpoint: Literal["none", "mamba2", "flashinfer_gdn"] = "none"
+        """The prefill-checkpoint export a state layer's class adds to its spec."""
+        tp_replicated: bool = False
+        """Every TP rank holds the layer's state whole (`is_kv_cache_tp_replicated`)."""
 
     @dataclass(frozen=True)
     class EngineConfig:
@@ -200,6 +225,16 @@ if TYPE_CHECKING:
         draft_kv_cache_dtype: str | None = None
         """`speculative_config.kv_cache_dtype`: the KV dtype of every drafter layer (`is_draft`); none
         keeps each layer's own `kv_cache_dtype`.
+        """
+        enable_prefix_caching: bool = True
+        """Prefix caching (vLLM's default). With state layers it decides the Mamba cache mode
+        (`MambaModelConfig`): `align` with it, `none` without.
+        """
+        use_replayssm: bool = False
+        """ReplaySSM (`--use-replayssm`): state layers keep no per-draft-token state blocks."""
+        attention_kernel_block_size: int = 16
+        """The attention backend's smallest kernel block, tokens (FLASH_ATTN: any multiple of 16): the
+        unit a hybrid model's attention block size is raised in.
         """
     # END GENERATED
 else:

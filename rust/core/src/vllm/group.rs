@@ -185,7 +185,10 @@ fn unify_page_size(specs: &Specs) -> Result<Specs, VllmError> {
         let page = s.page_size_bytes();
         let mut n = s.clone();
         if page != max_page {
-            if max_page % page == 0 {
+            if s.class == SpecClass::Mamba {
+                // A state page does not scale with the block size: it is padded.
+                n.page_size_padded = Some(max_page);
+            } else if max_page % page == 0 {
                 n.block_size = s
                     .block_size
                     .checked_mul(max_page / page)
@@ -311,7 +314,12 @@ pub fn kv_cache_groups(
     if specs.is_empty() {
         return Ok(Vec::new());
     }
-    if is_uniform(&specs)? {
+    let uniform = is_uniform(&specs)?;
+    // The first read of every page (after the checks that compare fields only).
+    if specs.iter().any(|(_, s)| s.padding_too_small()) {
+        return Err(VllmError::new(ErrorKind::AssertionError, ""));
+    }
+    if uniform {
         let spec = Spec::merge(&refs(&specs))?;
         return Ok(vec![Group {
             layers: specs.iter().map(|(n, _)| n.clone()).collect(),

@@ -84,6 +84,10 @@ pub fn result_to_json(r: &Result<VllmPlan, VllmError>) -> Value {
             "kv_cache_size_tokens": p.kv_cache_size_tokens,
             "kv_tp_replicas": p.kv_tp_replicas,
             "cache_block_size": p.cache_block_size,
+            "mamba": p.mamba.as_ref().map(|a| json!({
+                "mamba_cache_mode": a.mamba_cache_mode.name(), "block_size": a.block_size,
+                "mamba_block_size": a.mamba_block_size, "mamba_page_size_padded": a.mamba_page_size_padded,
+            })),
             "log": p.log.iter().map(|l| json!([l.level, l.message])).collect::<Vec<_>>(),
             "warnings": p.warnings,
         }),

@@ -8,12 +8,13 @@
 //! the per-worker tensors, the capacity log numbers, and vLLM's warning and
 //! error texts.
 //!
-//! Scope: full, sliding-window, chunked-local and MLA attention; grouping
+//! Scope: full, sliding-window, chunked-local and MLA attention, and state
+//! (`MambaSpec`) layers with vLLM's hybrid block-size alignment ([`mamba`]); grouping
 //! cases 0, 1, 2 and 4 (with the MLA + sliding fallback); the FLASH_ATTN
 //! backend defaults (no packing hooks, the primary block size for window
 //! layers, stride alignment 1) and its layer-outer `LBNHC` layout. Not
 //! modelled: block-outer packing (case 3, which needs a block-outer layout),
-//! Mamba, hidden-state, cross-attention, HiSparse, backend packing such as
+//! hidden-state, cross-attention, HiSparse, backend packing such as
 //! Triton's per-token-head scales or FlashInfer's NVFP4 slots (under
 //! FLASH_ATTN those modes store one byte per element, as vLLM's specs do).
 //!
@@ -22,6 +23,7 @@
 
 mod group;
 pub mod json;
+pub mod mamba;
 mod place;
 mod plan;
 pub mod record;
@@ -29,6 +31,7 @@ pub mod settings;
 pub mod spec;
 
 pub use group::{Group, GroupSpec};
+pub use mamba::{align_hybrid_block_size, HybridAlignment};
 pub use plan::plan;
 pub use record::{Record, Setting, SettingKind, VllmEngine, VllmLayer};
 pub use spec::{KvQuantMode, KvStorage, Spec, SpecClass, TorchDtype};
@@ -39,31 +42,100 @@ use std::fmt;
 /// The vLLM release this planner restates.
 pub const VLLM_VERSION: &str = "0.33.0";
 
-/// A layer's attention kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LayerKind {
-    /// Full attention (`FullAttentionSpec`).
-    #[default]
-    Full,
-    /// Sliding-window attention (`SlidingWindowSpec`).
-    Sliding,
-    /// Chunked local attention (`ChunkedLocalAttentionSpec`).
-    Chunked,
-    /// Multi-head latent attention (`MLAAttentionSpec`: one latent head, no V).
-    Mla,
+/// Defines a named choice: the enum (serde by name), [`Choice`]'s table, and `name`.
+macro_rules! vllm_choice {
+    ($(#[doc = $doc:literal])* $T:ident { $( $(#[$vattr:meta])* $V:ident = $name:literal, )* }) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $T {
+            $( $(#[$vattr])* #[serde(rename = $name)] $V, )*
+        }
+        impl Choice for $T {
+            const ALL: &'static [Self] = &[$(Self::$V),*];
+            const NAMES: &'static [&'static str] = &[$($name),*];
+            const EXPECTED: &'static str = concat!("one of" $(, " \"", $name, "\"")*);
+        }
+        impl $T {
+            /// Every value, in the order of [`Self::NAMES`].
+            pub const ALL: &'static [Self] = <Self as Choice>::ALL;
+            /// The names (the JSON and Python form), in the order of [`Self::ALL`].
+            pub const NAMES: &'static [&'static str] = <Self as Choice>::NAMES;
+            /// The value's name.
+            pub fn name(self) -> &'static str {
+                match self { $( Self::$V => $name, )* }
+            }
+        }
+    };
 }
 
-impl LayerKind {
-    /// Every kind, in the order of [`Self::NAMES`].
-    pub const ALL: &'static [Self] = &[Self::Full, Self::Sliding, Self::Chunked, Self::Mla];
-    /// The kinds' names (the JSON and Python form), in the order of [`Self::ALL`].
-    pub const NAMES: &'static [&'static str] = &["full", "sliding", "chunked", "mla"];
+/// A closed set of named values (a `choice` in the declaration): its values and names, in order.
+pub trait Choice: Copy + PartialEq + 'static {
+    /// Every value.
+    const ALL: &'static [Self];
+    /// Their names, in the same order.
+    const NAMES: &'static [&'static str];
+    /// What a JSON value must be, for the error message.
+    const EXPECTED: &'static str;
+}
 
-    /// The kind's name.
-    pub fn name(self) -> &'static str {
-        let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0);
-        Self::NAMES[i]
+vllm_choice! {
+    /// A layer's KV-cache kind.
+    LayerKind {
+        /// Full attention (`FullAttentionSpec`).
+        #[default]
+        Full = "full",
+        /// Sliding-window attention (`SlidingWindowSpec`).
+        Sliding = "sliding",
+        /// Chunked local attention (`ChunkedLocalAttentionSpec`).
+        Chunked = "chunked",
+        /// Multi-head latent attention (`MLAAttentionSpec`: one latent head, no V).
+        Mla = "mla",
+        /// Recurrent state (`MambaSpec`: Mamba, gated delta net, linear attention, short conv).
+        Mamba = "mamba",
+    }
+}
+
+vllm_choice! {
+    /// A state layer's backend (`MambaAttentionBackendEnum`; part of `MambaSpec` equality).
+    MambaType {
+        /// `MAMBA1` (Mamba-1 selective scan: Jamba, Falcon-Mamba).
+        Mamba1 = "mamba1",
+        /// `MAMBA2` (Nemotron-H, Falcon-H1, Granite-4.0-H, Bamba).
+        #[default]
+        Mamba2 = "mamba2",
+        /// `SHORT_CONV` (LFM2).
+        ShortConv = "short_conv",
+        /// `LINEAR` (MiniMax linear attention).
+        Linear = "linear",
+        /// `GDN_ATTN` (gated delta net: Qwen3-Next, Qwen3.5, Kimi-Linear's KDA, Olmo-Hybrid).
+        GdnAttn = "gdn_attn",
+    }
+}
+
+vllm_choice! {
+    /// Which prefill-checkpoint export a state layer's class adds to its `MambaSpec`.
+    PrefillCheckpoint {
+        /// None (`MambaBase.get_kv_cache_spec`: Mamba-1, short conv, linear, Kimi and
+        /// Olmo gated delta nets, a Qwen gated delta net without FlashInfer's prefill).
+        #[default]
+        None = "none",
+        /// `MambaMixer2`'s: one checkpoint block at alignment 1 (it declares no alignment).
+        Mamba2 = "mamba2",
+        /// `QwenGatedDeltaNetAttention` with FlashInfer's prefill: in align mode it
+        /// declares an alignment of 64 tokens and, when every state layer declares
+        /// one, keeps one checkpoint block on the prefix-cache grid (the Mamba block).
+        FlashinferGdn = "flashinfer_gdn",
+    }
+}
+
+vllm_choice! {
+    /// vLLM's `--mamba-cache-mode` (resolved against prefix caching by `MambaModelConfig`).
+    MambaCacheMode {
+        /// One state per request (prefix caching off).
+        #[default]
+        None = "none",
+        /// States kept at block boundaries for prefix caching.
+        Align = "align",
     }
 }
 
@@ -314,6 +386,9 @@ pub struct VllmPlan {
     pub kv_tp_replicas: u64,
     /// The scheduler's `cache_config.block_size` (smallest group block size), tokens.
     pub cache_block_size: u64,
+    /// vLLM's configuration of the state layers (none without one): the Mamba cache
+    /// mode, the aligned attention block size, the Mamba block size and padded page.
+    pub mamba: Option<HybridAlignment>,
     /// vLLM's warnings, in order.
     pub warnings: Vec<String>,
     /// Everything vLLM logged (info and warning), in order.

@@ -62,7 +62,7 @@ pub(crate) fn tensors(
             let block_stride = s.page_size_bytes();
             let layer_stride = block_stride.checked_mul(num_blocks).ok_or_else(ov)?;
             let n = layers.len() as u64;
-            // `[B, H, N, C]` with `N` tokens per block (attention: one token per state).
+            // `[B, H, N, C]`: `N` states per block (attention: one per token; a state layer: one).
             let content = s.checked_state_content_bytes().ok_or_else(ov)?;
             let heads = s.num_kv_heads;
             let n_stride = heads.checked_mul(content).ok_or_else(ov)?;
@@ -72,9 +72,9 @@ pub(crate) fn tensors(
                 layer_stride,
                 block_stride,
                 offset,
-                shape: [num_blocks, heads, s.block_size, content],
+                shape: [num_blocks, heads, s.num_states(), content],
                 strides: [block_stride, content, n_stride, 1],
-                dtype: s.storage.dtype.torch_name().to_string(),
+                dtype: s.view_dtype().to_string(),
             });
             offset = n
                 .checked_mul(layer_stride)

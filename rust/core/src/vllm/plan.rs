@@ -2,6 +2,7 @@
 //! scheduler config -> capacity log, over plain inputs (VLLM.md sections 1, 3.5, 5-7).
 
 use super::group::{kv_cache_groups, Group, GroupSpec};
+use super::mamba::{align_hybrid_block_size, state_spec, HybridAlignment};
 use super::place::{format_gib, py_repr, tensors, thousands};
 use super::spec::{ds_mla_row_bytes, resolve_storage, Spec, SpecClass};
 use super::{
@@ -11,8 +12,15 @@ use super::{
 
 /// The layer's spec on its worker, as vLLM's attention layers build it (a
 /// drafter layer with the engine's `draft_kv_cache_dtype` when set).
-fn layer_spec(l: &VllmLayer, e: &VllmEngine) -> Result<Spec, VllmError> {
-    let engine_block = e.block_size;
+fn layer_spec(
+    l: &VllmLayer,
+    e: &VllmEngine,
+    hybrid: Option<&HybridAlignment>,
+) -> Result<Spec, VllmError> {
+    let engine_block = hybrid.map_or(e.block_size, |a| a.block_size);
+    if l.kind == LayerKind::Mamba {
+        return state_spec(l, e, hybrid);
+    }
     let dtype = match (&e.draft_kv_cache_dtype, l.is_draft) {
         (Some(d), true) => d.as_str(),
         _ => l.kv_cache_dtype.as_str(),
@@ -25,22 +33,17 @@ fn layer_spec(l: &VllmLayer, e: &VllmEngine) -> Result<Spec, VllmError> {
         )
     };
     let mut s = Spec {
-        class: SpecClass::Full,
-        block_size: l.block_size.unwrap_or(engine_block),
         num_kv_heads: l.num_kv_heads,
         head_size: l.head_size,
         head_size_v: l.head_size_v.unwrap_or(l.head_size),
-        storage,
-        page_size_padded: None,
-        state_content_bytes: None,
-        max_tp_shards: None,
-        sliding_window: None,
-        attention_chunk_size: None,
-        extra_retained_tokens: 0,
-        cache_dtype_str: None,
+        ..Spec::new(
+            SpecClass::Full,
+            l.block_size.unwrap_or(engine_block),
+            storage,
+        )
     };
     match l.kind {
-        LayerKind::Full => {}
+        LayerKind::Full | LayerKind::Mamba => {}
         LayerKind::Sliding => {
             s.class = SpecClass::Sliding;
             s.sliding_window = Some(l.sliding_window.ok_or_else(|| missing("sliding_window"))?);
@@ -225,7 +228,8 @@ fn out_group(g: &Group, bytes_per_block: Option<u64>) -> VllmGroup {
     }
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
+/// Euclid's greatest common divisor.
+pub(crate) fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a
     } else {
@@ -317,6 +321,8 @@ fn plan_inner(
         Some(b) => vec![i128::from(b); pp * tp],
         None => budgets,
     };
+    // vLLM's configuration of state layers: the Mamba cache mode, block sizes, padded page.
+    let hybrid = align_hybrid_block_size(layers, e, start_len, log)?;
     // One spec per layer per stage, in the oracle's checks' order.
     let mut stages: Vec<Vec<(String, Spec, bool)>> = vec![Vec::new(); pp];
     for l in layers {
@@ -338,7 +344,7 @@ fn plan_inner(
                 format!("duplicate layer name {}", py_repr(&l.name)),
             ));
         }
-        let s = layer_spec(l, e)?;
+        let s = layer_spec(l, e, hybrid.as_ref())?;
         stages[st].push((l.name.clone(), s, l.is_draft));
     }
     // Merge the workers' specs (stage-major), then tag the sliding specs.
@@ -376,6 +382,18 @@ fn plan_inner(
     if e.use_eagle_block_drop() {
         for g in &mut global {
             g.is_eagle_group = g.layers.iter().any(|n| draft.contains(n));
+        }
+        let has_state = |g: &Group| {
+            g.spec
+                .layer_specs()
+                .iter()
+                .any(|s| s.class == SpecClass::Mamba)
+        };
+        if !global.iter().any(|g| g.is_eagle_group) && global.iter().any(has_state) {
+            log.push(LogLine::warning(format!(
+                "Speculative decoding (method={}) is enabled but no KV cache group could be identified as the draft model's.",
+                e.speculative_method.as_deref().unwrap_or("None")
+            )));
         }
     }
     // Project onto each worker (stage-major, TP ranks identical).
@@ -541,6 +559,7 @@ fn plan_inner(
         kv_cache_size_tokens,
         kv_tp_replicas: replicas,
         cache_block_size,
+        mamba: hybrid,
         warnings: log
             .iter()
             .filter(|l| l.level == "warning")

@@ -3,8 +3,9 @@
 //! forms and their rows of the table ([`Setting`]), through each field's kind
 //! ([`SettingKind`]).
 
-use super::{LayerKind, MaxModelLen};
+use super::{Choice, LayerKind, MambaType, MaxModelLen, PrefillCheckpoint};
 use serde_json::{json, Map, Value};
+use std::marker::PhantomData;
 
 /// One declared field of a vLLM record: a row of the table Python builds its classes from.
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +79,8 @@ pub trait SettingKind {
     /// The Rust type of the field.
     type Value;
     /// The Python spelling: `"int"`, `"opt_int"`, `"bool"`, `"str"`, `"opt_str"`,
-    /// `"model_len"` (`int | "auto"`) or `"choice"` (one of [`Self::CHOICES`]).
+    /// `"model_len"` (`int | "auto"`), `"shapes"` (tuples of ints), `"names"`
+    /// (a tuple of strings) or `"choice"` (one of [`Self::CHOICES`]).
     const PY: &'static str;
     /// What a JSON value must be, for the error message.
     const EXPECTED: &'static str;
@@ -129,8 +131,6 @@ plain_kinds! {
 
 /// `--max-model-len`: tokens, or `"auto"` ([`MaxModelLen`]).
 pub struct ModelLen;
-/// A layer's attention kind ([`LayerKind`], by its name).
-pub struct Attention;
 
 impl SettingKind for ModelLen {
     type Value = MaxModelLen;
@@ -151,18 +151,65 @@ impl SettingKind for ModelLen {
     }
 }
 
-impl SettingKind for Attention {
-    type Value = LayerKind;
+/// One of a [`Choice`]'s values, by its name.
+pub struct Pick<T>(PhantomData<T>);
+
+impl<T: Choice> SettingKind for Pick<T> {
+    type Value = T;
     const PY: &'static str = "choice";
-    const EXPECTED: &'static str = "\"full\", \"sliding\", \"chunked\" or \"mla\"";
-    const CHOICES: &'static [&'static str] = LayerKind::NAMES;
-    fn from_json(v: &Value) -> Option<LayerKind> {
+    const EXPECTED: &'static str = T::EXPECTED;
+    const CHOICES: &'static [&'static str] = T::NAMES;
+    fn from_json(v: &Value) -> Option<T> {
         let name = v.as_str()?;
-        let i = LayerKind::NAMES.iter().position(|n| *n == name)?;
-        LayerKind::ALL.get(i).copied()
+        let i = T::NAMES.iter().position(|n| *n == name)?;
+        T::ALL.get(i).copied()
     }
-    fn to_json(v: &LayerKind) -> Value {
-        json!(v.name())
+    fn to_json(v: &T) -> Value {
+        let i = T::ALL.iter().position(|x| x == v).unwrap_or(0);
+        json!(T::NAMES[i])
+    }
+}
+
+/// A layer's KV-cache kind ([`LayerKind`]).
+pub type Attention = Pick<LayerKind>;
+/// A state layer's backend ([`MambaType`]).
+pub type Backend = Pick<MambaType>;
+/// A state layer's prefill-checkpoint export ([`PrefillCheckpoint`]).
+pub type Checkpoint = Pick<PrefillCheckpoint>;
+
+/// State tensor shapes, elements per dim (`Vec<Vec<u64>>`; JSON: a list of integer lists).
+pub struct Shapes;
+
+impl SettingKind for Shapes {
+    type Value = Vec<Vec<u64>>;
+    const PY: &'static str = "shapes";
+    const EXPECTED: &'static str = "a list of lists of non-negative integers";
+    fn from_json(v: &Value) -> Option<Vec<Vec<u64>>> {
+        v.as_array()?
+            .iter()
+            .map(|s| s.as_array()?.iter().map(Value::as_u64).collect())
+            .collect()
+    }
+    fn to_json(v: &Vec<Vec<u64>>) -> Value {
+        json!(v)
+    }
+}
+
+/// A list of names (`Vec<String>`).
+pub struct Names;
+
+impl SettingKind for Names {
+    type Value = Vec<String>;
+    const PY: &'static str = "names";
+    const EXPECTED: &'static str = "a list of strings";
+    fn from_json(v: &Value) -> Option<Vec<String>> {
+        v.as_array()?
+            .iter()
+            .map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    }
+    fn to_json(v: &Vec<String>) -> Value {
+        json!(v)
     }
 }
 

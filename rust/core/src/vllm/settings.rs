@@ -63,6 +63,18 @@ macro_rules! for_each_vllm_record {
                 is_draft: bool = false => Flag, "";
                 /// The pipeline stage holding the layer (drafter layers: the last).
                 pp_stage: u32 = 0 => Stage, "stages";
+                /// A state (`mamba`) layer's tensors on one rank, elements per dim, in the
+                /// layer's order (`get_state_shape()`: e.g. the conv state, then the SSM state).
+                state_shapes: Vec<Vec<u64>> = Vec::new() => Shapes, "elements";
+                /// Their torch dtypes, one per shape (`"float32"`, `"bfloat16"`, `"float16"`).
+                state_dtypes: Vec<String> = Vec::new() => Names, "";
+                /// A state layer's backend (`mamba_type`).
+                mamba_type: $crate::vllm::MambaType = $crate::vllm::MambaType::Mamba2 => Backend, "";
+                /// The prefill-checkpoint export a state layer's class adds to its spec.
+                prefill_checkpoint: $crate::vllm::PrefillCheckpoint = $crate::vllm::PrefillCheckpoint::None
+                    => Checkpoint, "";
+                /// Every TP rank holds the layer's state whole (`is_kv_cache_tp_replicated`).
+                tp_replicated: bool = false => Flag, "";
             }
             /// vLLM's engine settings that change the plan (defaults: vLLM 0.33.0's).
             VllmEngine {
@@ -106,6 +118,14 @@ macro_rules! for_each_vllm_record {
                 /// `speculative_config.kv_cache_dtype`: the KV dtype of every drafter layer
                 /// (`is_draft`); none keeps each layer's own `kv_cache_dtype`.
                 draft_kv_cache_dtype: Option<String> = None => OptText, "";
+                /// Prefix caching (vLLM's default). With state layers it decides the Mamba cache
+                /// mode (`MambaModelConfig`): `align` with it, `none` without.
+                enable_prefix_caching: bool = true => Flag, "";
+                /// ReplaySSM (`--use-replayssm`): state layers keep no per-draft-token state blocks.
+                use_replayssm: bool = false => Flag, "";
+                /// The attention backend's smallest kernel block, tokens (FLASH_ATTN: any
+                /// multiple of 16): the unit a hybrid model's attention block size is raised in.
+                attention_kernel_block_size: u64 = 16 => Count, "tokens";
             }
         }
     };

@@ -161,6 +161,8 @@ pub enum SpecClass {
     Sliding,
     /// `ChunkedLocalAttentionSpec`.
     Chunked,
+    /// `MambaSpec` (recurrent state: a page per state, whatever the block size).
+    Mamba,
 }
 
 impl SpecClass {
@@ -171,6 +173,7 @@ impl SpecClass {
             Self::Mla => "MLAAttentionSpec",
             Self::Sliding => "SlidingWindowSpec",
             Self::Chunked => "ChunkedLocalAttentionSpec",
+            Self::Mamba => "MambaSpec",
         }
     }
 
@@ -210,6 +213,76 @@ pub struct Spec {
     pub extra_retained_tokens: u64,
     /// MLA's `cache_dtype_str`.
     pub cache_dtype_str: Option<String>,
+    /// A `MambaSpec`'s own fields (state specs only).
+    pub mamba: Option<Box<MambaState>>,
+}
+
+/// The fields a `MambaSpec` adds (all take part in its equality).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MambaState {
+    /// The state tensors' shapes on one rank, elements per dim.
+    pub shapes: Vec<Vec<u64>>,
+    /// Their storage dtypes, one per shape.
+    pub dtypes: Vec<TorchDtype>,
+    /// The backend (`mamba_type`).
+    pub mamba_type: super::MambaType,
+    /// `mamba_cache_mode == "align"`.
+    pub align: bool,
+    /// State blocks kept per draft token (`num_speculative_tokens`; 0 with ReplaySSM).
+    pub num_speculative_blocks: u64,
+    /// Checkpoint blocks a prefill exports (0 or 1).
+    pub num_prefill_checkpoint_blocks: u64,
+    /// The checkpoint offsets' alignment, tokens.
+    pub prefill_checkpoint_alignment: Option<u64>,
+    /// Every TP rank holds the state whole.
+    pub tp_replicated: bool,
+}
+
+impl MambaState {
+    /// The state one request keeps in one block, bytes (`state_content_size_bytes`:
+    /// Σ over the tensors of elements × dtype bytes); `None` on overflow.
+    pub fn checked_content_bytes(&self) -> Option<u64> {
+        self.shapes
+            .iter()
+            .zip(&self.dtypes)
+            .try_fold(0u64, |acc, (shape, d)| {
+                let elems = shape.iter().try_fold(1u64, |p, &x| p.checked_mul(x))?;
+                acc.checked_add(elems.checked_mul(d.size_bytes())?)
+            })
+    }
+
+    /// Pages one request holds (`max_memory_usage_bytes / page`): `2 + spec + checkpoint`
+    /// in align mode, `1 + spec` otherwise.
+    pub fn pages_per_request(&self) -> u64 {
+        if self.align {
+            2 + self.num_speculative_blocks + self.num_prefill_checkpoint_blocks
+        } else {
+            1 + self.num_speculative_blocks
+        }
+    }
+}
+
+impl Spec {
+    /// A spec of `class` with `block_size` tokens per block and `storage`, every other
+    /// field empty (no heads, no padding, no window, no state).
+    pub fn new(class: SpecClass, block_size: u64, storage: KvStorage) -> Self {
+        Self {
+            class,
+            block_size,
+            num_kv_heads: 0,
+            head_size: 0,
+            head_size_v: 0,
+            storage,
+            page_size_padded: None,
+            state_content_bytes: None,
+            max_tp_shards: None,
+            sliding_window: None,
+            attention_chunk_size: None,
+            extra_retained_tokens: 0,
+            cache_dtype_str: None,
+            mamba: None,
+        }
+    }
 }
 
 /// Python's `cdiv(a, b)` (`-(a // -b)`) for `b > 0`.
@@ -222,6 +295,9 @@ impl Spec {
     /// (head, state) cell holds `state_content_bytes` or `(Dk + Dv) × dtype bytes`;
     /// `None` on overflow.
     pub fn checked_unpadded_page_size_bytes(&self) -> Option<u64> {
+        if let Some(m) = &self.mamba {
+            return m.checked_content_bytes();
+        }
         self.checked_state_content_bytes()?
             .checked_mul(self.num_kv_heads)?
             .checked_mul(self.block_size)
@@ -230,6 +306,9 @@ impl Spec {
     /// Bytes of one (head slot, state) cell (`state_content_size_bytes`):
     /// `state_content_bytes` when packed, else `(Dk + Dv) × dtype bytes`; `None` on overflow.
     pub fn checked_state_content_bytes(&self) -> Option<u64> {
+        if let Some(m) = &self.mamba {
+            return m.checked_content_bytes();
+        }
         match self.state_content_bytes {
             Some(c) => Some(c),
             None => self
@@ -243,6 +322,33 @@ impl Spec {
     /// bounds every page when the spec is built, so it cannot overflow).
     pub fn unpadded_page_size_bytes(&self) -> u64 {
         self.checked_unpadded_page_size_bytes().unwrap_or(u64::MAX)
+    }
+
+    /// States per block (`num_states`): a block's tokens for attention, one for a state layer.
+    pub fn num_states(&self) -> u64 {
+        if self.class == SpecClass::Mamba {
+            1
+        } else {
+            self.block_size
+        }
+    }
+
+    /// The torch dtype a layer's view holds (`spec.dtype`; a state layer's view stays `int8`).
+    pub fn view_dtype(&self) -> &'static str {
+        if self.class == SpecClass::Mamba {
+            "int8"
+        } else {
+            self.storage.dtype.torch_name()
+        }
+    }
+
+    /// A state page padded below its state (a drafter's larger state): vLLM's
+    /// `MambaSpec.page_size_bytes` asserts against it when it first reads the page.
+    pub fn padding_too_small(&self) -> bool {
+        self.mamba.is_some()
+            && self
+                .page_size_padded
+                .is_some_and(|p| p < self.unpadded_page_size_bytes())
     }
 
     /// The page, bytes (the padded page when set).
@@ -339,7 +445,7 @@ impl Spec {
                 }
                 Ok(merged)
             }
-            SpecClass::Sliding | SpecClass::Chunked => {
+            SpecClass::Sliding | SpecClass::Chunked | SpecClass::Mamba => {
                 if specs.iter().all(|s| *s == first) {
                     Ok(first.clone())
                 } else {
@@ -361,6 +467,19 @@ impl Spec {
             SpecClass::Chunked => all.iter().all(|s| {
                 s.class == SpecClass::Chunked && s.attention_chunk_size == self.attention_chunk_size
             }),
+            SpecClass::Mamba => {
+                let (Some(m), page) = (&self.mamba, self.page_size_bytes()) else {
+                    return false;
+                };
+                all.iter().all(|s| {
+                    s.mamba.as_ref().is_some_and(|o| {
+                        o.num_speculative_blocks == m.num_speculative_blocks
+                            && o.num_prefill_checkpoint_blocks == m.num_prefill_checkpoint_blocks
+                            && o.prefill_checkpoint_alignment == m.prefill_checkpoint_alignment
+                            && o.tp_replicated == m.tp_replicated
+                    }) && s.page_size_bytes() == page
+                })
+            }
         }
     }
 
@@ -394,6 +513,10 @@ impl Spec {
             SpecClass::Chunked => {
                 let c = i128::from(self.attention_chunk_size.unwrap_or(0));
                 cdiv((c + f).min(m), b)
+            }
+            // Mamba state is replicated across DCP ranks, never sharded.
+            SpecClass::Mamba => {
+                i128::from(self.mamba.as_ref().map_or(1, |s| s.pages_per_request()))
             }
         };
         u64::try_from(pages)

@@ -1,0 +1,136 @@
+"""vLLM mode with state layers (``kind="mamba"``), held to vLLM 0.33.0's own code.
+
+* a differential over ``KVBUDGET_VLLM_STATE_CASES`` seeded hybrid-state deployments
+  (tests/vllm_state_cases.py; 3,000 by default): vLLM's Mamba config step, the platform's
+  hybrid block-size alignment, the layer classes' ``MambaSpec``, grouping, ``num_blocks``,
+  per-request charge, concurrency, log and startup errors (tests/vllm_oracle), against
+  ``kvbudget.vllm``, every field compared;
+* the Qwen3-Next worked case through the typed API and through vLLM's code;
+* the typed API: a state layer's inputs, its refusals in kvbudget's hierarchy.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+import vllm_differential
+import vllm_oracle as vo
+
+import kvbudget
+from kvbudget import vllm
+
+N = int(os.environ.get("KVBUDGET_VLLM_STATE_CASES", "3000"))
+GIB = 1 << 30
+
+
+def qwen3_next(tp: int = 4) -> list[dict[str, Any]]:
+    """Qwen3-Next-80B-A3B's layers on one of ``tp`` ranks (its config.json: 48 layers, full
+    attention every 4th with 2 KV heads of 256; gated delta net with 16 key heads and 32 value
+    heads of 128, conv kernel 4; bf16 states)."""
+    conv = [3, (2 * 16 * 128 + 32 * 128) // tp]
+    out: list[dict[str, Any]] = []
+    for i in range(48):
+        if i % 4 == 3:
+            out.append({"name": f"model.layers.{i}.self_attn.attn", "kind": "full",
+                        "num_kv_heads": max(1, 2 // tp), "head_size": 256})  # fmt: skip
+        else:
+            out.append({"name": f"model.layers.{i}.linear_attn", "kind": "mamba", "num_kv_heads": 0, "head_size": 0,
+                        "state_shapes": [conv, [32 // tp, 128, 128]], "state_dtypes": ["bfloat16", "bfloat16"],
+                        "mamba_type": "gdn_attn", "prefill_checkpoint": "flashinfer_gdn"})  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def oracle() -> vo.VllmOracle:
+    return vo.load()
+
+
+def test_differential_against_vllm_with_state_layers() -> None:
+    outcomes = vllm_differential.run("vllm_state_cases", N, "vLLM hybrid-state differential")
+    assert outcomes.get("ok", 0) > N // 3 and outcomes.get("ValueError", 0) > N // 50, outcomes
+
+
+@pytest.mark.parametrize(("prefix", "expected"), [
+    (True, {"block": 320, "mamba_block": 320, "padded": 327_680, "blocks": 5_461, "per_request": [3, 3, 3, 103],
+            "tokens": 1_597_732, "concurrency": "48.76"}),
+    (False, {"block": 272, "mamba_block": 32_768, "padded": 278_528, "blocks": 6_425, "per_request": [1, 1, 1, 121],
+             "tokens": 1_697_858, "concurrency": "51.81"}),
+])  # fmt: skip
+def test_qwen3_next_plans_as_vllm_does(oracle: vo.VllmOracle, prefix: bool, expected: dict[str, Any]) -> None:
+    """TP 4, 20 GiB per GPU, 32,768 tokens: the attention block raised to hold a 274,432-byte
+    state page (by 64-token FlashInfer checkpoints with prefix caching), the state page padded."""
+    engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": prefix}
+    theirs = oracle.plan(qwen3_next(), 20 * GIB, engine)
+    ours = vllm.plan([vllm.LayerSpec(**x) for x in qwen3_next()], 20 * GIB, vllm.EngineConfig(**engine))
+    assert ours.mamba is not None and theirs["mamba"] is not None
+    for got in (theirs, vllm_differential.Ours.plan(qwen3_next(), 20 * GIB, engine)):
+        assert got["mamba"] == {"mamba_cache_mode": "align" if prefix else "none", "block_size": expected["block"],
+                                "mamba_block_size": expected["mamba_block"],
+                                "mamba_page_size_padded": expected["padded"]}  # fmt: skip
+        assert (got["num_blocks"], got["blocks_per_request"]) == (expected["blocks"], expected["per_request"])
+        assert got["kv_cache_size_tokens"] == expected["tokens"]
+        assert f"{got['max_concurrency']:.2f}" == expected["concurrency"]
+    assert ours.log[0] == ("info", f"Setting attention block size to {expected['block']} tokens to ensure that "
+                                   "attention page size is >= mamba page size.")  # fmt: skip
+    assert [g.spec for g in ours.groups] == ["MambaSpec"] * 3 + ["FullAttentionSpec"]
+    view = next(t for t in ours.tensors[0] if t.layers[0].endswith("linear_attn"))
+    assert (view.shape[1:], view.dtype) == ((1, 1, 274_432), "int8")  # one packed state per block
+
+
+def test_a_state_layer_needs_one_dtype_per_shape() -> None:
+    bad = [vllm.LayerSpec("s", "mamba", 0, 0, state_shapes=((3, 64), (8, 64, 64)), state_dtypes=("bfloat16",)),
+           vllm.LayerSpec("a", "full", 1, 128)]  # fmt: skip
+    with pytest.raises(kvbudget.InvalidConfigError, match="one dtype per state shape"):
+        vllm.plan(bad, GIB)
+    with pytest.raises(kvbudget.InvalidConfigError, match="not float32, bfloat16 or float16"):
+        vllm.plan([vllm.LayerSpec("s", "mamba", 0, 0, state_shapes=((4,),), state_dtypes=("int8",))], GIB)
+
+
+def test_a_state_layers_fields_are_declared_once() -> None:
+    """The new inputs come from the core's declaration, typed and defaulted there."""
+    fields = {s.name: s for s in vllm.settings.LAYER_FIELDS}
+    assert fields["state_shapes"].py == "shapes" and fields["state_shapes"].default == ()
+    assert fields["mamba_type"].choices == ("mamba1", "mamba2", "short_conv", "linear", "gdn_attn")
+    assert fields["prefill_checkpoint"].choices == ("none", "mamba2", "flashinfer_gdn")
+    assert "mamba" in fields["kind"].choices
+    engine = {s.name: s for s in vllm.settings.ENGINE_SETTINGS}
+    assert engine["enable_prefix_caching"].default is True and engine["attention_kernel_block_size"].default == 16
+    layer = vllm.LayerSpec("s", "mamba", 0, 0, state_shapes=((3, 64),), state_dtypes=("bfloat16",))
+    assert hash(layer) == hash(vllm.LayerSpec("s", "mamba", 0, 0, state_shapes=((3, 64),), state_dtypes=("bfloat16",)))
+
+
+def test_the_draws_reach_every_state_branch() -> None:
+    """The differential's deployments reach each mode, mixer, checkpoint export and alignment
+    outcome (counted on kvbudget's plans, which the differential holds equal to vLLM's)."""
+    import vllm_state_cases
+
+    seen: dict[str, int] = {}
+
+    def count(key: str) -> None:
+        seen[key] = seen.get(key, 0) + 1
+
+    for seed in range(N):
+        layers, available, engine = vllm_state_cases.deployment(seed)
+        for t in {x.get("mamba_type") for x in layers if x["kind"] == "mamba"}:
+            count(f"type {t}")
+        r = vllm_differential.Ours.plan(layers, available, engine)
+        if not r["ok"]:
+            continue
+        m = r["mamba"]
+        count(f"mode {m['mamba_cache_mode']}")
+        count("attention-free" if all(x["kind"] == "mamba" for x in layers) else "hybrid")
+        if m["mamba_page_size_padded"] is not None:
+            count("padded")
+        if any(text.startswith("Setting attention block size") for _, text in r["log"]):
+            count("raised")
+        spec = engine.get("num_speculative_tokens") or 0
+        state_pages = {b for b, g in zip(r["blocks_per_request"], r["worker_groups"][0]) if g["spec"] == "MambaSpec"}
+        if m["mamba_cache_mode"] == "align" and 3 + spec in state_pages:
+            count("checkpoint")
+        if engine.get("use_replayssm") and spec:
+            count("replayssm")
+    for key in ("mode align", "mode none", "attention-free", "hybrid", "padded", "raised", "checkpoint", "replayssm",
+                *(f"type {t}" for t in ("mamba1", "mamba2", "short_conv", "linear", "gdn_attn"))):
+        assert seen.get(key, 0) >= 5, (key, seen)

@@ -1,0 +1,87 @@
+"""The vLLM-mode differential: seeded deployments planned by vLLM 0.33.0's own code
+(tests/vllm_oracle) and by ``kvbudget.vllm``, every field of the result compared.
+
+:func:`run` takes the name of a case module (one with ``deployment(seed) -> (layers,
+available, engine)``: ``vllm_cases``, ``vllm_state_cases``) and splits the seeds over the
+cores, each worker process loading its own oracle.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import vllm_oracle as vo
+
+from kvbudget import vllm
+
+
+class Ours:
+    """``kvbudget.vllm`` behind the oracle's ``plan(layers, available, engine)`` interface."""
+
+    @staticmethod
+    def plan(layers: Sequence[dict[str, Any]], available: Any, engine: dict[str, Any] | None = None) -> dict[str, Any]:
+        specs = [vllm.LayerSpec(**x) for x in layers]
+        return vllm.plan_raw(specs, available, vllm.EngineConfig(**(engine or {})))
+
+
+def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """The keys whose values differ, each with both values."""
+    theirs = json.loads(json.dumps(theirs))  # the oracle's tuples as the JSON lists ours are
+    keys = sorted(set(ours) | set(theirs))
+    return [f"{k}: kvbudget {ours.get(k)!r} vs vLLM {theirs.get(k)!r}" for k in keys if ours.get(k) != theirs.get(k)]
+
+
+_ORACLE: vo.VllmOracle | None = None
+
+
+def _chunk(job: tuple[str, range]) -> tuple[list[str], dict[str, int], float, float]:
+    """Mismatches, outcome counts and seconds spent (vLLM's code, kvbudget) over the seeds."""
+    global _ORACLE
+    if _ORACLE is None:  # one oracle per worker process
+        _ORACLE = vo.load()
+    deployment = importlib.import_module(job[0]).deployment
+    mismatches: list[str] = []
+    outcomes: dict[str, int] = {}
+    spent = [0.0, 0.0]
+    for seed in job[1]:
+        layers, available, engine = deployment(seed)
+        t0 = time.perf_counter()
+        theirs = _ORACLE.plan(layers, available, engine)
+        t1 = time.perf_counter()
+        ours = Ours.plan(layers, available, engine)
+        spent[0] += t1 - t0
+        spent[1] += time.perf_counter() - t1
+        key = "ok" if theirs["ok"] else theirs["error_type"]
+        outcomes[key] = outcomes.get(key, 0) + 1
+        diff = compare(ours, theirs)
+        if diff:
+            mismatches.append(f"seed {seed}: " + "; ".join(d[:300] for d in diff[:4]))
+    return mismatches, outcomes, spent[0], spent[1]
+
+
+def run(cases: str, n: int, label: str) -> dict[str, int]:
+    """Plans seeds ``0..n`` of module ``cases`` both ways; asserts no field differs and returns
+    the outcome counts (``ok`` or vLLM's exception type)."""
+    workers = max(1, min(os.cpu_count() or 1, 4))
+    bounds = [n * i // workers for i in range(workers + 1)]
+    jobs = [(cases, range(a, b)) for a, b in zip(bounds, bounds[1:])]
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        results = list(pool.map(_chunk, jobs))
+    mismatches = [m for r in results for m in r[0]]
+    outcomes: dict[str, int] = {}
+    for r in results:
+        for k, v in r[1].items():
+            outcomes[k] = outcomes.get(k, 0) + v
+    t_vllm, t_ours = sum(r[2] for r in results), sum(r[3] for r in results)
+    print(f"\n{label}: {n} deployments, outcomes {outcomes}, {len(mismatches)} mismatches "
+          f"(vLLM's code {t_vllm:.1f} s, kvbudget {t_ours:.1f} s, over {workers} processes)")  # fmt: skip
+    assert sum(outcomes.values()) == n
+    assert not mismatches, f"{len(mismatches)} of {n} deployments differ:\n" + "\n".join(mismatches[:15])
+    return outcomes

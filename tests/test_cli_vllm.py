@@ -105,3 +105,19 @@ def test_readme_compare_output_is_the_commands() -> None:
     r = run(*shlex.split(m.group(1)))
     assert r.returncode == 0, r.stderr
     assert [line.rstrip() for line in m.group(2).splitlines()] == [line.rstrip() for line in r.stdout.splitlines()]
+
+
+def test_plan_engine_vllm_plans_a_bundled_gated_delta_net_model() -> None:
+    """Qwen3-Next at TP 4 with 20 GiB: vLLM's whole budget (no state pool first), its 36 state
+    layers beside the 12 attention layers in one block pool (tests/test_vllm_state.py's numbers)."""
+    args = ("plan", "qwen3-next-80b-a3b-instruct", "--engine", "vllm", "--tp", "4", "--available", "20GiB",
+            "--max-model-len", "32768")  # fmt: skip
+    doc = _json(*args)
+    p = doc["vllm_plan"]
+    assert doc["vllm_available_bytes"] == 20 << 30
+    assert (p["num_blocks"], p["kv_cache_size_tokens"], p["blocks_per_request"]) == (5461, 1597732, [3, 3, 3, 103])
+    assert p["mamba"] == {"mamba_cache_mode": "align", "block_size": 320, "mamba_block_size": 320,
+                          "mamba_page_size_padded": 327680}  # fmt: skip
+    text = run(*args).stdout
+    assert "12 attention layers and 36 state layers as vLLM reads them" in text
+    assert "attention block 320 tokens" in text

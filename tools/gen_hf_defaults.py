@@ -50,6 +50,11 @@ MODEL_TYPES = (
     "step3p5", "deepseek_v32", "glm_moe_dsa", "mellum", "muse_glimmer", "muse_glimmer_text",
     "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe",
 )  # fmt: skip
+#: Model types vLLM 0.33.0 loads with transformers' own class where kvbudget's vLLM reader
+#: differs from SGLang's (the gated-delta-net hybrids), and the keys that reader uses.
+VLLM_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+             "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_ssm_dtype")  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2}  # fmt: skip
@@ -75,23 +80,23 @@ def _config_class(model_type: str) -> Any:
     return transformers.CONFIG_MAPPING[model_type]
 
 
-def _values(cls: Any, **kw: Any) -> dict[str, Any]:
+def _values(cls: Any, keys: tuple[str, ...], **kw: Any) -> dict[str, Any]:
     saved = cls(**kw).to_dict()  # the base values (a per-layer spec hides them from getattr)
-    return {k: saved.get(k) for k in KEYS}
+    return {k: saved.get(k) for k in keys}
 
 
-def defaults_of(cls: Any) -> dict[str, Any]:
-    """The plain (not derived) non-null defaults of :data:`KEYS`."""
-    base = _values(cls)
+def defaults_of(cls: Any, keys: tuple[str, ...] = KEYS) -> dict[str, Any]:
+    """The plain (not derived) non-null defaults of ``keys``."""
+    base = _values(cls, keys)
     derived: set[str] = set()
     for key, step in _PERTURB.items():
         if isinstance(base.get(key), int):
             value = base[key] * step if step > 1 else base[key] + step
             try:
-                other = _values(cls, **{key: value})
+                other = _values(cls, keys, **{key: value})
             except ValueError:  # the class ties the key to others (Granite-4.0-H's Mamba dims): nothing
                 continue  # derives from it alone; its own default stands
-            derived |= {k for k in KEYS if k != key and other[k] != base[k]}
+            derived |= {k for k in keys if k != key and other[k] != base[k]}
     return {k: v for k, v in base.items() if v is not None and k not in derived}
 
 
@@ -105,6 +110,7 @@ def generate() -> dict[str, Any]:
         "generated_by": "tools/gen_hf_defaults.py",
         "transformers": TRANSFORMERS_VERSION,
         "model_types": {mt: defaults_of(_config_class(mt)) for mt in MODEL_TYPES},
+        "vllm_model_types": {mt: defaults_of(transformers.CONFIG_MAPPING[mt], VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
     }
 
 

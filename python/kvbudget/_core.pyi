@@ -5,6 +5,7 @@ The value types (between the GENERATED markers) are rendered by
 by hand. Units: bytes for memory, tokens for pool capacity, elements for dims.
 """
 
+from collections.abc import Sequence
 from typing import Any, Final, final
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "simd_level",
     "_vllm_plan",
     "_vllm_settings",
+    "_vllm_state_shapes",
     "_mamba2_dims",
     "_full_rank_dims",
     "_kda_dims",
@@ -58,6 +60,13 @@ TENSOR_ALIGNMENT: int
 def _vllm_plan(request: str) -> str:
     """vLLM 0.33.0's plan of one JSON request ``{"layers", "available", "engine"}``, as JSON
     (the oracle's result form); use :func:`kvbudget.vllm.plan`."""
+
+def _vllm_state_shapes(family: str, dims: Sequence[int]) -> list[list[int]]:
+    """vLLM 0.33.0's state tensor shapes on one rank (``MambaStateShapeCalculator``, ``SD``
+    conv layout): ``family`` ``"gated_delta_net"`` (dims: tp, num_k_heads, num_v_heads,
+    head_k_dim, head_v_dim, conv_kernel, num_spec) or ``"mamba2"`` (tp, intermediate_size,
+    n_groups, num_heads, head_dim, state_size, conv_kernel, num_spec); use
+    :mod:`kvbudget.vllm.state_models`."""
 
 def _vllm_settings() -> str:
     """The core's declaration of vLLM's inputs as JSON: ``{"version", "records": {"VllmLayer",

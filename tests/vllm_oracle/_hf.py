@@ -90,68 +90,8 @@ __all__ = ["ENTRY", "VllmLoadError", "vllm_layers", "vllm_model_config"]
 _FLAGS = __future__.annotations.compiler_flag
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
                   "itertools pydantic transformers torch".split())  # fmt: skip
-#: Oracle convenience for configs without ``architectures`` (vLLM would refuse them).
-DEFAULT_ARCH = {
-    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
-    "gemma3": "Gemma3ForConditionalGeneration", "gpt_oss": "GptOssForCausalLM",
-    "cohere2": "Cohere2ForCausalLM", "llama4_text": "Llama4ForCausalLM",
-    "deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
-}  # fmt: skip
-#: Registered (file, class) -> ("[file:]class entered", its method (None: construct it),
-#: prefix, whether the text model is built from ``config.text_config``). Restated glue.
-ENTRY = {
-    ("llama", "LlamaForCausalLM"): ("LlamaForCausalLM", "_init_model", "model", False),
-    ("mistral", "MistralForCausalLM"): ("MistralForCausalLM", "_init_model", "model", False),
-    ("llama4", "Llama4ForCausalLM"): ("Llama4ForCausalLM", "_init_model", "model", False),
-    ("mllama4", "Llama4ForConditionalGeneration"):
-        ("llama4:Llama4ForCausalLM", "_init_model", "language_model.model", True),
-    ("qwen2", "Qwen2ForCausalLM"): ("Qwen2Model", None, "model", False),
-    ("qwen3", "Qwen3ForCausalLM"): ("Qwen3Model", None, "model", False),
-    ("gemma2", "Gemma2ForCausalLM"): ("Gemma2Model", None, "model", False),
-    ("gemma3", "Gemma3ForCausalLM"): ("Gemma3Model", None, "model", False),
-    ("gemma3_mm", "Gemma3ForConditionalGeneration"):
-        ("gemma3:Gemma3Model", None, "language_model.model", True),
-    ("gpt_oss", "GptOssForCausalLM"): ("GptOssModel", None, "model", False),
-    ("commandr", "CohereForCausalLM"): ("CohereModel", None, "model", False),
-    ("deepseek_v2", "DeepseekV2ForCausalLM"): ("DeepseekV2Model", None, "model", False),
-    ("deepseek_v2", "DeepseekV3ForCausalLM"): ("DeepseekV2Model", None, "model", False),
-    ("llama_eagle", "EagleLlamaForCausalLM"): ("EagleLlamaForCausalLM", None, "", False),
-    ("llama_eagle3", "Eagle3LlamaForCausalLM"): ("Eagle3LlamaForCausalLM", None, "", False),
-    ("deepseek_mtp", "DeepSeekMTP"): ("DeepSeekMultiTokenPredictor", None, "model", False),
-}  # fmt: skip
-_QC = "get_quant_config"
-#: Model file -> (what is lifted, in order: a function, a class or (class, extra methods);
-#: inert names (MLP / MoE classes: no KV); names taken from another file ("file[:name]")).
-_MODELS: dict[str, tuple[list[Any], str, dict[str, str]]] = {
-    "llama": ([("LlamaAttention", "_init_rotary_emb"), ("LlamaDecoderLayer", _QC), "LlamaModel",
-               ("LlamaForCausalLM", "_init_model")], "LlamaMLP", {}),
-    "mistral": (["MistralAttention", "MistralDecoderLayer", "MistralModel",
-                 ("MistralForCausalLM", "_init_model")], "",
-                {n: "llama" for n in ("LlamaAttention", "LlamaDecoderLayer", "LlamaModel",
-                                      "LlamaForCausalLM")}),
-    "qwen2": (["Qwen2Attention", "Qwen2DecoderLayer", "Qwen2Model"], "Qwen2MLP", {}),
-    "qwen3": (["Qwen3Attention", "Qwen3DecoderLayer", "Qwen3Model"], "Qwen3MLP",
-              {"Qwen2Model": "qwen2"}),
-    "gemma2": (["Gemma2Attention", "Gemma2DecoderLayer", "Gemma2Model"], "Gemma2MLP", {}),
-    "gemma3": (["Gemma3Attention", "Gemma3DecoderLayer", "Gemma3Model"], "Gemma3MLP", {}),
-    "gpt_oss": ([("OAIAttention", "_build_attention"), "TransformerBlock", "GptOssModel"],
-                "MLPBlock", {}),
-    "commandr": (["select_norm_impl", "CohereAttention", "CohereDecoderLayer", "CohereModel"],
-                 "CohereMLP", {}),
-    "llama4": (["Llama4Attention", "Llama4DecoderLayer", "Llama4Model",
-                ("Llama4ForCausalLM", "_init_model")], "Llama4MoE",
-               {"LlamaModel": "llama", "LlamaForCausalLM": "llama", "LlamaMLP": "llama"}),
-    "deepseek_v2": (["yarn_get_mscale", "DeepseekV2Attention", "DeepseekV2MLAAttention",
-                     "DeepseekV2DecoderLayer", "DeepseekV2Model"],
-                    "DeepseekV2MLP DeepseekV2MoE DeepSeekV2FusedQkvAProjLinear Indexer", {}),
-    "llama_eagle": ([("LlamaDecoderLayer", _QC), "LlamaModel", "EagleLlamaForCausalLM"], "",
-                    {"BaseLlamaDecoderLayer": "llama:LlamaDecoderLayer"}),
-    "llama_eagle3": ([("LlamaDecoderLayer", _QC), "LlamaModel", "Eagle3LlamaForCausalLM"], "",
-                     {"_Eagle3LlamaDecoderLayerBase": "llama:LlamaDecoderLayer"}),
-    "deepseek_mtp": (["DeepSeekMultiTokenPredictorLayer", "DeepSeekMultiTokenPredictor"],
-                     "SharedHead", {"DeepseekV2DecoderLayer": "deepseek_v2"}),
-}  # fmt: skip
+from ._hf_tables import DEFAULT_ARCH, ENTRY, MODELS as _MODELS, STATE_CLASSES  # noqa: E402
+
 _INERT = """QKVParallelLinear RowParallelLinear ColumnParallelLinear MergedColumnParallelLinear
 ReplicatedLinear DCPGroupColumnParallelLinear VocabParallelEmbedding ParallelLMHead LogitsProcessor
 RMSNorm GemmaRMSNorm LayerNorm get_rope SiluAndMul MLAModules make_attention_sink PPMissingLayer
@@ -196,6 +136,24 @@ def _inert(name: str) -> Any:
         return Poison(f"{name}(...)")
 
     return build
+
+
+class _Rope:
+    """Restated: a rotary embedding without M-RoPE or a fused kernel (no attribute but its type)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class _StateLayer:
+    """Restated: a state layer (``QwenGatedDeltaNetAttention``) registers itself under its
+    prefix, as ``MambaBase`` layers do; its shapes are the model class's (:func:`_state`)."""
+
+    def __init__(self, config: Any = None, vllm_config: Any = None, prefix: str = "", **kw: Any) -> None:
+        context = vllm_config.compilation_config.static_forward_context
+        if prefix in context:
+            raise ValueError(f"Duplicate layer name: {prefix}")
+        context[prefix] = self
 
 
 def _unlifted(qualname: str) -> None:
@@ -298,6 +256,8 @@ class _Env:
     post_init: Any  # ModelConfig.__post_init__'s two sliding-window edits
     attn: dict[str, Any]
     mla_head_size_v: int
+    qwen3_5_hook: Any  # Qwen3_5ForConditionalGenerationConfig.verify_and_update_config
+    dtypes: dict[str, Any]  # STR_DTYPE_TO_TORCH_DTYPE
 
 
 _CTX: dict[str, Any] = {}  # the build in progress: tp, pp_group, vllm_config
@@ -329,7 +289,8 @@ def _env(root: Path) -> _Env:
     bi = dict(builtins.__dict__, __import__=importer)
     log: list[tuple[str, str]] = []
     envs = StrictModule("vllm.envs", {"VLLM_MLA_DISABLE": False, "VLLM_PP_LAYER_PARTITION": None,
-                                      "VLLM_DCP_Q_REPLICATE": False, "is_set": lambda n: False})
+                                      "VLLM_DCP_Q_REPLICATE": False, "is_set": lambda n: False,
+                                      "VLLM_SSM_CONV_STATE_LAYOUT": None})
 
     def ns(module: str, **names: Any) -> dict[str, Any]:
         return {"__builtins__": bi, "__name__": f"vllm_oracle.hf.{module}", "envs": envs,
@@ -382,7 +343,7 @@ def _env(root: Path) -> _Env:
                                                "Parameter")}  # fmt: skip
     nn = StrictModule("torch.nn", {"Module": _Module, "ModuleList": list, "ModuleDict": dict,
                                    **inert_nn})  # fmt: skip
-    real = ("float32", "int32", "long", "bfloat16", "tensor", "zeros", "empty", "Tensor")
+    real = ("float32", "float16", "int32", "long", "bfloat16", "tensor", "zeros", "empty", "Tensor")
     torch_stub = StrictModule("torch", {"nn": nn, **{n: getattr(torch, n) for n in real}})
     utils = ns("models.utils", torch=torch_stub, PPMissingLayer=_inert("PPMissingLayer"))
     helpers = ("extract_layer_index", "maybe_prefix", "make_layers",
@@ -440,9 +401,23 @@ def _env(root: Path) -> _Env:
                   EncoderOnlyAttention=Poison("EncoderOnlyAttention"),
                   MultiHeadLatentAttentionWrapper=mla_wrapper,
                   DeepseekAttention=Poison("DeepseekAttention (MHA)"))  # fmt: skip
+    # The state layers' shapes and dtypes: vLLM's calculators (with `divide` and its dtype table).
+    mu = ns("mamba_utils", torch=torch, functools=functools)
+    source("distributed/utils.py").lift(mu, "ensure_divisibility", "divide")
+    source("utils/torch_utils.py").lift(mu, "STR_DTYPE_TO_TORCH_DTYPE", "get_dtype_size", "get_kv_cache_torch_dtype")
+    source("model_executor/layers/mamba/mamba_utils.py").lift(
+        mu, "get_conv_state_layout", "is_conv_state_dim_first", "MambaStateDtypeCalculator",
+        "MambaStateShapeCalculator")  # fmt: skip
+    common.update(QwenGatedDeltaNetAttention=_StateLayer,
+                  **{k: mu[k] for k in ("MambaStateShapeCalculator", "MambaStateDtypeCalculator")})
+    hooks = ns("models.config")
+    qwen3_5_hook = source("model_executor/models/config.py").lift_member(
+        hooks, "Qwen3_5ForConditionalGenerationConfig", "verify_and_update_config")
     models: dict[str, dict[str, Any]] = {}
     for module, (names, inert, imports) in _MODELS.items():
         mns = ns(f"models.{module}", **common, **{n: _inert(n) for n in inert.split()})
+        if module in ("qwen3_next", "qwen3_5"):  # their attention probes its rope with getattr defaults
+            mns.update(get_rope=lambda **kw: _Rope(), MRotaryEmbedding=_Rope)
         for alias, origin in imports.items():
             file, _, cls = origin.partition(":")
             mns[alias] = models[file][cls or alias]
@@ -459,14 +434,15 @@ def _env(root: Path) -> _Env:
         {"__name__": "vllm_oracle.hf.kvi"}, "MLAAttentionSpec", "head_size_v")
     model_config_cls = type("ModelConfig", (StrictConfig,), methods)
     return _Env(cfg, models, registry, model_config_cls, cache_window, post_init, attn,
-                kvi["head_size_v"])  # fmt: skip
+                kvi["head_size_v"], qwen3_5_hook, mu["STR_DTYPE_TO_TORCH_DTYPE"])  # fmt: skip
 
 
 def _model_config(env: _Env, hf_config: Any, disable_sliding_window: bool = False) -> Any:
     text = env.cfg["get_hf_text_config"](hf_config)
     mc = env.model_config_cls(hf_config=hf_config, hf_text_config=text, revision=None,
                               disable_sliding_window=disable_sliding_window,
-                              model_arch_config=None, dtype=Poison("model_config.dtype"))
+                              model_arch_config=None, dtype=Poison("model_config.dtype"),
+                              multimodal_config=None)  # restated: the text model only
     _CTX["config_file"] = hf_config.to_dict()  # what a re-read of config.json gives
     try:
         mc.model_arch_config = mc.get_model_arch_config()
@@ -511,11 +487,30 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any) -> None:
         raise _load_error(e) from e
 
 
+def _state(env: _Env, arch: str, mc: Any, tp: int, spec: Any, model_dtype: str) -> dict[str, Any]:
+    """A state layer's ``state_shapes`` / ``state_dtypes``: the model class's
+    ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config`` (lifted), after
+    Qwen3.5's config hook (its ``mamba_ssm_dtype``); the model dtype is an input (restated)."""
+    file, cls_name = STATE_CLASSES[arch]
+    cls = env.models[file][cls_name]
+    cache = StrictConfig(mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto")
+    model = StrictConfig(hf_text_config=mc.hf_text_config, dtype=env.dtypes[model_dtype])
+    config = StrictConfig(model_config=model, cache_config=cache, speculative_config=spec,
+                          parallel_config=StrictConfig(tensor_parallel_size=tp))  # fmt: skip
+    if file == "qwen3_5":
+        env.qwen3_5_hook(config)
+    shapes = cls.get_mamba_state_shape_from_config(config)
+    dtypes = cls.get_mamba_state_dtype_from_config(config)
+    return {"state_shapes": [list(x) for x in shapes], "state_dtypes": [str(d).removeprefix("torch.") for d in dtypes]}
+
+
 def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window: bool = False,
                 draft_config: Any = None, method: str | None = None,
-                num_speculative_tokens: int | None = None) -> list[dict[str, Any]]:
+                num_speculative_tokens: int | None = None, model_dtype: str = "bfloat16") -> list[dict[str, Any]]:
     """vLLM 0.33.0's KV-cache layers for ``config`` in registration order (target layers, per
-    PP stage, then drafter layers); see the module docstring. Inputs are not modified."""
+    PP stage, then drafter layers); see the module docstring. Inputs are not modified. A state
+    layer is ``kind="mamba"`` with its ``state_shapes`` and ``state_dtypes`` (``model_dtype``: what
+    the model's ``auto`` dtypes store)."""
     env = _env(_root())
     if method not in (None, "eagle", "eagle3", "mtp") or (
             (method in ("eagle", "eagle3")) != (draft_config is not None)):
@@ -566,6 +561,16 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         finally:
             _CTX.clear()
         for name, layer in context.items():
+            if isinstance(layer, _StateLayer):
+                try:
+                    state = _state(env, config.architectures[0], mc, tp, spec, model_dtype)
+                except StubError:
+                    raise
+                except Exception as e:
+                    raise _load_error(e) from e
+                out.append({"name": name, "kind": "mamba", "is_draft": name not in target, "pp_stage": rank,
+                            **state})  # fmt: skip
+                continue
             if isinstance(layer, env.attn["MLAAttention"]):
                 kind = "mla"
             elif layer.kv_sharing_target_layer_name is not None or layer.attn_type not in decoder:

@@ -142,9 +142,7 @@ def header(out: Console, title: str, sc: CliScenario, v: EngineView) -> None:
     asked = vi is not None or v.vllm_unread is not None
     render.header(out, title, sc, v.comparison.configurator, budget="SGLang budget" if asked else "budget")
     if vi is not None:
-        drafters = sum(x.is_draft for x in vi.layers)
-        out.print(f"  vLLM {vllm.VLLM_VERSION}: {escape(vi.settings())}; {len(vi.layers) - drafters} attention "
-                  f"layers as vLLM reads them" + (f", {drafters} drafter layer(s)" if drafters else ""))  # fmt: skip
+        out.print(f"  vLLM {vllm.VLLM_VERSION}: {escape(vi.settings())}; {vi.layer_counts()}")
         out.print(f"  vLLM budget:  {escape(vi.budget_label)} per worker")
         for note in vi.notes:
             out.print(f"  [yellow]note:[/yellow] {escape(note)}")

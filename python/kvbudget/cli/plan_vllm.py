@@ -33,7 +33,7 @@ def header(out: Console, title: str, sc: CliScenario, vi: VllmInputs) -> None:
 
     drafters = sum(x.is_draft for x in vi.layers)
     out.print(f"[bold]{escape(title)}[/bold]" + (" (embedded default)" if sc.is_default else ""))
-    out.print(f"  model:   {escape(sc.model_label)}, {len(vi.layers) - drafters} attention layers as vLLM reads them")
+    out.print(f"  model:   {escape(sc.model_label)}, {vi.layer_counts().partition(', ')[0]}")
     out.print(f"  draft:   {escape(sc.draft_label)}" + (f", {drafters} drafter layer(s)" if drafters else ""))
     out.print(f"  budget:  {escape(vi.budget_label)} per worker")
     out.print(f"  vLLM {vllm.VLLM_VERSION}: {escape(vi.settings())}")
@@ -70,6 +70,12 @@ def summary(out: Console, vi: VllmInputs, p: vllm.VllmPlan) -> None:
     out.print(f"  max concurrency {p.max_concurrency:.2f}; vLLM logs 'GPU KV cache size: "
               f"{b(p.kv_cache_size_tokens)} tokens', which is concurrency x max_model_len, not the pool's "
               "capacity")  # fmt: skip
+    if p.mamba is not None:
+        m = p.mamba
+        padded = (f"; the state page padded to {b(m.mamba_page_size_padded)} bytes" if m.mamba_page_size_padded
+                  else "")  # fmt: skip
+        out.print(f"  state layers: Mamba cache mode {m.mamba_cache_mode}, attention block {b(m.block_size)} "
+                  f"tokens (raised until a page holds a state), state block {b(m.mamba_block_size)} tokens{padded}")  # fmt: skip
     for w in p.warnings:
         out.print(f"  [yellow]vLLM warns:[/yellow] {w}")
 

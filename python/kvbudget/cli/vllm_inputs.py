@@ -71,6 +71,14 @@ class VllmInputs:
 
         return vllm.plan(self.layers, self.available, replace(self.engine, **changes))
 
+    def layer_counts(self) -> str:
+        """``N attention layers[ and M state layers] as vLLM reads them[, D drafter layer(s)]``."""
+        drafters = sum(x.is_draft for x in self.layers)
+        states = sum(x.kind == "mamba" and not x.is_draft for x in self.layers)
+        text = f"{len(self.layers) - drafters - states} attention layers"
+        text += (f" and {states} state layers" if states else "") + " as vLLM reads them"
+        return text + (f", {drafters} drafter layer(s)" if drafters else "")
+
     def settings(self) -> str:
         """The engine settings, one line."""
         e = self.engine
@@ -139,7 +147,11 @@ def _budget(util: float | None, sc: CliScenario) -> tuple[int, str]:
     if info.get("source") != "gpu":
         if util is not None:
             raise UsageError("--gpu-memory-utilization goes with --gpu")
-        return sc.require_budget(), sc.budget_label
+        if sc.available is None:
+            sc.require_budget()  # the usage error
+        # The whole budget: vLLM's state layers take blocks of the one pool (no state pool first).
+        assert sc.available is not None
+        return sc.available, sc.budget_label
     util = DEFAULT_GPU_MEMORY_UTILIZATION if util is None else util
     total, weights = info["gpu_memory_bytes"], info["weights_bytes"]
     available = vllm_available_bytes(total, util, weights_bytes=weights)

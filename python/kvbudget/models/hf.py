@@ -124,6 +124,10 @@ def _class_defaults() -> dict[str, dict[str, Any]]:
 
 # transformers class defaults for keys that released configs leave out.
 _CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = _class_defaults()
+#: Where vLLM 0.33.0 loads a model type with transformers' own class and SGLang with its own
+#: (the gated-delta-net hybrids): that class's defaults, for :class:`_View` with ``engine="vllm"``.
+_VLLM_CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = json.loads(
+    (Path(__file__).with_name("data") / "hf_defaults.json").read_text(encoding="utf-8")).get("vllm_model_types", {})
 
 # Outer (multimodal) model_type -> model_type of its text_config.
 _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
@@ -138,9 +142,10 @@ _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
 _MIMO_V2_TYPES: Final[frozenset[str]] = frozenset({"mimo_v2_flash", "mimo_v2"})
 
 class _View:
-    """The text part of a config, with class defaults and key-naming errors."""
+    """The text part of a config, with class defaults and key-naming errors (``engine``: whose
+    config class gives them, where SGLang's and vLLM's differ)."""
 
-    def __init__(self, cfg: Mapping[str, Any], label: str = "config.json") -> None:
+    def __init__(self, cfg: Mapping[str, Any], label: str = "config.json", engine: str = "sglang") -> None:
         outer_type = cfg.get("model_type")
         self.label = label
         self.outer = cfg
@@ -160,7 +165,8 @@ class _View:
             mt = str(outer_type or "")
             # A flattened multimodal config keeps the outer model_type.
             self.model_type = _TEXT_MODEL_TYPE.get(mt, mt)
-        self.defaults = _CLASS_DEFAULTS.get(self.model_type, {})
+        table = _VLLM_CLASS_DEFAULTS if engine == "vllm" and self.model_type in _VLLM_CLASS_DEFAULTS else _CLASS_DEFAULTS
+        self.defaults = table.get(self.model_type, {})
         archs = cfg.get("architectures") or self.cfg.get("architectures") or []
         self.architectures: list[str] = [a for a in archs if isinstance(a, str)] if isinstance(
             archs, list

@@ -34,6 +34,9 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   index from 0); DeepSeek MTP adds ``num_nextn_predict_layers`` MLA layers of
   the target's geometry. Drafter heads per rank use the target's TP.
 
+Gated-delta-net hybrids (Qwen3-Next, Qwen3.5: :data:`~kvbudget.vllm.state_models.STATE_ARCHITECTURES`)
+are read by :mod:`kvbudget.vllm.state_models`, their state layers included.
+
 Scope: the architectures in :data:`ARCHITECTURES`; others raise
 :class:`~kvbudget.models.ConfigError`. KV sharing (Gemma 3n), per-layer KV dtype
 skips and quantisation schemes are not read.
@@ -46,7 +49,9 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types
+from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
+from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config
 
 __all__ = ["ARCHITECTURES", "DRAFT_METHODS", "layers_from_hf_config", "pp_stage_layers"]
 
@@ -96,18 +101,6 @@ def _drafter_architecture(method: str, cfg: Mapping[str, Any]) -> str:
                           f"kvbudget reads its Llama heads ({', '.join(sorted(_LLAMA_DRAFTERS[method]))})",
                           "architectures")  # fmt: skip
     return name
-
-
-# transformers 5.19.0's layer_types for a config that leaves them out: every N-th layer full
-# (Gemma 2 alternates; Gemma 3's and Cohere2's N is their sliding_window_pattern).
-def pp_stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
-    """vLLM's ``get_pp_indices`` for every stage: ``(start, end)`` layer ids, the
-    remainder given to the stages before the last (first the one before it)."""
-    sizes = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        sizes[-i] += 1
-    starts = [sum(sizes[:r]) for r in range(pp)]
-    return [(s, s + n) for s, n in zip(starts, sizes)]
 
 
 def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
@@ -222,6 +215,9 @@ def layers_from_hf_config(
     draft_kv_cache_dtype: str | None = None,
     model_dtype: str | None = None,
     disable_sliding_window: bool = False,
+    mamba_cache_dtype: str = "auto",
+    mamba_ssm_cache_dtype: str = "auto",
+    gdn_prefill_backend: str = "flashinfer",
 ) -> list[LayerSpec]:
     """The attention layers vLLM 0.33.0 registers for a model (and its drafter), in order.
 
@@ -237,6 +233,10 @@ def layers_from_hf_config(
             drafter layers anyway), else ``kv_cache_dtype``.
         model_dtype: what ``"auto"`` stores; default the config's float16/bfloat16, else bfloat16.
         disable_sliding_window: ``--disable-sliding-window`` (every layer full).
+        mamba_cache_dtype, mamba_ssm_cache_dtype: vLLM's ``--mamba-cache-dtype`` and
+            ``--mamba-ssm-cache-dtype`` (a hybrid-state model's state layers).
+        gdn_prefill_backend: ``"flashinfer"`` (vLLM's choice on Hopper) or ``"triton"``: whether a
+            gated delta net exports prefill checkpoints (:mod:`kvbudget.vllm.state_models`).
 
     Raises:
         ConfigError: an architecture or drafter outside the scope above, a config
@@ -244,6 +244,14 @@ def layers_from_hf_config(
     """
     engine = engine or EngineConfig()
     cfg = load_hf_config(config)
+    archs = cfg.get("architectures")
+    if isinstance(archs, list) and archs and archs[0] in STATE_ARCHITECTURES:
+        if draft is not None:
+            raise ConfigError("draft=: kvbudget reads a gated-delta-net model's own MTP layers, not a drafter")
+        return state_layers_from_hf_config(
+            cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype or _model_dtype(cfg),
+            mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+            gdn_prefill_backend=gdn_prefill_backend)  # fmt: skip
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
     dtype_m = model_dtype or _model_dtype(cfg)

@@ -170,3 +170,26 @@ proptest! {
         prop_assert_eq!(a.mamba_block_size, if prefix { a.block_size } else { 8192 });
     }
 }
+
+#[test]
+fn state_shapes_follow_vllms_calculator() {
+    use kvbudget_core::vllm::state_shape::{gated_delta_net, mamba2};
+    // Qwen3-Next on TP 4: 16 key heads, 32 value heads of 128, conv kernel 4.
+    let gdn = gated_delta_net(4, 16, 32, 128, 128, 4, 0).unwrap();
+    assert_eq!(gdn, vec![vec![3, 2048], vec![8, 128, 128]]);
+    // Two speculative tokens keep two more conv rows.
+    assert_eq!(gated_delta_net(4, 16, 32, 128, 128, 4, 2).unwrap()[0][0], 5);
+    // 32 value heads do not split over 3 ranks: vLLM's `divide` asserts.
+    let e = gated_delta_net(3, 16, 32, 128, 128, 4, 0).unwrap_err();
+    assert_eq!(e.kind, kvbudget_core::vllm::ErrorKind::AssertionError);
+    // Mamba-2 with one B/C group on TP 4: the group is replicated to the 4 ranks.
+    let m = mamba2(4, 8192, 1, 128, 64, 128, 4, 0).unwrap();
+    assert_eq!(
+        m,
+        vec![vec![3, (8192 + 2 * 4 * 128) / 4], vec![32, 64, 128]]
+    );
+    assert_eq!(
+        mamba2(4, 8192, 8, 128, 64, 128, 4, 1).unwrap()[0],
+        vec![4, (8192 + 2 * 8 * 128) / 4]
+    );
+}

@@ -36,7 +36,7 @@ mod _core {
     };
 
     #[pymodule_export]
-    use crate::vllm::{_vllm_plan, _vllm_settings};
+    use crate::vllm::{_vllm_plan, _vllm_settings, _vllm_state_shapes};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

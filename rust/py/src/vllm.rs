@@ -19,3 +19,25 @@ pub fn _vllm_plan(py: Python<'_>, request: &str) -> Result<String> {
 pub fn _vllm_settings() -> String {
     kvbudget_core::vllm::settings::settings_json().to_string()
 }
+
+/// A state layer's tensor shapes on one rank as vLLM 0.33.0's `MambaStateShapeCalculator`
+/// builds them (`kvbudget_core::vllm::state_shape`): `family` is `"gated_delta_net"` (`dims`:
+/// tp, num_k_heads, num_v_heads, head_k_dim, head_v_dim, conv_kernel, num_spec) or `"mamba2"`
+/// (tp, intermediate_size, n_groups, num_heads, head_dim, state_size, conv_kernel, num_spec).
+#[pyfunction]
+pub fn _vllm_state_shapes(family: &str, dims: Vec<u64>) -> Result<Vec<Vec<u64>>> {
+    use kvbudget_core::vllm::state_shape;
+    let shapes = match (family, dims.as_slice()) {
+        ("gated_delta_net", &[tp, nk, nv, dk, dv, k, s]) => {
+            state_shape::gated_delta_net(tp, nk, nv, dk, dv, k, s)
+        }
+        ("mamba2", &[tp, i, g, h, hd, ds, k, s]) => state_shape::mamba2(tp, i, g, h, hd, ds, k, s),
+        _ => {
+            return Err(invalid(format!(
+                "state family {family:?} with {} dims",
+                dims.len()
+            )))
+        }
+    };
+    shapes.map_err(|e| invalid(format!("vLLM state shape: {}", e.message)))
+}

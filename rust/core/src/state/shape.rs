@@ -43,6 +43,16 @@ fn heads_per_rank(n: u64, tp: u64) -> u64 {
     n.div_ceil(tp)
 }
 
+/// B/C groups as both engines shard them: groups that do not divide the ranks are
+/// replicated up to `tp` (`extra_groups_for_head_shards`; `n_groups == 1` gives `tp`).
+pub(crate) fn groups_on_ranks(n_groups: u64, tp: u64) -> u64 {
+    if n_groups.is_multiple_of(tp) {
+        n_groups
+    } else {
+        tp
+    }
+}
+
 /// `Mamba2StateShape.create`: a Mamba2 (or gated-delta) mixer with
 /// `intermediate_size` channels, `n_groups` B/C groups (extended to `tp_size`
 /// when they do not divide it), `num_heads` heads of `head_dim`, state size
@@ -59,12 +69,7 @@ pub fn mamba2(
     let tp = positive(tp_size, "tp_size")?;
     positive(conv_kernel, "conv_kernel")?;
     let k_heads_per_tp = heads_per_rank(n_groups, tp);
-    // Groups that do not divide the ranks are replicated up to `tp` (n_groups == 1: tp).
-    let groups = if n_groups.is_multiple_of(tp) {
-        n_groups
-    } else {
-        tp
-    };
+    let groups = groups_on_ranks(n_groups, tp);
     let what = "mamba2 conv dim";
     let conv_dim = add(
         intermediate_size,

@@ -29,6 +29,7 @@ mod plan;
 pub mod record;
 pub mod settings;
 pub mod spec;
+pub mod state_shape;
 
 pub use group::{Group, GroupSpec};
 pub use mamba::{align_hybrid_block_size, HybridAlignment};

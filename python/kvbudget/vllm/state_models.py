@@ -1,0 +1,145 @@
+"""vLLM 0.33.0's reading of a hybrid-state model's config: its attention and state layers.
+
+:func:`state_layers_from_hf_config` (which :func:`kvbudget.vllm.layers_from_hf_config` calls
+for the architectures in :data:`STATE_ARCHITECTURES`) gives the :class:`~kvbudget.vllm.LayerSpec`
+list vLLM's worker builds for a gated-delta-net hybrid, in registration order:
+
+* **Layer kinds**: ``layer_types[i]`` as transformers' config class builds it (from
+  ``full_attention_interval``, default 4, when the config lists none): ``linear_attention``
+  is a gated delta net at ``<prefix>.<i>.linear_attn``, ``full_attention`` an attention layer
+  at ``<prefix>.<i>.self_attn.attn``; any other kind is vLLM's ``ValueError``.
+* **Attention**: ``max(1, num_key_value_heads // tp)`` KV heads of ``head_dim`` (after vLLM's
+  asserts that ``tp`` divides the heads, the KV heads divide or are divided by ``tp``, and a
+  rank's KV heads divide its heads).
+* **State** (``get_mamba_state_shape_from_config``): the conv state ``(k - 1, (2·nk·dk +
+  nv·dv) / tp)`` and the recurrent state ``(nv / tp, dv, dk)`` (with a drafter, ``k - 1 + s``
+  rows for ``s`` speculative tokens)
+  (``MambaStateShapeCalculator``, restated in ``rust/core/src/vllm/state_shape.rs``); both in
+  the model dtype unless ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype`` say otherwise, and
+  Qwen3.5's ``mamba_ssm_dtype`` replaces an ``auto`` SSM dtype
+  (``Qwen3_5ForConditionalGenerationConfig``).
+* **Prefill checkpoints**: Qwen's gated delta net exports them with FlashInfer's prefill
+  (``gdn_prefill_backend="flashinfer"``, vLLM's choice on Hopper, and on Blackwell with a key
+  head dim of 128 and CUDA 13), not with Triton's.
+* **Drafters** are not read yet (their MTP layers): a speculative method is refused.
+
+``tests/test_vllm_state_models.py`` holds this to vLLM's own code on generated configs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from kvbudget import _core
+from kvbudget.models.hf import ConfigError, _View
+from kvbudget.vllm.pipeline import pp_stage_layers
+from kvbudget.vllm.planner import EngineConfig, LayerSpec
+
+__all__ = ["STATE_ARCHITECTURES", "state_layers_from_hf_config"]
+
+#: Architecture -> the layers' prefix. The ``...ForConditionalGeneration`` wrappers build their
+#: text model from ``text_config`` at ``language_model.model``.
+STATE_ARCHITECTURES: Final[Mapping[str, str]] = {
+    "Qwen3NextForCausalLM": "model.layers",
+    "Qwen3_5ForCausalLM": "model.layers",
+    "Qwen3_5MoeForCausalLM": "model.layers",
+    "Qwen3_5ForConditionalGeneration": "language_model.model.layers",
+    "Qwen3_5MoeForConditionalGeneration": "language_model.model.layers",
+}
+_DTYPES: Final = ("float32", "bfloat16", "float16")
+_INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfig
+
+
+def _layer_types(v: _View, n: int) -> list[str]:
+    raw = v.cfg.get("layer_types")
+    if raw is None:
+        interval = v.opt_int("full_attention_interval") or _INTERVAL_DEFAULT
+        return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
+    if not isinstance(raw, list) or len(raw) < n or not all(isinstance(t, str) for t in raw):
+        raise ConfigError(f"config.json: layer_types must name a kind for each of the {n} layers", "layer_types")
+    bad = sorted({t for t in raw[:n]} - {"linear_attention", "full_attention"})
+    if bad:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Invalid layer_type {bad[0]}", "layer_types")
+    return list(raw[:n])
+
+
+def _attention_heads(v: _View, tp: int) -> tuple[int, int]:
+    """``Qwen3NextAttention``: KV heads per rank and the head size."""
+    heads, kv = v.req_int("num_attention_heads"), v.req_int("num_key_value_heads")
+    if heads % tp or (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {heads} attention heads and {kv} KV heads "
+                          f"do not shard over tp={tp}", "num_key_value_heads")  # fmt: skip
+    per_rank = max(1, kv // tp)
+    if (heads // tp) % per_rank:  # Attention's own assertion
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: num_heads ({heads // tp}) is not divisible by "
+                          f"num_kv_heads ({per_rank}) on each of tp={tp} ranks", "num_key_value_heads")  # fmt: skip
+    head_dim = v.opt_int("head_dim") or v.req_int("hidden_size") // (heads // tp)
+    return per_rank, head_dim
+
+
+def _state_dtypes(model_dtype: str, cache: str, ssm: str, text: Mapping[str, Any], qwen3_5: bool) -> list[str]:
+    """``MambaStateDtypeCalculator.gated_delta_net_state_dtype`` after the model's config hook."""
+    if qwen3_5 and ssm == "auto" and isinstance(text.get("mamba_ssm_dtype"), str):
+        ssm = text["mamba_ssm_dtype"]
+    for name, value in (("mamba_cache_dtype", cache), ("mamba_ssm_cache_dtype", ssm)):
+        if value != "auto" and value not in _DTYPES:
+            raise ConfigError(f"{name}={value!r}: one of auto, {', '.join(_DTYPES)}", name)
+    conv = model_dtype if cache == "auto" else cache
+    return [conv, conv if ssm == "auto" else ssm]
+
+
+def state_layers_from_hf_config(
+    cfg: Mapping[str, Any],
+    engine: EngineConfig,
+    *,
+    kv_cache_dtype: str,
+    model_dtype: str,
+    mamba_cache_dtype: str = "auto",
+    mamba_ssm_cache_dtype: str = "auto",
+    gdn_prefill_backend: str = "flashinfer",
+) -> list[LayerSpec]:
+    """The layers vLLM 0.33.0 registers for a gated-delta-net hybrid (see the module doc), for
+    ``engine``'s TP and PP; ``cfg`` is the loaded ``config.json``.
+
+    Raises:
+        ConfigError: a speculative method (its drafter is not read), layer kinds or heads
+            vLLM refuses, or a key missing or invalid.
+    """
+    arch = cfg["architectures"][0]
+    prefix = STATE_ARCHITECTURES[arch]
+    v = _View(cfg, "config.json", engine="vllm")  # the text part, transformers' class defaults
+    text = v.cfg
+    n = v.req_int("num_hidden_layers")
+    kinds = _layer_types(v, n)
+    tp, method = engine.tp, engine.speculative_method
+    if method is not None:
+        raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet "
+                          "(its MTP layers); plan the target alone or give the layers")  # fmt: skip
+    num_spec = 0
+    # vLLM builds (and asserts on) the attention heads only where a layer has attention.
+    kv, head_dim = _attention_heads(v, tp) if "full_attention" in kinds else (0, 0)
+    dims = [tp, v.req_int("linear_num_key_heads"), v.req_int("linear_num_value_heads"),
+            v.req_int("linear_key_head_dim"), v.req_int("linear_value_head_dim"),
+            v.req_int("linear_conv_kernel_dim"), num_spec]  # fmt: skip
+    try:
+        shapes = tuple(tuple(s) for s in _core._vllm_state_shapes("gated_delta_net", dims))
+    except ValueError as e:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "linear_num_value_heads") from None
+    qwen3_5 = arch != "Qwen3NextForCausalLM"
+    dtypes = tuple(_state_dtypes(model_dtype, mamba_cache_dtype, mamba_ssm_cache_dtype, text, qwen3_5))
+    if gdn_prefill_backend not in ("flashinfer", "triton"):
+        raise ConfigError(f"gdn_prefill_backend={gdn_prefill_backend!r}: 'flashinfer' or 'triton'")
+    checkpoint: Literal["none", "flashinfer_gdn"] = "flashinfer_gdn" if gdn_prefill_backend == "flashinfer" else "none"
+    out: list[LayerSpec] = []
+    for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
+        for i in range(start, end):
+            if kinds[i] == "full_attention":
+                out.append(LayerSpec(f"{prefix}.{i}.self_attn.attn", "full", kv, head_dim, head_size_v=head_dim,
+                                     kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype, pp_stage=stage))
+            else:
+                out.append(LayerSpec(f"{prefix}.{i}.linear_attn", "mamba", 0, 0, model_dtype=model_dtype,
+                                     pp_stage=stage, state_shapes=shapes, state_dtypes=dtypes,
+                                     mamba_type="gdn_attn", prefill_checkpoint=checkpoint))  # fmt: skip
+    return out
+

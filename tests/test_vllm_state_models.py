@@ -1,0 +1,169 @@
+"""``kvbudget.vllm.layers_from_hf_config`` on gated-delta-net hybrids, held to vLLM 0.33.0's own
+reading: Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (text and multimodal wrappers).
+
+The configs are built by transformers 5.19.0's classes (defaults, then seeded variants of the
+layer count, interval, heads and the gated delta net's dims, saved with every key and sparse),
+each with a seeded TP and PP. The oracle (tests/vllm_oracle/_hf.py) builds the model with
+vLLM's own ``Qwen3NextModel`` / ``Qwen3_5Model`` classes (decoder layers, attention) and takes
+each state layer's shapes and dtypes from the model class's ``get_mamba_state_shape_from_config``
+and ``get_mamba_state_dtype_from_config`` (``MambaStateShapeCalculator``, and Qwen3.5's
+``mamba_ssm_dtype`` hook). Every layer's name, kind, stage, heads, head size, state shapes and
+dtypes are compared; a refusal on one side only is a mismatch. The bundled checkpoints' configs
+(``kvbudget models``) are read too.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import transformers as T
+from vllm_oracle._hf import VllmLoadError, vllm_layers
+
+from kvbudget import InvalidConfigError, vllm
+from kvbudget.models.hybrid_state import get_hybrid_state_model
+from kvbudget.vllm.models import layers_from_hf_config
+
+N = int(os.environ.get("KVBUDGET_VLLM_STATE_MODEL_CASES", "300"))
+_ATTENTION = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "is_draft", "pp_stage")
+_STATE = ("name", "kind", "is_draft", "pp_stage", "state_shapes", "state_dtypes")
+_CLASSES = [(T.Qwen3NextConfig, "Qwen3NextForCausalLM", False), (T.Qwen3_5TextConfig, "Qwen3_5ForCausalLM", False),
+            (T.Qwen3_5MoeTextConfig, "Qwen3_5MoeForCausalLM", False),
+            (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration", True),
+            (T.Qwen3_5MoeConfig, "Qwen3_5MoeForConditionalGeneration", True)]  # fmt: skip
+
+
+def _text_kw(rng: random.Random) -> dict[str, Any]:
+    heads = rng.choice([8, 12, 16, 16, 32, 32])  # 12 and 3 KV heads: some TP sizes do not shard them (refused)
+    kw: dict[str, Any] = {"num_hidden_layers": rng.randint(1, 48), "num_attention_heads": heads,
+                          "num_key_value_heads": rng.choice([1, 2, 2, 3, 4, 4, 8]), "hidden_size": heads * 128,
+                          "linear_num_key_heads": rng.choice([8, 16]),
+                          "linear_num_value_heads": rng.choice([16, 20, 32, 32, 48, 64]),
+                          "linear_key_head_dim": rng.choice([64, 128]), "linear_value_head_dim": rng.choice([64, 128]),
+                          "linear_conv_kernel_dim": rng.choice([2, 4])}  # fmt: skip
+    if rng.random() < 0.7:
+        kw["head_dim"] = rng.choice([128, 256])
+    if rng.random() < 0.8:
+        kw["full_attention_interval"] = rng.choice([2, 3, 4, 8])
+    return kw
+
+
+def _case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    cls, arch, wrapped = rng.choice(_CLASSES)
+    kw = _text_kw(rng)
+    config = cls(text_config=kw) if wrapped else cls(**kw)
+    d = config.to_dict()
+    if rng.random() < 0.5:  # sparse, as released configs are
+        defaults = cls().to_dict()
+        for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
+            del d[key]
+    text = d.get("text_config", d) if wrapped else d
+    if rng.random() < 0.4 and arch != "Qwen3NextForCausalLM":  # released Qwen3.5 configs name it
+        text["mamba_ssm_dtype"] = rng.choice(["float32", "bfloat16"])
+    if rng.random() < 0.4:
+        text.pop("layer_types", None)  # the interval gives them
+    engine = {"tp": rng.choice([1, 1, 2, 2, 4, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    return {**d, "architectures": [arch]}, engine
+
+
+def _fields(x: dict[str, Any]) -> dict[str, Any]:
+    return {k: x.get(k) for k in (_STATE if x["kind"] == "mamba" else _ATTENTION)}
+
+
+def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str) -> list[dict[str, Any]] | str:
+    try:
+        layers = layers_from_hf_config(saved, vllm.EngineConfig(**engine), model_dtype=dtype)
+    except InvalidConfigError as e:
+        return f"refused: {e}"
+    out = []
+    for x in layers:
+        d = {k: getattr(x, k) for k in set(_STATE) | set(_ATTENTION)}
+        d["state_shapes"] = [list(s) for s in x.state_shapes]
+        d["state_dtypes"] = list(x.state_dtypes)
+        out.append(_fields(d))
+    return out
+
+
+def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str) -> list[dict[str, Any]] | str:
+    d = dict(saved)
+    loaded = T.CONFIG_MAPPING[d["model_type"]].from_dict(d)
+    try:
+        return [_fields(x) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype)]
+    except VllmLoadError as e:
+        return f"refused: {e}"
+
+
+def test_gated_delta_net_models_read_as_vllm_reads_them() -> None:
+    rng = random.Random("vllm-state-models")
+    cases = [({**cls().to_dict(), "architectures": [arch]}, {"tp": 1, "pp": 1}) for cls, arch, _ in _CLASSES]
+    cases += [_case(rng) for _ in range(N)]
+    counts = {"compared": 0, "refused": 0, "state layers": 0, "attention layers": 0}
+    mismatches: list[str] = []
+    for i, (saved, engine) in enumerate(cases):
+        dtype = rng.choice(["bfloat16", "float16"])
+        ours, theirs = _ours(saved, engine, dtype), _theirs(saved, engine, dtype)
+        counts["compared"] += 1
+        if isinstance(ours, str) or isinstance(theirs, str):
+            if isinstance(ours, str) != isinstance(theirs, str):
+                mismatches.append(f"case {i} ({saved['architectures'][0]}, {engine}): kvbudget {str(ours)[:200]} "
+                                  f"vs vLLM {str(theirs)[:200]}")  # fmt: skip
+            counts["refused"] += 1
+            continue
+        counts["state layers"] += sum(x["kind"] == "mamba" for x in theirs)
+        counts["attention layers"] += sum(x["kind"] != "mamba" for x in theirs)
+        if ours != theirs:
+            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
+            mismatches.append(f"case {i} ({saved['architectures'][0]}, {engine}): {diff}")
+    print(f"\nvLLM gated-delta-net reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] // 3 and counts["state layers"] > 10 * N, counts
+
+
+def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:
+    """Qwen3-Next-80B-A3B, Qwen3.5-9B and Qwen3.5-35B-A3B's published configs at TP 4."""
+    for name in ("qwen3-next-80b-a3b-instruct", "qwen3.5-9b", "qwen3.5-35b-a3b"):
+        saved = get_hybrid_state_model(name).config
+        ours, theirs = _ours(saved, {"tp": 4, "pp": 1}, "bfloat16"), _theirs(saved, {"tp": 4, "pp": 1}, "bfloat16")
+        assert not isinstance(theirs, str) and ours == theirs, (name, theirs if isinstance(theirs, str) else "")
+    qwen35 = _ours(get_hybrid_state_model("qwen3.5-9b").config, {"tp": 4, "pp": 1}, "bfloat16")
+    assert isinstance(qwen35, list) and qwen35[0]["state_dtypes"] == ["bfloat16", "float32"]  # its mamba_ssm_dtype
+
+
+def test_a_drafter_is_refused_until_its_layers_are_read() -> None:
+    saved = get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config
+    engine = vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=2)
+    try:
+        layers_from_hf_config(saved, engine)
+    except InvalidConfigError as e:
+        assert "drafter layers" in str(e)
+    else:
+        raise AssertionError("a Qwen3-Next drafter was read without its MTP layers")
+
+
+def test_state_shapes_are_vllms_calculators() -> None:
+    """``rust/core/src/vllm/state_shape.rs`` against ``MambaStateShapeCalculator`` lifted from the
+    wheel, on 2,000 seeded argument sets of each family (refusals: vLLM's ``divide``)."""
+    from vllm_oracle import _hf
+
+    from kvbudget import _core
+
+    calc = _hf._env(_hf._root()).models["qwen3_next"]["MambaStateShapeCalculator"]
+    rng = random.Random("state-shapes")
+    families = {"gated_delta_net": (calc.gated_delta_net_state_shape, 7), "mamba2": (calc.mamba2_state_shape, 8)}
+    outcomes = {"ok": 0, "refused": 0}
+    for _ in range(2000):
+        for family, (theirs_fn, n) in families.items():
+            dims = [rng.choice([1, 2, 3, 4, 8])] + [rng.choice([1, 2, 3, 8, 16, 24, 64, 128, 4096]) for _ in range(n - 2)]
+            dims.append(rng.choice([0, 1, 3]))  # speculative tokens
+            try:
+                theirs: Any = [list(s) for s in theirs_fn(*dims)]
+            except AssertionError:
+                theirs = "refused"
+            try:
+                ours: Any = _core._vllm_state_shapes(family, dims)
+            except ValueError:
+                ours = "refused"
+            assert ours == theirs, (family, dims, ours, theirs)
+            outcomes["ok" if theirs != "refused" else "refused"] += 1
+    assert min(outcomes.values()) > 500, outcomes

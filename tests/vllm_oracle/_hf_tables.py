@@ -1,0 +1,103 @@
+"""The architecture tables of the vLLM model-reading oracle (:mod:`._hf`): restated glue.
+
+* :data:`ENTRY`: which class each registered ``(module, class)`` is entered at, with what
+  prefix, and whether the text model is built from ``config.text_config``;
+* :data:`MODELS`: per model file, what is lifted (functions, classes, ``(class, extra
+  methods)``), the inert names (MLP / MoE / norm classes: no KV) and names taken from
+  another file;
+* :data:`STATE_CLASSES`: per hybrid-state architecture, the class whose
+  ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config`` vLLM's
+  platform reads (the state layers' shapes and dtypes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Oracle convenience for configs without ``architectures`` (vLLM would refuse them).
+DEFAULT_ARCH = {
+    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+    "gemma3": "Gemma3ForConditionalGeneration", "gpt_oss": "GptOssForCausalLM",
+    "cohere2": "Cohere2ForCausalLM", "llama4_text": "Llama4ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
+}  # fmt: skip
+#: Registered (file, class) -> ("[file:]class entered", its method (None: construct it),
+#: prefix, whether the text model is built from ``config.text_config``). Restated glue.
+ENTRY = {
+    ("llama", "LlamaForCausalLM"): ("LlamaForCausalLM", "_init_model", "model", False),
+    ("mistral", "MistralForCausalLM"): ("MistralForCausalLM", "_init_model", "model", False),
+    ("llama4", "Llama4ForCausalLM"): ("Llama4ForCausalLM", "_init_model", "model", False),
+    ("mllama4", "Llama4ForConditionalGeneration"):
+        ("llama4:Llama4ForCausalLM", "_init_model", "language_model.model", True),
+    ("qwen2", "Qwen2ForCausalLM"): ("Qwen2Model", None, "model", False),
+    ("qwen3", "Qwen3ForCausalLM"): ("Qwen3Model", None, "model", False),
+    ("gemma2", "Gemma2ForCausalLM"): ("Gemma2Model", None, "model", False),
+    ("gemma3", "Gemma3ForCausalLM"): ("Gemma3Model", None, "model", False),
+    ("gemma3_mm", "Gemma3ForConditionalGeneration"):
+        ("gemma3:Gemma3Model", None, "language_model.model", True),
+    ("gpt_oss", "GptOssForCausalLM"): ("GptOssModel", None, "model", False),
+    ("commandr", "CohereForCausalLM"): ("CohereModel", None, "model", False),
+    ("deepseek_v2", "DeepseekV2ForCausalLM"): ("DeepseekV2Model", None, "model", False),
+    ("deepseek_v2", "DeepseekV3ForCausalLM"): ("DeepseekV2Model", None, "model", False),
+    ("llama_eagle", "EagleLlamaForCausalLM"): ("EagleLlamaForCausalLM", None, "", False),
+    ("llama_eagle3", "Eagle3LlamaForCausalLM"): ("Eagle3LlamaForCausalLM", None, "", False),
+    ("deepseek_mtp", "DeepSeekMTP"): ("DeepSeekMultiTokenPredictor", None, "model", False),
+}  # fmt: skip
+_QC = "get_quant_config"
+#: Model file -> (what is lifted, in order: a function, a class or (class, extra methods);
+#: inert names (MLP / MoE classes: no KV); names taken from another file ("file[:name]")).
+MODELS: dict[str, tuple[list[Any], str, dict[str, str]]] = {
+    "llama": ([("LlamaAttention", "_init_rotary_emb"), ("LlamaDecoderLayer", _QC), "LlamaModel",
+               ("LlamaForCausalLM", "_init_model")], "LlamaMLP", {}),
+    "mistral": (["MistralAttention", "MistralDecoderLayer", "MistralModel",
+                 ("MistralForCausalLM", "_init_model")], "",
+                {n: "llama" for n in ("LlamaAttention", "LlamaDecoderLayer", "LlamaModel",
+                                      "LlamaForCausalLM")}),
+    "qwen2": (["Qwen2Attention", "Qwen2DecoderLayer", "Qwen2Model"], "Qwen2MLP", {}),
+    "qwen3": (["Qwen3Attention", "Qwen3DecoderLayer", "Qwen3Model"], "Qwen3MLP",
+              {"Qwen2Model": "qwen2"}),
+    "gemma2": (["Gemma2Attention", "Gemma2DecoderLayer", "Gemma2Model"], "Gemma2MLP", {}),
+    "gemma3": (["Gemma3Attention", "Gemma3DecoderLayer", "Gemma3Model"], "Gemma3MLP", {}),
+    "gpt_oss": ([("OAIAttention", "_build_attention"), "TransformerBlock", "GptOssModel"],
+                "MLPBlock", {}),
+    "commandr": (["select_norm_impl", "CohereAttention", "CohereDecoderLayer", "CohereModel"],
+                 "CohereMLP", {}),
+    "llama4": (["Llama4Attention", "Llama4DecoderLayer", "Llama4Model",
+                ("Llama4ForCausalLM", "_init_model")], "Llama4MoE",
+               {"LlamaModel": "llama", "LlamaForCausalLM": "llama", "LlamaMLP": "llama"}),
+    "deepseek_v2": (["yarn_get_mscale", "DeepseekV2Attention", "DeepseekV2MLAAttention",
+                     "DeepseekV2DecoderLayer", "DeepseekV2Model"],
+                    "DeepseekV2MLP DeepseekV2MoE DeepSeekV2FusedQkvAProjLinear Indexer", {}),
+    "llama_eagle": ([("LlamaDecoderLayer", _QC), "LlamaModel", "EagleLlamaForCausalLM"], "",
+                    {"BaseLlamaDecoderLayer": "llama:LlamaDecoderLayer"}),
+    "llama_eagle3": ([("LlamaDecoderLayer", _QC), "LlamaModel", "Eagle3LlamaForCausalLM"], "",
+                     {"_Eagle3LlamaDecoderLayerBase": "llama:LlamaDecoderLayer"}),
+    "deepseek_mtp": (["DeepSeekMultiTokenPredictorLayer", "DeepSeekMultiTokenPredictor"],
+                     "SharedHead", {"DeepseekV2DecoderLayer": "deepseek_v2"}),
+}  # fmt: skip
+_STATE = ("get_mamba_state_shape_from_config", "get_mamba_state_dtype_from_config")
+ENTRY.update({
+    ("qwen3_next", "Qwen3NextForCausalLM"): ("Qwen3NextModel", None, "model", False),
+    ("qwen3_5", "Qwen3_5ForCausalLM"): ("Qwen3_5Model", None, "model", False),
+    ("qwen3_5", "Qwen3_5MoeForCausalLM"): ("Qwen3_5Model", None, "model", False),
+    ("qwen3_5", "Qwen3_5ForConditionalGeneration"): ("Qwen3_5Model", None, "language_model.model", False),
+    ("qwen3_5", "Qwen3_5MoeForConditionalGeneration"): ("Qwen3_5Model", None, "language_model.model", False),
+})  # fmt: skip
+MODELS.update({
+    "qwen3_next": (["_should_use_sequence_parallel", "Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
+                    ("Qwen3NextForCausalLM", *_STATE)], "Qwen3NextSparseMoeBlock Qwen3NextMLP Qwen3NextRMSNorm", {}),
+    "qwen3_5": (["Qwen3_5DecoderLayer", "Qwen3_5Model", ("Qwen3_5ForCausalLMBase", *_STATE),
+                 ("Qwen3_5ForConditionalGeneration", *_STATE)], "Qwen3_5RMSNorm Qwen3NextMLP mrope_positions_factor",
+                {n: "qwen3_next" for n in ("Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
+                                           "Qwen3NextSparseMoeBlock")}),
+})  # fmt: skip
+#: Hybrid-state architecture -> (model file, the class holding its state classmethods).
+STATE_CLASSES: dict[str, tuple[str, str]] = {
+    "Qwen3NextForCausalLM": ("qwen3_next", "Qwen3NextForCausalLM"),
+    "Qwen3_5ForCausalLM": ("qwen3_5", "Qwen3_5ForCausalLMBase"),
+    "Qwen3_5MoeForCausalLM": ("qwen3_5", "Qwen3_5ForCausalLMBase"),
+    "Qwen3_5ForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
+    "Qwen3_5MoeForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
+}
+

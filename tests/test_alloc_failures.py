@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
 
 import kvbudget  # noqa: E402
 from kvbudget import AllocationError, KVBudgetError  # noqa: E402
+from kvbudget import _alloc_layout  # noqa: E402
 from kvbudget.alloc import LayerKV, allocate  # noqa: E402
 
-from alloc_cases import gemma3_27b  # noqa: E402
+from alloc_cases import gemma3_27b, gemma3_six_layers  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -179,3 +181,58 @@ def test_layout_is_derived_once_per_plan_and_records_have_slots() -> None:
     assert not hasattr(rec, "__dict__")
     with pytest.raises(AttributeError):
         del rec.k
+
+
+class _InterruptAtLine:
+    """A trace function raising KeyboardInterrupt at the ``n``-th line event inside kvbudget's
+    allocation code (``alloc.py``, ``_alloc_layout.py``): an interrupt at any point, not only at
+    an allocator call."""
+
+    FILES = ("alloc.py", "_alloc_layout.py")
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> Any:
+        if Path(frame.f_code.co_filename).name not in self.FILES or "kvbudget" not in frame.f_code.co_filename:
+            return None
+        if event == "line":
+            self.seen += 1
+            if self.seen == self.n:
+                raise KeyboardInterrupt(f"interrupted at line event {self.n}")
+        return self
+
+
+def _interrupted(n: int, strategy: str) -> tuple[BaseException | None, FailAt, int]:
+    """``allocate`` interrupted at its ``n``-th line event: (the exception, held; the allocator; events)."""
+    plan = gemma3_six_layers(16).plan(8 << 20)
+    # Derived (and cached) first: a line event inside the cache's `with lock:` exit is no point a
+    # signal can land on (CPython runs signal handlers after calls and backward jumps only).
+    _alloc_layout.layout_of(plan)
+    made, trace = FailAt(0), _InterruptAtLine(n)
+    sys.settrace(trace)
+    try:
+        pools = allocate(plan, device="cpu", strategy=strategy, zero=False, _allocator=made)  # type: ignore[arg-type]
+    except KeyboardInterrupt as e:
+        return e, made, trace.seen
+    finally:
+        sys.settrace(None)
+    del pools
+    return None, made, trace.seen
+
+
+@pytest.mark.parametrize("strategy", ["slab", "per_layer"])
+def test_an_interrupt_at_any_line_leaves_no_tensor_alive(strategy: str) -> None:
+    """Issue 26: wherever a KeyboardInterrupt lands inside ``allocate`` (every line event, the
+    layer-record list included), no tensor it made is alive while the exception is held, and the
+    exception leaves as it is. The run without an interrupt counts the events."""
+    _, _, total = _interrupted(0, strategy)
+    assert total > 20
+    alive = []
+    for n in range(1, total + 1):
+        exc, made, _ = _interrupted(n, strategy)
+        assert exc is not None and str(exc) == f"interrupted at line event {n}"
+        if any(not r.expired() for r in made.refs):
+            alive.append(n)
+        del exc
+    assert not alive, f"tensors alive after an interrupt at line events {alive} of {total}"

@@ -9,6 +9,7 @@ import json
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import kvbudget
@@ -231,3 +232,23 @@ def test_optional_dependencies_name_their_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "pip install 'kvbudget[torch]'" in out.stdout, out
+
+
+def test_agree_without_torch_names_the_extra() -> None:
+    """``agree()`` on a plain install (issue 26): the extra that brings torch, not a bare import error;
+    a bad argument still raises its own error first."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import kvbudget\n"
+        "from _agree_worker import tp_configurator\n"
+        "c = tp_configurator()\n"
+        "for budget in (1 << 34, 'x'):\n"
+        "    try:\n        kvbudget.agree(c, budget)\n"
+        "    except Exception as e:\n        print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2, out
+    assert lines[0].startswith("ModuleNotFoundError kvbudget.agree needs torch") and "kvbudget[torch]" in lines[0]
+    assert lines[1] == "InvalidConfigError available_bytes must be an int, got str", lines[1]

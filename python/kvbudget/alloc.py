@@ -290,8 +290,11 @@ def _fill_slab(
         slab = allocator((pl.nbytes,), uint8, device, zero)
         build.roots.append(slab)
         build.slabs[pl.name] = slab
-        bases = [slab if dt is uint8 else (slab if n is None else slab[:n]).view(dt)
-                 for dt, n in pl.bases]
+        # A plain loop, not a comprehension: an interrupt inside a comprehension's
+        # own frame could leave a view of ``slab`` reachable from the traceback.
+        bases: list[torch.Tensor] = []
+        for dt, n in pl.bases:
+            bases.append(slab if dt is uint8 else (slab if n is None else slab[:n]).view(dt))
         made: tuple[torch.Tensor, ...] = ()
         for base, size, stride, offset, many in pl.views:
             view = bases[base].as_strided(size, stride, offset)

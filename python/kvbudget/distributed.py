@@ -70,6 +70,7 @@ from kvbudget._core import (
 
 if TYPE_CHECKING:
     from kvbudget.types import Fit
+from kvbudget.errors import _missing_extra
 from kvbudget.sglang.configurators import PoolConfiguratorBase
 
 __all__ = ["AgreedPlan", "AgreeMode", "agree"]
@@ -292,10 +293,10 @@ def _dist(local: _Local) -> tuple[Any, Any]:
     try:
         import torch
         import torch.distributed as dist
-    except ImportError:
+    except ModuleNotFoundError as e:
         if local.error is not None:
             raise local.error from None
-        raise
+        raise _missing_extra("kvbudget.agree", e) from None
     if not dist.is_available() or not dist.is_initialized():
         if local.error is not None:
             raise local.error
@@ -555,6 +556,8 @@ def agree(
             thing (naming the ranks and fields), or when a rank's arguments are
             invalid (naming it); on this rank alone, when torch.distributed is
             not initialized (then a bad argument raises its own error).
+        ModuleNotFoundError: torch is not installed (the message names the
+            ``kvbudget[torch]`` extra; a bad argument raises its own error first).
         NotEnoughMemoryError, SWAPoolTooSmallError: the agreed value gives no
             valid pools, or in ``"tokens"`` mode a rank's own solve fails:
             every rank raises the failed rank's class, naming it and carrying

@@ -134,3 +134,23 @@ def test_the_draws_reach_every_state_branch() -> None:
     for key in ("mode align", "mode none", "attention-free", "hybrid", "padded", "raised", "checkpoint", "replayssm",
                 *(f"type {t}" for t in ("mamba1", "mamba2", "short_conv", "linear", "gdn_attn"))):
         assert seen.get(key, 0) >= 5, (key, seen)
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+def test_nemotron_h_as_read_plans_as_vllm_does(oracle: vo.VllmOracle, prefix: bool) -> None:
+    """Nemotron-Nano-9B-v2's published config read by ``layers_from_hf_config`` (27 Mamba-2
+    layers, 4 attention layers on each of 4 ranks), then planned by vLLM's own code and by
+    kvbudget at 20 GiB and 32,768 tokens: every compared field equal."""
+    from kvbudget.models.hybrid_state import get_hybrid_state_model
+
+    engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": prefix}
+    specs = vllm.layers_from_hf_config(get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config,
+                                       vllm.EngineConfig(**engine))  # fmt: skip
+    layers = [{k: getattr(x, k) for k in ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "kv_cache_dtype",
+                                          "model_dtype", "state_shapes", "state_dtypes", "mamba_type",
+                                          "prefill_checkpoint")} for x in specs]  # fmt: skip
+    assert sum(x["kind"] == "mamba" for x in layers) == 27 and sum(x["kind"] == "full" for x in layers) == 4
+    theirs = oracle.plan(layers, 20 * GIB, engine)
+    ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
+    assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)
+    assert theirs["num_blocks"] > 0 and theirs["mamba"]["mamba_cache_mode"] == ("align" if prefix else "none")

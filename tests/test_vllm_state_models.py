@@ -1,5 +1,6 @@
-"""``kvbudget.vllm.layers_from_hf_config`` on gated-delta-net hybrids, held to vLLM 0.33.0's own
-reading: Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (text and multimodal wrappers).
+"""``kvbudget.vllm.layers_from_hf_config`` on hybrid-state models, held to vLLM 0.33.0's own
+reading: the gated-delta-net hybrids Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (text and multimodal
+wrappers), and the Mamba-2 hybrid Nemotron-H.
 
 The configs are built by transformers 5.19.0's classes (defaults, then seeded variants of the
 layer count, interval, heads and the gated delta net's dims, saved with every key and sparse),
@@ -7,8 +8,12 @@ each with a seeded TP and PP. The oracle (tests/vllm_oracle/_hf.py) builds the m
 vLLM's own ``Qwen3NextModel`` / ``Qwen3_5Model`` classes (decoder layers, attention) and takes
 each state layer's shapes and dtypes from the model class's ``get_mamba_state_shape_from_config``
 and ``get_mamba_state_dtype_from_config`` (``MambaStateShapeCalculator``, and Qwen3.5's
-``mamba_ssm_dtype`` hook). Every layer's name, kind, stage, heads, head size, state shapes and
-dtypes are compared; a refusal on one side only is a mismatch. The bundled checkpoints' configs
+``mamba_ssm_dtype`` hook). Nemotron-H configs come from transformers' ``NemotronHConfig`` on seeded
+layer patterns, heads, windows and Mamba-2 dims (saved whole, sparse, or as checkpoints write them:
+a ``hybrid_override_pattern`` and the legacy ``mamba_*`` keys); vLLM's ``NemotronHModel`` builds
+them, its ``MambaMixer2`` with its TP assertions, and ``NemotronHForCausalLMConfig``'s SSM dtype
+hook runs. Every layer's name, kind, stage, heads, head size, window, state shapes and dtypes are
+compared; a refusal on one side only is a mismatch. The bundled checkpoints' configs
 (``kvbudget models``) are read too.
 """
 
@@ -26,7 +31,7 @@ from kvbudget.models.hybrid_state import get_hybrid_state_model
 from kvbudget.vllm.models import layers_from_hf_config
 
 N = int(os.environ.get("KVBUDGET_VLLM_STATE_MODEL_CASES", "300"))
-_ATTENTION = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "is_draft", "pp_stage")
+_ATTENTION = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "sliding_window", "is_draft", "pp_stage")
 _STATE = ("name", "kind", "is_draft", "pp_stage", "state_shapes", "state_dtypes")
 _CLASSES = [(T.Qwen3NextConfig, "Qwen3NextForCausalLM", False), (T.Qwen3_5TextConfig, "Qwen3_5ForCausalLM", False),
             (T.Qwen3_5MoeTextConfig, "Qwen3_5MoeForCausalLM", False),
@@ -71,9 +76,10 @@ def _fields(x: dict[str, Any]) -> dict[str, Any]:
     return {k: x.get(k) for k in (_STATE if x["kind"] == "mamba" else _ATTENTION)}
 
 
-def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str) -> list[dict[str, Any]] | str:
+def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: bool = False) -> list[dict[str, Any]] | str:
     try:
-        layers = layers_from_hf_config(saved, vllm.EngineConfig(**engine), model_dtype=dtype)
+        layers = layers_from_hf_config(saved, vllm.EngineConfig(**engine), model_dtype=dtype,
+                                       disable_sliding_window=no_window)  # fmt: skip
     except InvalidConfigError as e:
         return f"refused: {e}"
     out = []
@@ -85,24 +91,26 @@ def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str) -> list[dic
     return out
 
 
-def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str) -> list[dict[str, Any]] | str:
+def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: bool = False) -> list[dict[str, Any]] | str:
     d = dict(saved)
     loaded = T.CONFIG_MAPPING[d["model_type"]].from_dict(d)
     try:
-        return [_fields(x) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype)]
+        return [_fields(x) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype,
+                                                disable_sliding_window=no_window)]  # fmt: skip
     except VllmLoadError as e:
         return f"refused: {e}"
 
 
-def test_gated_delta_net_models_read_as_vllm_reads_them() -> None:
-    rng = random.Random("vllm-state-models")
-    cases = [({**cls().to_dict(), "architectures": [arch]}, {"tp": 1, "pp": 1}) for cls, arch, _ in _CLASSES]
-    cases += [_case(rng) for _ in range(N)]
+def _compare(rng: random.Random, cases: list[tuple[dict[str, Any], dict[str, Any]]],
+             no_window: float = 0.0) -> tuple[dict[str, int], list[str]]:  # fmt: skip
+    """Each case read by kvbudget and by vLLM (a seeded model dtype; ``--disable-sliding-window``
+    with probability ``no_window``): the counts and the mismatches."""
     counts = {"compared": 0, "refused": 0, "state layers": 0, "attention layers": 0}
     mismatches: list[str] = []
     for i, (saved, engine) in enumerate(cases):
         dtype = rng.choice(["bfloat16", "float16"])
-        ours, theirs = _ours(saved, engine, dtype), _theirs(saved, engine, dtype)
+        off = rng.random() < no_window
+        ours, theirs = _ours(saved, engine, dtype, off), _theirs(saved, engine, dtype, off)
         counts["compared"] += 1
         if isinstance(ours, str) or isinstance(theirs, str):
             if isinstance(ours, str) != isinstance(theirs, str):
@@ -115,14 +123,63 @@ def test_gated_delta_net_models_read_as_vllm_reads_them() -> None:
         if ours != theirs:
             diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
             mismatches.append(f"case {i} ({saved['architectures'][0]}, {engine}): {diff}")
+    return counts, mismatches
+
+
+def test_gated_delta_net_models_read_as_vllm_reads_them() -> None:
+    rng = random.Random("vllm-state-models")
+    cases = [({**cls().to_dict(), "architectures": [arch]}, {"tp": 1, "pp": 1}) for cls, arch, _ in _CLASSES]
+    counts, mismatches = _compare(rng, cases + [_case(rng) for _ in range(N)])
     print(f"\nvLLM gated-delta-net reading: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
     assert 0 < counts["refused"] < counts["compared"] // 3 and counts["state layers"] > 10 * N, counts
 
 
+def _nemotron_h_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    n = rng.randint(1, 40)
+    pattern = "".join(rng.choice("MMMM-*E") for _ in range(n))
+    kw: dict[str, Any] = {"hybrid_override_pattern": pattern, "num_attention_heads": rng.choice([8, 12, 16, 32, 40]),
+                          "num_key_value_heads": rng.choice([1, 2, 4, 8, 8, 3]), "hidden_size": rng.choice([1024, 4480]),
+                          "mamba_num_heads": rng.choice([8, 24, 64, 128, 128]), "mamba_head_dim": rng.choice([32, 64, 80]),
+                          "n_groups": rng.choice([1, 2, 4, 8, 8, 3]), "ssm_state_size": rng.choice([16, 64, 128]),
+                          "conv_kernel": rng.choice([2, 4])}  # fmt: skip
+    if rng.random() < 0.2:
+        kw["head_dim"] = rng.choice([64, 256])  # transformers' class refuses None (vLLM's fallback)
+    if rng.random() < 0.25:
+        kw["sliding_window"] = rng.choice([256, 4096])
+    if rng.random() < 0.3:
+        kw["mamba_ssm_cache_dtype"] = rng.choice(["bfloat16", "float16", "auto"])
+    d = T.NemotronHConfig(**kw).to_dict()
+    form = rng.choice(["whole", "sparse", "checkpoint"])
+    if form == "sparse":
+        defaults = T.NemotronHConfig().to_dict()
+        for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
+            del d[key]
+    elif form == "checkpoint":  # as released config.json files are written
+        del d["layers_block_type"]
+        d.update(hybrid_override_pattern=pattern, num_hidden_layers=n)
+        for key, legacy in (("n_groups", "mamba_n_groups"), ("conv_kernel", "mamba_d_conv")):
+            if rng.random() < 0.5:
+                d[legacy] = d.pop(key)
+    engine = {"tp": rng.choice([1, 1, 2, 2, 4, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    return {**d, "architectures": ["NemotronHForCausalLM"]}, engine
+
+
+def test_nemotron_h_read_as_vllm_reads_it() -> None:
+    """Nemotron-H (Mamba-2 beside attention, MLP and MoE layers) on generated configs, the class
+    defaults included; a third with ``--disable-sliding-window``."""
+    rng = random.Random("vllm-nemotron-h")
+    cases = [({**T.NemotronHConfig().to_dict(), "architectures": ["NemotronHForCausalLM"]}, {"tp": 1, "pp": 1})]
+    counts, mismatches = _compare(rng, cases + [_nemotron_h_case(rng) for _ in range(N)], no_window=0.3)
+    print(f"\nvLLM Nemotron-H reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > 5 * N, counts
+
+
 def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:
-    """Qwen3-Next-80B-A3B, Qwen3.5-9B and Qwen3.5-35B-A3B's published configs at TP 4."""
-    for name in ("qwen3-next-80b-a3b-instruct", "qwen3.5-9b", "qwen3.5-35b-a3b"):
+    """Qwen3-Next-80B-A3B, Qwen3.5-9B, Qwen3.5-35B-A3B and Nemotron-Nano-9B-v2's published configs
+    at TP 4."""
+    for name in ("qwen3-next-80b-a3b-instruct", "qwen3.5-9b", "qwen3.5-35b-a3b", "nvidia-nemotron-nano-9b-v2"):
         saved = get_hybrid_state_model(name).config
         ours, theirs = _ours(saved, {"tp": 4, "pp": 1}, "bfloat16"), _theirs(saved, {"tp": 4, "pp": 1}, "bfloat16")
         assert not isinstance(theirs, str) and ours == theirs, (name, theirs if isinstance(theirs, str) else "")

@@ -68,13 +68,11 @@ carrying vLLM's text; a stub being reached is ``StubError`` (an oracle gap).
 """
 
 from __future__ import annotations
-import __future__
 
 import ast
 import builtins
 import copy
 import functools
-import traceback
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -82,12 +80,13 @@ from typing import Any
 import torch
 import transformers
 
-from oracle_kit.lift import Source, registered
+from oracle_kit.lift import Source
 from oracle_kit.strict import Poison, StrictModule, StubError, fail
 from ._strict import RecordingLogger, StrictConfig
+from ._hf_lift import (VllmLoadError, _Module, _Rope, _StateLayer, _inert, _lift_class, _lift_stmts,
+                       _load_error, _run, _stores, _unlifted)  # fmt: skip
 
 __all__ = ["ENTRY", "VllmLoadError", "vllm_layers", "vllm_model_config"]
-_FLAGS = __future__.annotations.compiler_flag
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
                   "itertools pydantic transformers torch".split())  # fmt: skip
 from ._hf_tables import DEFAULT_ARCH, ENTRY, MODELS as _MODELS, STATE_CLASSES  # noqa: E402
@@ -102,148 +101,12 @@ _ATTN_KEEP = set("""sliding_window num_kv_heads vllm_config compilation_config
 compilation_config.static_forward_context[prefix] self.layer_name self.num_heads self.head_size
 self.head_size_v self.num_kv_heads self.sliding_window self.attn_type
 self.kv_sharing_target_layer_name self.attention_chunk_size""".split())
-
-
-class VllmLoadError(Exception):
-    """vLLM's own code refused the configuration (its exception text is the message)."""
-
-
-def _load_error(e: BaseException) -> VllmLoadError:
-    last = traceback.extract_tb(e.__traceback__)[-1]
-    where = f" [{Path(last.filename).name}:{last.lineno}: {last.line}]" if last.line else ""
-    return VllmLoadError(f"{type(e).__name__}: {e}{where}")
-
-
-class _Module:
-    """``nn.Module`` stand-in: attributes are free to set; reading an unset one raises."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        fail(f"{type(self).__name__} (module stand-in)", f"attribute {name!r}")
-
-    def register_buffer(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-
-def _inert(name: str) -> Any:
-    """A constructor owning no KV: what it returns raises on any use."""
-
-    def build(*args: Any, **kwargs: Any) -> Poison:
-        return Poison(f"{name}(...)")
-
-    return build
-
-
-class _Rope:
-    """Restated: a rotary embedding without M-RoPE or a fused kernel (no attribute but its type)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-
-class _StateLayer:
-    """Restated: a state layer (``QwenGatedDeltaNetAttention``) registers itself under its
-    prefix, as ``MambaBase`` layers do; its shapes are the model class's (:func:`_state`)."""
-
-    def __init__(self, config: Any = None, vllm_config: Any = None, prefix: str = "", **kw: Any) -> None:
-        context = vllm_config.compilation_config.static_forward_context
-        if prefix in context:
-            raise ValueError(f"Duplicate layer name: {prefix}")
-        context[prefix] = self
-
-
-def _unlifted(qualname: str) -> None:
-    fail(qualname, "calling this (unlifted) method")
-
-
-def _stores(stmt: ast.stmt) -> set[str]:
-    """What ``stmt`` assigns (comprehension variables aside)."""
-    local = {id(n) for c in ast.walk(stmt) if isinstance(c, ast.comprehension)
-             for n in ast.walk(c.target)}  # fmt: skip
-    return {ast.unparse(n) for n in ast.walk(stmt) if id(n) not in local
-            and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript))
-            and isinstance(n.ctx, ast.Store)}  # fmt: skip
-
-
-def _picker(fn: ast.FunctionDef, keep: set[str]) -> Any:
-    """Statements of ``fn``'s body that assign only names in ``keep``, ``super().__init__(...)``,
-    asserts on the parameters and ``if <no self>: raise`` guards."""
-    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
-
-    def pick(s: ast.stmt) -> bool:
-        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
-            return ast.unparse(s.value.func) == "super().__init__"
-        names = {n.id for n in ast.walk(getattr(s, "test", s)) if isinstance(n, ast.Name)}
-        if isinstance(s, ast.Assert):
-            return names <= params
-        if isinstance(s, ast.If) and not s.orelse and all(isinstance(b, ast.Raise) for b in s.body):
-            return names <= (keep | params) - {"self"}
-        st = _stores(s)
-        return bool(st) and st <= keep
-
-    return pick
-
-
-def _lift_class(src: Source, ns: dict[str, Any], name: str, methods: tuple[str, ...] = (),
-                keep: set[str] | None = None) -> type:
-    """Executes a skeleton of class ``name`` into ``ns``: ``__init__`` (whole, or what
-    :func:`_picker` keeps of it) and ``methods``; the class-level constants and names; other
-    methods raise when called. Bases that are lifted classes stay, the rest become
-    :class:`_Module`; class decorators are dropped."""
-    node = next((n for n in src.tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
-    if node is None:
-        raise LookupError(f"{src.rel}: no class {name}")
-    body: list[ast.stmt] = []
-    for item in node.body:
-        if isinstance(item, ast.FunctionDef):
-            decos = {ast.unparse(d) for d in item.decorator_list}
-            if item.name in ("__init__", *methods):
-                if decos - {"property", "classmethod", "staticmethod"}:
-                    raise LookupError(f"{src.rel}: {name}.{item.name} has other decorators")
-                fn = copy.copy(item)
-                if keep is not None and item.name == "__init__":
-                    fn.body = [s for s in item.body if _picker(item, keep)(s)]
-                body.append(fn)
-            else:
-                code = f"def {item.name}(self, *a, **k):\n    _unlifted('{name}.{item.name}')"
-                stub = ast.parse(code).body[0]
-                prop = [ast.Name("property", ast.Load())]
-                stub.decorator_list = prop if "property" in decos else []
-                body.append(ast.copy_location(stub, item))
-        elif isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value is not None:
-            v = item.value
-            if isinstance(v, ast.Constant) or (isinstance(v, ast.Name) and v.id in ns):
-                body.append(item)
-    bases = [b.id for b in node.bases if isinstance(b, ast.Name)
-             and isinstance(ns.get(b.id), type) and issubclass(ns[b.id], _Module)]  # fmt: skip
-    base_nodes = [ast.Name(b, ast.Load()) for b in bases or ["_Module"]]
-    cls_node = ast.ClassDef(name=name, bases=base_nodes, keywords=[], body=body or [ast.Pass()],
-                            decorator_list=[])  # fmt: skip
-    module = ast.Module(body=[ast.copy_location(cls_node, node)], type_ignores=[])
-    code = compile(ast.fix_missing_locations(module), str(src.path), "exec", flags=_FLAGS,
-                   dont_inherit=True)  # fmt: skip
-    with registered(ns):
-        exec(code, ns)  # noqa: S102 (the point)
-    return ns[name]  # type: ignore[no-any-return]
-
-
-def _lift_stmts(src: Source, cls: str, fn: str, pick: Any) -> Any:
-    """The code of the top-level statements of ``cls.fn`` that ``pick`` selects."""
-    c = next(n for n in src.tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
-    f = next(m for m in c.body if isinstance(m, ast.FunctionDef) and m.name == fn)
-    body = [s for s in f.body if pick(s)]
-    assert body, f"{src.rel}: {cls}.{fn}: no statement picked"
-    module = ast.Module(body=body, type_ignores=[])
-    return compile(module, str(src.path), "exec", flags=_FLAGS, dont_inherit=True)
-
-
-def _run(code: Any, **scope: Any) -> dict[str, Any]:
-    exec(code, {"__builtins__": builtins}, scope)  # noqa: S102 (the point)
-    return scope
+#: What ``MambaMixer2`` / ``Mixer2RMSNormGated``'s ``__init__`` keep: the TP size, the values
+#: their asserts read, the norm, and the registration into ``static_forward_context``.
+_MIXER2_KEEP = set("""self.tp_size self.full_hidden_size self.group_size self.per_rank_hidden_size self.n_groups
+self.use_rms_norm self.norm self.num_heads self.head_dim self.intermediate_size self.ssm_state_size
+self.conv_kernel_size vllm_config compilation_config compilation_config.static_forward_context[prefix]
+self.prefix""".split())
 
 
 @dataclass
@@ -256,7 +119,9 @@ class _Env:
     post_init: Any  # ModelConfig.__post_init__'s two sliding-window edits
     attn: dict[str, Any]
     mla_head_size_v: int
-    qwen3_5_hook: Any  # Qwen3_5ForConditionalGenerationConfig.verify_and_update_config
+    hooks: dict[str, Any]  # model file -> its config class's verify_and_update_config (lifted)
+    state_layers: tuple[type, ...]  # the classes a state layer is an instance of
+    vllm_config_cls: type  # VllmConfig's num_speculative_tokens (lifted) over a StrictConfig
     dtypes: dict[str, Any]  # STR_DTYPE_TO_TORCH_DTYPE
 
 
@@ -410,9 +275,25 @@ def _env(root: Path) -> _Env:
         "MambaStateShapeCalculator")  # fmt: skip
     common.update(QwenGatedDeltaNetAttention=_StateLayer,
                   **{k: mu[k] for k in ("MambaStateShapeCalculator", "MambaStateDtypeCalculator")})
+    # MambaMixer2 / Mixer2RMSNormGated: their TP asserts and the registration (the statements
+    # assigning what they check), no weights.
+    mixer = source("model_executor/layers/mamba/mamba_mixer2.py")
+    mns2 = ns("mamba_mixer2", **common)
+    for cls in ("Mixer2RMSNormGated", "MambaMixer2"):
+        common[cls] = _lift_class(mixer, mns2, cls, keep=_MIXER2_KEEP)
     hooks = ns("models.config")
-    qwen3_5_hook = source("model_executor/models/config.py").lift_member(
-        hooks, "Qwen3_5ForConditionalGenerationConfig", "verify_and_update_config")
+    config_py = source("model_executor/models/config.py")
+    nemotron = config_py.lift_class(hooks, "NemotronHForCausalLMConfig",
+                                    ("update_mamba_ssm_cache_dtype", "verify_and_update_config"), ("object",))
+    for k, v in config_py.lift_class_values(hooks, "NemotronHForCausalLMConfig",
+                                            "DEFAULT_MAMBA_SSM_CACHE_DTYPE").items():
+        setattr(nemotron, k, v)
+    config_hooks = {
+        "qwen3_5": config_py.lift_member(hooks, "Qwen3_5ForConditionalGenerationConfig", "verify_and_update_config"),
+        "nemotron_h": nemotron.verify_and_update_config,
+    }
+    vllm_config_cls = type("VllmConfig", (StrictConfig,), {"num_speculative_tokens": source(
+        "config/vllm.py").lift_member(cfg, "VllmConfig", "num_speculative_tokens")})
     models: dict[str, dict[str, Any]] = {}
     for module, (names, inert, imports) in _MODELS.items():
         mns = ns(f"models.{module}", **common, **{n: _inert(n) for n in inert.split()})
@@ -424,8 +305,8 @@ def _env(root: Path) -> _Env:
         src = source(f"model_executor/models/{module}.py")
         for entry in names:
             name, *extra = (entry,) if isinstance(entry, str) else entry
-            node = next(n for n in src.tree.body if getattr(n, "name", None) == name)
-            if isinstance(node, ast.FunctionDef):
+            node = next((n for n in src.tree.body if getattr(n, "name", None) == name), None)
+            if not isinstance(node, ast.ClassDef):  # a function or a module-level table
                 src.lift(mns, name)
             else:
                 _lift_class(src, mns, name, tuple(extra))
@@ -434,7 +315,8 @@ def _env(root: Path) -> _Env:
         {"__name__": "vllm_oracle.hf.kvi"}, "MLAAttentionSpec", "head_size_v")
     model_config_cls = type("ModelConfig", (StrictConfig,), methods)
     return _Env(cfg, models, registry, model_config_cls, cache_window, post_init, attn,
-                kvi["head_size_v"], qwen3_5_hook, mu["STR_DTYPE_TO_TORCH_DTYPE"])  # fmt: skip
+                kvi["head_size_v"], config_hooks, (_StateLayer, common["MambaMixer2"]), vllm_config_cls,
+                mu["STR_DTYPE_TO_TORCH_DTYPE"])  # fmt: skip
 
 
 def _model_config(env: _Env, hf_config: Any, disable_sliding_window: bool = False) -> Any:
@@ -493,12 +375,12 @@ def _state(env: _Env, arch: str, mc: Any, tp: int, spec: Any, model_dtype: str) 
     Qwen3.5's config hook (its ``mamba_ssm_dtype``); the model dtype is an input (restated)."""
     file, cls_name = STATE_CLASSES[arch]
     cls = env.models[file][cls_name]
-    cache = StrictConfig(mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto")
-    model = StrictConfig(hf_text_config=mc.hf_text_config, dtype=env.dtypes[model_dtype])
-    config = StrictConfig(model_config=model, cache_config=cache, speculative_config=spec,
-                          parallel_config=StrictConfig(tensor_parallel_size=tp))  # fmt: skip
-    if file == "qwen3_5":
-        env.qwen3_5_hook(config)
+    cache = StrictConfig(mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto", use_replayssm=False)
+    model = StrictConfig(hf_config=mc.hf_config, hf_text_config=mc.hf_text_config, dtype=env.dtypes[model_dtype])
+    config = env.vllm_config_cls(model_config=model, cache_config=cache, speculative_config=spec,
+                                 diffusion_config=None, parallel_config=StrictConfig(tensor_parallel_size=tp))
+    if file in env.hooks:  # the architecture's config hook, run when VllmConfig is built
+        env.hooks[file](config)
     shapes = cls.get_mamba_state_shape_from_config(config)
     dtypes = cls.get_mamba_state_dtype_from_config(config)
     return {"state_shapes": [list(x) for x in shapes], "state_dtypes": [str(d).removeprefix("torch.") for d in dtypes]}
@@ -561,7 +443,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         finally:
             _CTX.clear()
         for name, layer in context.items():
-            if isinstance(layer, _StateLayer):
+            if isinstance(layer, env.state_layers):
                 try:
                     state = _state(env, config.architectures[0], mc, tp, spec, model_dtype)
                 except StubError:

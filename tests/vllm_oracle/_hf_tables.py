@@ -83,6 +83,7 @@ ENTRY.update({
     ("qwen3_5", "Qwen3_5MoeForCausalLM"): ("Qwen3_5Model", None, "model", False),
     ("qwen3_5", "Qwen3_5ForConditionalGeneration"): ("Qwen3_5Model", None, "language_model.model", False),
     ("qwen3_5", "Qwen3_5MoeForConditionalGeneration"): ("Qwen3_5Model", None, "language_model.model", False),
+    ("nemotron_h", "NemotronHForCausalLM"): ("NemotronHModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_next": (["_should_use_sequence_parallel", "Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
@@ -91,6 +92,9 @@ MODELS.update({
                  ("Qwen3_5ForConditionalGeneration", *_STATE)], "Qwen3_5RMSNorm Qwen3NextMLP mrope_positions_factor",
                 {n: "qwen3_next" for n in ("Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
                                            "Qwen3NextSparseMoeBlock")}),
+    "nemotron_h": (["NemotronHMLPDecoderLayer", "NemotronHMoEDecoderLayer", "NemotronHMambaDecoderLayer",
+                    "NemotronHAttention", "NemotronHAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES",
+                    "NemotronHModel", ("NemotronHForCausalLM", *_STATE)], "NemotronHMLP NemotronHMoE", {}),
 })  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods).
 STATE_CLASSES: dict[str, tuple[str, str]] = {
@@ -99,5 +103,6 @@ STATE_CLASSES: dict[str, tuple[str, str]] = {
     "Qwen3_5MoeForCausalLM": ("qwen3_5", "Qwen3_5ForCausalLMBase"),
     "Qwen3_5ForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
     "Qwen3_5MoeForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
+    "NemotronHForCausalLM": ("nemotron_h", "NemotronHForCausalLM"),
 }
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SLIDES", "derived_layer_types"]
+__all__ = ["LEGACY_KINDS", "NEMOTRON_H_PATTERN", "SLIDES", "derived_layer_types"]
 
 #: model_type -> whether layer ``i`` of ``n`` slides, when the config gives no ``layer_types``.
 #: Gemma 2 / 3 and Cohere2 slide but every ``sliding_window_pattern``-th layer (default
@@ -26,6 +26,12 @@ SLIDES: dict[str, Callable[[int, int], bool]] = {
     "mimo_v2_flash": lambda i, n: i != 0 and (i + 1) % 6 != 0, "gemma4_text": lambda i, n: (i + 1) % 6 != 0,
     "muse_glimmer_text": lambda i, n: (n - 1 - i) % 4 != 0,
 }  # fmt: skip
+#: Nemotron-H's ``hybrid_override_pattern`` characters -> the layer kinds transformers 5.19.0's
+#: ``NemotronHConfig`` names (vLLM's model class reads the characters back). SGLang 0.5.23's own
+#: config class uses the legacy names (:data:`LEGACY_KINDS`' keys) for the same characters.
+NEMOTRON_H_PATTERN: dict[str, str] = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+#: transformers' ``_LEGACY_LAYER_TYPE_REMAP`` for the state hybrids: legacy kind -> today's name.
+LEGACY_KINDS: dict[str, str] = {"mamba": "linear_attention", "attention": "full_attention"}
 #: model_type -> the default ``sliding_window_pattern`` (full every that many layers).
 PATTERNS: dict[str, int] = {"gemma2": 2, "gemma3_text": 6, "cohere2": 4}
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbudget.models.config_io import ConfigError, PathOrDict, load_hf_config
+from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN
 from kvbudget.sglang.pipeline import stage_ranges
 from kvbudget.sglang.state import StateConfig, StateDims, full_rank_dims, kda_dims, mamba2_dims
 
@@ -203,7 +204,9 @@ def _jet(c: _Cfg, tp: _Tp) -> _Read:
 
 
 # -- Mamba-2 shapes -------------------------------------------------------------------------------
-_NEMOTRON_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+_LEGACY_NAME = {v: k for k, v in LEGACY_KINDS.items()}
+#: SGLang's Nemotron-H config class: the pattern's characters with the legacy kind names.
+_NEMOTRON_KINDS = {ch: _LEGACY_NAME.get(kind, kind) for ch, kind in NEMOTRON_H_PATTERN.items()}
 
 
 def _nemotron_kinds(c: _Cfg) -> list[str]:

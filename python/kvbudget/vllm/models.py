@@ -251,7 +251,7 @@ def layers_from_hf_config(
         return state_layers_from_hf_config(
             cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype or _model_dtype(cfg),
             mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-            gdn_prefill_backend=gdn_prefill_backend)  # fmt: skip
+            gdn_prefill_backend=gdn_prefill_backend, disable_sliding_window=disable_sliding_window)  # fmt: skip
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
     dtype_m = model_dtype or _model_dtype(cfg)

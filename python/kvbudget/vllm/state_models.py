@@ -2,7 +2,7 @@
 
 :func:`state_layers_from_hf_config` (which :func:`kvbudget.vllm.layers_from_hf_config` calls
 for the architectures in :data:`STATE_ARCHITECTURES`) gives the :class:`~kvbudget.vllm.LayerSpec`
-list vLLM's worker builds for a gated-delta-net hybrid, in registration order:
+list vLLM's worker builds for a gated-delta-net hybrid (and Nemotron-H, below), in registration order:
 
 * **Layer kinds**: ``layer_types[i]`` as transformers' config class builds it (from
   ``full_attention_interval``, default 4, when the config lists none): ``linear_attention``
@@ -21,6 +21,17 @@ list vLLM's worker builds for a gated-delta-net hybrid, in registration order:
 * **Prefill checkpoints**: Qwen's gated delta net exports them with FlashInfer's prefill
   (``gdn_prefill_backend="flashinfer"``, vLLM's choice on Hopper, and on Blackwell with a key
   head dim of 128 and CUDA 13), not with Triton's.
+* **Nemotron-H** (``NemotronHForCausalLM``): the layer kinds of transformers'
+  ``NemotronHConfig`` (``layers_block_type``, legacy ``mamba`` / ``attention`` remapped, else
+  ``hybrid_override_pattern``'s ``M`` / ``*`` / ``-`` / ``E``, else the class default), read
+  back by ``NemotronHModel`` as the pattern: a Mamba-2 mixer at ``<prefix>.<i>.mixer``
+  (``MambaMixer2``'s asserts: ``tp`` divides the heads, and the groups unless there is one;
+  ``mamba2_state_shape``; ``mamba_n_groups`` / ``mamba_d_conv`` override ``n_groups`` /
+  ``conv_kernel`` as the config class lets them), attention at ``<prefix>.<i>.mixer.attn``
+  (``head_dim``, sliding with the config's ``sliding_window`` unless
+  ``--disable-sliding-window``); MLP and MoE layers hold nothing. An ``auto`` SSM dtype takes
+  the config's ``mamba_ssm_cache_dtype`` (``NemotronHForCausalLMConfig``; float32 by default).
+  ReplaySSM's ring shapes are not read (refused).
 * **Drafters** are not read yet (their MTP layers): a speculative method is refused.
 
 ``tests/test_vllm_state_models.py`` holds this to vLLM's own code on generated configs.
@@ -33,6 +44,7 @@ from typing import Any, Final, Literal
 
 from kvbudget import _core
 from kvbudget.models.hf import ConfigError, _View
+from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
@@ -46,6 +58,7 @@ STATE_ARCHITECTURES: Final[Mapping[str, str]] = {
     "Qwen3_5MoeForCausalLM": "model.layers",
     "Qwen3_5ForConditionalGeneration": "language_model.model.layers",
     "Qwen3_5MoeForConditionalGeneration": "language_model.model.layers",
+    "NemotronHForCausalLM": "model.layers",
 }
 _DTYPES: Final = ("float32", "bfloat16", "float16")
 _INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfig
@@ -64,9 +77,11 @@ def _layer_types(v: _View, n: int) -> list[str]:
     return list(raw[:n])
 
 
-def _attention_heads(v: _View, tp: int) -> tuple[int, int]:
-    """``Qwen3NextAttention``: KV heads per rank and the head size."""
-    heads, kv = v.req_int("num_attention_heads"), v.req_int("num_key_value_heads")
+def _attention_heads(v: _View, tp: int, kv: int | None = None) -> tuple[int, int]:
+    """``Qwen3NextAttention`` / ``NemotronHAttention``: KV heads per rank (``kv``: the config's KV
+    heads, default ``num_key_value_heads``) and Qwen's head size."""
+    heads = v.req_int("num_attention_heads")
+    kv = v.req_int("num_key_value_heads") if kv is None else kv
     if heads % tp or (kv >= tp and kv % tp) or (kv < tp and tp % kv):
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {heads} attention heads and {kv} KV heads "
                           f"do not shard over tp={tp}", "num_key_value_heads")  # fmt: skip
@@ -78,10 +93,11 @@ def _attention_heads(v: _View, tp: int) -> tuple[int, int]:
     return per_rank, head_dim
 
 
-def _state_dtypes(model_dtype: str, cache: str, ssm: str, text: Mapping[str, Any], qwen3_5: bool) -> list[str]:
-    """``MambaStateDtypeCalculator.gated_delta_net_state_dtype`` after the model's config hook."""
-    if qwen3_5 and ssm == "auto" and isinstance(text.get("mamba_ssm_dtype"), str):
-        ssm = text["mamba_ssm_dtype"]
+def _state_dtypes(model_dtype: str, cache: str, ssm: str, config_ssm: Any = None) -> list[str]:
+    """``MambaStateDtypeCalculator``'s conv and SSM dtypes (gated delta net and Mamba-2 alike) after
+    the model's config hook, which replaces an ``auto`` SSM dtype by ``config_ssm`` (not None)."""
+    if ssm == "auto" and config_ssm is not None:
+        ssm = config_ssm
     for name, value in (("mamba_cache_dtype", cache), ("mamba_ssm_cache_dtype", ssm)):
         if value != "auto" and value not in _DTYPES:
             raise ConfigError(f"{name}={value!r}: one of auto, {', '.join(_DTYPES)}", name)
@@ -98,8 +114,9 @@ def state_layers_from_hf_config(
     mamba_cache_dtype: str = "auto",
     mamba_ssm_cache_dtype: str = "auto",
     gdn_prefill_backend: str = "flashinfer",
+    disable_sliding_window: bool = False,
 ) -> list[LayerSpec]:
-    """The layers vLLM 0.33.0 registers for a gated-delta-net hybrid (see the module doc), for
+    """The layers vLLM 0.33.0 registers for a hybrid-state model (see the module doc), for
     ``engine``'s TP and PP; ``cfg`` is the loaded ``config.json``.
 
     Raises:
@@ -110,12 +127,15 @@ def state_layers_from_hf_config(
     prefix = STATE_ARCHITECTURES[arch]
     v = _View(cfg, "config.json", engine="vllm")  # the text part, transformers' class defaults
     text = v.cfg
-    n = v.req_int("num_hidden_layers")
-    kinds = _layer_types(v, n)
     tp, method = engine.tp, engine.speculative_method
     if method is not None:
         raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet "
                           "(its MTP layers); plan the target alone or give the layers")  # fmt: skip
+    if arch == "NemotronHForCausalLM":
+        return _nemotron_h(v, engine, prefix, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype),
+                           disable_sliding_window)  # fmt: skip
+    n = v.req_int("num_hidden_layers")
+    kinds = _layer_types(v, n)
     num_spec = 0
     # vLLM builds (and asserts on) the attention heads only where a layer has attention.
     kv, head_dim = _attention_heads(v, tp) if "full_attention" in kinds else (0, 0)
@@ -126,8 +146,9 @@ def state_layers_from_hf_config(
         shapes = tuple(tuple(s) for s in _core._vllm_state_shapes("gated_delta_net", dims))
     except ValueError as e:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "linear_num_value_heads") from None
-    qwen3_5 = arch != "Qwen3NextForCausalLM"
-    dtypes = tuple(_state_dtypes(model_dtype, mamba_cache_dtype, mamba_ssm_cache_dtype, text, qwen3_5))
+    hooked = text.get("mamba_ssm_dtype") if arch != "Qwen3NextForCausalLM" else None  # Qwen3.5's hook
+    dtypes = tuple(_state_dtypes(model_dtype, mamba_cache_dtype, mamba_ssm_cache_dtype,
+                                 hooked if isinstance(hooked, str) else None))
     if gdn_prefill_backend not in ("flashinfer", "triton"):
         raise ConfigError(f"gdn_prefill_backend={gdn_prefill_backend!r}: 'flashinfer' or 'triton'")
     checkpoint: Literal["none", "flashinfer_gdn"] = "flashinfer_gdn" if gdn_prefill_backend == "flashinfer" else "none"
@@ -143,3 +164,86 @@ def state_layers_from_hf_config(
                                      mamba_type="gdn_attn", prefill_checkpoint=checkpoint))  # fmt: skip
     return out
 
+
+
+# -- Nemotron-H (Mamba-2) ------------------------------------------------------------------------
+_NEMOTRON_DEFAULT_KINDS: Final = ("linear_attention", "moe", "full_attention", "mlp")  # NemotronHConfig's
+
+
+def _nemotron_h_kinds(v: _View) -> list[str]:
+    """``NemotronHConfig``'s ``layers_block_type`` (``layer_types`` is its alias; legacy names
+    remapped), else the kinds of the ``hybrid_override_pattern`` it was saved with, else the class
+    default; vLLM's model reads them back as the pattern's characters."""
+    given = v.cfg.get("layers_block_type", v.cfg.get("layer_types"))
+    if given is not None:
+        if not isinstance(given, list) or not all(isinstance(t, str) for t in given):
+            raise ConfigError("config.json: layers_block_type must be a list of layer kinds", "layers_block_type")
+        kinds = [LEGACY_KINDS.get(str(t), str(t)) for t in given]
+        bad = sorted(set(kinds) - set(NEMOTRON_H_PATTERN.values()))
+        if bad:
+            raise ConfigError(f"config.json: transformers' NemotronHConfig refuses it: layers_block_type contains "
+                              f"invalid types {bad}", "layers_block_type")  # fmt: skip
+        return kinds
+    pattern = v.cfg.get("hybrid_override_pattern")
+    if pattern is None:
+        return list(_NEMOTRON_DEFAULT_KINDS)
+    if not isinstance(pattern, str) or any(ch not in NEMOTRON_H_PATTERN for ch in pattern):
+        raise ConfigError(f"config.json: hybrid_override_pattern must use only M, *, - and E, got {pattern!r}",
+                          "hybrid_override_pattern")  # fmt: skip
+    return [NEMOTRON_H_PATTERN[ch] for ch in pattern]
+
+
+def _aliased(v: _View, key: str, alias: str) -> int:
+    """``NemotronHConfig.__post_init__``: a legacy ``mamba_*`` key, when given, wins over the field."""
+    return v.req_int(alias) if alias in v.cfg else v.req_int(key)
+
+
+def _mamba2_state(v: _View, tp: int, model_dtype: str,
+                  cache_dtypes: tuple[str, str]) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:  # fmt: skip
+    """A Nemotron-H ``MambaMixer2``'s per-rank state shapes and dtypes, after its TP assertions
+    (vLLM builds, and asserts on, a mixer only where a layer has one)."""
+    heads, head = v.req_int("mamba_num_heads"), v.req_int("mamba_head_dim")
+    groups = _aliased(v, "n_groups", "mamba_n_groups")
+    if heads % tp:  # MambaMixer2's assertions
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Tensor parallel world size must divide num heads "
+                          f"({heads} over tp={tp})", "mamba_num_heads")  # fmt: skip
+    if groups % tp and groups != 1:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: If tensor parallel world size does not divide "
+                          f"num_groups, then num_groups must equal 1 ({groups} over tp={tp})", "n_groups")  # fmt: skip
+    dims = [tp, heads * head, groups, heads, head, v.req_int("ssm_state_size"), _aliased(v, "conv_kernel", "mamba_d_conv"), 0]
+    try:
+        shapes = tuple(tuple(x) for x in _core._vllm_state_shapes("mamba2", dims))
+    except ValueError as e:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "mamba_num_heads") from None
+    # NemotronHForCausalLMConfig: an `auto` SSM dtype takes the config's (the class default float32).
+    dtypes = tuple(_state_dtypes(model_dtype, *cache_dtypes, v.raw("mamba_ssm_cache_dtype")))
+    return shapes, dtypes
+
+
+def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+                cache_dtypes: tuple[str, str], disable_sliding_window: bool) -> list[LayerSpec]:  # fmt: skip
+    """``NemotronHModel``'s layers: a ``linear_attention`` (``M``) layer is a ``MambaMixer2`` at
+    ``<prefix>.<i>.mixer``, a ``full_attention`` (``*``) layer an attention at
+    ``<prefix>.<i>.mixer.attn`` (sliding when the config has a ``sliding_window``, unless
+    ``--disable-sliding-window``), MLP and MoE layers hold nothing."""
+    if engine.use_replayssm:
+        raise ConfigError("use_replayssm: kvbudget does not read Nemotron-H's ReplaySSM ring shapes yet")
+    kinds, tp = _nemotron_h_kinds(v), engine.tp
+    kv, head_dim, window = 0, 0, None
+    if "full_attention" in kinds:
+        kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or v.req_int("num_attention_heads"))
+        head_dim = v.req_int("head_dim")  # transformers' class requires an int (vLLM's fallback never runs)
+        window = None if disable_sliding_window else v.opt_int("sliding_window")
+    shapes, dtypes = _mamba2_state(v, tp, model_dtype, cache_dtypes) if "linear_attention" in kinds else ((), ())
+    out: list[LayerSpec] = []
+    for stage, (start, end) in enumerate(pp_stage_layers(len(kinds), engine.pp)):
+        for i in range(start, end):
+            if kinds[i] == "full_attention":
+                out.append(LayerSpec(f"{prefix}.{i}.mixer.attn", "full" if window is None else "sliding", kv, head_dim,
+                                     head_size_v=head_dim, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
+                                     sliding_window=window, pp_stage=stage))  # fmt: skip
+            elif kinds[i] == "linear_attention":
+                out.append(LayerSpec(f"{prefix}.{i}.mixer", "mamba", 0, 0, model_dtype=model_dtype, pp_stage=stage,
+                                     state_shapes=shapes, state_dtypes=dtypes, mamba_type="mamba2",
+                                     prefill_checkpoint="mamba2"))  # fmt: skip
+    return out

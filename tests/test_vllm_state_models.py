@@ -1,6 +1,6 @@
 """``kvbudget.vllm.layers_from_hf_config`` on hybrid-state models, held to vLLM 0.33.0's own
 reading: the gated-delta-net hybrids Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (text and multimodal
-wrappers), and the Mamba-2 hybrid Nemotron-H.
+wrappers), and the Mamba-2 hybrids Nemotron-H and Granite-4.0-H.
 
 The configs are built by transformers 5.19.0's classes (defaults, then seeded variants of the
 layer count, interval, heads and the gated delta net's dims, saved with every key and sparse),
@@ -12,7 +12,8 @@ and ``get_mamba_state_dtype_from_config`` (``MambaStateShapeCalculator``, and Qw
 layer patterns, heads, windows and Mamba-2 dims (saved whole, sparse, or as checkpoints write them:
 a ``hybrid_override_pattern`` and the legacy ``mamba_*`` keys); vLLM's ``NemotronHModel`` builds
 them, its ``MambaMixer2`` with its TP assertions, and ``NemotronHForCausalLMConfig``'s SSM dtype
-hook runs. Every layer's name, kind, stage, heads, head size, window, state shapes and dtypes are
+hook runs; Granite-4.0-H configs from ``GraniteMoeHybridConfig`` (``layer_types`` with today's or
+the released configs' legacy names, or none) through ``GraniteMoeHybridModel``. Every layer's name, kind, stage, heads, head size, window, state shapes and dtypes are
 compared; a refusal on one side only is a mismatch. The bundled checkpoints' configs
 (``kvbudget models``) are read too.
 """
@@ -174,6 +175,36 @@ def test_nemotron_h_read_as_vllm_reads_it() -> None:
     print(f"\nvLLM Nemotron-H reading: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
     assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > 5 * N, counts
+
+
+def _granite_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    n, hidden, expand = rng.randint(1, 40), rng.choice([768, 1024, 1536, 4096]), rng.choice([1, 2])
+    kw: dict[str, Any] = {"num_hidden_layers": n, "hidden_size": hidden, "num_attention_heads": rng.choice([8, 12, 16, 32]),
+                          "num_key_value_heads": rng.choice([1, 2, 4, 8, 8, None]), "mamba_expand": expand,
+                          "mamba_n_heads": rng.choice([h for h in (8, 16, 48, 64, 128) if expand * hidden % h == 0]),
+                          "mamba_n_groups": rng.choice([1, 1, 2, 4, 8]), "mamba_d_state": rng.choice([64, 128, 256]),
+                          "mamba_d_conv": rng.choice([2, 4]), "position_embedding_type": rng.choice([None, "rope"])}  # fmt: skip
+    if rng.random() < 0.85:
+        kw["layer_types"] = [rng.choice(["linear_attention"] * 4 + ["full_attention"]) for _ in range(n)]
+    d = T.GraniteMoeHybridConfig(**kw).to_dict()
+    if rng.random() < 0.5:  # sparse
+        defaults = T.GraniteMoeHybridConfig().to_dict()
+        for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
+            del d[key]
+    if rng.random() < 0.5 and d.get("layer_types"):  # as the released configs name them
+        d["layer_types"] = [{"linear_attention": "mamba", "full_attention": "attention"}[t] for t in d["layer_types"]]
+    engine = {"tp": rng.choice([1, 1, 2, 2, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    return {**d, "architectures": ["GraniteMoeHybridForCausalLM"]}, engine
+
+
+def test_granite_4_h_read_as_vllm_reads_it() -> None:
+    """Granite-4.0-H (Mamba-2 and attention layers by ``layer_types``) on generated configs."""
+    rng = random.Random("vllm-granite-4-h")
+    default = {**T.GraniteMoeHybridConfig().to_dict(), "architectures": ["GraniteMoeHybridForCausalLM"]}
+    counts, mismatches = _compare(rng, [(default, {"tp": 1, "pp": 1})] + [_granite_case(rng) for _ in range(N)])
+    print(f"\nvLLM Granite-4.0-H reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["attention layers"] > N, counts
 
 
 def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:

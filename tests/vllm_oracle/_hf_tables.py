@@ -84,6 +84,7 @@ ENTRY.update({
     ("qwen3_5", "Qwen3_5ForConditionalGeneration"): ("Qwen3_5Model", None, "language_model.model", False),
     ("qwen3_5", "Qwen3_5MoeForConditionalGeneration"): ("Qwen3_5Model", None, "language_model.model", False),
     ("nemotron_h", "NemotronHForCausalLM"): ("NemotronHModel", None, "model", False),
+    ("granitemoehybrid", "GraniteMoeHybridForCausalLM"): ("GraniteMoeHybridModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_next": (["_should_use_sequence_parallel", "Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
@@ -95,6 +96,9 @@ MODELS.update({
     "nemotron_h": (["NemotronHMLPDecoderLayer", "NemotronHMoEDecoderLayer", "NemotronHMambaDecoderLayer",
                     "NemotronHAttention", "NemotronHAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES",
                     "NemotronHModel", ("NemotronHForCausalLM", *_STATE)], "NemotronHMLP NemotronHMoE", {}),
+    "granitemoehybrid": (["GraniteMoeHybridMambaDecoderLayer", "GraniteMoeHybridAttention",
+                          "GraniteMoeHybridAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES", "GraniteMoeHybridModel",
+                          ("GraniteMoeHybridForCausalLM", *_STATE)], "GraniteMoeMoE GraniteMoeSharedMLP", {}),
 })  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods).
 STATE_CLASSES: dict[str, tuple[str, str]] = {
@@ -104,5 +108,6 @@ STATE_CLASSES: dict[str, tuple[str, str]] = {
     "Qwen3_5ForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
     "Qwen3_5MoeForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
     "NemotronHForCausalLM": ("nemotron_h", "NemotronHForCausalLM"),
+    "GraniteMoeHybridForCausalLM": ("granitemoehybrid", "GraniteMoeHybridForCausalLM"),
 }
 

@@ -59,6 +59,7 @@ STATE_ARCHITECTURES: Final[Mapping[str, str]] = {
     "Qwen3_5ForConditionalGeneration": "language_model.model.layers",
     "Qwen3_5MoeForConditionalGeneration": "language_model.model.layers",
     "NemotronHForCausalLM": "model.layers",
+    "GraniteMoeHybridForCausalLM": "model.layers",
 }
 _DTYPES: Final = ("float32", "bfloat16", "float16")
 _INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfig
@@ -134,6 +135,8 @@ def state_layers_from_hf_config(
     if arch == "NemotronHForCausalLM":
         return _nemotron_h(v, engine, prefix, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype),
                            disable_sliding_window)  # fmt: skip
+    if arch == "GraniteMoeHybridForCausalLM":
+        return _granite_4_h(v, engine, prefix, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype))
     n = v.req_int("num_hidden_layers")
     kinds = _layer_types(v, n)
     num_spec = 0
@@ -198,26 +201,46 @@ def _aliased(v: _View, key: str, alias: str) -> int:
     return v.req_int(alias) if alias in v.cfg else v.req_int(key)
 
 
-def _mamba2_state(v: _View, tp: int, model_dtype: str,
-                  cache_dtypes: tuple[str, str]) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:  # fmt: skip
-    """A Nemotron-H ``MambaMixer2``'s per-rank state shapes and dtypes, after its TP assertions
-    (vLLM builds, and asserts on, a mixer only where a layer has one)."""
-    heads, head = v.req_int("mamba_num_heads"), v.req_int("mamba_head_dim")
-    groups = _aliased(v, "n_groups", "mamba_n_groups")
+def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: list[str],
+                  keys: tuple[str, str]) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:  # fmt: skip
+    """A ``MambaMixer2``'s per-rank state shapes (``mamba2_state_shape`` of ``dims``: intermediate
+    size, groups, heads, head dim, state size, conv kernel) after its TP assertions (``keys``: the
+    config's heads and groups keys, for the error), and ``dtypes``."""
+    inter, groups, heads, head, state, conv = dims
     if heads % tp:  # MambaMixer2's assertions
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Tensor parallel world size must divide num heads "
-                          f"({heads} over tp={tp})", "mamba_num_heads")  # fmt: skip
+                          f"({heads} over tp={tp})", keys[0])  # fmt: skip
     if groups % tp and groups != 1:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: If tensor parallel world size does not divide "
-                          f"num_groups, then num_groups must equal 1 ({groups} over tp={tp})", "n_groups")  # fmt: skip
-    dims = [tp, heads * head, groups, heads, head, v.req_int("ssm_state_size"), _aliased(v, "conv_kernel", "mamba_d_conv"), 0]
+                          f"num_groups, then num_groups must equal 1 ({groups} over tp={tp})", keys[1])  # fmt: skip
     try:
-        shapes = tuple(tuple(x) for x in _core._vllm_state_shapes("mamba2", dims))
+        shapes = tuple(tuple(x) for x in _core._vllm_state_shapes("mamba2", [tp, inter, groups, heads, head, state,
+                                                                             conv, 0]))  # fmt: skip
     except ValueError as e:
-        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "mamba_num_heads") from None
-    # NemotronHForCausalLMConfig: an `auto` SSM dtype takes the config's (the class default float32).
-    dtypes = tuple(_state_dtypes(model_dtype, *cache_dtypes, v.raw("mamba_ssm_cache_dtype")))
-    return shapes, dtypes
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", keys[0]) from None
+    return shapes, tuple(dtypes)
+
+
+def _mamba2_hybrid(kinds: list[str], engine: EngineConfig, names: tuple[str, str], attention: dict[str, Any],
+                   state: tuple[tuple[tuple[int, ...], ...], tuple[str, ...]], model_dtype: str) -> list[LayerSpec]:
+    """The registered layers of a Mamba-2 hybrid, per PP stage: ``full_attention`` layers at
+    ``names[0] % i`` (``attention``: the spec's fields), ``linear_attention`` ones (Mamba-2 mixers)
+    at ``names[1] % i``; other kinds (MLP, MoE) hold nothing."""
+    out: list[LayerSpec] = []
+    for stage, (start, end) in enumerate(pp_stage_layers(len(kinds), engine.pp)):
+        for i in range(start, end):
+            if kinds[i] == "full_attention":
+                out.append(LayerSpec(names[0] % i, model_dtype=model_dtype, pp_stage=stage, **attention))
+            elif kinds[i] == "linear_attention":
+                out.append(LayerSpec(names[1] % i, "mamba", 0, 0, model_dtype=model_dtype, pp_stage=stage,
+                                     state_shapes=state[0], state_dtypes=state[1], mamba_type="mamba2",
+                                     prefill_checkpoint="mamba2"))  # fmt: skip
+    return out
+
+
+def _attention_fields(kv: int, head_dim: int, window: int | None, kv_cache_dtype: str) -> dict[str, Any]:
+    return {"kind": "full" if window is None else "sliding", "num_kv_heads": kv, "head_size": head_dim,
+            "head_size_v": head_dim, "sliding_window": window, "kv_cache_dtype": kv_cache_dtype}  # fmt: skip
 
 
 def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
@@ -229,21 +252,59 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str
     if engine.use_replayssm:
         raise ConfigError("use_replayssm: kvbudget does not read Nemotron-H's ReplaySSM ring shapes yet")
     kinds, tp = _nemotron_h_kinds(v), engine.tp
-    kv, head_dim, window = 0, 0, None
+    attention: dict[str, Any] = {}
     if "full_attention" in kinds:
         kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or v.req_int("num_attention_heads"))
         head_dim = v.req_int("head_dim")  # transformers' class requires an int (vLLM's fallback never runs)
         window = None if disable_sliding_window else v.opt_int("sliding_window")
-    shapes, dtypes = _mamba2_state(v, tp, model_dtype, cache_dtypes) if "linear_attention" in kinds else ((), ())
-    out: list[LayerSpec] = []
-    for stage, (start, end) in enumerate(pp_stage_layers(len(kinds), engine.pp)):
-        for i in range(start, end):
-            if kinds[i] == "full_attention":
-                out.append(LayerSpec(f"{prefix}.{i}.mixer.attn", "full" if window is None else "sliding", kv, head_dim,
-                                     head_size_v=head_dim, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
-                                     sliding_window=window, pp_stage=stage))  # fmt: skip
-            elif kinds[i] == "linear_attention":
-                out.append(LayerSpec(f"{prefix}.{i}.mixer", "mamba", 0, 0, model_dtype=model_dtype, pp_stage=stage,
-                                     state_shapes=shapes, state_dtypes=dtypes, mamba_type="mamba2",
-                                     prefill_checkpoint="mamba2"))  # fmt: skip
-    return out
+        attention = _attention_fields(kv, head_dim, window, kv_cache_dtype)
+    state: Any = ((), ())
+    if "linear_attention" in kinds:
+        heads, head = v.req_int("mamba_num_heads"), v.req_int("mamba_head_dim")
+        dims = (heads * head, _aliased(v, "n_groups", "mamba_n_groups"), heads, head, v.req_int("ssm_state_size"),
+                _aliased(v, "conv_kernel", "mamba_d_conv"))  # fmt: skip
+        # NemotronHForCausalLMConfig: an `auto` SSM dtype takes the config's (the class default float32).
+        dtypes = _state_dtypes(model_dtype, *cache_dtypes, v.raw("mamba_ssm_cache_dtype"))
+        state = _mamba2_state(tp, dims, dtypes, ("mamba_num_heads", "n_groups"))
+    return _mamba2_hybrid(kinds, engine, (f"{prefix}.%d.mixer.attn", f"{prefix}.%d.mixer"), attention, state,
+                          model_dtype)  # fmt: skip
+
+
+# -- Granite-4.0-H (Mamba-2) ---------------------------------------------------------------------
+def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+                 cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+    """``GraniteMoeHybridModel``'s layers: ``layer_types`` as transformers'
+    ``GraniteMoeHybridConfig`` leaves them (legacy ``mamba`` / ``attention`` remapped; every layer
+    Mamba without them); a ``linear_attention`` layer is a ``MambaMixer2`` at ``<prefix>.<i>.mixer``
+    (intermediate ``mamba_expand · hidden_size``, ``mamba_d_head`` ``auto``: that over the heads),
+    a ``full_attention`` layer an attention at ``<prefix>.<i>.self_attn.attn`` (head size
+    ``hidden_size / num_attention_heads``); any other kind is vLLM's ``KeyError``. The SSM dtype
+    is the conv dtype unless ``--mamba-ssm-cache-dtype`` says otherwise (no config hook)."""
+    if engine.use_replayssm:
+        raise ConfigError("use_replayssm: vLLM 0.33.0's Granite-4.0-H has no ReplaySSM state")
+    n, tp = v.req_int("num_hidden_layers"), engine.tp
+    given = v.cfg.get("layer_types")
+    if given is None:
+        kinds = ["linear_attention"] * n
+    elif not isinstance(given, list) or len(given) < n or not all(isinstance(t, str) for t in given):
+        raise ConfigError(f"config.json: layer_types must name a kind for each of the {n} layers", "layer_types")
+    else:
+        kinds = [LEGACY_KINDS.get(str(t), str(t)) for t in given[:n]]
+    bad = sorted(set(kinds) - {"linear_attention", "full_attention"})
+    if bad:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: KeyError {bad[0]!r} (Granite-4.0-H's layer kinds "
+                          "are linear_attention and full_attention)", "layer_types")  # fmt: skip
+    hidden = v.req_int("hidden_size")
+    attention: dict[str, Any] = {}
+    if "full_attention" in kinds:
+        heads = v.req_int("num_attention_heads")
+        kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
+        attention = _attention_fields(kv, hidden // heads, None, kv_cache_dtype)
+    state: Any = ((), ())
+    if "linear_attention" in kinds:
+        inter, heads = v.req_int("mamba_expand") * hidden, v.req_int("mamba_n_heads")
+        head = inter // heads if v.raw("mamba_d_head") in (None, "auto") else v.req_int("mamba_d_head")
+        dims = (inter, v.req_int("mamba_n_groups"), heads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
+        state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"))
+    return _mamba2_hybrid(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.mixer"), attention, state,
+                          model_dtype)  # fmt: skip

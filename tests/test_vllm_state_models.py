@@ -1,6 +1,6 @@
 """``kvbudget.vllm.layers_from_hf_config`` on hybrid-state models, held to vLLM 0.33.0's own
 reading: the gated-delta-net hybrids Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (text and multimodal
-wrappers), and the Mamba-2 hybrids Nemotron-H and Granite-4.0-H.
+wrappers), and the Mamba-2 hybrids Nemotron-H, Granite-4.0-H and Falcon-H1.
 
 The configs are built by transformers 5.19.0's classes (defaults, then seeded variants of the
 layer count, interval, heads and the gated delta net's dims, saved with every key and sparse),
@@ -13,7 +13,8 @@ layer patterns, heads, windows and Mamba-2 dims (saved whole, sparse, or as chec
 a ``hybrid_override_pattern`` and the legacy ``mamba_*`` keys); vLLM's ``NemotronHModel`` builds
 them, its ``MambaMixer2`` with its TP assertions, and ``NemotronHForCausalLMConfig``'s SSM dtype
 hook runs; Granite-4.0-H configs from ``GraniteMoeHybridConfig`` (``layer_types`` with today's or
-the released configs' legacy names, or none) through ``GraniteMoeHybridModel``. Every layer's name, kind, stage, heads, head size, window, state shapes and dtypes are
+the released configs' legacy names, or none) through ``GraniteMoeHybridModel``; Falcon-H1 configs
+from ``FalconH1Config`` through ``FalconH1Model`` (its parallel attention and SSM branches). Every layer's name, kind, stage, heads, head size, window, state shapes and dtypes are
 compared; a refusal on one side only is a mismatch. The bundled checkpoints' configs
 (``kvbudget models``) are read too.
 """
@@ -207,10 +208,44 @@ def test_granite_4_h_read_as_vllm_reads_it() -> None:
     assert 0 < counts["refused"] < counts["compared"] // 2 and counts["attention layers"] > N, counts
 
 
+def _falcon_h1_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    hidden, expand = rng.choice([768, 1024, 2048]), rng.choice([1, 2])
+    d_ssm = rng.choice([None, 1024, 1536, 2048])
+    inter = d_ssm or expand * hidden
+    kw: dict[str, Any] = {"num_hidden_layers": rng.randint(1, 30), "hidden_size": hidden, "mamba_d_ssm": d_ssm,
+                          "num_attention_heads": rng.choice([8, 12, 16]), "num_key_value_heads": rng.choice([1, 2, 4, 8, None]),
+                          "mamba_expand": expand, "mamba_n_heads": rng.choice([h for h in (8, 16, 24, 64) if inter % h == 0]),
+                          "mamba_n_groups": rng.choice([1, 1, 2, 4]), "mamba_d_state": rng.choice([64, 128, 256]),
+                          "mamba_d_conv": rng.choice([2, 4])}  # fmt: skip
+    d = T.FalconH1Config(**kw).to_dict()
+    if rng.random() < 0.5:  # sparse
+        defaults = T.FalconH1Config().to_dict()
+        for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
+            del d[key]
+    if rng.random() < 0.3:  # released configs carry head_dim (not a field of the class)
+        d["head_dim"] = rng.choice([64, 128])
+    if rng.random() < 0.15:
+        d["sliding_window"] = rng.choice([512, 4096])
+    engine = {"tp": rng.choice([1, 1, 2, 2, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    return {**d, "architectures": ["FalconH1ForCausalLM"]}, engine
+
+
+def test_falcon_h1_read_as_vllm_reads_it() -> None:
+    """Falcon-H1 (attention and a Mamba-2 mixer in every layer) on generated configs."""
+    rng = random.Random("vllm-falcon-h1")
+    default = {**T.FalconH1Config().to_dict(), "architectures": ["FalconH1ForCausalLM"]}
+    counts, mismatches = _compare(rng, [(default, {"tp": 1, "pp": 1})] + [_falcon_h1_case(rng) for _ in range(N)],
+                                  no_window=0.3)  # fmt: skip
+    print(f"\nvLLM Falcon-H1 reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["attention layers"] > N, counts
+
+
 def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:
-    """Qwen3-Next-80B-A3B, Qwen3.5-9B, Qwen3.5-35B-A3B and Nemotron-Nano-9B-v2's published configs
-    at TP 4."""
-    for name in ("qwen3-next-80b-a3b-instruct", "qwen3.5-9b", "qwen3.5-35b-a3b", "nvidia-nemotron-nano-9b-v2"):
+    """Qwen3-Next-80B-A3B, Qwen3.5-9B, Qwen3.5-35B-A3B, Nemotron-Nano-9B-v2 and Falcon-H1-7B's
+    published configs at TP 4."""
+    for name in ("qwen3-next-80b-a3b-instruct", "qwen3.5-9b", "qwen3.5-35b-a3b", "nvidia-nemotron-nano-9b-v2",
+                 "falcon-h1-7b-instruct"):
         saved = get_hybrid_state_model(name).config
         ours, theirs = _ours(saved, {"tp": 4, "pp": 1}, "bfloat16"), _theirs(saved, {"tp": 4, "pp": 1}, "bfloat16")
         assert not isinstance(theirs, str) and ours == theirs, (name, theirs if isinstance(theirs, str) else "")

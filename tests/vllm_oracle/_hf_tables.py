@@ -85,6 +85,7 @@ ENTRY.update({
     ("qwen3_5", "Qwen3_5MoeForConditionalGeneration"): ("Qwen3_5Model", None, "language_model.model", False),
     ("nemotron_h", "NemotronHForCausalLM"): ("NemotronHModel", None, "model", False),
     ("granitemoehybrid", "GraniteMoeHybridForCausalLM"): ("GraniteMoeHybridModel", None, "model", False),
+    ("falcon_h1", "FalconH1ForCausalLM"): ("FalconH1Model", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_next": (["_should_use_sequence_parallel", "Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
@@ -99,6 +100,8 @@ MODELS.update({
     "granitemoehybrid": (["GraniteMoeHybridMambaDecoderLayer", "GraniteMoeHybridAttention",
                           "GraniteMoeHybridAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES", "GraniteMoeHybridModel",
                           ("GraniteMoeHybridForCausalLM", *_STATE)], "GraniteMoeMoE GraniteMoeSharedMLP", {}),
+    "falcon_h1": ([("FalconH1SSMDecoderLayer", "_init_mup_vector"), "FalconH1AttentionDecoderLayer",
+                   "FalconH1ParallelHybrid", "FalconH1Model", ("FalconH1ForCausalLM", *_STATE)], "FalconH1MLP", {}),
 })  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods).
 STATE_CLASSES: dict[str, tuple[str, str]] = {
@@ -109,5 +112,6 @@ STATE_CLASSES: dict[str, tuple[str, str]] = {
     "Qwen3_5MoeForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
     "NemotronHForCausalLM": ("nemotron_h", "NemotronHForCausalLM"),
     "GraniteMoeHybridForCausalLM": ("granitemoehybrid", "GraniteMoeHybridForCausalLM"),
+    "FalconH1ForCausalLM": ("falcon_h1", "FalconH1ForCausalLM"),
 }
 

@@ -2,7 +2,7 @@
 
 :func:`state_layers_from_hf_config` (which :func:`kvbudget.vllm.layers_from_hf_config` calls
 for the architectures in :data:`STATE_ARCHITECTURES`) gives the :class:`~kvbudget.vllm.LayerSpec`
-list vLLM's worker builds for a gated-delta-net hybrid (and Nemotron-H, below), in registration order:
+list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids below), in registration order:
 
 * **Layer kinds**: ``layer_types[i]`` as transformers' config class builds it (from
   ``full_attention_interval``, default 4, when the config lists none): ``linear_attention``
@@ -32,6 +32,11 @@ list vLLM's worker builds for a gated-delta-net hybrid (and Nemotron-H, below), 
   ``--disable-sliding-window``); MLP and MoE layers hold nothing. An ``auto`` SSM dtype takes
   the config's ``mamba_ssm_cache_dtype`` (``NemotronHForCausalLMConfig``; float32 by default).
   ReplaySSM's ring shapes are not read (refused).
+* **Granite-4.0-H** (``GraniteMoeHybridForCausalLM``): ``layer_types`` (legacy names remapped;
+  every layer Mamba without them), Mamba-2 at ``<prefix>.<i>.mixer``, attention at
+  ``<prefix>.<i>.self_attn.attn`` with ``hidden_size / num_attention_heads`` per head.
+* **Falcon-H1** (``FalconH1ForCausalLM``): every layer holds an attention at ``<prefix>.<i>.attn``
+  and a Mamba-2 mixer, registered at ``model.<n + i>.mixer``; never a window.
 * **Drafters** are not read yet (their MTP layers): a speculative method is refused.
 
 ``tests/test_vllm_state_models.py`` holds this to vLLM's own code on generated configs.
@@ -60,6 +65,7 @@ STATE_ARCHITECTURES: Final[Mapping[str, str]] = {
     "Qwen3_5MoeForConditionalGeneration": "language_model.model.layers",
     "NemotronHForCausalLM": "model.layers",
     "GraniteMoeHybridForCausalLM": "model.layers",
+    "FalconH1ForCausalLM": "model.layers",
 }
 _DTYPES: Final = ("float32", "bfloat16", "float16")
 _INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfig
@@ -135,6 +141,8 @@ def state_layers_from_hf_config(
     if arch == "NemotronHForCausalLM":
         return _nemotron_h(v, engine, prefix, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype),
                            disable_sliding_window)  # fmt: skip
+    if arch == "FalconH1ForCausalLM":
+        return _falcon_h1(v, engine, prefix, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype))
     if arch == "GraniteMoeHybridForCausalLM":
         return _granite_4_h(v, engine, prefix, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype))
     n = v.req_int("num_hidden_layers")
@@ -225,14 +233,17 @@ def _mamba2_hybrid(kinds: list[str], engine: EngineConfig, names: tuple[str, str
                    state: tuple[tuple[tuple[int, ...], ...], tuple[str, ...]], model_dtype: str) -> list[LayerSpec]:
     """The registered layers of a Mamba-2 hybrid, per PP stage: ``full_attention`` layers at
     ``names[0] % i`` (``attention``: the spec's fields), ``linear_attention`` ones (Mamba-2 mixers)
-    at ``names[1] % i``; other kinds (MLP, MoE) hold nothing."""
+    at ``names[1] % i``, ``hybrid`` ones (Falcon-H1's parallel layers) both, the mixer at
+    ``names[1] % (n + i)``; other kinds (MLP, MoE) hold nothing."""
     out: list[LayerSpec] = []
-    for stage, (start, end) in enumerate(pp_stage_layers(len(kinds), engine.pp)):
+    n = len(kinds)
+    for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
         for i in range(start, end):
-            if kinds[i] == "full_attention":
+            if kinds[i] in ("full_attention", "hybrid"):
                 out.append(LayerSpec(names[0] % i, model_dtype=model_dtype, pp_stage=stage, **attention))
-            elif kinds[i] == "linear_attention":
-                out.append(LayerSpec(names[1] % i, "mamba", 0, 0, model_dtype=model_dtype, pp_stage=stage,
+            if kinds[i] in ("linear_attention", "hybrid"):
+                index = n + i if kinds[i] == "hybrid" else i
+                out.append(LayerSpec(names[1] % index, "mamba", 0, 0, model_dtype=model_dtype, pp_stage=stage,
                                      state_shapes=state[0], state_dtypes=state[1], mamba_type="mamba2",
                                      prefill_checkpoint="mamba2"))  # fmt: skip
     return out
@@ -303,8 +314,34 @@ def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: st
     state: Any = ((), ())
     if "linear_attention" in kinds:
         inter, heads = v.req_int("mamba_expand") * hidden, v.req_int("mamba_n_heads")
-        head = inter // heads if v.raw("mamba_d_head") in (None, "auto") else v.req_int("mamba_d_head")
+        head = inter // heads if v.cfg.get("mamba_d_head", "auto") == "auto" else v.req_int("mamba_d_head")
         dims = (inter, v.req_int("mamba_n_groups"), heads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
         state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"))
     return _mamba2_hybrid(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.mixer"), attention, state,
+                          model_dtype)  # fmt: skip
+
+
+# -- Falcon-H1 (attention and Mamba-2 in every layer) --------------------------------------------
+def _falcon_h1(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+               cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+    """``FalconH1Model``'s layers: each of the ``n`` layers (``FalconH1ParallelHybrid``) registers
+    an attention at ``<prefix>.<i>.attn`` (``head_dim`` if the config has one, else the hidden
+    size over the heads; never a window, even with a ``sliding_window`` key) and then a ``MambaMixer2`` at
+    ``model.<n + i>.mixer`` (vLLM gives the SSM branch its own index); the intermediate size is
+    ``mamba_d_ssm``, else ``mamba_expand · hidden_size``, and ``mamba_d_head`` ``auto`` is that
+    over the heads. No config hook: an ``auto`` SSM dtype is the conv dtype."""
+    if engine.use_replayssm:
+        raise ConfigError("use_replayssm: vLLM 0.33.0's Falcon-H1 has no ReplaySSM state")
+    n, tp, hidden = v.req_int("num_hidden_layers"), engine.tp, v.req_int("hidden_size")
+    heads = v.req_int("num_attention_heads")
+    kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
+    # No window: its `layer_types` (`hybrid`) are not all sliding, so EngineArgs sets no
+    # CacheConfig.sliding_window, and its Attention takes no per-layer window.
+    attention = _attention_fields(kv, v.opt_int("head_dim") or hidden // heads, None, kv_cache_dtype)
+    inter, mheads = v.opt_int("mamba_d_ssm") or v.req_int("mamba_expand") * hidden, v.req_int("mamba_n_heads")
+    head = inter // mheads if v.cfg.get("mamba_d_head", "auto") == "auto" else v.req_int("mamba_d_head")
+    dims = (inter, v.req_int("mamba_n_groups"), mheads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
+    state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"))
+    root = prefix.split(".")[0]
+    return _mamba2_hybrid(["hybrid"] * n, engine, (f"{prefix}.%d.attn", f"{root}.%d.mixer"), attention, state,
                           model_dtype)  # fmt: skip

@@ -1,6 +1,7 @@
 """``kvbudget.vllm.layers_from_hf_config`` on hybrid-state models, held to vLLM 0.33.0's own
 reading: the gated-delta-net hybrids Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (text and multimodal
-wrappers), and the Mamba-2 hybrids Nemotron-H, Granite-4.0-H and Falcon-H1.
+wrappers), the Mamba-2 hybrids Nemotron-H, Granite-4.0-H and Falcon-H1, and LFM2 (short
+convolutions).
 
 The configs are built by transformers 5.19.0's classes (defaults, then seeded variants of the
 layer count, interval, heads and the gated delta net's dims, saved with every key and sparse),
@@ -14,7 +15,9 @@ a ``hybrid_override_pattern`` and the legacy ``mamba_*`` keys); vLLM's ``Nemotro
 them, its ``MambaMixer2`` with its TP assertions, and ``NemotronHForCausalLMConfig``'s SSM dtype
 hook runs; Granite-4.0-H configs from ``GraniteMoeHybridConfig`` (``layer_types`` with today's or
 the released configs' legacy names, or none) through ``GraniteMoeHybridModel``; Falcon-H1 configs
-from ``FalconH1Config`` through ``FalconH1Model`` (its parallel attention and SSM branches). Every layer's name, kind, stage, heads, head size, window, state shapes and dtypes are
+from ``FalconH1Config`` through ``FalconH1Model`` (its parallel attention and SSM branches); LFM2
+configs from ``Lfm2Config`` (with and without the ``conv_dim`` / ``block_dim`` keys vLLM reads)
+through ``Lfm2Model`` and its ``ShortConv``. Every layer's name, kind, stage, heads, head size, window, state shapes and dtypes are
 compared; a refusal on one side only is a mismatch. The bundled checkpoints' configs
 (``kvbudget models``) are read too.
 """
@@ -241,6 +244,30 @@ def test_falcon_h1_read_as_vllm_reads_it() -> None:
     assert 0 < counts["refused"] < counts["compared"] // 2 and counts["attention layers"] > N, counts
 
 
+def _lfm2_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    n, hidden = rng.randint(1, 24), rng.choice([1024, 1536, 2048])
+    kw: dict[str, Any] = {"num_hidden_layers": n, "hidden_size": hidden, "num_attention_heads": rng.choice([8, 16, 24, 32]),
+                          "num_key_value_heads": rng.choice([1, 2, 4, 8, 8]), "conv_L_cache": rng.choice([2, 3, 4])}
+    if rng.random() < 0.8:
+        kw["full_attn_idxs"] = sorted(rng.sample(range(n), rng.randint(0, n)))
+    d = T.Lfm2Config(**kw).to_dict()
+    if rng.random() < 0.5:
+        del d["layer_types"]  # derived from full_attn_idxs again
+    if rng.random() < 0.9:  # released configs carry them; transformers' class does not define them
+        d.update(block_dim=hidden, conv_dim=rng.choice([hidden, hidden // 2, 1000]))
+    engine = {"tp": rng.choice([1, 1, 2, 2, 4, 8, 3]), "pp": rng.choice([1, 1, 2])}
+    return {**d, "architectures": ["Lfm2ForCausalLM"]}, engine
+
+
+def test_lfm2_read_as_vllm_reads_it() -> None:
+    """LFM2 (short convolutions beside attention) on generated configs."""
+    rng = random.Random("vllm-lfm2")
+    counts, mismatches = _compare(rng, [_lfm2_case(rng) for _ in range(N)])
+    print(f"\nvLLM LFM2 reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > N, counts
+
+
 def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:
     """Qwen3-Next-80B-A3B, Qwen3.5-9B, Qwen3.5-35B-A3B, Nemotron-Nano-9B-v2 and Falcon-H1-7B's
     published configs at TP 4."""
@@ -266,14 +293,15 @@ def test_a_drafter_is_refused_until_its_layers_are_read() -> None:
 
 def test_state_shapes_are_vllms_calculators() -> None:
     """``rust/core/src/vllm/state_shape.rs`` against ``MambaStateShapeCalculator`` lifted from the
-    wheel, on 2,000 seeded argument sets of each family (refusals: vLLM's ``divide``)."""
+    wheel, on 2,000 seeded argument sets of each family (gated delta net, Mamba-2, short conv) (refusals: vLLM's ``divide``)."""
     from vllm_oracle import _hf
 
     from kvbudget import _core
 
     calc = _hf._env(_hf._root()).models["qwen3_next"]["MambaStateShapeCalculator"]
     rng = random.Random("state-shapes")
-    families = {"gated_delta_net": (calc.gated_delta_net_state_shape, 7), "mamba2": (calc.mamba2_state_shape, 8)}
+    families = {"gated_delta_net": (calc.gated_delta_net_state_shape, 7), "mamba2": (calc.mamba2_state_shape, 8),
+                "short_conv": (calc.short_conv_state_shape, 4)}
     outcomes = {"ok": 0, "refused": 0}
     for _ in range(2000):
         for family, (theirs_fn, n) in families.items():

@@ -65,7 +65,8 @@ def _vllm_state_shapes(family: str, dims: Sequence[int]) -> list[list[int]]:
     """vLLM 0.33.0's state tensor shapes on one rank (``MambaStateShapeCalculator``, ``SD``
     conv layout): ``family`` ``"gated_delta_net"`` (dims: tp, num_k_heads, num_v_heads,
     head_k_dim, head_v_dim, conv_kernel, num_spec) or ``"mamba2"`` (tp, intermediate_size,
-    n_groups, num_heads, head_dim, state_size, conv_kernel, num_spec); use
+    n_groups, num_heads, head_dim, state_size, conv_kernel, num_spec) or ``"short_conv"`` (tp,
+    intermediate_size, conv_kernel, num_spec); use
     :mod:`kvbudget.vllm.state_models`."""
 
 def _vllm_settings() -> str:

@@ -281,6 +281,8 @@ def _env(root: Path) -> _Env:
     mns2 = ns("mamba_mixer2", **common)
     for cls in ("Mixer2RMSNormGated", "MambaMixer2"):
         common[cls] = _lift_class(mixer, mns2, cls, keep=_MIXER2_KEEP)
+    common["ShortConv"] = _lift_class(source("model_executor/layers/mamba/short_conv.py"), ns("short_conv", **common),
+                                      "ShortConv", keep=_MIXER2_KEEP)  # its registration  # fmt: skip
     hooks = ns("models.config")
     config_py = source("model_executor/models/config.py")
     nemotron = config_py.lift_class(hooks, "NemotronHForCausalLMConfig",
@@ -315,7 +317,7 @@ def _env(root: Path) -> _Env:
         {"__name__": "vllm_oracle.hf.kvi"}, "MLAAttentionSpec", "head_size_v")
     model_config_cls = type("ModelConfig", (StrictConfig,), methods)
     return _Env(cfg, models, registry, model_config_cls, cache_window, post_init, attn,
-                kvi["head_size_v"], config_hooks, (_StateLayer, common["MambaMixer2"]), vllm_config_cls,
+                kvi["head_size_v"], config_hooks, (_StateLayer, common["MambaMixer2"], common["ShortConv"]), vllm_config_cls,
                 mu["STR_DTYPE_TO_TORCH_DTYPE"])  # fmt: skip
 
 

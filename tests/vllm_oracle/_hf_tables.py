@@ -86,6 +86,7 @@ ENTRY.update({
     ("nemotron_h", "NemotronHForCausalLM"): ("NemotronHModel", None, "model", False),
     ("granitemoehybrid", "GraniteMoeHybridForCausalLM"): ("GraniteMoeHybridModel", None, "model", False),
     ("falcon_h1", "FalconH1ForCausalLM"): ("FalconH1Model", None, "model", False),
+    ("lfm2", "Lfm2ForCausalLM"): ("Lfm2Model", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_next": (["_should_use_sequence_parallel", "Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
@@ -102,6 +103,8 @@ MODELS.update({
                           ("GraniteMoeHybridForCausalLM", *_STATE)], "GraniteMoeMoE GraniteMoeSharedMLP", {}),
     "falcon_h1": ([("FalconH1SSMDecoderLayer", "_init_mup_vector"), "FalconH1AttentionDecoderLayer",
                    "FalconH1ParallelHybrid", "FalconH1Model", ("FalconH1ForCausalLM", *_STATE)], "FalconH1MLP", {}),
+    "lfm2": (["Lfm2Attention", "Lfm2AttentionDecoderLayer", "Lfm2ShortConvDecoderLayer", "Lfm2Model",
+              ("Lfm2ForCausalLM", *_STATE)], "Lfm2MLP Lfm2BidirectionalShortConv", {}),
 })  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods).
 STATE_CLASSES: dict[str, tuple[str, str]] = {
@@ -113,5 +116,6 @@ STATE_CLASSES: dict[str, tuple[str, str]] = {
     "NemotronHForCausalLM": ("nemotron_h", "NemotronHForCausalLM"),
     "GraniteMoeHybridForCausalLM": ("granitemoehybrid", "GraniteMoeHybridForCausalLM"),
     "FalconH1ForCausalLM": ("falcon_h1", "FalconH1ForCausalLM"),
+    "Lfm2ForCausalLM": ("lfm2", "Lfm2ForCausalLM"),
 }
 

@@ -82,3 +82,16 @@ pub fn mamba2(
         vec![divide(num_heads, tp)?, head_dim, state_size],
     ])
 }
+
+/// `short_conv_state_shape`: one conv state `(k - 1 + s, dim / tp)` (LFM2's short convolution).
+pub fn short_conv(
+    tp: u64,
+    intermediate_size: u64,
+    conv_kernel: u64,
+    num_spec: u64,
+) -> Result<Vec<Vec<u64>>, VllmError> {
+    Ok(vec![vec![
+        conv_rows(conv_kernel, num_spec)?,
+        divide(intermediate_size, tp)?,
+    ]])
+}

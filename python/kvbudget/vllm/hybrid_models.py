@@ -1,0 +1,226 @@
+"""vLLM 0.33.0's reading of the Mamba-2 and short-convolution hybrids (Nemotron-H, Granite-4.0-H,
+Falcon-H1, LFM2): what :mod:`kvbudget.vllm.state_models` documents, one reader per model class;
+:func:`hybrid_layers` picks it by architecture."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kvbudget import _core
+from kvbudget.models.hf import ConfigError, _View
+from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN
+from kvbudget.vllm.planner import EngineConfig, LayerSpec
+from kvbudget.vllm.state_common import _attention_fields, _attention_heads, _hybrid_layers, _state_dtypes
+
+__all__ = ["HYBRID_ARCHITECTURES", "hybrid_layers"]
+
+#: Architecture -> the layers' prefix.
+HYBRID_ARCHITECTURES: Final = {
+    "NemotronHForCausalLM": "model.layers",
+    "GraniteMoeHybridForCausalLM": "model.layers",
+    "FalconH1ForCausalLM": "model.layers",
+    "Lfm2ForCausalLM": "model.layers",
+}
+
+
+def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
+                  cache_dtypes: tuple[str, str], disable_sliding_window: bool) -> list[LayerSpec]:  # fmt: skip
+    """The layers vLLM registers for ``arch`` (one of :data:`HYBRID_ARCHITECTURES`); ``cache_dtypes``:
+    ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype``."""
+    prefix = HYBRID_ARCHITECTURES[arch]
+    if arch == "NemotronHForCausalLM":
+        return _nemotron_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, disable_sliding_window)
+    if arch == "FalconH1ForCausalLM":
+        return _falcon_h1(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
+    if arch == "Lfm2ForCausalLM":
+        return _lfm2(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes[0])
+    return _granite_4_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
+
+
+# -- Nemotron-H (Mamba-2) ------------------------------------------------------------------------
+_NEMOTRON_DEFAULT_KINDS: Final = ("linear_attention", "moe", "full_attention", "mlp")  # NemotronHConfig's
+
+
+def _nemotron_h_kinds(v: _View) -> list[str]:
+    """``NemotronHConfig``'s ``layers_block_type`` (``layer_types`` is its alias; legacy names
+    remapped), else the kinds of the ``hybrid_override_pattern`` it was saved with, else the class
+    default; vLLM's model reads them back as the pattern's characters."""
+    given = v.cfg.get("layers_block_type", v.cfg.get("layer_types"))
+    if given is not None:
+        if not isinstance(given, list) or not all(isinstance(t, str) for t in given):
+            raise ConfigError("config.json: layers_block_type must be a list of layer kinds", "layers_block_type")
+        kinds = [LEGACY_KINDS.get(str(t), str(t)) for t in given]
+        bad = sorted(set(kinds) - set(NEMOTRON_H_PATTERN.values()))
+        if bad:
+            raise ConfigError(f"config.json: transformers' NemotronHConfig refuses it: layers_block_type contains "
+                              f"invalid types {bad}", "layers_block_type")  # fmt: skip
+        return kinds
+    pattern = v.cfg.get("hybrid_override_pattern")
+    if pattern is None:
+        return list(_NEMOTRON_DEFAULT_KINDS)
+    if not isinstance(pattern, str) or any(ch not in NEMOTRON_H_PATTERN for ch in pattern):
+        raise ConfigError(f"config.json: hybrid_override_pattern must use only M, *, - and E, got {pattern!r}",
+                          "hybrid_override_pattern")  # fmt: skip
+    return [NEMOTRON_H_PATTERN[ch] for ch in pattern]
+
+
+def _aliased(v: _View, key: str, alias: str) -> int:
+    """``NemotronHConfig.__post_init__``: a legacy ``mamba_*`` key, when given, wins over the field."""
+    return v.req_int(alias) if alias in v.cfg else v.req_int(key)
+
+
+def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: list[str],
+                  keys: tuple[str, str]) -> dict[str, Any]:  # fmt: skip
+    """A ``MambaMixer2``'s per-rank state shapes (``mamba2_state_shape`` of ``dims``: intermediate
+    size, groups, heads, head dim, state size, conv kernel) after its TP assertions (``keys``: the
+    config's heads and groups keys, for the error), and ``dtypes``."""
+    inter, groups, heads, head, state, conv = dims
+    if heads % tp:  # MambaMixer2's assertions
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Tensor parallel world size must divide num heads "
+                          f"({heads} over tp={tp})", keys[0])  # fmt: skip
+    if groups % tp and groups != 1:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: If tensor parallel world size does not divide "
+                          f"num_groups, then num_groups must equal 1 ({groups} over tp={tp})", keys[1])  # fmt: skip
+    try:
+        shapes = tuple(tuple(x) for x in _core._vllm_state_shapes("mamba2", [tp, inter, groups, heads, head, state,
+                                                                             conv, 0]))  # fmt: skip
+    except ValueError as e:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", keys[0]) from None
+    return {"state_shapes": shapes, "state_dtypes": tuple(dtypes), "mamba_type": "mamba2", "prefill_checkpoint": "mamba2"}
+
+
+def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+                cache_dtypes: tuple[str, str], disable_sliding_window: bool) -> list[LayerSpec]:  # fmt: skip
+    """``NemotronHModel``'s layers: a ``linear_attention`` (``M``) layer is a ``MambaMixer2`` at
+    ``<prefix>.<i>.mixer``, a ``full_attention`` (``*``) layer an attention at
+    ``<prefix>.<i>.mixer.attn`` (sliding when the config has a ``sliding_window``, unless
+    ``--disable-sliding-window``), MLP and MoE layers hold nothing."""
+    if engine.use_replayssm:
+        raise ConfigError("use_replayssm: kvbudget does not read Nemotron-H's ReplaySSM ring shapes yet")
+    kinds, tp = _nemotron_h_kinds(v), engine.tp
+    attention: dict[str, Any] = {}
+    if "full_attention" in kinds:
+        kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or v.req_int("num_attention_heads"))
+        head_dim = v.req_int("head_dim")  # transformers' class requires an int (vLLM's fallback never runs)
+        window = None if disable_sliding_window else v.opt_int("sliding_window")
+        attention = _attention_fields(kv, head_dim, window, kv_cache_dtype)
+    state: dict[str, Any] = {}
+    if "linear_attention" in kinds:
+        heads, head = v.req_int("mamba_num_heads"), v.req_int("mamba_head_dim")
+        dims = (heads * head, _aliased(v, "n_groups", "mamba_n_groups"), heads, head, v.req_int("ssm_state_size"),
+                _aliased(v, "conv_kernel", "mamba_d_conv"))  # fmt: skip
+        # NemotronHForCausalLMConfig: an `auto` SSM dtype takes the config's (the class default float32).
+        dtypes = _state_dtypes(model_dtype, *cache_dtypes, v.raw("mamba_ssm_cache_dtype"))
+        state = _mamba2_state(tp, dims, dtypes, ("mamba_num_heads", "n_groups"))
+    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.mixer.attn", f"{prefix}.%d.mixer"), attention, state,
+                          model_dtype)  # fmt: skip
+
+
+# -- Granite-4.0-H (Mamba-2) ---------------------------------------------------------------------
+def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+                 cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+    """``GraniteMoeHybridModel``'s layers: ``layer_types`` as transformers'
+    ``GraniteMoeHybridConfig`` leaves them (legacy ``mamba`` / ``attention`` remapped; every layer
+    Mamba without them); a ``linear_attention`` layer is a ``MambaMixer2`` at ``<prefix>.<i>.mixer``
+    (intermediate ``mamba_expand · hidden_size``, ``mamba_d_head`` ``auto``: that over the heads),
+    a ``full_attention`` layer an attention at ``<prefix>.<i>.self_attn.attn`` (head size
+    ``hidden_size / num_attention_heads``); any other kind is vLLM's ``KeyError``. The SSM dtype
+    is the conv dtype unless ``--mamba-ssm-cache-dtype`` says otherwise (no config hook)."""
+    if engine.use_replayssm:
+        raise ConfigError("use_replayssm: vLLM 0.33.0's Granite-4.0-H has no ReplaySSM state")
+    n, tp = v.req_int("num_hidden_layers"), engine.tp
+    given = v.cfg.get("layer_types")
+    if given is None:
+        kinds = ["linear_attention"] * n
+    elif not isinstance(given, list) or len(given) < n or not all(isinstance(t, str) for t in given):
+        raise ConfigError(f"config.json: layer_types must name a kind for each of the {n} layers", "layer_types")
+    else:
+        kinds = [LEGACY_KINDS.get(str(t), str(t)) for t in given[:n]]
+    bad = sorted(set(kinds) - {"linear_attention", "full_attention"})
+    if bad:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: KeyError {bad[0]!r} (Granite-4.0-H's layer kinds "
+                          "are linear_attention and full_attention)", "layer_types")  # fmt: skip
+    hidden = v.req_int("hidden_size")
+    attention: dict[str, Any] = {}
+    if "full_attention" in kinds:
+        heads = v.req_int("num_attention_heads")
+        kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
+        attention = _attention_fields(kv, hidden // heads, None, kv_cache_dtype)
+    state: dict[str, Any] = {}
+    if "linear_attention" in kinds:
+        inter, heads = v.req_int("mamba_expand") * hidden, v.req_int("mamba_n_heads")
+        head = inter // heads if v.cfg.get("mamba_d_head", "auto") == "auto" else v.req_int("mamba_d_head")
+        dims = (inter, v.req_int("mamba_n_groups"), heads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
+        state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"))
+    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.mixer"), attention, state,
+                          model_dtype)  # fmt: skip
+
+
+# -- Falcon-H1 (attention and Mamba-2 in every layer) --------------------------------------------
+def _falcon_h1(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+               cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+    """``FalconH1Model``'s layers: each of the ``n`` layers (``FalconH1ParallelHybrid``) registers
+    an attention at ``<prefix>.<i>.attn`` (``head_dim`` if the config has one, else the hidden
+    size over the heads; never a window, even with a ``sliding_window`` key) and then a ``MambaMixer2`` at
+    ``model.<n + i>.mixer`` (vLLM gives the SSM branch its own index); the intermediate size is
+    ``mamba_d_ssm``, else ``mamba_expand · hidden_size``, and ``mamba_d_head`` ``auto`` is that
+    over the heads. No config hook: an ``auto`` SSM dtype is the conv dtype."""
+    if engine.use_replayssm:
+        raise ConfigError("use_replayssm: vLLM 0.33.0's Falcon-H1 has no ReplaySSM state")
+    n, tp, hidden = v.req_int("num_hidden_layers"), engine.tp, v.req_int("hidden_size")
+    heads = v.req_int("num_attention_heads")
+    kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
+    # No window: its `layer_types` (`hybrid`) are not all sliding, so EngineArgs sets no
+    # CacheConfig.sliding_window, and its Attention takes no per-layer window.
+    attention = _attention_fields(kv, v.opt_int("head_dim") or hidden // heads, None, kv_cache_dtype)
+    inter, mheads = v.opt_int("mamba_d_ssm") or v.req_int("mamba_expand") * hidden, v.req_int("mamba_n_heads")
+    head = inter // mheads if v.cfg.get("mamba_d_head", "auto") == "auto" else v.req_int("mamba_d_head")
+    dims = (inter, v.req_int("mamba_n_groups"), mheads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
+    state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"))
+    root = prefix.split(".")[0]
+    return _hybrid_layers(["hybrid"] * n, engine, (f"{prefix}.%d.attn", f"{root}.%d.mixer"), attention, state,
+                          model_dtype)  # fmt: skip
+
+
+# -- LFM2 (short convolutions) -------------------------------------------------------------------
+def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+          mamba_cache_dtype: str) -> list[LayerSpec]:  # fmt: skip
+    """``Lfm2Model``'s layers: ``layer_types`` as transformers' ``Lfm2Config`` leaves them (else
+    full attention at ``full_attn_idxs``, default every layer, and ``conv`` elsewhere); a
+    ``full_attention`` layer is an attention at ``<prefix>.<i>.self_attn.attn`` (head size
+    ``hidden_size / num_attention_heads``), any other a ``ShortConv`` at ``<prefix>.<i>.short_conv``
+    with one conv state ``(conv_L_cache - 1, conv_dim / tp)`` in the conv dtype. vLLM reads
+    ``block_dim`` and ``conv_dim``, which transformers' class does not define: a config without
+    them fails to load (``AttributeError``)."""
+    if engine.use_replayssm:
+        raise ConfigError("use_replayssm: vLLM 0.33.0's LFM2 has no ReplaySSM state")
+    n, tp = v.req_int("num_hidden_layers"), engine.tp
+    given = v.cfg.get("layer_types")
+    if given is None:
+        full = v.cfg.get("full_attn_idxs")
+        full = set(range(n)) if full is None else set(full) if isinstance(full, list) else None
+        if full is None:
+            raise ConfigError("config.json: full_attn_idxs must be a list of layer indices", "full_attn_idxs")
+        given = ["full_attention" if i in full else "conv" for i in range(n)]
+    if not isinstance(given, list) or len(given) < n:
+        raise ConfigError(f"config.json: layer_types must name a kind for each of the {n} layers", "layer_types")
+    kinds = ["full_attention" if t == "full_attention" else "linear_attention" for t in given[:n]]
+    for key in ("block_dim", "conv_dim"):  # read by every layer class
+        if n and key not in v.cfg:
+            raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AttributeError: 'Lfm2Config' object has no "
+                              f"attribute '{key}'", key)  # fmt: skip
+    attention: dict[str, Any] = {}
+    if "full_attention" in kinds:
+        heads = v.req_int("num_attention_heads")
+        kv, _ = _attention_heads(v, tp)
+        attention = _attention_fields(kv, v.req_int("hidden_size") // heads, None, kv_cache_dtype)
+    state: dict[str, Any] = {}
+    if "linear_attention" in kinds:
+        try:
+            shapes = _core._vllm_state_shapes("short_conv", [tp, v.req_int("conv_dim"), v.req_int("conv_L_cache"), 0])
+        except ValueError as e:
+            raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "conv_dim") from None
+        conv = _state_dtypes(model_dtype, mamba_cache_dtype, "auto")[0]
+        state = {"state_shapes": tuple(tuple(x) for x in shapes), "state_dtypes": (conv,), "mamba_type": "short_conv"}
+    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.short_conv"), attention, state,
+                          model_dtype)  # fmt: skip

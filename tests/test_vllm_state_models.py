@@ -259,10 +259,23 @@ def _lfm2_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
     return {**d, "architectures": ["Lfm2ForCausalLM"]}, engine
 
 
+def _lfm2_moe_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    n = rng.randint(1, 24)
+    kw: dict[str, Any] = {"num_hidden_layers": n, "hidden_size": rng.choice([1024, 2048]),
+                          "num_attention_heads": rng.choice([8, 16, 32]), "num_key_value_heads": rng.choice([1, 2, 4, 8]),
+                          "conv_L_cache": rng.choice([2, 3]), "num_dense_layers": rng.choice([0, 2, 30]),
+                          "num_experts": rng.choice([4, 32])}  # fmt: skip
+    if rng.random() < 0.9:
+        kw["layer_types"] = [rng.choice(["conv", "conv", "full_attention"]) for _ in range(n)]
+    d = T.Lfm2MoeConfig(**kw).to_dict()
+    engine = {"tp": rng.choice([1, 2, 4, 8]), "pp": rng.choice([1, 1, 2])}
+    return {**d, "architectures": ["Lfm2MoeForCausalLM"]}, engine
+
+
 def test_lfm2_read_as_vllm_reads_it() -> None:
-    """LFM2 (short convolutions beside attention) on generated configs."""
+    """LFM2 and LFM2-MoE (short convolutions beside attention) on generated configs."""
     rng = random.Random("vllm-lfm2")
-    counts, mismatches = _compare(rng, [_lfm2_case(rng) for _ in range(N)])
+    counts, mismatches = _compare(rng, [(_lfm2_moe_case if i % 3 == 2 else _lfm2_case)(rng) for i in range(N)])
     print(f"\nvLLM LFM2 reading: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
     assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > N, counts

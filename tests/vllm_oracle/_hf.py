@@ -311,7 +311,8 @@ def _env(root: Path) -> _Env:
             if not isinstance(node, ast.ClassDef):  # a function or a module-level table
                 src.lift(mns, name)
             else:
-                _lift_class(src, mns, name, tuple(extra))
+                keep = next((e for e in extra if isinstance(e, frozenset)), None)  # __init__'s kept names
+                _lift_class(src, mns, name, tuple(e for e in extra if isinstance(e, str)), keep=keep)
         models[module] = mns
     kvi = source("v1/kv_cache_interface.py").lift_class_values(
         {"__name__": "vllm_oracle.hf.kvi"}, "MLAAttentionSpec", "head_size_v")

@@ -88,7 +88,7 @@ def _stores(stmt: ast.stmt) -> set[str]:
 
 def _picker(fn: ast.FunctionDef, keep: set[str]) -> Any:
     """Statements of ``fn``'s body that assign only names in ``keep``, ``super().__init__(...)``,
-    asserts on the parameters and ``if <no self>: raise`` guards."""
+    asserts on the parameters and ``if ...: raise`` guards on kept names (``self.<x>`` included)."""
     params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
 
     def pick(s: ast.stmt) -> bool:
@@ -98,7 +98,10 @@ def _picker(fn: ast.FunctionDef, keep: set[str]) -> Any:
         if isinstance(s, ast.Assert):
             return names <= params
         if isinstance(s, ast.If) and not s.orelse and all(isinstance(b, ast.Raise) for b in s.body):
-            return names <= (keep | params) - {"self"}
+            # a guard on the parameters and kept names, and on ``self.<x>`` attributes that are kept
+            selfs = {ast.unparse(n) for n in ast.walk(s.test) if isinstance(n, ast.Attribute)
+                     and isinstance(n.value, ast.Name) and n.value.id == "self"}  # fmt: skip
+            return names - {"self"} <= (keep | params) - {"self"} and selfs <= keep
         st = _stores(s)
         return bool(st) and st <= keep
 

@@ -3,7 +3,7 @@
 * :data:`ENTRY`: which class each registered ``(module, class)`` is entered at, with what
   prefix, and whether the text model is built from ``config.text_config``;
 * :data:`MODELS`: per model file, what is lifted (functions, classes, ``(class, extra
-  methods)``), the inert names (MLP / MoE / norm classes: no KV) and names taken from
+  methods[, the frozenset of names its __init__ keeps])``), the inert names (MLP / MoE / norm classes: no KV) and names taken from
   another file;
 * :data:`STATE_CLASSES`: per hybrid-state architecture, the class whose
   ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config`` vLLM's
@@ -87,6 +87,7 @@ ENTRY.update({
     ("granitemoehybrid", "GraniteMoeHybridForCausalLM"): ("GraniteMoeHybridModel", None, "model", False),
     ("falcon_h1", "FalconH1ForCausalLM"): ("FalconH1Model", None, "model", False),
     ("lfm2", "Lfm2ForCausalLM"): ("Lfm2Model", None, "model", False),
+    ("lfm2_moe", "Lfm2MoeForCausalLM"): ("Lfm2MoeModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_next": (["_should_use_sequence_parallel", "Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
@@ -105,6 +106,10 @@ MODELS.update({
                    "FalconH1ParallelHybrid", "FalconH1Model", ("FalconH1ForCausalLM", *_STATE)], "FalconH1MLP", {}),
     "lfm2": (["Lfm2Attention", "Lfm2AttentionDecoderLayer", "Lfm2ShortConvDecoderLayer", "Lfm2Model",
               ("Lfm2ForCausalLM", *_STATE)], "Lfm2MLP Lfm2BidirectionalShortConv", {}),
+    # the MoE block: only its TP check (tp above the experts raises)
+    "lfm2_moe": ([("Lfm2MoeSparseMoeBlock", frozenset({"self.tp_size", "self.n_routed_experts"})),
+                  "Lfm2MoeAttention", "Lfm2MoeAttentionDecoderLayer", "Lfm2MoeShortConvDecoderLayer", "Lfm2MoeModel",
+                  ("Lfm2MoeForCausalLM", *_STATE)], "Lfm2MoeMlp", {}),
 })  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods).
 STATE_CLASSES: dict[str, tuple[str, str]] = {
@@ -117,5 +122,6 @@ STATE_CLASSES: dict[str, tuple[str, str]] = {
     "GraniteMoeHybridForCausalLM": ("granitemoehybrid", "GraniteMoeHybridForCausalLM"),
     "FalconH1ForCausalLM": ("falcon_h1", "FalconH1ForCausalLM"),
     "Lfm2ForCausalLM": ("lfm2", "Lfm2ForCausalLM"),
+    "Lfm2MoeForCausalLM": ("lfm2_moe", "Lfm2MoeForCausalLM"),
 }
 

@@ -20,6 +20,7 @@ HYBRID_ARCHITECTURES: Final = {
     "GraniteMoeHybridForCausalLM": "model.layers",
     "FalconH1ForCausalLM": "model.layers",
     "Lfm2ForCausalLM": "model.layers",
+    "Lfm2MoeForCausalLM": "model.layers",
 }
 
 
@@ -32,8 +33,8 @@ def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: 
         return _nemotron_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, disable_sliding_window)
     if arch == "FalconH1ForCausalLM":
         return _falcon_h1(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
-    if arch == "Lfm2ForCausalLM":
-        return _lfm2(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes[0])
+    if arch in ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"):
+        return _lfm2(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes[0], moe=arch == "Lfm2MoeForCausalLM")
     return _granite_4_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
 
 
@@ -184,18 +185,24 @@ def _falcon_h1(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str,
 
 # -- LFM2 (short convolutions) -------------------------------------------------------------------
 def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
-          mamba_cache_dtype: str) -> list[LayerSpec]:  # fmt: skip
+          mamba_cache_dtype: str, moe: bool = False) -> list[LayerSpec]:  # fmt: skip
     """``Lfm2Model``'s layers: ``layer_types`` as transformers' ``Lfm2Config`` leaves them (else
     full attention at ``full_attn_idxs``, default every layer, and ``conv`` elsewhere); a
     ``full_attention`` layer is an attention at ``<prefix>.<i>.self_attn.attn`` (head size
     ``hidden_size / num_attention_heads``), any other a ``ShortConv`` at ``<prefix>.<i>.short_conv``
     with one conv state ``(conv_L_cache - 1, conv_dim / tp)`` in the conv dtype. vLLM reads
     ``block_dim`` and ``conv_dim``, which transformers' class does not define: a config without
-    them fails to load (``AttributeError``)."""
+    them fails to load (``AttributeError``). LFM2-MoE (``moe``, ``Lfm2MoeModel``): no
+    ``full_attn_idxs`` rule (without ``layer_types`` vLLM fails), the conv over ``hidden_size``
+    channels, and its MoE blocks (layers from ``num_dense_layers`` on) refuse a TP above
+    ``num_experts``."""
     if engine.use_replayssm:
         raise ConfigError("use_replayssm: vLLM 0.33.0's LFM2 has no ReplaySSM state")
     n, tp = v.req_int("num_hidden_layers"), engine.tp
     given = v.cfg.get("layer_types")
+    if given is None and moe:
+        raise ConfigError("config.json: vLLM 0.33.0 refuses it: TypeError: LFM2-MoE without layer_types "
+                          "('NoneType' object is not subscriptable)", "layer_types")  # fmt: skip
     if given is None:
         full = v.cfg.get("full_attn_idxs")
         full = set(range(n)) if full is None else set(full) if isinstance(full, list) else None
@@ -205,7 +212,10 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
     if not isinstance(given, list) or len(given) < n:
         raise ConfigError(f"config.json: layer_types must name a kind for each of the {n} layers", "layer_types")
     kinds = ["full_attention" if t == "full_attention" else "linear_attention" for t in given[:n]]
-    for key in ("block_dim", "conv_dim"):  # read by every layer class
+    if moe and n > v.req_int("num_dense_layers", minimum=0) and tp > v.req_int("num_experts"):
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Tensor parallel size {tp} is greater than the "
+                          f"number of experts {v.req_int('num_experts')}.", "num_experts")  # fmt: skip
+    for key in () if moe else ("block_dim", "conv_dim"):  # read by every LFM2 layer class
         if n and key not in v.cfg:
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AttributeError: 'Lfm2Config' object has no "
                               f"attribute '{key}'", key)  # fmt: skip
@@ -217,7 +227,8 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
     state: dict[str, Any] = {}
     if "linear_attention" in kinds:
         try:
-            shapes = _core._vllm_state_shapes("short_conv", [tp, v.req_int("conv_dim"), v.req_int("conv_L_cache"), 0])
+            dim = v.req_int("hidden_size" if moe else "conv_dim")
+            shapes = _core._vllm_state_shapes("short_conv", [tp, dim, v.req_int("conv_L_cache"), 0])
         except ValueError as e:
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "conv_dim") from None
         conv = _state_dtypes(model_dtype, mamba_cache_dtype, "auto")[0]

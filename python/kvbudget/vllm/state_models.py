@@ -37,7 +37,7 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   ``<prefix>.<i>.self_attn.attn`` with ``hidden_size / num_attention_heads`` per head.
 * **Falcon-H1** (``FalconH1ForCausalLM``): every layer holds an attention at ``<prefix>.<i>.attn``
   and a Mamba-2 mixer, registered at ``model.<n + i>.mixer``; never a window.
-* **LFM2** (``Lfm2ForCausalLM``): ``layer_types`` (else full attention at ``full_attn_idxs``);
+* **LFM2** (``Lfm2ForCausalLM``, and ``Lfm2MoeForCausalLM``): ``layer_types`` (else full attention at ``full_attn_idxs``);
   a short convolution at ``<prefix>.<i>.short_conv`` with one conv state
   ``(conv_L_cache - 1, conv_dim / tp)``; vLLM needs the config's ``conv_dim`` and ``block_dim``.
 * The Mamba-2 and short-conv readers are :mod:`kvbudget.vllm.hybrid_models`; what all share

@@ -136,21 +136,41 @@ def test_the_draws_reach_every_state_branch() -> None:
         assert seen.get(key, 0) >= 5, (key, seen)
 
 
-@pytest.mark.parametrize("prefix", [True, False])
-def test_nemotron_h_as_read_plans_as_vllm_does(oracle: vo.VllmOracle, prefix: bool) -> None:
-    """Nemotron-Nano-9B-v2's published config read by ``layers_from_hf_config`` (27 Mamba-2
-    layers, 4 attention layers on each of 4 ranks), then planned by vLLM's own code and by
-    kvbudget at 20 GiB and 32,768 tokens: every compared field equal."""
+def _hybrid_configs() -> dict[str, dict[str, Any]]:
+    """Published configs (bundled) and transformers' class defaults, one per vLLM reader family."""
+    import transformers as T
+
     from kvbudget.models.hybrid_state import get_hybrid_state_model
 
+    lfm2 = {**T.Lfm2Config(full_attn_idxs=[2, 5, 8, 10, 12, 14], num_hidden_layers=16).to_dict(),
+            "architectures": ["Lfm2ForCausalLM"], "conv_dim": 2560, "block_dim": 2560}  # fmt: skip
+    return {
+        "nemotron-nano-9b-v2": get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config,
+        "falcon-h1-7b": get_hybrid_state_model("falcon-h1-7b-instruct").config,
+        "granite-4.0-h (class defaults, attention every 6th)": {
+            **T.GraniteMoeHybridConfig(layer_types=["full_attention" if i % 6 == 5 else "linear_attention"
+                                                    for i in range(32)]).to_dict(),
+            "architectures": ["GraniteMoeHybridForCausalLM"]},  # fmt: skip
+        "jamba (class defaults)": {**T.JambaConfig().to_dict(), "architectures": ["JambaForCausalLM"]},
+        "lfm2 (class defaults)": lfm2,
+    }
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+@pytest.mark.parametrize("model", ["nemotron-nano-9b-v2", "falcon-h1-7b",
+                                   "granite-4.0-h (class defaults, attention every 6th)", "jamba (class defaults)",
+                                   "lfm2 (class defaults)"])  # fmt: skip
+def test_hybrid_models_as_read_plan_as_vllm_does(oracle: vo.VllmOracle, prefix: bool, model: str) -> None:
+    """Each Mamba / short-conv family's config read by ``layers_from_hf_config`` on 4 ranks, then
+    planned by vLLM's own code and by kvbudget at 20 GiB and 32,768 tokens: every compared field
+    equal."""
     engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": prefix}
-    specs = vllm.layers_from_hf_config(get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config,
-                                       vllm.EngineConfig(**engine))  # fmt: skip
+    specs = vllm.layers_from_hf_config(_hybrid_configs()[model], vllm.EngineConfig(**engine))
     layers = [{k: getattr(x, k) for k in ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "kv_cache_dtype",
                                           "model_dtype", "state_shapes", "state_dtypes", "mamba_type",
                                           "prefill_checkpoint")} for x in specs]  # fmt: skip
-    assert sum(x["kind"] == "mamba" for x in layers) == 27 and sum(x["kind"] == "full" for x in layers) == 4
+    assert any(x["kind"] == "mamba" for x in layers) and any(x["kind"] == "full" for x in layers)
     theirs = oracle.plan(layers, 20 * GIB, engine)
     ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
     assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)
-    assert theirs["num_blocks"] > 0 and theirs["mamba"]["mamba_cache_mode"] == ("align" if prefix else "none")
+    assert theirs["num_blocks"] > 0

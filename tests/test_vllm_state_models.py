@@ -1,7 +1,7 @@
 """``kvbudget.vllm.layers_from_hf_config`` on hybrid-state models, held to vLLM 0.33.0's own
 reading: the gated-delta-net hybrids Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (text and multimodal
-wrappers), the Mamba-2 hybrids Nemotron-H, Granite-4.0-H and Falcon-H1, and LFM2 (short
-convolutions).
+wrappers), the Mamba-2 hybrids Nemotron-H, Granite-4.0-H and Falcon-H1, LFM2 and LFM2-MoE (short
+convolutions) and Jamba (Mamba-1).
 
 The configs are built by transformers 5.19.0's classes (defaults, then seeded variants of the
 layer count, interval, heads and the gated delta net's dims, saved with every key and sparse),
@@ -17,9 +17,10 @@ hook runs; Granite-4.0-H configs from ``GraniteMoeHybridConfig`` (``layer_types`
 the released configs' legacy names, or none) through ``GraniteMoeHybridModel``; Falcon-H1 configs
 from ``FalconH1Config`` through ``FalconH1Model`` (its parallel attention and SSM branches); LFM2
 configs from ``Lfm2Config`` (with and without the ``conv_dim`` / ``block_dim`` keys vLLM reads)
-through ``Lfm2Model`` and its ``ShortConv``. Every layer's name, kind, stage, heads, head size, window, state shapes and dtypes are
-compared; a refusal on one side only is a mismatch. The bundled checkpoints' configs
-(``kvbudget models``) are read too.
+through ``Lfm2Model`` and its ``ShortConv`` (LFM2-MoE with its MoE blocks' TP check); Jamba
+configs from ``JambaConfig`` through ``JambaModel`` and its Mamba-1 ``MambaMixer``. Every layer's
+name, kind, stage, heads, head size, window, state shapes and dtypes are compared; a refusal on
+one side only is a mismatch. The bundled checkpoints' configs (``kvbudget models``) are read too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ _CLASSES = [(T.Qwen3NextConfig, "Qwen3NextForCausalLM", False), (T.Qwen3_5TextCo
             (T.Qwen3_5MoeConfig, "Qwen3_5MoeForConditionalGeneration", True)]  # fmt: skip
 
 
+def _drop_defaults(d: dict[str, Any], cls: Any) -> None:
+    """``d`` sparse, as released configs are: the keys equal to ``cls``'s defaults removed."""
+    defaults = cls().to_dict()
+    for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
+        del d[key]
+
+
 def _text_kw(rng: random.Random) -> dict[str, Any]:
     heads = rng.choice([8, 12, 16, 16, 32, 32])  # 12 and 3 KV heads: some TP sizes do not shard them (refused)
     kw: dict[str, Any] = {"num_hidden_layers": rng.randint(1, 48), "num_attention_heads": heads,
@@ -65,9 +73,7 @@ def _case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
     config = cls(text_config=kw) if wrapped else cls(**kw)
     d = config.to_dict()
     if rng.random() < 0.5:  # sparse, as released configs are
-        defaults = cls().to_dict()
-        for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
-            del d[key]
+        _drop_defaults(d, cls)
     text = d.get("text_config", d) if wrapped else d
     if rng.random() < 0.4 and arch != "Qwen3NextForCausalLM":  # released Qwen3.5 configs name it
         text["mamba_ssm_dtype"] = rng.choice(["float32", "bfloat16"])
@@ -81,7 +87,8 @@ def _fields(x: dict[str, Any]) -> dict[str, Any]:
     return {k: x.get(k) for k in (_STATE if x["kind"] == "mamba" else _ATTENTION)}
 
 
-def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: bool = False) -> list[dict[str, Any]] | str:
+def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
+          no_window: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
     try:
         layers = layers_from_hf_config(saved, vllm.EngineConfig(**engine), model_dtype=dtype,
                                        disable_sliding_window=no_window)  # fmt: skip
@@ -96,7 +103,8 @@ def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: 
     return out
 
 
-def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: bool = False) -> list[dict[str, Any]] | str:
+def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
+            no_window: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
     d = dict(saved)
     loaded = T.CONFIG_MAPPING[d["model_type"]].from_dict(d)
     try:
@@ -157,9 +165,7 @@ def _nemotron_h_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]
     d = T.NemotronHConfig(**kw).to_dict()
     form = rng.choice(["whole", "sparse", "checkpoint"])
     if form == "sparse":
-        defaults = T.NemotronHConfig().to_dict()
-        for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
-            del d[key]
+        _drop_defaults(d, T.NemotronHConfig)
     elif form == "checkpoint":  # as released config.json files are written
         del d["layers_block_type"]
         d.update(hybrid_override_pattern=pattern, num_hidden_layers=n)
@@ -192,9 +198,7 @@ def _granite_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
         kw["layer_types"] = [rng.choice(["linear_attention"] * 4 + ["full_attention"]) for _ in range(n)]
     d = T.GraniteMoeHybridConfig(**kw).to_dict()
     if rng.random() < 0.5:  # sparse
-        defaults = T.GraniteMoeHybridConfig().to_dict()
-        for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
-            del d[key]
+        _drop_defaults(d, T.GraniteMoeHybridConfig)
     if rng.random() < 0.5 and d.get("layer_types"):  # as the released configs name them
         d["layer_types"] = [{"linear_attention": "mamba", "full_attention": "attention"}[t] for t in d["layer_types"]]
     engine = {"tp": rng.choice([1, 1, 2, 2, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
@@ -222,9 +226,7 @@ def _falcon_h1_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]
                           "mamba_d_conv": rng.choice([2, 4])}  # fmt: skip
     d = T.FalconH1Config(**kw).to_dict()
     if rng.random() < 0.5:  # sparse
-        defaults = T.FalconH1Config().to_dict()
-        for key in [k for k, v in d.items() if k in defaults and defaults[k] == v and k != "model_type"]:
-            del d[key]
+        _drop_defaults(d, T.FalconH1Config)
     if rng.random() < 0.3:  # released configs carry head_dim (not a field of the class)
         d["head_dim"] = rng.choice([64, 128])
     if rng.random() < 0.15:
@@ -281,6 +283,29 @@ def test_lfm2_read_as_vllm_reads_it() -> None:
     assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > N, counts
 
 
+def _jamba_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    period = rng.choice([2, 4, 8])
+    kw: dict[str, Any] = {"num_hidden_layers": rng.randint(1, 32), "hidden_size": rng.choice([1024, 1536, 4096]),
+                          "num_attention_heads": rng.choice([8, 12, 32]), "num_key_value_heads": rng.choice([1, 2, 8, 4]),
+                          "attn_layer_period": period, "attn_layer_offset": rng.randrange(period),
+                          "mamba_d_state": rng.choice([16, 64]), "mamba_d_conv": rng.choice([2, 4]),
+                          "mamba_expand": rng.choice([1, 2])}  # fmt: skip
+    d = T.JambaConfig(**kw).to_dict()
+    if rng.random() < 0.5:  # sparse
+        _drop_defaults(d, T.JambaConfig)
+    engine = {"tp": rng.choice([1, 1, 2, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    return {**d, "architectures": ["JambaForCausalLM"]}, engine
+
+
+def test_jamba_read_as_vllm_reads_it() -> None:
+    """Jamba (Mamba-1 beside attention every ``attn_layer_period`` layers) on generated configs."""
+    rng = random.Random("vllm-jamba")
+    counts, mismatches = _compare(rng, [_jamba_case(rng) for _ in range(N)])
+    print(f"\nvLLM Jamba reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > N, counts
+
+
 def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:
     """Qwen3-Next-80B-A3B, Qwen3.5-9B, Qwen3.5-35B-A3B, Nemotron-Nano-9B-v2 and Falcon-H1-7B's
     published configs at TP 4."""
@@ -306,7 +331,8 @@ def test_a_drafter_is_refused_until_its_layers_are_read() -> None:
 
 def test_state_shapes_are_vllms_calculators() -> None:
     """``rust/core/src/vllm/state_shape.rs`` against ``MambaStateShapeCalculator`` lifted from the
-    wheel, on 2,000 seeded argument sets of each family (gated delta net, Mamba-2, short conv) (refusals: vLLM's ``divide``)."""
+    wheel, on 2,000 seeded argument sets of each family (gated delta net, Mamba-2, short conv,
+    Mamba-1; refusals: vLLM's ``divide``)."""
     from vllm_oracle import _hf
 
     from kvbudget import _core
@@ -314,12 +340,14 @@ def test_state_shapes_are_vllms_calculators() -> None:
     calc = _hf._env(_hf._root()).models["qwen3_next"]["MambaStateShapeCalculator"]
     rng = random.Random("state-shapes")
     families = {"gated_delta_net": (calc.gated_delta_net_state_shape, 7), "mamba2": (calc.mamba2_state_shape, 8),
-                "short_conv": (calc.short_conv_state_shape, 4)}
+                "short_conv": (calc.short_conv_state_shape, 4), "mamba1": (calc.mamba1_state_shape, 4)}
     outcomes = {"ok": 0, "refused": 0}
     for _ in range(2000):
         for family, (theirs_fn, n) in families.items():
-            dims = [rng.choice([1, 2, 3, 4, 8])] + [rng.choice([1, 2, 3, 8, 16, 24, 64, 128, 4096]) for _ in range(n - 2)]
-            dims.append(rng.choice([0, 1, 3]))  # speculative tokens
+            dims = [rng.choice([1, 2, 3, 4, 8])] + [rng.choice([1, 2, 3, 8, 16, 24, 64, 128, 4096])
+                                                    for _ in range(n - 1 if family == "mamba1" else n - 2)]
+            if family != "mamba1":  # its calculator takes no speculative tokens
+                dims.append(rng.choice([0, 1, 3]))
             try:
                 theirs: Any = [list(s) for s in theirs_fn(*dims)]
             except AssertionError:

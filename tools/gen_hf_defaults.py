@@ -53,12 +53,12 @@ MODEL_TYPES = (
 #: Model types vLLM 0.33.0 loads with transformers' own class where kvbudget's vLLM reader
 #: differs from SGLang's (the gated-delta-net hybrids and the Mamba-2 hybrids), and the keys that reader uses.
 VLLM_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "granitemoehybrid",
-                    "falcon_h1", "lfm2", "lfm2_moe")
+                    "falcon_h1", "lfm2", "lfm2_moe", "jamba")
 VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
              "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_ssm_dtype", "mamba_num_heads", "mamba_head_dim",
              "n_groups", "conv_kernel", "ssm_state_size", "mamba_ssm_cache_dtype", "mamba_n_heads", "mamba_n_groups",
              "mamba_d_state", "mamba_d_head", "mamba_d_conv", "mamba_expand", "mamba_d_ssm", "conv_L_cache", "num_dense_layers",
-             "num_experts")  # fmt: skip
+             "num_experts", "attn_layer_period", "attn_layer_offset")  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2}  # fmt: skip

@@ -66,7 +66,8 @@ def _vllm_state_shapes(family: str, dims: Sequence[int]) -> list[list[int]]:
     conv layout): ``family`` ``"gated_delta_net"`` (dims: tp, num_k_heads, num_v_heads,
     head_k_dim, head_v_dim, conv_kernel, num_spec) or ``"mamba2"`` (tp, intermediate_size,
     n_groups, num_heads, head_dim, state_size, conv_kernel, num_spec) or ``"short_conv"`` (tp,
-    intermediate_size, conv_kernel, num_spec); use
+    intermediate_size, conv_kernel, num_spec) or ``"mamba1"`` (tp, intermediate_size, state_size,
+    conv_kernel); use
     :mod:`kvbudget.vllm.state_models`."""
 
 def _vllm_settings() -> str:

@@ -281,6 +281,9 @@ def _env(root: Path) -> _Env:
     mns2 = ns("mamba_mixer2", **common)
     for cls in ("Mixer2RMSNormGated", "MambaMixer2"):
         common[cls] = _lift_class(mixer, mns2, cls, keep=_MIXER2_KEEP)
+    common["MambaMixer"] = _lift_class(  # Mamba-1: its registration
+        source("model_executor/layers/mamba/mamba_mixer.py"), ns("mamba_mixer", **common), "MambaMixer",
+        keep=_MIXER2_KEEP)  # fmt: skip
     common["ShortConv"] = _lift_class(source("model_executor/layers/mamba/short_conv.py"), ns("short_conv", **common),
                                       "ShortConv", keep=_MIXER2_KEEP)  # its registration  # fmt: skip
     hooks = ns("models.config")
@@ -318,7 +321,8 @@ def _env(root: Path) -> _Env:
         {"__name__": "vllm_oracle.hf.kvi"}, "MLAAttentionSpec", "head_size_v")
     model_config_cls = type("ModelConfig", (StrictConfig,), methods)
     return _Env(cfg, models, registry, model_config_cls, cache_window, post_init, attn,
-                kvi["head_size_v"], config_hooks, (_StateLayer, common["MambaMixer2"], common["ShortConv"]), vllm_config_cls,
+                kvi["head_size_v"], config_hooks,
+                (_StateLayer, common["MambaMixer2"], common["MambaMixer"], common["ShortConv"]), vllm_config_cls,
                 mu["STR_DTYPE_TO_TORCH_DTYPE"])  # fmt: skip
 
 
@@ -431,7 +435,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
             eplb_config=StrictConfig(num_redundant_experts=0))  # fmt: skip
         context: dict[str, Any] = {}
         vllm_config = StrictConfig(
-            model_config=mc, cache_config=cache_config, quant_config=None, load_config=None,
+            model_config=mc, cache_config=cache_config, quant_config=None, load_config=None, lora_config=None,
             parallel_config=parallel, speculative_config=spec,
             compilation_config=StrictConfig(static_forward_context=context))  # fmt: skip
         pp_group = StrictConfig(rank_in_group=rank, world_size=pp, is_first_rank=rank == 0,

@@ -88,6 +88,7 @@ ENTRY.update({
     ("falcon_h1", "FalconH1ForCausalLM"): ("FalconH1Model", None, "model", False),
     ("lfm2", "Lfm2ForCausalLM"): ("Lfm2Model", None, "model", False),
     ("lfm2_moe", "Lfm2MoeForCausalLM"): ("Lfm2MoeModel", None, "model", False),
+    ("jamba", "JambaForCausalLM"): ("JambaModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_next": (["_should_use_sequence_parallel", "Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
@@ -110,6 +111,8 @@ MODELS.update({
     "lfm2_moe": ([("Lfm2MoeSparseMoeBlock", frozenset({"self.tp_size", "self.n_routed_experts"})),
                   "Lfm2MoeAttention", "Lfm2MoeAttentionDecoderLayer", "Lfm2MoeShortConvDecoderLayer", "Lfm2MoeModel",
                   ("Lfm2MoeForCausalLM", *_STATE)], "Lfm2MoeMlp", {}),
+    "jamba": (["JambaMambaDecoderLayer", "JambaAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES", "JambaModel",
+               ("JambaForCausalLM", *_STATE)], "JambaMoE JambaMLP", {}),
 })  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods).
 STATE_CLASSES: dict[str, tuple[str, str]] = {
@@ -123,5 +126,6 @@ STATE_CLASSES: dict[str, tuple[str, str]] = {
     "FalconH1ForCausalLM": ("falcon_h1", "FalconH1ForCausalLM"),
     "Lfm2ForCausalLM": ("lfm2", "Lfm2ForCausalLM"),
     "Lfm2MoeForCausalLM": ("lfm2_moe", "Lfm2MoeForCausalLM"),
+    "JambaForCausalLM": ("jamba", "JambaForCausalLM"),
 }
 

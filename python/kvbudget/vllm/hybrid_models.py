@@ -1,5 +1,5 @@
-"""vLLM 0.33.0's reading of the Mamba-2 and short-convolution hybrids (Nemotron-H, Granite-4.0-H,
-Falcon-H1, LFM2): what :mod:`kvbudget.vllm.state_models` documents, one reader per model class;
+"""vLLM 0.33.0's reading of the Mamba and short-convolution hybrids (Nemotron-H, Granite-4.0-H,
+Falcon-H1, Jamba, LFM2, LFM2-MoE): what :mod:`kvbudget.vllm.state_models` documents, one reader per model class;
 :func:`hybrid_layers` picks it by architecture."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from kvbudget import _core
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.state_common import _attention_fields, _attention_heads, _hybrid_layers, _state_dtypes
+from kvbudget.vllm.state_common import (_attention_fields, _attention_heads, _attention_over_hidden, _hybrid_layers,
+                                        _state_dtypes)  # fmt: skip
 
 __all__ = ["HYBRID_ARCHITECTURES", "hybrid_layers"]
 
@@ -21,6 +22,7 @@ HYBRID_ARCHITECTURES: Final = {
     "FalconH1ForCausalLM": "model.layers",
     "Lfm2ForCausalLM": "model.layers",
     "Lfm2MoeForCausalLM": "model.layers",
+    "JambaForCausalLM": "model.layers",
 }
 
 
@@ -33,6 +35,8 @@ def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: 
         return _nemotron_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, disable_sliding_window)
     if arch == "FalconH1ForCausalLM":
         return _falcon_h1(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
+    if arch == "JambaForCausalLM":
+        return _jamba(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
     if arch in ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"):
         return _lfm2(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes[0], moe=arch == "Lfm2MoeForCausalLM")
     return _granite_4_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
@@ -87,7 +91,8 @@ def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: li
                                                                              conv, 0]))  # fmt: skip
     except ValueError as e:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", keys[0]) from None
-    return {"state_shapes": shapes, "state_dtypes": tuple(dtypes), "mamba_type": "mamba2", "prefill_checkpoint": "mamba2"}
+    return {"state_shapes": shapes, "state_dtypes": tuple(dtypes), "mamba_type": "mamba2",
+            "prefill_checkpoint": "mamba2"}
 
 
 def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
@@ -142,11 +147,7 @@ def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: st
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: KeyError {bad[0]!r} (Granite-4.0-H's layer kinds "
                           "are linear_attention and full_attention)", "layer_types")  # fmt: skip
     hidden = v.req_int("hidden_size")
-    attention: dict[str, Any] = {}
-    if "full_attention" in kinds:
-        heads = v.req_int("num_attention_heads")
-        kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
-        attention = _attention_fields(kv, hidden // heads, None, kv_cache_dtype)
+    attention = _attention_over_hidden(v, tp, kv_cache_dtype, hidden) if "full_attention" in kinds else {}
     state: dict[str, Any] = {}
     if "linear_attention" in kinds:
         inter, heads = v.req_int("mamba_expand") * hidden, v.req_int("mamba_n_heads")
@@ -234,4 +235,33 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
         conv = _state_dtypes(model_dtype, mamba_cache_dtype, "auto")[0]
         state = {"state_shapes": tuple(tuple(x) for x in shapes), "state_dtypes": (conv,), "mamba_type": "short_conv"}
     return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.short_conv"), attention, state,
+                          model_dtype)  # fmt: skip
+
+
+# -- Jamba (Mamba-1) -----------------------------------------------------------------------------
+def _jamba(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+           cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+    """``JambaModel``'s layers: attention where ``i % attn_layer_period == attn_layer_offset``
+    (transformers' ``JambaConfig.layers_block_type``) at ``<prefix>.<i>.attn`` (head size
+    ``hidden_size / num_attention_heads``), a Mamba-1 ``MambaMixer`` elsewhere at
+    ``<prefix>.<i>.mixer`` with ``mamba1_state_shape`` over ``mamba_expand · hidden_size``."""
+    if engine.use_replayssm:
+        raise ConfigError("use_replayssm: vLLM 0.33.0's Jamba has no ReplaySSM state")
+    n, tp, hidden = v.req_int("num_hidden_layers"), engine.tp, v.req_int("hidden_size")
+    period, offset = v.req_int("attn_layer_period"), v.req_int("attn_layer_offset", minimum=0)
+    if offset >= period:  # JambaConfig.validate_architecture
+        raise ConfigError(f"config.json: transformers' JambaConfig refuses it: attn_layer_offset ({offset}) must be "
+                          f"below attn_layer_period ({period})", "attn_layer_offset")  # fmt: skip
+    kinds = ["full_attention" if i % period == offset else "linear_attention" for i in range(n)]
+    attention = _attention_over_hidden(v, tp, kv_cache_dtype, hidden) if "full_attention" in kinds else {}
+    state: dict[str, Any] = {}
+    if "linear_attention" in kinds:
+        dims = [tp, v.req_int("mamba_expand") * hidden, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv")]
+        try:
+            shapes = _core._vllm_state_shapes("mamba1", dims)
+        except ValueError as e:
+            raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "mamba_expand") from None
+        state = {"state_shapes": tuple(tuple(x) for x in shapes), "mamba_type": "mamba1",
+                 "state_dtypes": tuple(_state_dtypes(model_dtype, *cache_dtypes))}  # fmt: skip
+    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.attn", f"{prefix}.%d.mixer"), attention, state,
                           model_dtype)  # fmt: skip

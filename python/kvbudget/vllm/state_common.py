@@ -61,3 +61,11 @@ def _hybrid_layers(kinds: list[str], engine: EngineConfig, names: tuple[str, str
 def _attention_fields(kv: int, head_dim: int, window: int | None, kv_cache_dtype: str) -> dict[str, Any]:
     return {"kind": "full" if window is None else "sliding", "num_kv_heads": kv, "head_size": head_dim,
             "head_size_v": head_dim, "sliding_window": window, "kv_cache_dtype": kv_cache_dtype}  # fmt: skip
+
+
+def _attention_over_hidden(v: _View, tp: int, kv_cache_dtype: str, hidden: int) -> dict[str, Any]:
+    """A full-attention spec's fields for the classes whose head size is ``hidden_size /
+    num_attention_heads`` and whose KV heads default to the heads (Granite-4.0-H, Jamba)."""
+    heads = v.req_int("num_attention_heads")
+    kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
+    return _attention_fields(kv, hidden // heads, None, kv_cache_dtype)

@@ -40,7 +40,9 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
 * **LFM2** (``Lfm2ForCausalLM``, and ``Lfm2MoeForCausalLM``): ``layer_types`` (else full attention at ``full_attn_idxs``);
   a short convolution at ``<prefix>.<i>.short_conv`` with one conv state
   ``(conv_L_cache - 1, conv_dim / tp)``; vLLM needs the config's ``conv_dim`` and ``block_dim``.
-* The Mamba-2 and short-conv readers are :mod:`kvbudget.vllm.hybrid_models`; what all share
+* **Jamba** (``JambaForCausalLM``): attention at ``<prefix>.<i>.attn`` every ``attn_layer_period``
+  layers (at ``attn_layer_offset``), a Mamba-1 mixer at ``<prefix>.<i>.mixer`` elsewhere.
+* The Mamba and short-conv readers are :mod:`kvbudget.vllm.hybrid_models`; what all share
   (heads per rank, state dtypes, the layer list) is :mod:`kvbudget.vllm.state_common`.
 * **Drafters** are not read yet (their MTP layers): a speculative method is refused.
 

@@ -95,3 +95,18 @@ pub fn short_conv(
         divide(intermediate_size, tp)?,
     ]])
 }
+
+/// `mamba1_state_shape`: the conv state `(k - 1, I / tp)` and the SSM state `(I / tp, ds)`
+/// (Jamba's Mamba-1 mixer; no speculative rows).
+pub fn mamba1(
+    tp: u64,
+    intermediate_size: u64,
+    state_size: u64,
+    conv_kernel: u64,
+) -> Result<Vec<Vec<u64>>, VllmError> {
+    let dim = divide(intermediate_size, tp)?;
+    Ok(vec![
+        vec![conv_rows(conv_kernel, 0)?, dim],
+        vec![dim, state_size],
+    ])
+}

@@ -4,14 +4,14 @@ Falcon-H1, Jamba, LFM2, LFM2-MoE): what :mod:`kvbudget.vllm.state_models` docume
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from kvbudget import _core
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.state_common import (_attention_fields, _attention_heads, _attention_over_hidden, _hybrid_layers,
-                                        _state_dtypes)  # fmt: skip
+from kvbudget.vllm.state_common import (_attention_heads, _attention_over_hidden, _attention_template, _hybrid_layers,
+                                        _state_dtypes, _state_template)  # fmt: skip
 
 __all__ = ["HYBRID_ARCHITECTURES", "hybrid_layers"]
 
@@ -75,7 +75,7 @@ def _aliased(v: _View, key: str, alias: str) -> int:
 
 
 def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: list[str],
-                  keys: tuple[str, str]) -> dict[str, Any]:  # fmt: skip
+                  keys: tuple[str, str], model_dtype: str) -> LayerSpec:  # fmt: skip
     """A ``MambaMixer2``'s per-rank state shapes (``mamba2_state_shape`` of ``dims``: intermediate
     size, groups, heads, head dim, state size, conv kernel) after its TP assertions (``keys``: the
     config's heads and groups keys, for the error), and ``dtypes``."""
@@ -87,12 +87,10 @@ def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: li
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: If tensor parallel world size does not divide "
                           f"num_groups, then num_groups must equal 1 ({groups} over tp={tp})", keys[1])  # fmt: skip
     try:
-        shapes = tuple(tuple(x) for x in _core._vllm_state_shapes("mamba2", [tp, inter, groups, heads, head, state,
-                                                                             conv, 0]))  # fmt: skip
+        shapes = _core._vllm_state_shapes("mamba2", [tp, inter, groups, heads, head, state, conv, 0])
     except ValueError as e:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", keys[0]) from None
-    return {"state_shapes": shapes, "state_dtypes": tuple(dtypes), "mamba_type": "mamba2",
-            "prefill_checkpoint": "mamba2"}
+    return _state_template(shapes, dtypes, "mamba2", model_dtype, prefill_checkpoint="mamba2")
 
 
 def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
@@ -104,22 +102,22 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str
     if engine.use_replayssm:
         raise ConfigError("use_replayssm: kvbudget does not read Nemotron-H's ReplaySSM ring shapes yet")
     kinds, tp = _nemotron_h_kinds(v), engine.tp
-    attention: dict[str, Any] = {}
+    attention: LayerSpec | None = None
     if "full_attention" in kinds:
         kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or v.req_int("num_attention_heads"))
         head_dim = v.req_int("head_dim")  # transformers' class requires an int (vLLM's fallback never runs)
         window = None if disable_sliding_window else v.opt_int("sliding_window")
-        attention = _attention_fields(kv, head_dim, window, kv_cache_dtype)
-    state: dict[str, Any] = {}
+        attention = _attention_template(kv, head_dim, window, kv_cache_dtype, model_dtype)
+    state: LayerSpec | None = None
     if "linear_attention" in kinds:
         heads, head = v.req_int("mamba_num_heads"), v.req_int("mamba_head_dim")
         dims = (heads * head, _aliased(v, "n_groups", "mamba_n_groups"), heads, head, v.req_int("ssm_state_size"),
                 _aliased(v, "conv_kernel", "mamba_d_conv"))  # fmt: skip
         # NemotronHForCausalLMConfig: an `auto` SSM dtype takes the config's (the class default float32).
         dtypes = _state_dtypes(model_dtype, *cache_dtypes, v.raw("mamba_ssm_cache_dtype"))
-        state = _mamba2_state(tp, dims, dtypes, ("mamba_num_heads", "n_groups"))
-    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.mixer.attn", f"{prefix}.%d.mixer"), attention, state,
-                          model_dtype)  # fmt: skip
+        state = _mamba2_state(tp, dims, dtypes, ("mamba_num_heads", "n_groups"), model_dtype)
+    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.mixer.attn", f"{prefix}.%d.mixer"), attention,
+                          state)  # fmt: skip
 
 
 # -- Granite-4.0-H (Mamba-2) ---------------------------------------------------------------------
@@ -147,15 +145,16 @@ def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: st
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: KeyError {bad[0]!r} (Granite-4.0-H's layer kinds "
                           "are linear_attention and full_attention)", "layer_types")  # fmt: skip
     hidden = v.req_int("hidden_size")
-    attention = _attention_over_hidden(v, tp, kv_cache_dtype, hidden) if "full_attention" in kinds else {}
-    state: dict[str, Any] = {}
+    attention = _attention_over_hidden(v, tp, kv_cache_dtype, hidden, model_dtype) if "full_attention" in kinds else None
+    state: LayerSpec | None = None
     if "linear_attention" in kinds:
         inter, heads = v.req_int("mamba_expand") * hidden, v.req_int("mamba_n_heads")
         head = inter // heads if v.cfg.get("mamba_d_head", "auto") == "auto" else v.req_int("mamba_d_head")
         dims = (inter, v.req_int("mamba_n_groups"), heads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
-        state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"))
-    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.mixer"), attention, state,
-                          model_dtype)  # fmt: skip
+        state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"),
+                              model_dtype)  # fmt: skip
+    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.mixer"), attention,
+                          state)  # fmt: skip
 
 
 # -- Falcon-H1 (attention and Mamba-2 in every layer) --------------------------------------------
@@ -174,14 +173,15 @@ def _falcon_h1(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str,
     kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
     # No window: its `layer_types` (`hybrid`) are not all sliding, so EngineArgs sets no
     # CacheConfig.sliding_window, and its Attention takes no per-layer window.
-    attention = _attention_fields(kv, v.opt_int("head_dim") or hidden // heads, None, kv_cache_dtype)
+    attention = _attention_template(kv, v.opt_int("head_dim") or hidden // heads, None, kv_cache_dtype, model_dtype)
     inter, mheads = v.opt_int("mamba_d_ssm") or v.req_int("mamba_expand") * hidden, v.req_int("mamba_n_heads")
     head = inter // mheads if v.cfg.get("mamba_d_head", "auto") == "auto" else v.req_int("mamba_d_head")
     dims = (inter, v.req_int("mamba_n_groups"), mheads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
-    state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"))
-    root = prefix.split(".")[0]
-    return _hybrid_layers(["hybrid"] * n, engine, (f"{prefix}.%d.attn", f"{root}.%d.mixer"), attention, state,
+    state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"),
                           model_dtype)  # fmt: skip
+    root = prefix.split(".")[0]
+    return _hybrid_layers(["hybrid"] * n, engine, (f"{prefix}.%d.attn", f"{root}.%d.mixer"), attention,
+                          state)  # fmt: skip
 
 
 # -- LFM2 (short convolutions) -------------------------------------------------------------------
@@ -220,12 +220,12 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
         if n and key not in v.cfg:
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AttributeError: 'Lfm2Config' object has no "
                               f"attribute '{key}'", key)  # fmt: skip
-    attention: dict[str, Any] = {}
+    attention: LayerSpec | None = None
     if "full_attention" in kinds:
         heads = v.req_int("num_attention_heads")
         kv, _ = _attention_heads(v, tp)
-        attention = _attention_fields(kv, v.req_int("hidden_size") // heads, None, kv_cache_dtype)
-    state: dict[str, Any] = {}
+        attention = _attention_template(kv, v.req_int("hidden_size") // heads, None, kv_cache_dtype, model_dtype)
+    state: LayerSpec | None = None
     if "linear_attention" in kinds:
         try:
             dim = v.req_int("hidden_size" if moe else "conv_dim")
@@ -233,9 +233,9 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
         except ValueError as e:
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "conv_dim") from None
         conv = _state_dtypes(model_dtype, mamba_cache_dtype, "auto")[0]
-        state = {"state_shapes": tuple(tuple(x) for x in shapes), "state_dtypes": (conv,), "mamba_type": "short_conv"}
-    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.short_conv"), attention, state,
-                          model_dtype)  # fmt: skip
+        state = _state_template(shapes, (conv,), "short_conv", model_dtype)
+    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.short_conv"), attention,
+                          state)  # fmt: skip
 
 
 # -- Jamba (Mamba-1) -----------------------------------------------------------------------------
@@ -253,15 +253,14 @@ def _jamba(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mod
         raise ConfigError(f"config.json: transformers' JambaConfig refuses it: attn_layer_offset ({offset}) must be "
                           f"below attn_layer_period ({period})", "attn_layer_offset")  # fmt: skip
     kinds = ["full_attention" if i % period == offset else "linear_attention" for i in range(n)]
-    attention = _attention_over_hidden(v, tp, kv_cache_dtype, hidden) if "full_attention" in kinds else {}
-    state: dict[str, Any] = {}
+    attention = _attention_over_hidden(v, tp, kv_cache_dtype, hidden, model_dtype) if "full_attention" in kinds else None
+    state: LayerSpec | None = None
     if "linear_attention" in kinds:
         dims = [tp, v.req_int("mamba_expand") * hidden, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv")]
         try:
             shapes = _core._vllm_state_shapes("mamba1", dims)
         except ValueError as e:
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "mamba_expand") from None
-        state = {"state_shapes": tuple(tuple(x) for x in shapes), "mamba_type": "mamba1",
-                 "state_dtypes": tuple(_state_dtypes(model_dtype, *cache_dtypes))}  # fmt: skip
-    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.attn", f"{prefix}.%d.mixer"), attention, state,
-                          model_dtype)  # fmt: skip
+        state = _state_template(shapes, _state_dtypes(model_dtype, *cache_dtypes), "mamba1", model_dtype)
+    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.attn", f"{prefix}.%d.mixer"), attention,
+                          state)  # fmt: skip

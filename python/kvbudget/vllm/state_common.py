@@ -3,6 +3,7 @@ per rank, the state dtypes (``MambaStateDtypeCalculator``), and the registered l
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
@@ -40,32 +41,42 @@ def _state_dtypes(model_dtype: str, cache: str, ssm: str, config_ssm: Any = None
     return [conv, conv if ssm == "auto" else ssm]
 
 
-def _hybrid_layers(kinds: list[str], engine: EngineConfig, names: tuple[str, str], attention: dict[str, Any],
-                   state: dict[str, Any], model_dtype: str) -> list[LayerSpec]:
+def _hybrid_layers(kinds: list[str], engine: EngineConfig, names: tuple[str, str], attention: LayerSpec | None,
+                   state: LayerSpec | None) -> list[LayerSpec]:
     """The registered layers of a hybrid, per PP stage: ``full_attention`` layers at
-    ``names[0] % i`` (``attention``: the spec's fields), ``linear_attention`` ones (state layers;
-    ``state``: the spec's fields) at ``names[1] % i``, ``hybrid`` ones (Falcon-H1's parallel
-    layers) both, the state layer at ``names[1] % (n + i)``; other kinds (MLP, MoE) hold nothing."""
+    ``names[0] % i`` (copies of the ``attention`` template), ``linear_attention`` ones (copies of
+    the ``state`` template) at ``names[1] % i``, ``hybrid`` ones (Falcon-H1's parallel layers)
+    both, the state layer at ``names[1] % (n + i)``; other kinds (MLP, MoE) hold nothing."""
     out: list[LayerSpec] = []
     n = len(kinds)
     for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
         for i in range(start, end):
             if kinds[i] in ("full_attention", "hybrid"):
-                out.append(LayerSpec(names[0] % i, model_dtype=model_dtype, pp_stage=stage, **attention))
+                assert attention is not None  # built wherever a kind needs it
+                out.append(replace(attention, name=names[0] % i, pp_stage=stage))
             if kinds[i] in ("linear_attention", "hybrid"):
-                index = n + i if kinds[i] == "hybrid" else i
-                out.append(LayerSpec(names[1] % index, "mamba", 0, 0, model_dtype=model_dtype, pp_stage=stage, **state))
+                assert state is not None
+                out.append(replace(state, name=names[1] % (n + i if kinds[i] == "hybrid" else i), pp_stage=stage))
     return out
 
 
-def _attention_fields(kv: int, head_dim: int, window: int | None, kv_cache_dtype: str) -> dict[str, Any]:
-    return {"kind": "full" if window is None else "sliding", "num_kv_heads": kv, "head_size": head_dim,
-            "head_size_v": head_dim, "sliding_window": window, "kv_cache_dtype": kv_cache_dtype}  # fmt: skip
+def _attention_template(kv: int, head_dim: int, window: int | None, kv_cache_dtype: str,
+                        model_dtype: str) -> LayerSpec:  # fmt: skip
+    """An attention layer's spec (name and stage still to set): full, or sliding over ``window``."""
+    return LayerSpec("", "full" if window is None else "sliding", kv, head_dim, head_size_v=head_dim,
+                     kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype, sliding_window=window)  # fmt: skip
 
 
-def _attention_over_hidden(v: _View, tp: int, kv_cache_dtype: str, hidden: int) -> dict[str, Any]:
-    """A full-attention spec's fields for the classes whose head size is ``hidden_size /
+def _state_template(shapes: Any, dtypes: Any, mamba_type: Any, model_dtype: str,
+                    prefill_checkpoint: Any = "none") -> LayerSpec:  # fmt: skip
+    """A state layer's spec (name and stage still to set): its per-rank shapes and dtypes."""
+    return LayerSpec("", "mamba", 0, 0, model_dtype=model_dtype, state_shapes=tuple(tuple(x) for x in shapes),
+                     state_dtypes=tuple(dtypes), mamba_type=mamba_type, prefill_checkpoint=prefill_checkpoint)
+
+
+def _attention_over_hidden(v: _View, tp: int, kv_cache_dtype: str, hidden: int, model_dtype: str) -> LayerSpec:
+    """The attention template of the classes whose head size is ``hidden_size /
     num_attention_heads`` and whose KV heads default to the heads (Granite-4.0-H, Jamba)."""
     heads = v.req_int("num_attention_heads")
     kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
-    return _attention_fields(kv, hidden // heads, None, kv_cache_dtype)
+    return _attention_template(kv, hidden // heads, None, kv_cache_dtype, model_dtype)

@@ -329,6 +329,19 @@ def test_a_drafter_is_refused_until_its_layers_are_read() -> None:
         raise AssertionError("a Qwen3-Next drafter was read without its MTP layers")
 
 
+def test_replayssm_is_refused_for_the_mamba_readers() -> None:
+    """ReplaySSM's ring-buffer shapes are not read: a Mamba / short-conv model with
+    ``use_replayssm`` is refused by name, never planned without the rings."""
+    for name in ("nvidia-nemotron-nano-9b-v2", "falcon-h1-7b-instruct"):
+        saved = get_hybrid_state_model(name).config
+        try:
+            layers_from_hf_config(saved, vllm.EngineConfig(use_replayssm=True))
+        except InvalidConfigError as e:
+            assert "ReplaySSM" in str(e) and saved["architectures"][0] in str(e)
+        else:
+            raise AssertionError(f"{name} was read with use_replayssm but without its ring shapes")
+
+
 def test_state_shapes_are_vllms_calculators() -> None:
     """``rust/core/src/vllm/state_shape.rs`` against ``MambaStateShapeCalculator`` lifted from the
     wheel, on 2,000 seeded argument sets of each family (gated delta net, Mamba-2, short conv,

@@ -101,9 +101,10 @@ _ATTN_KEEP = set("""sliding_window num_kv_heads vllm_config compilation_config
 compilation_config.static_forward_context[prefix] self.layer_name self.num_heads self.head_size
 self.head_size_v self.num_kv_heads self.sliding_window self.attn_type
 self.kv_sharing_target_layer_name self.attention_chunk_size""".split())
-#: What ``MambaMixer2`` / ``Mixer2RMSNormGated``'s ``__init__`` keep: the TP size, the values
-#: their asserts read, the norm, and the registration into ``static_forward_context``.
-_MIXER2_KEEP = set("""self.tp_size self.full_hidden_size self.group_size self.per_rank_hidden_size self.n_groups
+#: What the state layers' ``__init__`` keep (``MambaMixer2`` / ``Mixer2RMSNormGated``,
+#: ``MambaMixer``, ``ShortConv``): the TP size, the values their asserts read, the norm, and the
+#: registration into ``static_forward_context``.
+_STATE_KEEP = set("""self.tp_size self.full_hidden_size self.group_size self.per_rank_hidden_size self.n_groups
 self.use_rms_norm self.norm self.num_heads self.head_dim self.intermediate_size self.ssm_state_size
 self.conv_kernel_size vllm_config compilation_config compilation_config.static_forward_context[prefix]
 self.prefix""".split())
@@ -280,12 +281,12 @@ def _env(root: Path) -> _Env:
     mixer = source("model_executor/layers/mamba/mamba_mixer2.py")
     mns2 = ns("mamba_mixer2", **common)
     for cls in ("Mixer2RMSNormGated", "MambaMixer2"):
-        common[cls] = _lift_class(mixer, mns2, cls, keep=_MIXER2_KEEP)
+        common[cls] = _lift_class(mixer, mns2, cls, keep=_STATE_KEEP)
     common["MambaMixer"] = _lift_class(  # Mamba-1: its registration
         source("model_executor/layers/mamba/mamba_mixer.py"), ns("mamba_mixer", **common), "MambaMixer",
-        keep=_MIXER2_KEEP)  # fmt: skip
+        keep=_STATE_KEEP)  # fmt: skip
     common["ShortConv"] = _lift_class(source("model_executor/layers/mamba/short_conv.py"), ns("short_conv", **common),
-                                      "ShortConv", keep=_MIXER2_KEEP)  # its registration  # fmt: skip
+                                      "ShortConv", keep=_STATE_KEEP)  # its registration  # fmt: skip
     hooks = ns("models.config")
     config_py = source("model_executor/models/config.py")
     nemotron = config_py.lift_class(hooks, "NemotronHForCausalLMConfig",
@@ -380,7 +381,7 @@ def _state(env: _Env, arch: str, mc: Any, tp: int, spec: Any, model_dtype: str) 
     """A state layer's ``state_shapes`` / ``state_dtypes``: the model class's
     ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config`` (lifted), after
     Qwen3.5's config hook (its ``mamba_ssm_dtype``); the model dtype is an input (restated)."""
-    file, cls_name = STATE_CLASSES[arch]
+    file, cls_name = STATE_CLASSES.get(arch, env.registry[arch])
     cls = env.models[file][cls_name]
     cache = StrictConfig(mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto", use_replayssm=False)
     model = StrictConfig(hf_config=mc.hf_config, hf_text_config=mc.hf_text_config, dtype=env.dtypes[model_dtype])

@@ -5,9 +5,9 @@
 * :data:`MODELS`: per model file, what is lifted (functions, classes, ``(class, extra
   methods[, the frozenset of names its __init__ keeps])``), the inert names (MLP / MoE / norm classes: no KV) and names taken from
   another file;
-* :data:`STATE_CLASSES`: per hybrid-state architecture, the class whose
-  ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config`` vLLM's
-  platform reads (the state layers' shapes and dtypes).
+* :data:`STATE_CLASSES`: where a hybrid-state architecture's ``get_mamba_state_shape_from_config``
+  / ``get_mamba_state_dtype_from_config`` (the state layers' shapes and dtypes) are not on the
+  class the registry names (Qwen3.5's base and wrapper classes); elsewhere the registered class.
 """
 
 from __future__ import annotations
@@ -114,18 +114,12 @@ MODELS.update({
     "jamba": (["JambaMambaDecoderLayer", "JambaAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES", "JambaModel",
                ("JambaForCausalLM", *_STATE)], "JambaMoE JambaMLP", {}),
 })  # fmt: skip
-#: Hybrid-state architecture -> (model file, the class holding its state classmethods).
+#: Hybrid-state architecture -> (model file, the class holding its state classmethods), where that
+#: is not the registered class (vLLM's registry gives the rest; the MoE wrapper's classmethods are
+#: the dense wrapper's, which it derives from).
 STATE_CLASSES: dict[str, tuple[str, str]] = {
-    "Qwen3NextForCausalLM": ("qwen3_next", "Qwen3NextForCausalLM"),
     "Qwen3_5ForCausalLM": ("qwen3_5", "Qwen3_5ForCausalLMBase"),
     "Qwen3_5MoeForCausalLM": ("qwen3_5", "Qwen3_5ForCausalLMBase"),
-    "Qwen3_5ForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
     "Qwen3_5MoeForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
-    "NemotronHForCausalLM": ("nemotron_h", "NemotronHForCausalLM"),
-    "GraniteMoeHybridForCausalLM": ("granitemoehybrid", "GraniteMoeHybridForCausalLM"),
-    "FalconH1ForCausalLM": ("falcon_h1", "FalconH1ForCausalLM"),
-    "Lfm2ForCausalLM": ("lfm2", "Lfm2ForCausalLM"),
-    "Lfm2MoeForCausalLM": ("lfm2_moe", "Lfm2MoeForCausalLM"),
-    "JambaForCausalLM": ("jamba", "JambaForCausalLM"),
 }
 

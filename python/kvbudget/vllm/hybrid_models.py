@@ -31,6 +31,8 @@ def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: 
     """The layers vLLM registers for ``arch`` (one of :data:`HYBRID_ARCHITECTURES`); ``cache_dtypes``:
     ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype``."""
     prefix = HYBRID_ARCHITECTURES[arch]
+    if engine.use_replayssm:  # its ring-buffer shapes (append_replayssm_ring) are not read
+        raise ConfigError(f"use_replayssm: kvbudget does not read {arch}'s ReplaySSM state shapes")
     if arch == "NemotronHForCausalLM":
         return _nemotron_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, disable_sliding_window)
     if arch == "FalconH1ForCausalLM":
@@ -99,8 +101,6 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str
     ``<prefix>.<i>.mixer``, a ``full_attention`` (``*``) layer an attention at
     ``<prefix>.<i>.mixer.attn`` (sliding when the config has a ``sliding_window``, unless
     ``--disable-sliding-window``), MLP and MoE layers hold nothing."""
-    if engine.use_replayssm:
-        raise ConfigError("use_replayssm: kvbudget does not read Nemotron-H's ReplaySSM ring shapes yet")
     kinds, tp = _nemotron_h_kinds(v), engine.tp
     attention: LayerSpec | None = None
     if "full_attention" in kinds:
@@ -130,8 +130,6 @@ def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: st
     a ``full_attention`` layer an attention at ``<prefix>.<i>.self_attn.attn`` (head size
     ``hidden_size / num_attention_heads``); any other kind is vLLM's ``KeyError``. The SSM dtype
     is the conv dtype unless ``--mamba-ssm-cache-dtype`` says otherwise (no config hook)."""
-    if engine.use_replayssm:
-        raise ConfigError("use_replayssm: vLLM 0.33.0's Granite-4.0-H has no ReplaySSM state")
     n, tp = v.req_int("num_hidden_layers"), engine.tp
     given = v.cfg.get("layer_types")
     if given is None:
@@ -166,8 +164,6 @@ def _falcon_h1(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str,
     ``model.<n + i>.mixer`` (vLLM gives the SSM branch its own index); the intermediate size is
     ``mamba_d_ssm``, else ``mamba_expand · hidden_size``, and ``mamba_d_head`` ``auto`` is that
     over the heads. No config hook: an ``auto`` SSM dtype is the conv dtype."""
-    if engine.use_replayssm:
-        raise ConfigError("use_replayssm: vLLM 0.33.0's Falcon-H1 has no ReplaySSM state")
     n, tp, hidden = v.req_int("num_hidden_layers"), engine.tp, v.req_int("hidden_size")
     heads = v.req_int("num_attention_heads")
     kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
@@ -197,8 +193,6 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
     ``full_attn_idxs`` rule (without ``layer_types`` vLLM fails), the conv over ``hidden_size``
     channels, and its MoE blocks (layers from ``num_dense_layers`` on) refuse a TP above
     ``num_experts``."""
-    if engine.use_replayssm:
-        raise ConfigError("use_replayssm: vLLM 0.33.0's LFM2 has no ReplaySSM state")
     n, tp = v.req_int("num_hidden_layers"), engine.tp
     given = v.cfg.get("layer_types")
     if given is None and moe:
@@ -245,8 +239,6 @@ def _jamba(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mod
     (transformers' ``JambaConfig.layers_block_type``) at ``<prefix>.<i>.attn`` (head size
     ``hidden_size / num_attention_heads``), a Mamba-1 ``MambaMixer`` elsewhere at
     ``<prefix>.<i>.mixer`` with ``mamba1_state_shape`` over ``mamba_expand · hidden_size``."""
-    if engine.use_replayssm:
-        raise ConfigError("use_replayssm: vLLM 0.33.0's Jamba has no ReplaySSM state")
     n, tp, hidden = v.req_int("num_hidden_layers"), engine.tp, v.req_int("hidden_size")
     period, offset = v.req_int("attn_layer_period"), v.req_int("attn_layer_offset", minimum=0)
     if offset >= period:  # JambaConfig.validate_architecture

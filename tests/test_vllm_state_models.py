@@ -329,6 +329,22 @@ def test_a_drafter_is_refused_until_its_layers_are_read() -> None:
         raise AssertionError("a Qwen3-Next drafter was read without its MTP layers")
 
 
+def test_legacy_layer_kind_names_read_as_transformers_remaps_them() -> None:
+    """A saved ``layer_types`` with the legacy names (``mamba``, ``attention``) is remapped by every
+    transformers 5.19.0 config class before vLLM reads it: Qwen3-Next, Granite-4.0-H and LFM2 agree."""
+    legacy = {"linear_attention": "mamba", "full_attention": "attention", "conv": "mamba"}
+    cases = [(T.Qwen3NextConfig(num_hidden_layers=8), "Qwen3NextForCausalLM"),
+             (T.GraniteMoeHybridConfig(num_hidden_layers=8, layer_types=["linear_attention", "full_attention"] * 4),
+              "GraniteMoeHybridForCausalLM"),
+             (T.Lfm2Config(num_hidden_layers=8, full_attn_idxs=[2, 5]), "Lfm2ForCausalLM")]  # fmt: skip
+    for config, arch in cases:
+        saved = {**config.to_dict(), "architectures": [arch], "conv_dim": 2560, "block_dim": 2560}
+        saved["layer_types"] = [legacy[t] for t in saved["layer_types"]]
+        ours, theirs = _ours(saved, {"tp": 2, "pp": 1}, "bfloat16"), _theirs(saved, {"tp": 2, "pp": 1}, "bfloat16")
+        assert not isinstance(theirs, str) and ours == theirs, (arch, ours if isinstance(ours, str) else "")
+        assert {x["kind"] for x in theirs} == {"mamba", "full"}, arch
+
+
 def test_replayssm_is_refused_for_the_mamba_readers() -> None:
     """ReplaySSM's ring-buffer shapes are not read: a Mamba / short-conv model with
     ``use_replayssm`` is refused by name, never planned without the rings."""

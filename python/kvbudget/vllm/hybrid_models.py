@@ -11,7 +11,7 @@ from kvbudget.models.hf import ConfigError, _View
 from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.state_common import (_attention_heads, _attention_over_hidden, _attention_template, _hybrid_layers,
-                                        _state_dtypes, _state_template)  # fmt: skip
+                                        _listed_kinds, _state_dtypes, _state_template)  # fmt: skip
 
 __all__ = ["HYBRID_ARCHITECTURES", "hybrid_layers"]
 
@@ -131,13 +131,7 @@ def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: st
     ``hidden_size / num_attention_heads``); any other kind is vLLM's ``KeyError``. The SSM dtype
     is the conv dtype unless ``--mamba-ssm-cache-dtype`` says otherwise (no config hook)."""
     n, tp = v.req_int("num_hidden_layers"), engine.tp
-    given = v.cfg.get("layer_types")
-    if given is None:
-        kinds = ["linear_attention"] * n
-    elif not isinstance(given, list) or len(given) < n or not all(isinstance(t, str) for t in given):
-        raise ConfigError(f"config.json: layer_types must name a kind for each of the {n} layers", "layer_types")
-    else:
-        kinds = [LEGACY_KINDS.get(str(t), str(t)) for t in given[:n]]
+    kinds = _listed_kinds(v, n) or ["linear_attention"] * n
     bad = sorted(set(kinds) - {"linear_attention", "full_attention"})
     if bad:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: KeyError {bad[0]!r} (Granite-4.0-H's layer kinds "
@@ -194,7 +188,7 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
     channels, and its MoE blocks (layers from ``num_dense_layers`` on) refuse a TP above
     ``num_experts``."""
     n, tp = v.req_int("num_hidden_layers"), engine.tp
-    given = v.cfg.get("layer_types")
+    given = _listed_kinds(v, n)
     if given is None and moe:
         raise ConfigError("config.json: vLLM 0.33.0 refuses it: TypeError: LFM2-MoE without layer_types "
                           "('NoneType' object is not subscriptable)", "layer_types")  # fmt: skip
@@ -204,9 +198,7 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
         if full is None:
             raise ConfigError("config.json: full_attn_idxs must be a list of layer indices", "full_attn_idxs")
         given = ["full_attention" if i in full else "conv" for i in range(n)]
-    if not isinstance(given, list) or len(given) < n:
-        raise ConfigError(f"config.json: layer_types must name a kind for each of the {n} layers", "layer_types")
-    kinds = ["full_attention" if t == "full_attention" else "linear_attention" for t in given[:n]]
+    kinds = ["full_attention" if t == "full_attention" else "linear_attention" for t in given]
     if moe and n > v.req_int("num_dense_layers", minimum=0) and tp > v.req_int("num_experts"):
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Tensor parallel size {tp} is greater than the "
                           f"number of experts {v.req_int('num_experts')}.", "num_experts")  # fmt: skip

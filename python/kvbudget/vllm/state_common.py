@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
+from kvbudget.models.layer_kinds import LEGACY_KINDS
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
@@ -39,6 +40,18 @@ def _state_dtypes(model_dtype: str, cache: str, ssm: str, config_ssm: Any = None
             raise ConfigError(f"{name}={value!r}: one of auto, {', '.join(_DTYPES)}", name)
     conv = model_dtype if cache == "auto" else cache
     return [conv, conv if ssm == "auto" else ssm]
+
+
+def _listed_kinds(v: _View, n: int, key: str = "layer_types") -> list[str] | None:
+    """The config's ``key`` list (``layer_types``) for the first ``n`` layers as transformers
+    5.19.0 leaves it: every config class remaps the legacy names (``mamba``, ``attention``);
+    None when the config lists none."""
+    raw = v.cfg.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) < n or not all(isinstance(t, str) for t in raw):
+        raise ConfigError(f"config.json: {key} must name a kind for each of the {n} layers", key)
+    return [LEGACY_KINDS.get(str(t), str(t)) for t in raw[:n]]
 
 
 def _hybrid_layers(kinds: list[str], engine: EngineConfig, names: tuple[str, str], attention: LayerSpec | None,

@@ -59,7 +59,7 @@ from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.hybrid_models import HYBRID_ARCHITECTURES, hybrid_layers
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.state_common import _attention_heads, _state_dtypes
+from kvbudget.vllm.state_common import _attention_heads, _listed_kinds, _state_dtypes
 
 __all__ = ["STATE_ARCHITECTURES", "state_layers_from_hf_config"]
 
@@ -77,16 +77,14 @@ _INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfi
 
 
 def _layer_types(v: _View, n: int) -> list[str]:
-    raw = v.cfg.get("layer_types")
-    if raw is None:
+    kinds = _listed_kinds(v, n)
+    if kinds is None:
         interval = v.opt_int("full_attention_interval") or _INTERVAL_DEFAULT
         return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
-    if not isinstance(raw, list) or len(raw) < n or not all(isinstance(t, str) for t in raw):
-        raise ConfigError(f"config.json: layer_types must name a kind for each of the {n} layers", "layer_types")
-    bad = sorted({t for t in raw[:n]} - {"linear_attention", "full_attention"})
+    bad = sorted(set(kinds) - {"linear_attention", "full_attention"})
     if bad:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Invalid layer_type {bad[0]}", "layer_types")
-    return list(raw[:n])
+    return kinds
 
 
 

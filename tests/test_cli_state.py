@@ -78,9 +78,10 @@ def test_sweep_refuses_a_state_model(qwen3_next: Path) -> None:
     assert "recurrent state pool" in r.stderr
 
 
-@pytest.mark.parametrize("name", ["nvidia-nemotron-nano-9b-v2", "tiiuae/Falcon-H1-7B-Instruct"])
+@pytest.mark.parametrize("name", [*list_hybrid_state_models(), "tiiuae/Falcon-H1-7B-Instruct"])
 def test_a_named_hybrid_state_model_plans_as_its_config(tmp_path: Path, name: str) -> None:
-    """A bundled model's name (or HF id) plans exactly as its config file does."""
+    """Each bundled model's name (or HF id) plans exactly as its config file does (Qwen3.5's
+    ``linear_attention`` layer kinds included)."""
     m = get_hybrid_state_model(name)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(m.config))

@@ -121,3 +121,16 @@ def test_plan_engine_vllm_plans_a_bundled_gated_delta_net_model() -> None:
     text = run(*args).stdout
     assert "12 attention layers and 36 state layers as vLLM reads them" in text
     assert "attention block 320 tokens" in text
+
+
+def test_plan_engine_vllm_reads_a_qwen3_5_mtp_drafter_from_its_own_key() -> None:
+    """``--draft mtp:2`` on Qwen3.5: two predictor layers (vLLM's ``Qwen3_5MultiTokenPredictor``
+    counts ``mtp_num_hidden_layers``, not ``num_nextn_predict_layers``), the state's two
+    speculative rows, and the drafter config's multi-module count left unset (vLLM's 1)."""
+    doc = _json("plan", "qwen3.5-9b", "--engine", "vllm", "--available", "20GiB", "--max-model-len", "32768",
+                "--draft", "mtp:2", "--num-speculative-tokens", "2")  # fmt: skip
+    drafter = [x["name"] for x in doc["vllm_layers"] if x["is_draft"]]
+    assert drafter == ["mtp.layers.0.self_attn.attn", "mtp.layers.1.self_attn.attn"], drafter
+    conv = next(x for x in doc["vllm_layers"] if x["kind"] == "mamba")["state_shapes"][0]
+    assert conv[0] == 3 + 2, conv  # conv kernel 4, and 2 speculative tokens
+    assert doc["vllm_engine"]["num_nextn_predict_layers"] is None

@@ -174,3 +174,32 @@ def test_hybrid_models_as_read_plan_as_vllm_does(oracle: vo.VllmOracle, prefix: 
     ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
     assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)
     assert theirs["num_blocks"] > 0
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+@pytest.mark.parametrize(("model", "tokens"), [("qwen3-next-80b-a3b-instruct", 2), ("qwen3.5-9b", 3)])
+def test_qwen_with_its_mtp_drafter_plans_as_vllm_does(oracle: vo.VllmOracle, prefix: bool, model: str,
+                                                      tokens: int) -> None:  # fmt: skip
+    """A bundled Qwen3-Next / Qwen3.5 served with its own MTP drafter, read by
+    ``layers_from_hf_config`` (the predictor's attention layer, the state's speculative rows) and
+    planned by vLLM's code and by kvbudget on 4 ranks at 20 GiB: every compared field equal, and
+    the state groups keep ``tokens`` more blocks per request than without the drafter."""
+    from kvbudget.models.hybrid_state import get_hybrid_state_model
+
+    engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": prefix, "speculative_method": "mtp",
+              "num_speculative_tokens": tokens}  # fmt: skip
+    specs = vllm.layers_from_hf_config(get_hybrid_state_model(model).config, vllm.EngineConfig(**engine))
+    layers = [{k: getattr(x, k) for k in ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "kv_cache_dtype",
+                                          "model_dtype", "state_shapes", "state_dtypes", "mamba_type",
+                                          "prefill_checkpoint", "is_draft")} for x in specs]  # fmt: skip
+    assert [x["name"] for x in layers if x["is_draft"]] == ["mtp.layers.0.self_attn.attn"]
+    theirs = oracle.plan(layers, 20 * GIB, engine)
+    ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
+    assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)
+    plain = vllm_differential.Ours.plan([x for x in layers if not x["is_draft"]], 20 * GIB,
+                                        {**engine, "speculative_method": None, "num_speculative_tokens": None})  # fmt: skip
+    assert theirs["num_blocks"] > 0 and plain["ok"]
+    states = [b for b, g in zip(theirs["blocks_per_request"], theirs["worker_groups"][0]) if g["spec"] == "MambaSpec"]
+    plain_states = [b for b, g in zip(plain["blocks_per_request"], plain["worker_groups"][0])
+                    if g["spec"] == "MambaSpec"]  # fmt: skip
+    assert states and [b - tokens for b in states] == plain_states, (states, plain_states)

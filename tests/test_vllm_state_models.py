@@ -18,7 +18,9 @@ the released configs' legacy names, or none) through ``GraniteMoeHybridModel``; 
 from ``FalconH1Config`` through ``FalconH1Model`` (its parallel attention and SSM branches); LFM2
 configs from ``Lfm2Config`` (with and without the ``conv_dim`` / ``block_dim`` keys vLLM reads)
 through ``Lfm2Model`` and its ``ShortConv`` (LFM2-MoE with its MoE blocks' TP check); Jamba
-configs from ``JambaConfig`` through ``JambaModel`` and its Mamba-1 ``MambaMixer``. Every layer's
+configs from ``JambaConfig`` through ``JambaModel`` and its Mamba-1 ``MambaMixer``. The
+gated-delta-net cases draw the model's own MTP drafter (``Qwen3NextMTP`` / ``Qwen3_5MTP``, its
+layer count named or not, and ``SpeculativeConfig``'s ``n_predict`` check lifted). Every layer's
 name, kind, stage, heads, head size, window, state shapes and dtypes are compared; a refusal on
 one side only is a mismatch. The bundled checkpoints' configs (``kvbudget models``) are read too.
 """
@@ -80,6 +82,11 @@ def _case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
     if rng.random() < 0.4:
         text.pop("layer_types", None)  # the interval gives them
     engine = {"tp": rng.choice([1, 1, 2, 2, 4, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    if rng.random() < 0.4:  # the model's own MTP drafter, with its layer count named or not
+        engine.update(speculative_method="mtp", num_speculative_tokens=rng.choice([1, 1, 2, 3, 4]))
+        key = "num_nextn_predict_layers" if arch == "Qwen3NextForCausalLM" else "mtp_num_hidden_layers"
+        if rng.random() < 0.6:
+            (d if wrapped and rng.random() < 0.3 else text)[key] = rng.choice([1, 1, 2])
     return {**d, "architectures": [arch]}, engine
 
 
@@ -109,7 +116,9 @@ def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
     loaded = T.CONFIG_MAPPING[d["model_type"]].from_dict(d)
     try:
         return [_fields(x) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype,
-                                                disable_sliding_window=no_window)]  # fmt: skip
+                                                disable_sliding_window=no_window,
+                                                method=engine.get("speculative_method"),
+                                                num_speculative_tokens=engine.get("num_speculative_tokens"))]  # fmt: skip
     except VllmLoadError as e:
         return f"refused: {e}"
 
@@ -118,7 +127,7 @@ def _compare(rng: random.Random, cases: list[tuple[dict[str, Any], dict[str, Any
              no_window: float = 0.0) -> tuple[dict[str, int], list[str]]:  # fmt: skip
     """Each case read by kvbudget and by vLLM (a seeded model dtype; ``--disable-sliding-window``
     with probability ``no_window``): the counts and the mismatches."""
-    counts = {"compared": 0, "refused": 0, "state layers": 0, "attention layers": 0}
+    counts = {"compared": 0, "refused": 0, "state layers": 0, "attention layers": 0, "drafter layers": 0}
     mismatches: list[str] = []
     for i, (saved, engine) in enumerate(cases):
         dtype = rng.choice(["bfloat16", "float16"])
@@ -133,6 +142,7 @@ def _compare(rng: random.Random, cases: list[tuple[dict[str, Any], dict[str, Any
             continue
         counts["state layers"] += sum(x["kind"] == "mamba" for x in theirs)
         counts["attention layers"] += sum(x["kind"] != "mamba" for x in theirs)
+        counts["drafter layers"] += sum(bool(x["is_draft"]) for x in theirs)
         if ours != theirs:
             diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
             mismatches.append(f"case {i} ({saved['architectures'][0]}, {engine}): {diff}")
@@ -145,7 +155,8 @@ def test_gated_delta_net_models_read_as_vllm_reads_them() -> None:
     counts, mismatches = _compare(rng, cases + [_case(rng) for _ in range(N)])
     print(f"\nvLLM gated-delta-net reading: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
-    assert 0 < counts["refused"] < counts["compared"] // 3 and counts["state layers"] > 10 * N, counts
+    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > 10 * N, counts
+    assert counts["drafter layers"] > N // 5, counts
 
 
 def _nemotron_h_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -318,15 +329,38 @@ def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:
     assert isinstance(qwen35, list) and qwen35[0]["state_dtypes"] == ["bfloat16", "float32"]  # its mamba_ssm_dtype
 
 
-def test_a_drafter_is_refused_until_its_layers_are_read() -> None:
-    saved = get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config
-    engine = vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=2)
-    try:
-        layers_from_hf_config(saved, engine)
-    except InvalidConfigError as e:
-        assert "drafter layers" in str(e)
-    else:
-        raise AssertionError("a Qwen3-Next drafter was read without its MTP layers")
+def test_the_bundled_qwen_checkpoints_read_with_their_mtp_drafter_as_vllm_reads_them() -> None:
+    """Qwen3-Next and Qwen3.5 as served with ``--speculative-config '{"method": "mtp", ...}'``: the
+    predictor's attention layer after the target's, and the state's extra conv rows, equal vLLM's."""
+    for name in ("qwen3-next-80b-a3b-instruct", "qwen3.5-9b"):
+        saved = get_hybrid_state_model(name).config
+        engine = {"tp": 4, "pp": 1, "speculative_method": "mtp", "num_speculative_tokens": 2}
+        ours, theirs = _ours(saved, engine, "bfloat16"), _theirs(saved, engine, "bfloat16")
+        assert isinstance(theirs, list) and ours == theirs, (name, theirs)
+        drafter = [x for x in ours if x["is_draft"]]
+        assert [x["name"] for x in drafter] == ["mtp.layers.0.self_attn.attn"], drafter
+        plain = _ours(saved, {"tp": 4, "pp": 1}, "bfloat16")
+        assert isinstance(plain, list)
+        conv = next(x for x in ours if x["kind"] == "mamba")["state_shapes"][0]
+        assert conv[0] == next(x for x in plain if x["kind"] == "mamba")["state_shapes"][0][0] + 2, conv
+
+
+def test_drafters_kvbudget_does_not_read_are_refused() -> None:
+    """EAGLE heads on a gated-delta-net model and the Mamba hybrids' drafters are refused by name,
+    and so is an MTP drafter without ``num_speculative_tokens`` (vLLM would default it to the
+    config's ``n_predict``, which the plan would not see)."""
+    qwen = get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config
+    nemotron = get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config
+    for saved, engine, words in (
+            (qwen, vllm.EngineConfig(speculative_method="eagle3", num_speculative_tokens=2), "own MTP layers"),
+            (nemotron, vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=1), "drafter layers"),
+            (qwen, vllm.EngineConfig(speculative_method="mtp"), "needs num_speculative_tokens")):  # fmt: skip
+        try:
+            layers_from_hf_config(saved, engine)
+        except InvalidConfigError as e:
+            assert words in str(e), e
+        else:
+            raise AssertionError(f"{engine} was read")
 
 
 def test_legacy_layer_kind_names_read_as_transformers_remaps_them() -> None:

@@ -11,7 +11,8 @@ What is vLLM's (lifted with :mod:`ast` from the verified files and executed)
 * config level: ``getattr_iter``, ``CONFIG_FIELD_ALIASES``, ``get_hf_text_config``,
   ``set_default_rope_theta``, ``ModelArchitectureConfig``, every arch-config
   convertor and ``MODEL_ARCH_CONFIG_CONVERTORS``, ``get_pp_indices``, ``EAGLEConfig``,
-  ``SpeculativeConfig.hf_config_override`` (the MTP rewrite), the ``ModelConfig``
+  ``SpeculativeConfig.hf_config_override`` (the MTP rewrite) and its ``__post_init__``'s
+  ``n_predict`` statements (the default and divisibility of ``num_speculative_tokens``), the ``ModelConfig``
   methods (``get_sliding_window``, ``get_head_size``, ``get_total_num_kv_heads``,
   ``get_num_kv_heads``, ``get_layers_start_end_indices``, ``get_num_layers``,
   ``use_mla``, ``is_deepseek_mla``, ...), the two sliding-window ``if`` statements of
@@ -43,7 +44,8 @@ What is restated here (glue, not vLLM text)
   for Llama / Mistral / Llama4 their own ``_init_model`` picks the model class
   (Llama4ForConditionalGeneration's text model is Llama4ForCausalLM's, from
   ``text_config`` at ``language_model.model``).
-  The DeepSeek MTP drafter is entered at ``DeepSeekMultiTokenPredictor``.
+  The DeepSeek MTP drafter is entered at ``DeepSeekMultiTokenPredictor``, Qwen3-Next's and
+  Qwen3.5's at their ``*MultiTokenPredictor`` (prefix ``mtp``).
 * class decorators (``support_torch_compile``) are dropped; base classes other
   than lifted ones become :class:`_Module` (an ``nn.Module`` stand-in whose
   missing attributes raise); methods a class body has but that are not lifted
@@ -83,8 +85,8 @@ import transformers
 from oracle_kit.lift import Source
 from oracle_kit.strict import Poison, StrictModule, StubError, fail
 from ._strict import RecordingLogger, StrictConfig
-from ._hf_lift import (VllmLoadError, _Module, _Rope, _StateLayer, _inert, _lift_class, _lift_stmts,
-                       _load_error, _run, _stores, _unlifted)  # fmt: skip
+from ._hf_lift import (VllmLoadError, _Module, _Rope, _StateLayer, _inert, _lift_class, _lift_nested,
+                       _lift_stmts, _load_error, _run, _stores, _unlifted)  # fmt: skip
 
 __all__ = ["ENTRY", "VllmLoadError", "vllm_layers", "vllm_model_config"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
@@ -185,8 +187,13 @@ def _env(root: Path) -> _Env:
     conv.lift(cfg, *defs, "MODEL_ARCH_CONFIG_CONVERTORS")
     source("distributed/utils.py").lift(cfg, "get_pp_indices")
     source("transformers_utils/configs/eagle.py").lift(cfg, "EAGLEConfig")
-    cfg["hf_config_override"] = source("config/speculative.py").lift_member(
-        cfg, "SpeculativeConfig", "hf_config_override")
+    spec_py = source("config/speculative.py")
+    cfg["hf_config_override"] = spec_py.lift_member(cfg, "SpeculativeConfig", "hf_config_override")
+    # SpeculativeConfig.__post_init__: n_predict read from the drafter, and its `elif n_predict is
+    # not None:` block (the default and the divisibility check on num_speculative_tokens).
+    cfg["n_predict_check"] = _lift_nested(spec_py, "SpeculativeConfig", "__post_init__", lambda s: (
+        isinstance(s, ast.Assign) and ast.unparse(s.targets) == "n_predict") or (
+        isinstance(s, ast.If) and ast.unparse(s.test) == "n_predict is not None"))  # fmt: skip
     model_py = source("config/model.py")
     methods = {m: model_py.lift_member(cfg, "ModelConfig", m) for m in """get_sliding_window
         get_head_size get_total_num_kv_heads get_num_kv_heads get_vocab_size get_num_attention_heads
@@ -426,6 +433,11 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
     spec = None if method is None else StrictConfig(
         method=method, draft_model_config=draft_mc, parallel_drafting=False,
         num_speculative_tokens=num_speculative_tokens)  # fmt: skip
+    if method == "mtp":
+        try:
+            _run(env.cfg["n_predict_check"], self=spec)
+        except Exception as e:
+            raise _load_error(e) from e
     decoder = (env.attn["AttentionType"].DECODER,)
     out: list[dict[str, Any]] = []
     for rank in range(pp):

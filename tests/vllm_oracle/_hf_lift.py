@@ -161,6 +161,17 @@ def _lift_stmts(src: Source, cls: str, fn: str, pick: Any) -> Any:
     return compile(module, str(src.path), "exec", flags=_FLAGS, dont_inherit=True)
 
 
+def _lift_nested(src: Source, cls: str, fn: str, pick: Any) -> Any:
+    """The code of the statements anywhere inside ``cls.fn`` that ``pick`` selects (source order;
+    each picked statement whole, with the blocks it holds)."""
+    c = next(n for n in src.tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    f = next(m for m in c.body if isinstance(m, ast.FunctionDef) and m.name == fn)
+    body = sorted((s for s in ast.walk(f) if isinstance(s, ast.stmt) and s is not f and pick(s)),
+                  key=lambda s: s.lineno)  # fmt: skip
+    assert body, f"{src.rel}: {cls}.{fn}: no statement picked"
+    return compile(ast.Module(body=body, type_ignores=[]), str(src.path), "exec", flags=_FLAGS, dont_inherit=True)
+
+
 def _run(code: Any, **scope: Any) -> dict[str, Any]:
     exec(code, {"__builtins__": builtins}, scope)  # noqa: S102 (the point)
     return scope

@@ -89,6 +89,9 @@ ENTRY.update({
     ("lfm2", "Lfm2ForCausalLM"): ("Lfm2Model", None, "model", False),
     ("lfm2_moe", "Lfm2MoeForCausalLM"): ("Lfm2MoeModel", None, "model", False),
     ("jamba", "JambaForCausalLM"): ("JambaModel", None, "model", False),
+    ("qwen3_next_mtp", "Qwen3NextMTP"): ("Qwen3NextMultiTokenPredictor", None, "mtp", False),
+    ("qwen3_5_mtp", "Qwen3_5MTP"): ("Qwen3_5MultiTokenPredictor", None, "mtp", False),
+    ("qwen3_5_mtp", "Qwen3_5MoeMTP"): ("Qwen3_5MultiTokenPredictor", None, "mtp", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_next": (["_should_use_sequence_parallel", "Qwen3NextAttention", "Qwen3NextDecoderLayer", "Qwen3NextModel",
@@ -113,6 +116,11 @@ MODELS.update({
                   ("Lfm2MoeForCausalLM", *_STATE)], "Lfm2MoeMlp", {}),
     "jamba": (["JambaMambaDecoderLayer", "JambaAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES", "JambaModel",
                ("JambaForCausalLM", *_STATE)], "JambaMoE JambaMLP", {}),
+    "qwen3_next_mtp": (["Qwen3NextMultiTokenPredictor"], "", {n: "qwen3_next" for n in (
+        "Qwen3NextDecoderLayer", "Qwen3NextModel", "Qwen3NextRMSNorm", "Qwen3NextSparseMoeBlock")}),
+    "qwen3_5_mtp": (["Qwen3_5MultiTokenPredictor"], "", {
+        **{n: "qwen3_5" for n in ("Qwen3_5DecoderLayer", "Qwen3_5Model", "Qwen3_5RMSNorm")},
+        "Qwen3NextSparseMoeBlock": "qwen3_next"}),
 })  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods), where that
 #: is not the registered class (vLLM's registry gives the rest; the MoE wrapper's classmethods are

@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
             render.fixed_table(f"{role} presets", headers, rows, "source (first; --json: all)")
         )
     tables.append(render.fixed_table(
-        "hybrid-state models (config values bundled; SGLang mode plans the state pool, vLLM mode not yet)",
+        "hybrid-state models (config values bundled; SGLang mode plans the state pool first, vLLM mode its state "
+        "layers in the one pool)",
         ["name", "hf_id", "state", "layers state/attention"],
         [[h["name"], h["hf_id"], h["mixer"], f"{h['state_layers']}/{h['attention_layers']}",
           f"{h['source']['model_id']} {h['source']['file']}"] for h in hybrid], "source"))  # fmt: skip

@@ -108,13 +108,27 @@ def _hf_dtype(cfg: dict[str, Any]) -> str | None:
 _SGLangModel = tuple[list[str], dict[str, Any], dict[str, Any]]
 
 
+def _config_geometry(cfg: dict[str, Any]) -> ModelGeometry:
+    """A config's attention geometry: a model SGLang keeps a recurrent state for, as SGLang resolves
+    its KV layers (its layer kinds name state layers the generic reader does not know); else the
+    generic reading."""
+    from kvbudget.models.hf import geometry_kwargs_from_hf_config
+    from kvbudget.sglang.model import resolve_sglang
+    from kvbudget.sglang.state_model import STATE_MODEL_TYPES
+
+    text = cfg.get("text_config")
+    types = {cfg.get("model_type"), text.get("model_type") if isinstance(text, dict) else None}
+    if types & set(STATE_MODEL_TYPES):
+        geometry: ModelGeometry = resolve_sglang(cfg).model_geometry()
+        return geometry
+    return ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
+
+
 def _load_model(
     args: argparse.Namespace,
 ) -> tuple[str, dict[str, Any], ModelGeometry, str | None, bool, _SGLangModel | None]:
     """(label, info, geometry, suggested kv dtype, is_default, what SGLang reads of the model)."""
     from kvbudget.models import get_preset
-    from kvbudget.models.hf import geometry_kwargs_from_hf_config
-
     from kvbudget.models.hybrid_state import find_hybrid_state_model
 
     config_path: str | None = args.config
@@ -127,7 +141,7 @@ def _load_model(
     if config_path is not None or hybrid is not None:
         # read_config is bounded: size, UTF-8, nesting, 64-bit integers
         cfg = hybrid.config if hybrid is not None else read_config(str(config_path))
-        model = ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
+        model = _config_geometry(cfg)
         label = f"config {config_path}" if hybrid is None else f"{hybrid.hf_id} [{hybrid.name}, bundled config values]"
         arch = cfg.get("architectures") or []
         if isinstance(arch, list) and arch and hybrid is None:

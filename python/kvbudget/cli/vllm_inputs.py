@@ -28,6 +28,7 @@ from kvbudget.cli.parser import VLLM_FLAGS, UsageError, vllm_flags
 from kvbudget.cli.scenario import CliScenario
 from kvbudget.models.hf import text_part
 from kvbudget.vllm.models import layers_from_hf_config
+from kvbudget.vllm.state_models import with_mtp_layers
 
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "VllmInputs", "refuse_vllm_flags", "vllm_inputs"]
 
@@ -176,8 +177,9 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
                          f"(kvbudget maps {', '.join(_KV_DTYPES)})")  # fmt: skip
     kv_dtype, model_dtype = _KV_DTYPES[serving.kv_cache_dtype]
     method, draft, mtp_layers = _draft(sc, target)
+    nextn = mtp_layers
     if method == "mtp" and mtp_layers:
-        target = {**target, "num_nextn_predict_layers": mtp_layers}
+        target, nextn = with_mtp_layers(target, mtp_layers)
     derived = text_part(target).get("max_position_embeddings")
     derived = derived if isinstance(derived, int) and not isinstance(derived, bool) and derived > 0 else None
     flags = vllm_flags(args)
@@ -197,7 +199,7 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
     engine = vllm.EngineConfig(
         max_model_len=max_len, derived_max_model_len=derived, tp=serving.tp_size, dcp=serving.dcp_size,
         speculative_method=method, num_speculative_tokens=k,
-        num_nextn_predict_layers=mtp_layers if method == "mtp" else None, **flags,
+        num_nextn_predict_layers=nextn if method == "mtp" else None, **flags,
     )  # fmt: skip
     layers = layers_from_hf_config(target, engine, draft=draft, kv_cache_dtype=kv_dtype, model_dtype=model_dtype)
     available, label = _budget(util, sc)

@@ -225,7 +225,8 @@ def layers_from_hf_config(
         config: the target's ``config.json`` (a dict, the file, or its folder).
         engine: gives ``tp``, ``pp`` and ``speculative_method`` (``"eagle"`` and
             ``"eagle3"`` read ``draft``; ``"mtp"`` the target's
-            ``num_nextn_predict_layers``); default :class:`~kvbudget.vllm.EngineConfig`.
+            ``num_nextn_predict_layers``, or a Qwen3.5's ``mtp_num_hidden_layers``); default
+            :class:`~kvbudget.vllm.EngineConfig`.
         draft: the EAGLE/EAGLE3 drafter's config (a Llama-architecture head).
         kv_cache_dtype: ``--kv-cache-dtype`` for every layer.
         draft_kv_cache_dtype: the drafter layers' ``kv_cache_dtype``, default
@@ -251,7 +252,8 @@ def layers_from_hf_config(
         return state_layers_from_hf_config(
             cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype or _model_dtype(cfg),
             mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-            gdn_prefill_backend=gdn_prefill_backend, disable_sliding_window=disable_sliding_window)  # fmt: skip
+            gdn_prefill_backend=gdn_prefill_backend, disable_sliding_window=disable_sliding_window,
+            draft_kv_cache_dtype=draft_kv_cache_dtype)  # fmt: skip
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
     dtype_m = model_dtype or _model_dtype(cfg)

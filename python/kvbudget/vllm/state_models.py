@@ -44,7 +44,12 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   layers (at ``attn_layer_offset``), a Mamba-1 mixer at ``<prefix>.<i>.mixer`` elsewhere.
 * The Mamba and short-conv readers are :mod:`kvbudget.vllm.hybrid_models`; what all share
   (heads per rank, state dtypes, the layer list) is :mod:`kvbudget.vllm.state_common`.
-* **Drafters** are not read yet (their MTP layers): a speculative method is refused.
+* **MTP** (``speculative_method="mtp"``, a gated-delta-net model's own predictor:
+  ``Qwen3NextMTP`` / ``Qwen3_5MTP``): ``num_nextn_predict_layers`` (Qwen3-Next) or
+  ``mtp_num_hidden_layers`` (Qwen3.5) full-attention layers, default 1, at
+  ``mtp.layers.<j>.self_attn.attn`` with the target's heads, on the last PP stage; the state keeps
+  ``num_speculative_tokens`` more conv rows. Other drafters (EAGLE heads, the Mamba hybrids' MTP)
+  are refused.
 
 ``tests/test_vllm_state_models.py`` holds this to vLLM's own code on generated configs.
 """
@@ -61,7 +66,7 @@ from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.state_common import _attention_heads, _listed_kinds, _state_dtypes
 
-__all__ = ["STATE_ARCHITECTURES", "state_layers_from_hf_config"]
+__all__ = ["STATE_ARCHITECTURES", "state_layers_from_hf_config", "with_mtp_layers"]
 
 #: Architecture -> the layers' prefix. The ``...ForConditionalGeneration`` wrappers build their
 #: text model from ``text_config`` at ``language_model.model``.
@@ -86,7 +91,58 @@ def _layer_types(v: _View, n: int) -> list[str]:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Invalid layer_type {bad[0]}", "layer_types")
     return kinds
 
+#: Architecture -> the text config's key that counts its MTP layers (``Qwen3NextMultiTokenPredictor``
+#: / ``Qwen3_5MultiTokenPredictor``; one layer without it).
+_MTP_LAYERS: Final[Mapping[str, str]] = {
+    "Qwen3NextForCausalLM": "num_nextn_predict_layers", **dict.fromkeys(
+        ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration",
+         "Qwen3_5MoeForConditionalGeneration"), "mtp_num_hidden_layers")}  # fmt: skip
 
+
+def with_mtp_layers(cfg: Mapping[str, Any], n: int) -> tuple[dict[str, Any], int | None]:
+    """``cfg`` with ``n`` MTP layers under the key its predictor reads (Qwen3.5's
+    ``mtp_num_hidden_layers`` in the text part; ``num_nextn_predict_layers`` elsewhere), and the
+    drafter config's ``num_nextn_predict_layers`` (:attr:`EngineConfig.num_nextn_predict_layers`;
+    None for Qwen3.5, whose drafter config does not carry it)."""
+    archs = cfg.get("architectures")
+    key = _MTP_LAYERS.get(archs[0]) if isinstance(archs, list) and archs else None
+    if key != "mtp_num_hidden_layers":
+        return {**cfg, "num_nextn_predict_layers": n}, n
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping):
+        return {**cfg, "text_config": {**text, key: n}}, None
+    return {**cfg, key: n}, None
+
+
+def _mtp(cfg: Mapping[str, Any], v: _View, arch: str, engine: EngineConfig) -> tuple[int, int]:
+    """A gated-delta-net model's MTP drafter: (its layers, the speculative tokens ``s`` the state
+    keeps rows for). ``SpeculativeConfig`` takes ``n_predict`` from the same key (Qwen3.5's from the
+    outer config first) and refuses ``s`` above it unless divisible by it."""
+    method = engine.speculative_method
+    if method is None:
+        return 0, 0
+    if method != "mtp":
+        raise ConfigError(f"speculative_method={method!r}: kvbudget reads {arch}'s own MTP layers "
+                          "(speculative_method='mtp'), not other drafters")  # fmt: skip
+    key = _MTP_LAYERS[arch]
+    outer = cfg.get(key) if arch.endswith("ForConditionalGeneration") else None
+    n_predict = v.opt_int(key) if outer is None else _View({key: outer}, "config.json", engine="vllm").opt_int(key)
+    layers = v.opt_int(key)
+    return (1 if layers is None else layers), _mtp_tokens(engine, n_predict, key)
+
+
+def _mtp_tokens(engine: EngineConfig, n_predict: int | None, key: str) -> int:
+    """``num_speculative_tokens`` as an MTP drafter takes it: required here (vLLM defaults it to
+    ``n_predict``, the config's ``key``, which the plan would not see) and, above ``n_predict``,
+    a multiple of it (``SpeculativeConfig``'s check)."""
+    s = engine.num_speculative_tokens
+    if s is None:
+        raise ConfigError(f"speculative_method='mtp' needs num_speculative_tokens (vLLM defaults it to the "
+                          f"config's {key}, {n_predict}; give it so the plan uses it too)", "num_speculative_tokens")  # fmt: skip
+    if n_predict is not None and s > n_predict and s % n_predict:
+        raise ConfigError(f"vLLM 0.33.0 refuses it: num_speculative_tokens:{s} must be divisible by "
+                          f"n_predict={n_predict}", "num_speculative_tokens")  # fmt: skip
+    return s
 
 
 def state_layers_from_hf_config(
@@ -99,31 +155,32 @@ def state_layers_from_hf_config(
     mamba_ssm_cache_dtype: str = "auto",
     gdn_prefill_backend: str = "flashinfer",
     disable_sliding_window: bool = False,
+    draft_kv_cache_dtype: str | None = None,
 ) -> list[LayerSpec]:
     """The layers vLLM 0.33.0 registers for a hybrid-state model (see the module doc), for
     ``engine``'s TP and PP; ``cfg`` is the loaded ``config.json``.
 
     Raises:
-        ConfigError: a speculative method (its drafter is not read), layer kinds or heads
-            vLLM refuses, or a key missing or invalid.
+        ConfigError: a drafter kvbudget does not read (any but a gated delta net's MTP), layer
+            kinds, heads or speculative tokens vLLM refuses, or a key missing or invalid.
     """
     arch = cfg["architectures"][0]
     prefix = STATE_ARCHITECTURES[arch]
     v = _View(cfg, "config.json", engine="vllm")  # the text part, transformers' class defaults
     text = v.cfg
     tp, method = engine.tp, engine.speculative_method
-    if method is not None:
-        raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet "
-                          "(its MTP layers); plan the target alone or give the layers")  # fmt: skip
     if arch in HYBRID_ARCHITECTURES:
+        if method is not None:
+            raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet; "
+                              "plan the target alone or give the layers")  # fmt: skip
         return hybrid_layers(arch, v, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype),
                              disable_sliding_window=disable_sliding_window)  # fmt: skip
     n = v.req_int("num_hidden_layers")
     kinds = _layer_types(v, n)
-    num_spec = 0
+    mtp_layers, num_spec = _mtp(cfg, v, arch, engine)
     # vLLM builds (and asserts on) the attention heads only where a layer has attention.
-    kv, head_dim = _attention_heads(v, tp) if "full_attention" in kinds else (0, 0)
+    kv, head_dim = _attention_heads(v, tp) if "full_attention" in kinds or mtp_layers else (0, 0)
     dims = [tp, v.req_int("linear_num_key_heads"), v.req_int("linear_num_value_heads"),
             v.req_int("linear_key_head_dim"), v.req_int("linear_value_head_dim"),
             v.req_int("linear_conv_kernel_dim"), num_spec]  # fmt: skip
@@ -147,4 +204,9 @@ def state_layers_from_hf_config(
                 out.append(LayerSpec(f"{prefix}.{i}.linear_attn", "mamba", 0, 0, model_dtype=model_dtype,
                                      pp_stage=stage, state_shapes=shapes, state_dtypes=dtypes,
                                      mamba_type="gdn_attn", prefill_checkpoint=checkpoint))  # fmt: skip
+    # The MTP predictor's decoder layers, built full-attention from the target's config.
+    dtype_d = draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype
+    out += [LayerSpec(f"mtp.layers.{j}.self_attn.attn", "full", kv, head_dim, head_size_v=head_dim,
+                      kv_cache_dtype=dtype_d, model_dtype=model_dtype, is_draft=True, pp_stage=engine.pp - 1)
+            for j in range(mtp_layers)]  # fmt: skip
     return out

@@ -176,23 +176,35 @@ def test_hybrid_models_as_read_plan_as_vllm_does(oracle: vo.VllmOracle, prefix: 
     assert theirs["num_blocks"] > 0
 
 
+def _mtp_config(model: str) -> dict[str, Any]:
+    from kvbudget.models.hybrid_state import get_hybrid_state_model
+
+    if model == "nemotron-h (class defaults, one MTP step)":
+        import transformers as T
+
+        return {**T.NemotronHConfig(num_nextn_predict_layers=1, head_dim=128).to_dict(),
+                "architectures": ["NemotronHForCausalLM"]}  # fmt: skip
+    return get_hybrid_state_model(model).config
+
+
 @pytest.mark.parametrize("prefix", [True, False])
-@pytest.mark.parametrize(("model", "tokens"), [("qwen3-next-80b-a3b-instruct", 2), ("qwen3.5-9b", 3)])
-def test_qwen_with_its_mtp_drafter_plans_as_vllm_does(oracle: vo.VllmOracle, prefix: bool, model: str,
-                                                      tokens: int) -> None:  # fmt: skip
-    """A bundled Qwen3-Next / Qwen3.5 served with its own MTP drafter, read by
+@pytest.mark.parametrize(("model", "tokens"), [("qwen3-next-80b-a3b-instruct", 2), ("qwen3.5-9b", 3),
+                                               ("nemotron-h (class defaults, one MTP step)", 2)])  # fmt: skip
+def test_hybrids_with_their_mtp_drafter_plan_as_vllm_does(oracle: vo.VllmOracle, prefix: bool, model: str,
+                                                          tokens: int) -> None:  # fmt: skip
+    """A bundled Qwen3-Next / Qwen3.5 (and a Nemotron-H) served with its own MTP drafter, read by
     ``layers_from_hf_config`` (the predictor's attention layer, the state's speculative rows) and
     planned by vLLM's code and by kvbudget on 4 ranks at 20 GiB: every compared field equal, and
     the state groups keep ``tokens`` more blocks per request than without the drafter."""
-    from kvbudget.models.hybrid_state import get_hybrid_state_model
-
     engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": prefix, "speculative_method": "mtp",
               "num_speculative_tokens": tokens}  # fmt: skip
-    specs = vllm.layers_from_hf_config(get_hybrid_state_model(model).config, vllm.EngineConfig(**engine))
+    specs = vllm.layers_from_hf_config(_mtp_config(model), vllm.EngineConfig(**engine))
     layers = [{k: getattr(x, k) for k in ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "kv_cache_dtype",
                                           "model_dtype", "state_shapes", "state_dtypes", "mamba_type",
-                                          "prefill_checkpoint", "is_draft")} for x in specs]  # fmt: skip
-    assert [x["name"] for x in layers if x["is_draft"]] == ["mtp.layers.0.self_attn.attn"]
+                                          "prefill_checkpoint", "is_draft", "sliding_window")}
+              for x in specs]  # fmt: skip
+    drafter = [x["name"] for x in layers if x["is_draft"]]
+    assert drafter in (["mtp.layers.0.self_attn.attn"], ["mtp.layers.0.mixer.attn"]), drafter
     theirs = oracle.plan(layers, 20 * GIB, engine)
     ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
     assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)

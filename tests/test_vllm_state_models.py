@@ -173,6 +173,11 @@ def _nemotron_h_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]
         kw["sliding_window"] = rng.choice([256, 4096])
     if rng.random() < 0.3:
         kw["mamba_ssm_cache_dtype"] = rng.choice(["bfloat16", "float16", "auto"])
+    mtp = rng.random() < 0.35  # the MTP drafter: its step count and predictor pattern
+    if mtp:
+        kw["num_nextn_predict_layers"] = rng.choice([1] * 8 + [0, 2])
+        if rng.random() < 0.6:
+            kw["mtp_hybrid_override_pattern"] = rng.choice(["*E"] * 4 + ["E*", "*", "E", "**E", "*M"])
     d = T.NemotronHConfig(**kw).to_dict()
     form = rng.choice(["whole", "sparse", "checkpoint"])
     if form == "sparse":
@@ -183,19 +188,26 @@ def _nemotron_h_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]
         for key, legacy in (("n_groups", "mamba_n_groups"), ("conv_kernel", "mamba_d_conv")):
             if rng.random() < 0.5:
                 d[legacy] = d.pop(key)
+        if "mtp_hybrid_override_pattern" in kw:
+            del d["mtp_layers_block_type"]
+            d["mtp_hybrid_override_pattern"] = kw["mtp_hybrid_override_pattern"]
     engine = {"tp": rng.choice([1, 1, 2, 2, 4, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    if mtp:
+        engine.update(speculative_method="mtp", num_speculative_tokens=rng.choice([1, 2, 3]))
     return {**d, "architectures": ["NemotronHForCausalLM"]}, engine
 
 
 def test_nemotron_h_read_as_vllm_reads_it() -> None:
     """Nemotron-H (Mamba-2 beside attention, MLP and MoE layers) on generated configs, the class
-    defaults included; a third with ``--disable-sliding-window``."""
+    defaults included; a third with ``--disable-sliding-window``; about a third with the MTP
+    drafter (``NemotronHMultiTokenPredictor``: its step count, pattern saved either way)."""
     rng = random.Random("vllm-nemotron-h")
     cases = [({**T.NemotronHConfig().to_dict(), "architectures": ["NemotronHForCausalLM"]}, {"tp": 1, "pp": 1})]
     counts, mismatches = _compare(rng, cases + [_nemotron_h_case(rng) for _ in range(N)], no_window=0.3)
     print(f"\nvLLM Nemotron-H reading: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
-    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > 5 * N, counts
+    assert 0 < counts["refused"] < counts["compared"] * 3 // 5 and counts["state layers"] > 5 * N, counts
+    assert counts["drafter layers"] > N // 20, counts
 
 
 def _granite_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -346,14 +358,19 @@ def test_the_bundled_qwen_checkpoints_read_with_their_mtp_drafter_as_vllm_reads_
 
 
 def test_drafters_kvbudget_does_not_read_are_refused() -> None:
-    """EAGLE heads on a gated-delta-net model and the Mamba hybrids' drafters are refused by name,
+    """EAGLE heads on a gated-delta-net model, the Mamba hybrids' drafters other than Nemotron-H's
+    MTP (and that one where the checkpoint has no MTP layers) are refused by name,
     and so is an MTP drafter without ``num_speculative_tokens`` (vLLM would default it to the
     config's ``n_predict``, which the plan would not see)."""
     qwen = get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config
     nemotron = get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config
+    falcon = get_hybrid_state_model("falcon-h1-7b-instruct").config
+    mtp = vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
     for saved, engine, words in (
             (qwen, vllm.EngineConfig(speculative_method="eagle3", num_speculative_tokens=2), "own MTP layers"),
-            (nemotron, vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=1), "drafter layers"),
+            (falcon, mtp, "drafter layers"),
+            (nemotron, mtp, "num_nextn_predict_layers is 0"),  # Nano-9B-v2 ships no MTP layers
+            (nemotron, vllm.EngineConfig(speculative_method="eagle3", num_speculative_tokens=1), "drafter layers"),
             (qwen, vllm.EngineConfig(speculative_method="mtp"), "needs num_speculative_tokens")):  # fmt: skip
         try:
             layers_from_hf_config(saved, engine)

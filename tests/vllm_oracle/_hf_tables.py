@@ -89,6 +89,7 @@ ENTRY.update({
     ("lfm2", "Lfm2ForCausalLM"): ("Lfm2Model", None, "model", False),
     ("lfm2_moe", "Lfm2MoeForCausalLM"): ("Lfm2MoeModel", None, "model", False),
     ("jamba", "JambaForCausalLM"): ("JambaModel", None, "model", False),
+    ("nemotron_h_mtp", "NemotronHMTP"): ("NemotronHMultiTokenPredictor", None, "mtp", False),
     ("qwen3_next_mtp", "Qwen3NextMTP"): ("Qwen3NextMultiTokenPredictor", None, "mtp", False),
     ("qwen3_5_mtp", "Qwen3_5MTP"): ("Qwen3_5MultiTokenPredictor", None, "mtp", False),
     ("qwen3_5_mtp", "Qwen3_5MoeMTP"): ("Qwen3_5MultiTokenPredictor", None, "mtp", False),
@@ -116,6 +117,9 @@ MODELS.update({
                   ("Lfm2MoeForCausalLM", *_STATE)], "Lfm2MoeMlp", {}),
     "jamba": (["JambaMambaDecoderLayer", "JambaAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES", "JambaModel",
                ("JambaForCausalLM", *_STATE)], "JambaMoE JambaMLP", {}),
+    "nemotron_h_mtp": (["NemotronHMTPAttentionDecoderLayer", "NemotronHMTPMoEDecoderLayer",
+                        "NemotronHMultiTokenPredictor"], "", {n: "nemotron_h" for n in (
+        "NemotronHAttentionDecoderLayer", "NemotronHMoEDecoderLayer")}),
     "qwen3_next_mtp": (["Qwen3NextMultiTokenPredictor"], "", {n: "qwen3_next" for n in (
         "Qwen3NextDecoderLayer", "Qwen3NextModel", "Qwen3NextRMSNorm", "Qwen3NextSparseMoeBlock")}),
     "qwen3_5_mtp": (["Qwen3_5MultiTokenPredictor"], "", {

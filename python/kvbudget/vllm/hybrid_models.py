@@ -4,6 +4,7 @@ Falcon-H1, Jamba, LFM2, LFM2-MoE): what :mod:`kvbudget.vllm.state_models` docume
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 from kvbudget import _core
@@ -11,7 +12,7 @@ from kvbudget.models.hf import ConfigError, _View
 from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.state_common import (_attention_heads, _attention_over_hidden, _attention_template, _hybrid_layers,
-                                        _listed_kinds, _state_dtypes, _state_template)  # fmt: skip
+                                        _listed_kinds, _mtp_tokens, _state_dtypes, _state_template)  # fmt: skip
 
 __all__ = ["HYBRID_ARCHITECTURES", "hybrid_layers"]
 
@@ -27,14 +28,17 @@ HYBRID_ARCHITECTURES: Final = {
 
 
 def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
-                  cache_dtypes: tuple[str, str], disable_sliding_window: bool) -> list[LayerSpec]:  # fmt: skip
-    """The layers vLLM registers for ``arch`` (one of :data:`HYBRID_ARCHITECTURES`); ``cache_dtypes``:
-    ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype``."""
+                  cache_dtypes: tuple[str, str], disable_sliding_window: bool,
+                  draft_kv_cache_dtype: str) -> list[LayerSpec]:  # fmt: skip
+    """The layers vLLM registers for ``arch`` (one of :data:`HYBRID_ARCHITECTURES`), and Nemotron-H's
+    MTP drafter's with ``speculative_method="mtp"`` (the only drafter read; the caller refuses the
+    rest); ``cache_dtypes``: ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype``."""
     prefix = HYBRID_ARCHITECTURES[arch]
     if engine.use_replayssm:  # its ring-buffer shapes (append_replayssm_ring) are not read
         raise ConfigError(f"use_replayssm: kvbudget does not read {arch}'s ReplaySSM state shapes")
     if arch == "NemotronHForCausalLM":
-        return _nemotron_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, disable_sliding_window)
+        return _nemotron_h(v, engine, prefix, (kv_cache_dtype, draft_kv_cache_dtype), model_dtype, cache_dtypes,
+                           disable_sliding_window)  # fmt: skip
     if arch == "FalconH1ForCausalLM":
         return _falcon_h1(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
     if arch == "JambaForCausalLM":
@@ -46,6 +50,7 @@ def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: 
 
 # -- Nemotron-H (Mamba-2) ------------------------------------------------------------------------
 _NEMOTRON_DEFAULT_KINDS: Final = ("linear_attention", "moe", "full_attention", "mlp")  # NemotronHConfig's
+_NEMOTRON_MTP_DEFAULT_KINDS: Final = ("full_attention", "moe")  # its mtp_layers_block_type
 
 
 def _nemotron_h_kinds(v: _View) -> list[str]:
@@ -77,10 +82,11 @@ def _aliased(v: _View, key: str, alias: str) -> int:
 
 
 def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: list[str],
-                  keys: tuple[str, str], model_dtype: str) -> LayerSpec:  # fmt: skip
+                  keys: tuple[str, str], model_dtype: str, num_spec: int = 0) -> LayerSpec:  # fmt: skip
     """A ``MambaMixer2``'s per-rank state shapes (``mamba2_state_shape`` of ``dims``: intermediate
-    size, groups, heads, head dim, state size, conv kernel) after its TP assertions (``keys``: the
-    config's heads and groups keys, for the error), and ``dtypes``."""
+    size, groups, heads, head dim, state size, conv kernel; ``num_spec`` speculative conv rows)
+    after its TP assertions (``keys``: the config's heads and groups keys, for the error), and
+    ``dtypes``."""
     inter, groups, heads, head, state, conv = dims
     if heads % tp:  # MambaMixer2's assertions
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: Tensor parallel world size must divide num heads "
@@ -89,25 +95,60 @@ def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: li
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: If tensor parallel world size does not divide "
                           f"num_groups, then num_groups must equal 1 ({groups} over tp={tp})", keys[1])  # fmt: skip
     try:
-        shapes = _core._vllm_state_shapes("mamba2", [tp, inter, groups, heads, head, state, conv, 0])
+        shapes = _core._vllm_state_shapes("mamba2", [tp, inter, groups, heads, head, state, conv, num_spec])
     except ValueError as e:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", keys[0]) from None
     return _state_template(shapes, dtypes, "mamba2", model_dtype, prefill_checkpoint="mamba2")
 
 
-def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
+def _nemotron_h_mtp_kinds(v: _View) -> list[str]:
+    """The MTP predictor's layer kinds, as ``NemotronHMultiTokenPredictor`` reads them back from
+    ``mtp_hybrid_override_pattern``: ``NemotronHConfig``'s ``mtp_layers_block_type`` (legacy names
+    remapped), else the saved pattern's kinds, else the class default (attention, then MoE)."""
+    given = v.cfg.get("mtp_layers_block_type")
+    if given is not None and (not isinstance(given, list) or not all(isinstance(t, str) for t in given)):
+        raise ConfigError("config.json: mtp_layers_block_type must be a list of layer kinds", "mtp_layers_block_type")
+    kinds = list(_NEMOTRON_MTP_DEFAULT_KINDS) if given is None else [LEGACY_KINDS.get(t) or t for t in given]
+    pattern = v.cfg.get("mtp_hybrid_override_pattern")
+    if pattern is not None and kinds == list(_NEMOTRON_MTP_DEFAULT_KINDS):
+        if not isinstance(pattern, str) or any(ch not in NEMOTRON_H_PATTERN for ch in pattern):
+            raise ConfigError(f"config.json: mtp_hybrid_override_pattern must use only M, *, - and E, got "
+                              f"{pattern!r}", "mtp_hybrid_override_pattern")  # fmt: skip
+        kinds = [NEMOTRON_H_PATTERN[ch] for ch in pattern]
+    bad = sorted(set(kinds) - {"full_attention", "moe"})
+    if bad or not kinds:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: the MTP predictor builds attention ('*') and MoE "
+                          f"('E') layers, not {bad or 'none'}", "mtp_layers_block_type")  # fmt: skip
+    return kinds
+
+
+def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtypes: tuple[str, str], model_dtype: str,
                 cache_dtypes: tuple[str, str], disable_sliding_window: bool) -> list[LayerSpec]:  # fmt: skip
     """``NemotronHModel``'s layers: a ``linear_attention`` (``M``) layer is a ``MambaMixer2`` at
     ``<prefix>.<i>.mixer``, a ``full_attention`` (``*``) layer an attention at
     ``<prefix>.<i>.mixer.attn`` (sliding when the config has a ``sliding_window``, unless
-    ``--disable-sliding-window``), MLP and MoE layers hold nothing."""
+    ``--disable-sliding-window``), MLP and MoE layers hold nothing. With MTP
+    (``NemotronHMultiTokenPredictor``, one step: ``num_nextn_predict_layers`` must be 1, and 0
+    would make the drafter the whole model, whose layer names vLLM refuses as duplicates), its
+    attention layers at ``mtp.layers.<j>.mixer.attn`` on the last stage (``kv_cache_dtypes``: the
+    target's and the drafter's), and ``num_speculative_tokens`` more conv rows in each state."""
     kinds, tp = _nemotron_h_kinds(v), engine.tp
+    mtp: list[str] = []
+    num_spec = 0
+    if engine.speculative_method == "mtp":
+        steps = v.opt_int("num_nextn_predict_layers", 0) or 0
+        if steps != 1:
+            raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: num_nextn_predict_layers is {steps}; the MTP "
+                              "drafter needs exactly one (NemotronH-MTP's assertion; 0: no MTP layers)",
+                              "num_nextn_predict_layers")  # fmt: skip
+        mtp = _nemotron_h_mtp_kinds(v)
+        num_spec = _mtp_tokens(engine, steps, "num_nextn_predict_layers")
     attention: LayerSpec | None = None
-    if "full_attention" in kinds:
+    if "full_attention" in kinds or "full_attention" in mtp:
         kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or v.req_int("num_attention_heads"))
         head_dim = v.req_int("head_dim")  # transformers' class requires an int (vLLM's fallback never runs)
         window = None if disable_sliding_window else v.opt_int("sliding_window")
-        attention = _attention_template(kv, head_dim, window, kv_cache_dtype, model_dtype)
+        attention = _attention_template(kv, head_dim, window, kv_cache_dtypes[0], model_dtype)
     state: LayerSpec | None = None
     if "linear_attention" in kinds:
         heads, head = v.req_int("mamba_num_heads"), v.req_int("mamba_head_dim")
@@ -115,9 +156,14 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str
                 _aliased(v, "conv_kernel", "mamba_d_conv"))  # fmt: skip
         # NemotronHForCausalLMConfig: an `auto` SSM dtype takes the config's (the class default float32).
         dtypes = _state_dtypes(model_dtype, *cache_dtypes, v.raw("mamba_ssm_cache_dtype"))
-        state = _mamba2_state(tp, dims, dtypes, ("mamba_num_heads", "n_groups"), model_dtype)
-    return _hybrid_layers(kinds, engine, (f"{prefix}.%d.mixer.attn", f"{prefix}.%d.mixer"), attention,
-                          state)  # fmt: skip
+        state = _mamba2_state(tp, dims, dtypes, ("mamba_num_heads", "n_groups"), model_dtype, num_spec)
+    out = _hybrid_layers(kinds, engine, (f"{prefix}.%d.mixer.attn", f"{prefix}.%d.mixer"), attention, state)
+    for j, kind in enumerate(mtp):
+        if kind == "full_attention":
+            assert attention is not None
+            out.append(replace(attention, name=f"mtp.layers.{j}.mixer.attn", kv_cache_dtype=kv_cache_dtypes[1],
+                               is_draft=True, pp_stage=engine.pp - 1))  # fmt: skip
+    return out
 
 
 # -- Granite-4.0-H (Mamba-2) ---------------------------------------------------------------------

@@ -93,3 +93,18 @@ def _attention_over_hidden(v: _View, tp: int, kv_cache_dtype: str, hidden: int, 
     heads = v.req_int("num_attention_heads")
     kv, _ = _attention_heads(v, tp, v.opt_int("num_key_value_heads") or heads)
     return _attention_template(kv, hidden // heads, None, kv_cache_dtype, model_dtype)
+
+
+def _mtp_tokens(engine: EngineConfig, n_predict: int | None, key: str) -> int:
+    """``num_speculative_tokens`` as an MTP drafter takes it: required here (vLLM defaults it to
+    ``n_predict``, the config's ``key``, which the plan would not see) and, above ``n_predict``,
+    a multiple of it (``SpeculativeConfig``'s check)."""
+    s = engine.num_speculative_tokens
+    if s is None:
+        raise ConfigError(f"speculative_method='mtp' needs num_speculative_tokens (vLLM defaults it to the "
+                          f"config's {key}, {n_predict}; give it so the plan uses it too)", "num_speculative_tokens")  # fmt: skip
+    if n_predict is not None and s > n_predict and s % n_predict:
+        raise ConfigError(f"vLLM 0.33.0 refuses it: num_speculative_tokens:{s} must be divisible by "
+                          f"n_predict={n_predict}", "num_speculative_tokens")  # fmt: skip
+    return s
+

@@ -48,8 +48,9 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   ``Qwen3NextMTP`` / ``Qwen3_5MTP``): ``num_nextn_predict_layers`` (Qwen3-Next) or
   ``mtp_num_hidden_layers`` (Qwen3.5) full-attention layers, default 1, at
   ``mtp.layers.<j>.self_attn.attn`` with the target's heads, on the last PP stage; the state keeps
-  ``num_speculative_tokens`` more conv rows. Other drafters (EAGLE heads, the Mamba hybrids' MTP)
-  are refused.
+  ``num_speculative_tokens`` more conv rows. Nemotron-H's (``NemotronHMTP``, one step): the
+  attention layers of its ``mtp_layers_block_type`` at ``mtp.layers.<j>.mixer.attn``. Other
+  drafters (EAGLE heads; those of the other Mamba hybrids) are refused.
 
 ``tests/test_vllm_state_models.py`` holds this to vLLM's own code on generated configs.
 """
@@ -64,7 +65,7 @@ from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.hybrid_models import HYBRID_ARCHITECTURES, hybrid_layers
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.state_common import _attention_heads, _listed_kinds, _state_dtypes
+from kvbudget.vllm.state_common import _attention_heads, _listed_kinds, _mtp_tokens, _state_dtypes
 
 __all__ = ["STATE_ARCHITECTURES", "state_layers_from_hf_config", "with_mtp_layers"]
 
@@ -131,20 +132,6 @@ def _mtp(cfg: Mapping[str, Any], v: _View, arch: str, engine: EngineConfig) -> t
     return (1 if layers is None else layers), _mtp_tokens(engine, n_predict, key)
 
 
-def _mtp_tokens(engine: EngineConfig, n_predict: int | None, key: str) -> int:
-    """``num_speculative_tokens`` as an MTP drafter takes it: required here (vLLM defaults it to
-    ``n_predict``, the config's ``key``, which the plan would not see) and, above ``n_predict``,
-    a multiple of it (``SpeculativeConfig``'s check)."""
-    s = engine.num_speculative_tokens
-    if s is None:
-        raise ConfigError(f"speculative_method='mtp' needs num_speculative_tokens (vLLM defaults it to the "
-                          f"config's {key}, {n_predict}; give it so the plan uses it too)", "num_speculative_tokens")  # fmt: skip
-    if n_predict is not None and s > n_predict and s % n_predict:
-        raise ConfigError(f"vLLM 0.33.0 refuses it: num_speculative_tokens:{s} must be divisible by "
-                          f"n_predict={n_predict}", "num_speculative_tokens")  # fmt: skip
-    return s
-
-
 def state_layers_from_hf_config(
     cfg: Mapping[str, Any],
     engine: EngineConfig,
@@ -170,12 +157,13 @@ def state_layers_from_hf_config(
     text = v.cfg
     tp, method = engine.tp, engine.speculative_method
     if arch in HYBRID_ARCHITECTURES:
-        if method is not None:
+        if method is not None and (method, arch) != ("mtp", "NemotronHForCausalLM"):
             raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet; "
                               "plan the target alone or give the layers")  # fmt: skip
         return hybrid_layers(arch, v, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype),
-                             disable_sliding_window=disable_sliding_window)  # fmt: skip
+                             disable_sliding_window=disable_sliding_window,
+                             draft_kv_cache_dtype=draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype)  # fmt: skip
     n = v.req_int("num_hidden_layers")
     kinds = _layer_types(v, n)
     mtp_layers, num_spec = _mtp(cfg, v, arch, engine)

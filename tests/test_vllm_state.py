@@ -147,6 +147,7 @@ def _hybrid_configs() -> dict[str, dict[str, Any]]:
     return {
         "nemotron-nano-9b-v2": get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config,
         "falcon-h1-7b": get_hybrid_state_model("falcon-h1-7b-instruct").config,
+        "kimi-linear-48b-a3b": get_hybrid_state_model("kimi-linear-48b-a3b-instruct").config,
         "granite-4.0-h (class defaults, attention every 6th)": {
             **T.GraniteMoeHybridConfig(layer_types=["full_attention" if i % 6 == 5 else "linear_attention"
                                                     for i in range(32)]).to_dict(),
@@ -157,11 +158,11 @@ def _hybrid_configs() -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("prefix", [True, False])
-@pytest.mark.parametrize("model", ["nemotron-nano-9b-v2", "falcon-h1-7b",
+@pytest.mark.parametrize("model", ["nemotron-nano-9b-v2", "falcon-h1-7b", "kimi-linear-48b-a3b",
                                    "granite-4.0-h (class defaults, attention every 6th)", "jamba (class defaults)",
                                    "lfm2 (class defaults)"])  # fmt: skip
 def test_hybrid_models_as_read_plan_as_vllm_does(oracle: vo.VllmOracle, prefix: bool, model: str) -> None:
-    """Each Mamba / short-conv family's config read by ``layers_from_hf_config`` on 4 ranks, then
+    """Each Mamba / short-conv / KDA family's config read by ``layers_from_hf_config`` on 4 ranks, then
     planned by vLLM's own code and by kvbudget at 20 GiB and 32,768 tokens: every compared field
     equal."""
     engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": prefix}
@@ -169,7 +170,7 @@ def test_hybrid_models_as_read_plan_as_vllm_does(oracle: vo.VllmOracle, prefix: 
     layers = [{k: getattr(x, k) for k in ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "kv_cache_dtype",
                                           "model_dtype", "state_shapes", "state_dtypes", "mamba_type",
                                           "prefill_checkpoint")} for x in specs]  # fmt: skip
-    assert any(x["kind"] == "mamba" for x in layers) and any(x["kind"] == "full" for x in layers)
+    assert any(x["kind"] == "mamba" for x in layers) and any(x["kind"] in ("full", "mla") for x in layers)
     theirs = oracle.plan(layers, 20 * GIB, engine)
     ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
     assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)

@@ -1,6 +1,6 @@
 """``kvbudget.vllm.layers_from_hf_config`` on hybrid-state models, held to vLLM 0.33.0's own
 reading: the gated-delta-net hybrids Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (text and multimodal
-wrappers), the Mamba-2 hybrids Nemotron-H, Granite-4.0-H and Falcon-H1, LFM2 and LFM2-MoE (short
+wrappers), Kimi-Linear (KDA), the Mamba-2 hybrids Nemotron-H, Granite-4.0-H and Falcon-H1, LFM2 and LFM2-MoE (short
 convolutions) and Jamba (Mamba-1).
 
 The configs are built by transformers 5.19.0's classes (defaults, then seeded variants of the
@@ -18,7 +18,8 @@ the released configs' legacy names, or none) through ``GraniteMoeHybridModel``; 
 from ``FalconH1Config`` through ``FalconH1Model`` (its parallel attention and SSM branches); LFM2
 configs from ``Lfm2Config`` (with and without the ``conv_dim`` / ``block_dim`` keys vLLM reads)
 through ``Lfm2Model`` and its ``ShortConv`` (LFM2-MoE with its MoE blocks' TP check); Jamba
-configs from ``JambaConfig`` through ``JambaModel`` and its Mamba-1 ``MambaMixer``. The
+configs from ``JambaConfig`` through ``JambaModel`` and its Mamba-1 ``MambaMixer``; Kimi-Linear
+configs from vLLM's own ``KimiLinearConfig`` through ``KimiLinearModel`` (KDA and Kimi's MLA). The
 gated-delta-net cases draw the model's own MTP drafter (``Qwen3NextMTP`` / ``Qwen3_5MTP``, its
 layer count named or not, and ``SpeculativeConfig``'s ``n_predict`` check lifted). Every layer's
 name, kind, stage, heads, head size, window, state shapes and dtypes are compared; a refusal on
@@ -32,7 +33,7 @@ import random
 from typing import Any
 
 import transformers as T
-from vllm_oracle._hf import VllmLoadError, vllm_layers
+from vllm_oracle._hf import VllmLoadError, vllm_config_class, vllm_layers
 
 from kvbudget import InvalidConfigError, vllm
 from kvbudget.models.hybrid_state import get_hybrid_state_model
@@ -113,7 +114,7 @@ def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
 def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
             no_window: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
     d = dict(saved)
-    loaded = T.CONFIG_MAPPING[d["model_type"]].from_dict(d)
+    loaded = vllm_config_class(d["model_type"]).from_dict(d)
     try:
         return [_fields(x) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype,
                                                 disable_sliding_window=no_window,
@@ -329,11 +330,47 @@ def test_jamba_read_as_vllm_reads_it() -> None:
     assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > N, counts
 
 
+def _kimi_linear_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    n = rng.randint(1, 32)
+    kda = sorted(rng.sample(range(1, n + 1), rng.randint(0, n)))
+    lac: dict[str, Any] = {"num_heads": rng.choice([8, 16, 32, 32, 24]), "head_dim": rng.choice([64, 128]),
+                           "short_conv_kernel_size": rng.choice([2, 4]), "kda_layers": kda,
+                           "full_attn_layers": [i for i in range(1, n + 1) if i not in kda]}  # fmt: skip
+    if rng.random() < 0.05:
+        del lac["head_dim"]  # vLLM's KeyError
+    heads = rng.choice([8, 16, 32, 32, 12])
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * 128,
+                          "kv_lora_rank": rng.choice([256, 512]), "qk_rope_head_dim": rng.choice([0, 64, 64]),
+                          "qk_nope_head_dim": 128, "v_head_dim": 128, "mla_use_nope": rng.random() < 0.9,
+                          "linear_attn_config": lac if rng.random() < 0.9 else None}  # fmt: skip
+    cls = vllm_config_class("kimi_linear")
+    d = cls(**kw).to_dict()
+    if rng.random() < 0.5:
+        _drop_defaults(d, cls)
+    engine = {"tp": rng.choice([1, 1, 2, 2, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    return {**d, "architectures": ["KimiLinearForCausalLM"]}, engine
+
+
+def test_kimi_linear_read_as_vllm_reads_it() -> None:
+    """Kimi-Linear (KDA beside Kimi's NoPE MLA, by ``linear_attn_config.kda_layers``) on configs
+    built by vLLM's own ``KimiLinearConfig`` (lifted from the wheel), through its
+    ``KimiLinearModel`` / ``KimiDecoderLayer`` / ``MultiHeadLatentAttention`` and
+    ``KimiGatedDeltaNetAttention`` (new-style package ``vllm/models/kimi_k3``)."""
+    rng = random.Random("vllm-kimi-linear")
+    cases = [({**get_hybrid_state_model("kimi-linear-48b-a3b-instruct").config}, {"tp": tp, "pp": 1})
+             for tp in (1, 2, 4, 8)]  # fmt: skip
+    counts, mismatches = _compare(rng, cases + [_kimi_linear_case(rng) for _ in range(N)])
+    print(f"\nvLLM Kimi-Linear reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["state layers"] > 3 * N, counts
+    assert counts["attention layers"] > 3 * N, counts
+
+
 def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:
-    """Qwen3-Next-80B-A3B, Qwen3.5-9B, Qwen3.5-35B-A3B, Nemotron-Nano-9B-v2 and Falcon-H1-7B's
-    published configs at TP 4."""
+    """Qwen3-Next-80B-A3B, Qwen3.5-9B, Qwen3.5-35B-A3B, Nemotron-Nano-9B-v2, Falcon-H1-7B and
+    Kimi-Linear-48B-A3B's published configs at TP 4."""
     for name in ("qwen3-next-80b-a3b-instruct", "qwen3.5-9b", "qwen3.5-35b-a3b", "nvidia-nemotron-nano-9b-v2",
-                 "falcon-h1-7b-instruct"):
+                 "falcon-h1-7b-instruct", "kimi-linear-48b-a3b-instruct"):
         saved = get_hybrid_state_model(name).config
         ours, theirs = _ours(saved, {"tp": 4, "pp": 1}, "bfloat16"), _theirs(saved, {"tp": 4, "pp": 1}, "bfloat16")
         assert not isinstance(theirs, str) and ours == theirs, (name, theirs if isinstance(theirs, str) else "")
@@ -412,7 +449,7 @@ def test_replayssm_is_refused_for_the_mamba_readers() -> None:
 def test_state_shapes_are_vllms_calculators() -> None:
     """``rust/core/src/vllm/state_shape.rs`` against ``MambaStateShapeCalculator`` lifted from the
     wheel, on 2,000 seeded argument sets of each family (gated delta net, Mamba-2, short conv,
-    Mamba-1; refusals: vLLM's ``divide``)."""
+    Mamba-1, Kimi Delta Attention as Kimi-Linear calls it; refusals: vLLM's ``divide``)."""
     from vllm_oracle import _hf
 
     from kvbudget import _core
@@ -420,7 +457,8 @@ def test_state_shapes_are_vllms_calculators() -> None:
     calc = _hf._env(_hf._root()).models["qwen3_next"]["MambaStateShapeCalculator"]
     rng = random.Random("state-shapes")
     families = {"gated_delta_net": (calc.gated_delta_net_state_shape, 7), "mamba2": (calc.mamba2_state_shape, 8),
-                "short_conv": (calc.short_conv_state_shape, 4), "mamba1": (calc.mamba1_state_shape, 4)}
+                "short_conv": (calc.short_conv_state_shape, 4), "mamba1": (calc.mamba1_state_shape, 4),
+                "kda": (lambda tp, h, d, k, s: calc.kda_state_shape(tp, h, d, conv_kernel_size=k, num_spec=s), 5)}
     outcomes = {"ok": 0, "refused": 0}
     for _ in range(2000):
         for family, (theirs_fn, n) in families.items():

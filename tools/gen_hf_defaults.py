@@ -50,10 +50,10 @@ MODEL_TYPES = (
     "step3p5", "deepseek_v32", "glm_moe_dsa", "mellum", "muse_glimmer", "muse_glimmer_text",
     "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe",
 )  # fmt: skip
-#: Model types vLLM 0.33.0 loads with transformers' own class where kvbudget's vLLM reader
-#: differs from SGLang's (the gated-delta-net hybrids and the Mamba-2 hybrids), and the keys that reader uses.
+#: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
+#: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.
 VLLM_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "granitemoehybrid",
-                    "falcon_h1", "lfm2", "lfm2_moe", "jamba")
+                    "falcon_h1", "lfm2", "lfm2_moe", "jamba", "kimi_linear")
 VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
              "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_ssm_dtype", "mamba_num_heads", "mamba_head_dim",
              "n_groups", "conv_kernel", "ssm_state_size", "mamba_ssm_cache_dtype", "mamba_n_heads", "mamba_n_groups",
@@ -82,6 +82,14 @@ def _config_class(model_type: str) -> Any:
     if model_type in classes.types:
         return classes.types[model_type]()
     return transformers.CONFIG_MAPPING[model_type]
+
+
+def _vllm_config_class(model_type: str) -> Any:
+    """The class vLLM 0.33.0 loads ``model_type`` with (its own for Kimi-Linear, from the wheel)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from vllm_oracle._hf import vllm_config_class
+
+    return vllm_config_class(model_type)
 
 
 def _values(cls: Any, keys: tuple[str, ...], **kw: Any) -> dict[str, Any]:
@@ -114,7 +122,7 @@ def generate() -> dict[str, Any]:
         "generated_by": "tools/gen_hf_defaults.py",
         "transformers": TRANSFORMERS_VERSION,
         "model_types": {mt: defaults_of(_config_class(mt)) for mt in MODEL_TYPES},
-        "vllm_model_types": {mt: defaults_of(transformers.CONFIG_MAPPING[mt], VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
+        "vllm_model_types": {mt: defaults_of(_vllm_config_class(mt), VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
     }
 
 

@@ -67,7 +67,7 @@ def _vllm_state_shapes(family: str, dims: Sequence[int]) -> list[list[int]]:
     head_k_dim, head_v_dim, conv_kernel, num_spec) or ``"mamba2"`` (tp, intermediate_size,
     n_groups, num_heads, head_dim, state_size, conv_kernel, num_spec) or ``"short_conv"`` (tp,
     intermediate_size, conv_kernel, num_spec) or ``"mamba1"`` (tp, intermediate_size, state_size,
-    conv_kernel); use
+    conv_kernel) or ``"kda"`` (tp, num_heads, head_dim, conv_kernel, num_spec); use
     :mod:`kvbudget.vllm.state_models`."""
 
 def _vllm_settings() -> str:

@@ -88,10 +88,10 @@ from ._strict import RecordingLogger, StrictConfig
 from ._hf_lift import (VllmLoadError, _Module, _Rope, _StateLayer, _inert, _lift_class, _lift_nested,
                        _lift_stmts, _load_error, _run, _stores, _unlifted)  # fmt: skip
 
-__all__ = ["ENTRY", "VllmLoadError", "vllm_layers", "vllm_model_config"]
+__all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
                   "itertools pydantic transformers torch".split())  # fmt: skip
-from ._hf_tables import DEFAULT_ARCH, ENTRY, MODELS as _MODELS, STATE_CLASSES  # noqa: E402
+from ._hf_tables import _KIMI_MLA, DEFAULT_ARCH, ENTRY, MODELS as _MODELS, STATE_CLASSES  # noqa: E402
 
 _INERT = """QKVParallelLinear RowParallelLinear ColumnParallelLinear MergedColumnParallelLinear
 ReplicatedLinear DCPGroupColumnParallelLinear VocabParallelEmbedding ParallelLMHead LogitsProcessor
@@ -187,6 +187,7 @@ def _env(root: Path) -> _Env:
     conv.lift(cfg, *defs, "MODEL_ARCH_CONFIG_CONVERTORS")
     source("distributed/utils.py").lift(cfg, "get_pp_indices")
     source("transformers_utils/configs/eagle.py").lift(cfg, "EAGLEConfig")
+    source("transformers_utils/configs/kimi_linear.py").lift(cfg, "KimiLinearConfig")  # vLLM's own class
     spec_py = source("config/speculative.py")
     cfg["hf_config_override"] = spec_py.lift_member(cfg, "SpeculativeConfig", "hf_config_override")
     # SpeculativeConfig.__post_init__: n_predict read from the drafter, and its `elif n_predict is
@@ -308,14 +309,21 @@ def _env(root: Path) -> _Env:
     vllm_config_cls = type("VllmConfig", (StrictConfig,), {"num_speculative_tokens": source(
         "config/vllm.py").lift_member(cfg, "VllmConfig", "num_speculative_tokens")})
     models: dict[str, dict[str, Any]] = {}
+    kimi_torch = StrictModule("torch", {**{k: v for k, v in vars(torch_stub).items() if not k.startswith("__")},
+                                        "cuda": StrictModule("torch.cuda", {"Stream": _inert("torch.cuda.Stream")})})
     for module, (names, inert, imports) in _MODELS.items():
-        mns = ns(f"models.{module}", **common, **{n: _inert(n) for n in inert.split()})
+        mns = ns(f"models.{module.replace('/', '.')}", **common, **{n: _inert(n) for n in inert.split()})
         if module in ("qwen3_next", "qwen3_5"):  # their attention probes its rope with getattr defaults
             mns.update(get_rope=lambda **kw: _Rope(), MRotaryEmbedding=_Rope)
+        if module.startswith(("models/kimi_k3/", "model_executor/layers/mamba/gdn/")):
+            # restated: a CUDA stream object (never used), vLLM's `divide`, and the GEMM-RS/AR
+            # kernels off (they own no KV)
+            mns.update(torch=kimi_torch, divide=mu["divide"], maybe_init_gemm_rs_ar=lambda vllm_config, sp: False,
+                       KimiK3DeltaAttention=Poison("KimiK3DeltaAttention (Kimi-K3's full-rank-gate KDA)"))
         for alias, origin in imports.items():
             file, _, cls = origin.partition(":")
             mns[alias] = models[file][cls or alias]
-        src = source(f"model_executor/models/{module}.py")
+        src = source(f"{module}.py" if "/" in module else f"model_executor/models/{module}.py")
         for entry in names:
             name, *extra = (entry,) if isinstance(entry, str) else entry
             node = next((n for n in src.tree.body if getattr(n, "name", None) == name), None)
@@ -330,7 +338,9 @@ def _env(root: Path) -> _Env:
     model_config_cls = type("ModelConfig", (StrictConfig,), methods)
     return _Env(cfg, models, registry, model_config_cls, cache_window, post_init, attn,
                 kvi["head_size_v"], config_hooks,
-                (_StateLayer, common["MambaMixer2"], common["MambaMixer"], common["ShortConv"]), vllm_config_cls,
+                (_StateLayer, common["MambaMixer2"], common["MambaMixer"], common["ShortConv"],
+                 models["model_executor/layers/mamba/gdn/kimi_gdn_linear_attn"]["KimiGatedDeltaNetAttention"]),
+                vllm_config_cls,
                 mu["STR_DTYPE_TO_TORCH_DTYPE"])  # fmt: skip
 
 
@@ -354,6 +364,14 @@ def _root() -> Path:
     from ._fetch import vllm_root
 
     return vllm_root()  # verified once per process
+
+
+def vllm_config_class(model_type: str) -> Any:
+    """The class vLLM 0.33.0 loads ``model_type``'s config with: its own where it registers one
+    (``kimi_linear``, lifted from the wheel), else transformers'."""
+    if model_type == "kimi_linear":
+        return _env(_root()).cfg["KimiLinearConfig"]
+    return transformers.CONFIG_MAPPING[model_type]
 
 
 def vllm_model_config(config: Any, *, disable_sliding_window: bool = False) -> Any:
@@ -443,12 +461,14 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
     for rank in range(pp):
         parallel = StrictConfig(
             tensor_parallel_size=tp, pipeline_parallel_size=pp, rank=rank * tp,
-            use_sequence_parallel_moe=False, enable_eplb=False, dcp_q_replicate=False,
+            use_sequence_parallel_moe=False, enable_eplb=False, dcp_q_replicate=False, enable_expert_parallel=False,
+            data_parallel_size=1,
             decode_context_parallel_size=1, prefill_context_parallel_size=1,
             eplb_config=StrictConfig(num_redundant_experts=0))  # fmt: skip
         context: dict[str, Any] = {}
         vllm_config = StrictConfig(
             model_config=mc, cache_config=cache_config, quant_config=None, load_config=None, lora_config=None,
+            kernel_config=StrictConfig(moe_backend="auto"),
             parallel_config=parallel, speculative_config=spec,
             compilation_config=StrictConfig(static_forward_context=context))  # fmt: skip
         pp_group = StrictConfig(rank_in_group=rank, world_size=pp, is_first_rank=rank == 0,
@@ -472,6 +492,12 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
                     raise _load_error(e) from e
                 out.append({"name": name, "kind": "mamba", "is_draft": name not in target, "pp_stage": rank,
                             **state})  # fmt: skip
+                continue
+            if isinstance(layer, env.models[_KIMI_MLA]["MultiHeadLatentAttention"]):
+                # Kimi's own MLA layer: MLAAttentionSpec with one KV head of its latent size
+                out.append({"name": name, "kind": "mla", "num_kv_heads": 1, "head_size": layer.head_size,
+                            "head_size_v": env.mla_head_size_v, "sliding_window": None, "attention_chunk_size": None,
+                            "is_draft": name not in target, "pp_stage": rank})  # fmt: skip
                 continue
             if isinstance(layer, env.attn["MLAAttention"]):
                 kind = "mla"

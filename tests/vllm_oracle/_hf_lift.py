@@ -88,15 +88,18 @@ def _stores(stmt: ast.stmt) -> set[str]:
 
 def _picker(fn: ast.FunctionDef, keep: set[str]) -> Any:
     """Statements of ``fn``'s body that assign only names in ``keep``, ``super().__init__(...)``,
-    asserts on the parameters and ``if ...: raise`` guards on kept names (``self.<x>`` included)."""
+    local functions named in ``keep``, asserts on the parameters and kept names, and ``if ...:
+    raise`` guards on kept names (``self.<x>`` included)."""
     params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
 
     def pick(s: ast.stmt) -> bool:
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             return ast.unparse(s.value.func) == "super().__init__"
+        if isinstance(s, ast.FunctionDef):  # a local helper (a layer factory) that is kept
+            return s.name in keep
         names = {n.id for n in ast.walk(getattr(s, "test", s)) if isinstance(n, ast.Name)}
         if isinstance(s, ast.Assert):
-            return names <= params
+            return names <= params | keep
         if isinstance(s, ast.If) and not s.orelse and all(isinstance(b, ast.Raise) for b in s.body):
             # a guard on the parameters and kept names, and on ``self.<x>`` attributes that are kept
             selfs = {ast.unparse(n) for n in ast.walk(s.test) if isinstance(n, ast.Attribute)

@@ -126,6 +126,36 @@ MODELS.update({
         **{n: "qwen3_5" for n in ("Qwen3_5DecoderLayer", "Qwen3_5Model", "Qwen3_5RMSNorm")},
         "Qwen3NextSparseMoeBlock": "qwen3_next"}),
 })  # fmt: skip
+# Kimi-Linear lives in a new-style package (``vllm/models/kimi_k3``, NVIDIA branch): model files
+# named by their path under ``vllm/``. What each class's ``__init__`` keeps (see ``_picker``): the
+# layer kinds, heads and registration; no MoE, kernels or streams.
+_KIMI = "models/kimi_k3/nvidia/model"
+_KIMI_MLA = "models/kimi_k3/nvidia/mla"
+ENTRY[("vllm.models.kimi_k3", "KimiLinearForCausalLM")] = (f"{_KIMI}:KimiLinearModel", None, "model", False)
+MODELS.update({
+    "model_executor/layers/mamba/gdn/base": ([("GatedDeltaNetAttention", frozenset(
+        "self.prefix self.tp_size self.model_config self.cache_config self.speculative_config self.num_spec".split()))],
+        "", {}),
+    "model_executor/layers/mamba/gdn/kimi_gdn_linear_attn": ([("KimiGatedDeltaNetAttention", frozenset(
+        """kda_config self.head_dim self.num_heads self.local_num_heads self.projection_size self.local_projection_size
+        self.conv_size compilation_config compilation_config.static_forward_context[prefix]""".split()))], "",
+        {"GatedDeltaNetAttention": "model_executor/layers/mamba/gdn/base"}),
+    _KIMI_MLA: ([("MultiHeadLatentAttention", frozenset(
+        """self.qk_nope_head_dim self.qk_rope_head_dim self.qk_head_dim self.v_head_dim self.kv_lora_rank self.head_size
+        self.layer_name tp_size self.num_local_heads self.kv_cache_dtype vllm_config parallel_config
+        compilation_config compilation_config.static_forward_context[prefix]
+        self.non_causal_multi_token_decode""".split()))], "", {}),
+    _KIMI: ([("KimiDecoderLayer", frozenset(
+        """self.hidden_size self.layer_idx self.is_moe layer_idx cache_config quant_config parallel_config kda_config
+        self.self_attn qk_nope_head_dim qk_rope_head_dim v_head_dim kv_lora_rank mla_use_nope""".split())),
+             ("KimiLinearModel", frozenset(
+        """config self.config parallel_config use_mega_moe self.use_sequence_parallel self.run_gemm_rs_ar aux_stream
+        get_layer self.start_layer self.end_layer self.layers world_size""".split())),
+             ("KimiLinearForCausalLM", *_STATE)], "KimiMLP KimiMoE",
+            {"MultiHeadLatentAttention": _KIMI_MLA,
+             "KimiLinearGatedDeltaNetAttention": "model_executor/layers/mamba/gdn/kimi_gdn_linear_attn:"
+                                                 "KimiGatedDeltaNetAttention"}),
+})  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods), where that
 #: is not the registered class (vLLM's registry gives the rest; the MoE wrapper's classmethods are
 #: the dense wrapper's, which it derives from).
@@ -133,5 +163,6 @@ STATE_CLASSES: dict[str, tuple[str, str]] = {
     "Qwen3_5ForCausalLM": ("qwen3_5", "Qwen3_5ForCausalLMBase"),
     "Qwen3_5MoeForCausalLM": ("qwen3_5", "Qwen3_5ForCausalLMBase"),
     "Qwen3_5MoeForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
+    "KimiLinearForCausalLM": (_KIMI, "KimiLinearForCausalLM"),
 }
 

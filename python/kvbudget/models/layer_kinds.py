@@ -12,10 +12,10 @@ configs transformers builds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
-__all__ = ["LEGACY_KINDS", "NEMOTRON_H_PATTERN", "SLIDES", "derived_layer_types"]
+__all__ = ["LEGACY_KINDS", "NEMOTRON_H_PATTERN", "SLIDES", "derived_layer_types", "is_kda_layer"]
 
 #: model_type -> whether layer ``i`` of ``n`` slides, when the config gives no ``layer_types``.
 #: Gemma 2 / 3 and Cohere2 slide but every ``sliding_window_pattern``-th layer (default
@@ -53,3 +53,9 @@ def derived_layer_types(model_type: str, n: int, given: Any, pattern: int | None
     if model_type == "gemma4_text" and isinstance(types, list) and types:
         types[-1] = "full_attention"  # transformers forces Gemma 4's last layer to full attention
     return types
+
+
+def is_kda_layer(kda_layers: Collection[int], i: int) -> bool:
+    """``KimiLinearConfig.is_kda_layer`` (SGLang's and vLLM's classes alike): whether layer ``i``
+    (0-based) is a Kimi Delta Attention layer, ``kda_layers`` being 1-based."""
+    return (i + 1) in kda_layers

@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
-from kvbudget.models.layer_kinds import derived_layer_types
+from kvbudget.models.layer_kinds import derived_layer_types, is_kda_layer
 from kvbudget.sglang.dsa import MLA_ARCHITECTURES, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
 from kvbudget.sglang.state_model import attention_layer_ids
@@ -102,7 +102,7 @@ def _interval_ids(text: Mapping[str, Any], n: int) -> list[int]:
 def _kda_ids(text: Mapping[str, Any], n: int) -> list[int]:
     linear = text.get("linear_attn_config")
     kda = set(linear.get("kda_layers") or ()) if isinstance(linear, Mapping) else set()
-    return [i for i in range(n) if (i + 1) not in kda]
+    return [i for i in range(n) if not is_kda_layer(kda, i)]
 
 
 def _mamba2_shaped_ids(model_type: str) -> Callable[[Mapping[str, Any], int], list[int]]:

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbudget.models.config_io import ConfigError, PathOrDict, load_hf_config
-from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN
+from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN, is_kda_layer
 from kvbudget.sglang.pipeline import stage_ranges
 from kvbudget.sglang.state import StateConfig, StateDims, full_rank_dims, kda_dims, mamba2_dims
 
@@ -395,7 +395,7 @@ def _kimi_linear(c: _Cfg, tp: _Tp) -> _Read:
     kda = set(lac.int_list("kda_layers"))
     n = c.num("num_hidden_layers", 32)
     dims = kda_dims(tp.attn, lac.num("num_heads"), lac.num("head_dim"), conv_kernel=lac.num("short_conv_kernel_size"))
-    return _Read("kda", dims, [i for i in range(n) if i + 1 in kda], n, None)
+    return _Read("kda", dims, [i for i in range(n) if is_kda_layer(kda, i)], n, None)
 
 
 def _text(reader: Callable[[_Cfg, _Tp], _Read], why: str) -> Callable[[_Cfg, _Tp], _Read]:

@@ -42,6 +42,11 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   ``(conv_L_cache - 1, conv_dim / tp)``; vLLM needs the config's ``conv_dim`` and ``block_dim``.
 * **Jamba** (``JambaForCausalLM``): attention at ``<prefix>.<i>.attn`` every ``attn_layer_period``
   layers (at ``attn_layer_offset``), a Mamba-1 mixer at ``<prefix>.<i>.mixer`` elsewhere.
+* **Kimi-Linear** (``KimiLinearForCausalLM``, vLLM's own ``KimiLinearConfig``): a KDA layer where
+  ``linear_attn_config.kda_layers`` (1-based) names it, at ``<prefix>.<i>.self_attn``, with
+  ``kda_state_shape``'s conv state ``(k - 1, 3·H·D / tp)`` and float32 recurrent state
+  ``(H / tp, D, D)``; else Kimi's NoPE MLA there (one latent KV head of ``kv_lora_rank +
+  qk_rope_head_dim``). Kimi-K3's full-rank-gate KDA and a non-``auto`` SSM dtype are refused.
 * The Mamba and short-conv readers are :mod:`kvbudget.vllm.hybrid_models`; what all share
   (heads per rank, state dtypes, the layer list) is :mod:`kvbudget.vllm.state_common`.
 * **MTP** (``speculative_method="mtp"``, a gated-delta-net model's own predictor:
@@ -58,14 +63,16 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final, Literal
 
 from kvbudget import _core
 from kvbudget.models.hf import ConfigError, _View
+from kvbudget.models.layer_kinds import is_kda_layer
 from kvbudget.vllm.hybrid_models import HYBRID_ARCHITECTURES, hybrid_layers
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.state_common import _attention_heads, _listed_kinds, _mtp_tokens, _state_dtypes
+from kvbudget.vllm.state_common import _attention_heads, _listed_kinds, _mtp_tokens, _state_dtypes, _state_template
 
 __all__ = ["STATE_ARCHITECTURES", "state_layers_from_hf_config", "with_mtp_layers"]
 
@@ -77,6 +84,7 @@ STATE_ARCHITECTURES: Final[Mapping[str, str]] = {
     "Qwen3_5MoeForCausalLM": "model.layers",
     "Qwen3_5ForConditionalGeneration": "language_model.model.layers",
     "Qwen3_5MoeForConditionalGeneration": "language_model.model.layers",
+    "KimiLinearForCausalLM": "model.layers",
     **HYBRID_ARCHITECTURES,
 }
 _INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfig
@@ -132,6 +140,74 @@ def _mtp(cfg: Mapping[str, Any], v: _View, arch: str, engine: EngineConfig) -> t
     return (1 if layers is None else layers), _mtp_tokens(engine, n_predict, key)
 
 
+def _kimi_linear(v: _View, engine: EngineConfig, kv_cache_dtype: str, model_dtype: str,
+                 cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+    """``KimiLinearModel`` (vLLM's own ``KimiLinearConfig``): a KDA layer (``linear_attn_config``'s
+    1-based ``kda_layers``) at ``model.layers.<i>.self_attn`` with ``kda_state_shape``'s conv and
+    recurrent states (the recurrent one float32), else Kimi's MLA there: one latent KV head of
+    ``kv_lora_rank + qk_rope_head_dim`` (NoPE only); ``tp`` divides the attention and KDA heads."""
+    tp = engine.tp
+    if v.cfg.get("moe_router_activation_func", "sigmoid") not in ("softmax", "sigmoid"):
+        raise ConfigError("config.json: vLLM 0.33.0's KimiLinearConfig asserts moe_router_activation_func is "
+                          "softmax or sigmoid", "moe_router_activation_func")  # fmt: skip
+    lac = v.cfg.get("linear_attn_config")
+    if lac is not None and (not isinstance(lac, Mapping) or lac.get("kda_layers") is None
+                            or lac.get("full_attn_layers") is None):  # fmt: skip
+        raise ConfigError("config.json: vLLM 0.33.0's KimiLinearConfig asserts linear_attn_config's kda_layers "
+                          "and full_attn_layers", "linear_attn_config")  # fmt: skip
+    n, heads = v.req_int("num_hidden_layers"), v.req_int("num_attention_heads")
+    if heads % tp:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: num_attention_heads must be divisible by "
+                          f"world_size ({heads} over tp={tp})", "num_attention_heads")  # fmt: skip
+    kda = lac.get("kda_layers") if lac is not None else []
+    if not isinstance(kda, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in kda):
+        raise ConfigError("config.json: linear_attn_config.kda_layers must be a list of layer numbers",
+                          "linear_attn_config")  # fmt: skip
+    is_kda = [is_kda_layer(kda, i) for i in range(n)]
+    state = mla = None
+    if any(is_kda):
+        assert isinstance(lac, Mapping)
+        if lac.get("use_full_rank_gate", False):
+            raise ConfigError("config.json: linear_attn_config.use_full_rank_gate: Kimi-K3's own KDA layer, which "
+                              "kvbudget does not read", "linear_attn_config")  # fmt: skip
+        if cache_dtypes[1] != "auto":  # the layer's get_state_dtype passes no SSM dtype (float32 stays)
+            raise ConfigError(f"mamba_ssm_cache_dtype={cache_dtypes[1]!r}: vLLM 0.33.0's KDA layer keeps a float32 "
+                              "recurrent state while its block-size step reads the flag; kvbudget plans only 'auto'",
+                              "mamba_ssm_cache_dtype")  # fmt: skip
+        keys = ("num_heads", "head_dim", "short_conv_kernel_size")
+        missing = [k for k in keys if not isinstance(lac.get(k), int) or isinstance(lac.get(k), bool)]
+        if missing:
+            raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: KeyError {missing[0]!r} in linear_attn_config",
+                              "linear_attn_config")  # fmt: skip
+        kheads, kdim, kconv = (int(lac[k]) for k in keys)
+        if kheads % tp:
+            raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {kheads} KDA heads do not split over tp={tp}",
+                              "linear_attn_config")  # fmt: skip
+        try:
+            shapes = _core._vllm_state_shapes("kda", [tp, kheads, kdim, kconv, 0])
+        except ValueError as e:
+            raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "linear_attn_config") from None
+        conv = _state_dtypes(model_dtype, cache_dtypes[0], "auto")[0]
+        state = _state_template(shapes, (conv, "float32"), "gdn_attn", model_dtype)
+    if not all(is_kda):
+        dims = [v.raw(k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank")]
+        if any(d is None for d in dims):
+            raise ConfigError("config.json: vLLM 0.33.0 refuses it: Kimi's MLA layers assert qk_nope_head_dim, "
+                              "qk_rope_head_dim, v_head_dim and kv_lora_rank", "kv_lora_rank")  # fmt: skip
+        if not v.cfg.get("mla_use_nope"):
+            raise ConfigError("config.json: vLLM 0.33.0 refuses it: Kimi-K3 MLA (MultiHeadLatentAttention) is "
+                              "NoPE-only (mla_use_nope)", "mla_use_nope")  # fmt: skip
+        mla = LayerSpec("", "mla", 1, v.req_int("kv_lora_rank") + v.req_int("qk_rope_head_dim", 0), head_size_v=0,
+                        kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype)  # MLAAttentionSpec's  # fmt: skip
+    out: list[LayerSpec] = []
+    for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
+        for i in range(start, end):
+            template = state if is_kda[i] else mla
+            assert template is not None
+            out.append(replace(template, name=f"model.layers.{i}.self_attn", pp_stage=stage))
+    return out
+
+
 def state_layers_from_hf_config(
     cfg: Mapping[str, Any],
     engine: EngineConfig,
@@ -164,6 +240,11 @@ def state_layers_from_hf_config(
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype),
                              disable_sliding_window=disable_sliding_window,
                              draft_kv_cache_dtype=draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype)  # fmt: skip
+    if arch == "KimiLinearForCausalLM":
+        if method is not None:
+            raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet; "
+                              "plan the target alone or give the layers")  # fmt: skip
+        return _kimi_linear(v, engine, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype))
     n = v.req_int("num_hidden_layers")
     kinds = _layer_types(v, n)
     mtp_layers, num_spec = _mtp(cfg, v, arch, engine)

@@ -173,7 +173,7 @@ proptest! {
 
 #[test]
 fn state_shapes_follow_vllms_calculator() {
-    use kvbudget_core::vllm::state_shape::{gated_delta_net, mamba2};
+    use kvbudget_core::vllm::state_shape::{gated_delta_net, kda, mamba2};
     // Qwen3-Next on TP 4: 16 key heads, 32 value heads of 128, conv kernel 4.
     let gdn = gated_delta_net(4, 16, 32, 128, 128, 4, 0).unwrap();
     assert_eq!(gdn, vec![vec![3, 2048], vec![8, 128, 128]]);
@@ -192,4 +192,8 @@ fn state_shapes_follow_vllms_calculator() {
         mamba2(4, 8192, 8, 128, 64, 128, 4, 1).unwrap()[0],
         vec![4, (8192 + 2 * 8 * 128) / 4]
     );
+    // Kimi-Linear's KDA on TP 2: 32 heads of 128, short conv kernel 4, one speculative token.
+    let k = kda(2, 32, 128, 4, 1).unwrap();
+    assert_eq!(k, vec![vec![4, 3 * 32 * 128 / 2], vec![16, 128, 128]]);
+    assert!(kda(3, 32, 128, 4, 0).is_err());
 }

@@ -25,7 +25,8 @@ pub fn _vllm_settings() -> String {
 /// tp, num_k_heads, num_v_heads, head_k_dim, head_v_dim, conv_kernel, num_spec) or `"mamba2"`
 /// (tp, intermediate_size, n_groups, num_heads, head_dim, state_size, conv_kernel, num_spec) or
 /// `"short_conv"` (tp, intermediate_size, conv_kernel, num_spec) or `"mamba1"` (tp,
-/// intermediate_size, state_size, conv_kernel).
+/// intermediate_size, state_size, conv_kernel) or `"kda"` (tp, num_heads, head_dim, conv_kernel,
+/// num_spec).
 #[pyfunction]
 pub fn _vllm_state_shapes(family: &str, dims: Vec<u64>) -> Result<Vec<Vec<u64>>> {
     use kvbudget_core::vllm::state_shape;
@@ -36,6 +37,7 @@ pub fn _vllm_state_shapes(family: &str, dims: Vec<u64>) -> Result<Vec<Vec<u64>>>
         ("mamba2", &[tp, i, g, h, hd, ds, k, s]) => state_shape::mamba2(tp, i, g, h, hd, ds, k, s),
         ("short_conv", &[tp, i, k, s]) => state_shape::short_conv(tp, i, k, s),
         ("mamba1", &[tp, i, ds, k]) => state_shape::mamba1(tp, i, ds, k),
+        ("kda", &[tp, h, d, k, s]) => state_shape::kda(tp, h, d, k, s),
         _ => {
             return Err(invalid(format!(
                 "state family {family:?} with {} dims",

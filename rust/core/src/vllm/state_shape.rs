@@ -55,6 +55,24 @@ pub fn gated_delta_net(
     ])
 }
 
+/// `kda_state_shape` (Kimi Delta Attention) as Kimi-Linear calls it, with its key heads and key
+/// head size defaulted to the value ones: the conv state `(k - 1 + s, 3·H·D / tp)` and the
+/// recurrent state `(H / tp, D, D)` for `H` heads of `D` elements.
+pub fn kda(
+    tp: u64,
+    num_heads: u64,
+    head_dim: u64,
+    conv_kernel: u64,
+    num_spec: u64,
+) -> Result<Vec<Vec<u64>>, VllmError> {
+    let projection = checked(num_heads.checked_mul(head_dim))?;
+    let conv_dim = checked(projection.checked_mul(3))?;
+    Ok(vec![
+        vec![conv_rows(conv_kernel, num_spec)?, divide(conv_dim, tp)?],
+        vec![divide(num_heads, tp)?, head_dim, head_dim],
+    ])
+}
+
 /// `mamba2_state_shape`: B/C groups extended to the ranks when they do not divide
 /// them, the conv state `(k - 1 + s, (I + 2·G·ds) / tp)` and the SSM state `(H / tp, hd, ds)`.
 pub fn mamba2(

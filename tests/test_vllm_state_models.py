@@ -433,17 +433,38 @@ def test_legacy_layer_kind_names_read_as_transformers_remaps_them() -> None:
         assert {x["kind"] for x in theirs} == {"mamba", "full"}, arch
 
 
-def test_replayssm_is_refused_for_the_mamba_readers() -> None:
-    """ReplaySSM's ring-buffer shapes are not read: a Mamba / short-conv model with
-    ``use_replayssm`` is refused by name, never planned without the rings."""
-    for name in ("nvidia-nemotron-nano-9b-v2", "falcon-h1-7b-instruct"):
-        saved = get_hybrid_state_model(name).config
+def test_replayssm_is_refused_as_vllm_refuses_it() -> None:
+    """``--use-replayssm``: vLLM 0.33.0 refuses it for an architecture whose registered class is not
+    ``SupportsReplaySSM`` (read from the pinned wheel's source), and kvbudget refuses it the same
+    way; where vLLM takes it (Nemotron-H, Kimi-Linear) kvbudget refuses by name, never planning
+    without the ring shapes."""
+    import ast
+
+    from vllm_oracle import _hf
+
+    from kvbudget.vllm.state_models import REPLAYSSM_ARCHITECTURES, STATE_ARCHITECTURES
+
+    env = _hf._env(_hf._root())
+    supported = set()
+    for arch in STATE_ARCHITECTURES:
+        module, cls = env.registry[arch]
+        path = "models/kimi_k3/nvidia/model.py" if module.startswith("vllm.") else f"model_executor/models/{module}.py"
+        tree = ast.parse((_hf._root() / "vllm" / path).read_text())
+        node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+        if "SupportsReplaySSM" in {ast.unparse(b) for b in node.bases}:
+            supported.add(arch)
+    assert supported == REPLAYSSM_ARCHITECTURES, supported
+    configs = {"Qwen3NextForCausalLM": get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config,
+               "NemotronHForCausalLM": get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config,
+               "FalconH1ForCausalLM": get_hybrid_state_model("falcon-h1-7b-instruct").config,
+               "KimiLinearForCausalLM": get_hybrid_state_model("kimi-linear-48b-a3b-instruct").config}  # fmt: skip
+    for arch, saved in configs.items():
         try:
             layers_from_hf_config(saved, vllm.EngineConfig(use_replayssm=True))
         except InvalidConfigError as e:
-            assert "ReplaySSM" in str(e) and saved["architectures"][0] in str(e)
+            assert ("is not supported for architecture" in str(e)) == (arch not in supported), (arch, e)
         else:
-            raise AssertionError(f"{name} was read with use_replayssm but without its ring shapes")
+            raise AssertionError(f"{arch} was read with use_replayssm")
 
 
 def test_state_shapes_are_vllms_calculators() -> None:

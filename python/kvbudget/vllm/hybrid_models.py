@@ -34,8 +34,6 @@ def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: 
     MTP drafter's with ``speculative_method="mtp"`` (the only drafter read; the caller refuses the
     rest); ``cache_dtypes``: ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype``."""
     prefix = HYBRID_ARCHITECTURES[arch]
-    if engine.use_replayssm:  # its ring-buffer shapes (append_replayssm_ring) are not read
-        raise ConfigError(f"use_replayssm: kvbudget does not read {arch}'s ReplaySSM state shapes")
     if arch == "NemotronHForCausalLM":
         return _nemotron_h(v, engine, prefix, (kv_cache_dtype, draft_kv_cache_dtype), model_dtype, cache_dtypes,
                            disable_sliding_window)  # fmt: skip

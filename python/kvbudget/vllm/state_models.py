@@ -31,7 +31,8 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   (``head_dim``, sliding with the config's ``sliding_window`` unless
   ``--disable-sliding-window``); MLP and MoE layers hold nothing. An ``auto`` SSM dtype takes
   the config's ``mamba_ssm_cache_dtype`` (``NemotronHForCausalLMConfig``; float32 by default).
-  ReplaySSM's ring shapes are not read (refused).
+  ReplaySSM's ring shapes are not read (refused; vLLM itself refuses ``--use-replayssm`` for every
+  architecture here but Nemotron-H and Kimi-Linear).
 * **Granite-4.0-H** (``GraniteMoeHybridForCausalLM``): ``layer_types`` (legacy names remapped;
   every layer Mamba without them), Mamba-2 at ``<prefix>.<i>.mixer``, attention at
   ``<prefix>.<i>.self_attn.attn`` with ``hidden_size / num_attention_heads`` per head.
@@ -88,6 +89,9 @@ STATE_ARCHITECTURES: Final[Mapping[str, str]] = {
     **HYBRID_ARCHITECTURES,
 }
 _INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfig
+#: The architectures whose vLLM 0.33.0 class is ``SupportsReplaySSM`` (``--use-replayssm``); vLLM
+#: refuses the flag for every other one.
+REPLAYSSM_ARCHITECTURES: Final = frozenset({"NemotronHForCausalLM", "KimiLinearForCausalLM"})
 
 
 def _layer_types(v: _View, n: int) -> list[str]:
@@ -232,6 +236,12 @@ def state_layers_from_hf_config(
     v = _View(cfg, "config.json", engine="vllm")  # the text part, transformers' class defaults
     text = v.cfg
     tp, method = engine.tp, engine.speculative_method
+    if engine.use_replayssm:
+        if arch not in REPLAYSSM_ARCHITECTURES:  # VllmConfig.validate_mamba_cached_kernel
+            raise ConfigError(f"vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture {arch!r}",
+                              "use_replayssm")  # fmt: skip
+        raise ConfigError(f"use_replayssm: kvbudget does not read {arch}'s ReplaySSM / RecoverSSM state shapes "
+                          "(append_replayssm_ring) yet", "use_replayssm")  # fmt: skip
     if arch in HYBRID_ARCHITECTURES:
         if method is not None and (method, arch) != ("mtp", "NemotronHForCausalLM"):
             raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet; "

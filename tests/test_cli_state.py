@@ -111,3 +111,15 @@ def test_compare_shows_the_state_pool_it_plans_beside() -> None:
     assert r.returncode == 0, r.stderr
     slots = plan["state"]["budget"]["max_mamba_cache_size"]
     assert f"state pool (SGLang's, sized first): {slots:,} slots + 1 padding" in r.stdout
+
+
+def test_compare_caps_the_requests_sglang_holds_by_its_state_pool() -> None:
+    """SGLang runs no more requests than its state pool holds (slots over slots per request):
+    Qwen3-Next at TP 4 with 28 GiB keeps 736 slots, 3 per request, so 245 requests at 4,096
+    tokens although its KV pool would hold 314; longer contexts stay capped by the KV pool."""
+    doc = json.loads(run("compare", "qwen3-next-80b-a3b-instruct", "--engines", "sglang", "--tp", "4",
+                         "--available", "28GiB", "--json").stdout)  # fmt: skip
+    rows = {r["context_len"]: r for r in doc["concurrency"]}
+    assert doc["state"]["budget"]["max_mamba_cache_size"] == 736
+    assert rows[4096]["sglang"] == rows[4096]["exact"] == 736 // 3
+    assert rows[8192]["sglang"] == 157  # below the cap: the KV pool's count

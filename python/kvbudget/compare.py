@@ -136,6 +136,7 @@ def compare_engines(
     vllm_deployment: VllmDeployment | None = None,
     sglang: bool = True,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
+    max_running_requests: int | None = None,
 ) -> EngineComparison:
     """One deployment in SGLang 0.5.23's terms, kvbudget's exact plan, and vLLM 0.33.0's.
 
@@ -146,6 +147,8 @@ def compare_engines(
         vllm_deployment: vLLM's side (its layers, settings and budget); None leaves vLLM out.
         sglang: include SGLang's token counts and their allocation.
         lengths: context lengths to count requests at, tokens.
+        max_running_requests: SGLang's cap on running requests (a hybrid-state model's state pool
+            sets one: its slots over the slots per request); the SGLang and exact rows hold no more.
 
     Raises:
         KVBudgetError: SGLang's configurator cannot plan ``available`` (not enough
@@ -164,9 +167,15 @@ def compare_engines(
             refusal = str(exc)
     rows = []
     for n in lengths:
-        row: dict[str, Any] = {"context_len": n, "exact": concurrency(cfg, exact, n)}
+        cap = max_running_requests
+
+        def held(p: PoolPlan) -> int:
+            k = concurrency(cfg, p, n)
+            return k if cap is None else min(k, cap)
+
+        row: dict[str, Any] = {"context_len": n, "exact": held(exact)}
         if theirs is not None:
-            row["sglang"] = concurrency(cfg, theirs, n)
+            row["sglang"] = held(theirs)
         if vllm_deployment is not None and refusal is None:
             row["vllm"] = vllm_deployment.concurrency(n)
         rows.append(row)

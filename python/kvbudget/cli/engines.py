@@ -65,8 +65,10 @@ def compare(args: argparse.Namespace, sc: CliScenario, engines: tuple[str, ...] 
                 raise
             unread = str(exc)
     deployment = None if vi is None else VllmDeployment(vi.layers, vi.engine, vi.available)
+    sb = sc.state_budget  # SGLang's state pool caps its running requests
+    cap = sb.max_mamba_cache_size // sb.mamba_ratio if sb is not None and sb.mamba_ratio else None
     c = compare_engines(sc.scenario, available, hybrid_swa=sc.sglang_hybrid_swa, vllm_deployment=deployment,
-                        sglang="sglang" in engines, lengths=lengths)  # fmt: skip
+                        sglang="sglang" in engines, lengths=lengths, max_running_requests=cap)  # fmt: skip
     return EngineView(c, vi, unread)
 
 

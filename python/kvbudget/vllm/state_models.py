@@ -134,10 +134,7 @@ def _mtp(cfg: Mapping[str, Any], v: _View, arch: str, engine: EngineConfig) -> t
     method = engine.speculative_method
     if method is None:
         return 0, 0
-    if method != "mtp":
-        raise ConfigError(f"speculative_method={method!r}: kvbudget reads {arch}'s own MTP layers "
-                          "(speculative_method='mtp'), not other drafters")  # fmt: skip
-    key = _MTP_LAYERS[arch]
+    key = _MTP_LAYERS[arch]  # the caller refused every other method
     outer = cfg.get(key) if arch.endswith("ForConditionalGeneration") else None
     n_predict = v.opt_int(key) if outer is None else _View({key: outer}, "config.json", engine="vllm").opt_int(key)
     layers = v.opt_int(key)
@@ -242,18 +239,16 @@ def state_layers_from_hf_config(
                               "use_replayssm")  # fmt: skip
         raise ConfigError(f"use_replayssm: kvbudget does not read {arch}'s ReplaySSM / RecoverSSM state shapes "
                           "(append_replayssm_ring) yet", "use_replayssm")  # fmt: skip
+    if method is not None and not (method == "mtp" and (arch in _MTP_LAYERS or arch == "NemotronHForCausalLM")):
+        own = " (it reads the model's own MTP layers, speculative_method='mtp')" if arch in _MTP_LAYERS else ""
+        raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet"
+                          f"{own}; plan the target alone or give the layers")  # fmt: skip
     if arch in HYBRID_ARCHITECTURES:
-        if method is not None and (method, arch) != ("mtp", "NemotronHForCausalLM"):
-            raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet; "
-                              "plan the target alone or give the layers")  # fmt: skip
         return hybrid_layers(arch, v, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype),
                              disable_sliding_window=disable_sliding_window,
                              draft_kv_cache_dtype=draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype)  # fmt: skip
     if arch == "KimiLinearForCausalLM":
-        if method is not None:
-            raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet; "
-                              "plan the target alone or give the layers")  # fmt: skip
         return _kimi_linear(v, engine, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype))
     n = v.req_int("num_hidden_layers")
     kinds = _layer_types(v, n)

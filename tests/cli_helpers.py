@@ -19,6 +19,9 @@ ENV = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1"}
 
 #: REFERENCE section 5, example 1 on the command line (the embedded default before issue 23).
 REF1 = ("gemma-3-27b", "--draft", "eagle3:1", "--available", "40GiB")
+#: The same deployment as vLLM 0.33.0 starts it: an EAGLE (1) head. vLLM refuses an EAGLE3 head that
+#: reads aux hidden states on Gemma 3 (its class is not ``SupportsEagle3``); the plan is the same.
+REF1_VLLM = ("gemma-3-27b", "--draft", "eagle:1", "--available", "40GiB")
 #: The embedded default's SGLang budget: the H200 preset x mem-fraction 0.9 - 60.8 GiB of weights.
 DEFAULT_A = int(141e9 * 0.9) - int(60.8 * GIB)  # 61,616,497,101 bytes
 

@@ -1,8 +1,9 @@
 """``kvbudget plan --engine vllm`` and ``kvbudget compare --engines sglang vllm``.
 
 The numbers asserted are VLLM.md section 9's, which its authors produced by
-running vLLM 0.33.0's own planner: case (a) + EAGLE3 is REFERENCE section 5's
-example 1 (Gemma-3-27B, a one-layer EAGLE3 drafter, 40 GiB: ``REF1``), case (b)
+running vLLM 0.33.0's own planner: case (a) + a one-layer drafter is REFERENCE section 5's
+example 1 (Gemma-3-27B, 40 GiB), with the EAGLE head vLLM starts on Gemma 3 (``REF1_VLLM``:
+vLLM refuses ``REF1``'s EAGLE3 head, which reads aux hidden states), case (b)
 is gpt-oss-120b at TP 4 with an fp8 cache and 30 GiB. The README's ``compare``
 output is its command's output.
 """
@@ -15,7 +16,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from cli_helpers import REF1, run
+from cli_helpers import REF1, REF1_VLLM, run
 
 from kvbudget import vllm
 from kvbudget.vllm.budget import vllm_available_bytes
@@ -32,12 +33,12 @@ def _json(*args: str) -> dict:
 
 
 def test_plan_engine_vllm_is_vllms_plan_of_case_a() -> None:
-    doc = _json("plan", *REF1, "--engine", "vllm")
+    doc = _json("plan", *REF1_VLLM, "--engine", "vllm")
     p = doc["vllm_plan"]
     assert (p["num_blocks"], p["kv_cache_size_tokens"], p["bytes_per_block"]) == (29789, 286316, [1441792])
     assert p["warnings"] == ["Add 3 padding layers, may waste at most 5.77% KV cache memory"]
     # The document's layers are the library's reading of the preset, and its plan the library's.
-    engine = vllm.EngineConfig(speculative_method="eagle3", num_speculative_tokens=1, derived_max_model_len=131072)
+    engine = vllm.EngineConfig(speculative_method="eagle", num_speculative_tokens=1, derived_max_model_len=131072)
     layers = layers_from_hf_config(get_preset("gemma-3-27b").hf_config(), engine,
                                    draft={"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1,
                                           "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
@@ -55,9 +56,11 @@ def test_plan_engine_vllm_gpt_oss_tp4_fp8_is_vllm_md_case_b() -> None:
 
 
 def test_plan_engine_vllm_table_and_errors() -> None:
-    r = run("plan", *REF1, "--engine", "vllm", "--block-size", "32")
+    r = run("plan", *REF1_VLLM, "--engine", "vllm", "--block-size", "32")
     assert r.returncode == 0, r.stderr
     assert "vLLM 0.33.0: block 32" in r.stdout and "GPU KV cache size" in r.stdout
+    r = run("plan", *REF1, "--engine", "vllm")  # EAGLE3 on Gemma 3: vLLM does not start
+    assert r.returncode == 1 and "Model does not support EAGLE3 interface" in r.stderr, r.stderr
     r = run("plan", *REF1, "--block-size", "32")
     assert r.returncode == 2 and "--block-size: vLLM's, which need --engine vllm" in r.stderr
     r = run("plan", "--engine", "sglang", "--block-size", "32")  # the default with one engine
@@ -76,7 +79,7 @@ def test_plan_engine_vllm_gpu_budget_is_vllms_request() -> None:
     doc = _json("plan", "llama-3.1-8b", "--engine", "vllm", "--gpu", "h100", "--weights-gib", "16")
     total = doc["budget"]["gpu_memory_bytes"]
     assert doc["vllm_available_bytes"] == vllm_available_bytes(total, 0.92, weights_bytes=16 << 30)
-    r = run("plan", *REF1, "--engine", "vllm", "--gpu-memory-utilization", "0.9")
+    r = run("plan", *REF1_VLLM, "--engine", "vllm", "--gpu-memory-utilization", "0.9")
     assert r.returncode == 2 and "--gpu" in r.stderr
     doc = _json("plan", "--gpu-memory-utilization", "0.9")  # the default's budget is a GPU's
     assert doc["engines"]["vllm"]["vllm_available_bytes"] == vllm_available_bytes(141_000_000_000, 0.9,
@@ -85,7 +88,7 @@ def test_plan_engine_vllm_gpu_budget_is_vllms_request() -> None:
 
 def test_compare_engines_json_and_plot(tmp_path: Path) -> None:
     png = tmp_path / "c.png"
-    doc = _json("compare", *REF1, "--engines", "sglang", "vllm", "--context-lengths", "8192,131072",
+    doc = _json("compare", *REF1_VLLM, "--engines", "sglang", "vllm", "--context-lengths", "8192,131072",
                 "--plot", str(png))  # fmt: skip
     assert doc["sglang_configurator"] == "default"  # SGLang 0.5.23's own choice for Gemma 3 (not hybrid)
     rows = {r["context_len"]: r for r in doc["concurrency"]}

@@ -24,7 +24,8 @@ from sglang_model_cases import DEFAULTS, FAMILIES
 from vllm_oracle._hf import VllmLoadError, vllm_layers
 
 from kvbudget import InvalidConfigError, vllm
-from kvbudget.vllm.models import layers_from_hf_config
+from kvbudget.vllm.models import ARCHITECTURES, EAGLE3_ARCHITECTURES, layers_from_hf_config
+from kvbudget.vllm.state_models import STATE_ARCHITECTURES
 
 N = int(os.environ.get("KVBUDGET_VLLM_MODEL_CASES", "40"))
 _FAMILIES = ("gemma2", "gemma3", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4", "gpt_oss", "deepseek_v3")
@@ -54,6 +55,9 @@ def _draft(rng: random.Random, target: dict[str, Any]) -> dict[str, Any]:
     if rng.random() < 0.3:
         d["layer_types"] = [rng.choice(["sliding_attention", "full_attention"]) for _ in range(n)]
         d["sliding_window"] = rng.choice([512, 2048])
+    aux = rng.random()  # EAGLE3 heads read the target's aux hidden states unless eagle_config says not
+    if aux < 0.3:
+        d["eagle_config"] = {"use_aux_hidden_state": aux < 0.2 and rng.random() < 0.5}
     return d
 
 
@@ -141,6 +145,38 @@ def test_layers_equal_vllms_reading_of_the_config() -> None:
     print(f"\nvLLM model reading: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
     assert counts["drafted"] > N and counts["refused"] < counts["compared"] // 3, counts
+
+
+def test_eagle3_targets_are_the_wheels_supports_eagle3_classes() -> None:
+    """:data:`EAGLE3_ARCHITECTURES` is every architecture kvbudget reads whose vLLM 0.33.0 class
+    derives from ``SupportsEagle3``, its bases read from the pinned model files."""
+    from vllm_oracle import _hf
+    from vllm_oracle._interfaces import supports
+
+    root = _hf._root()
+    env = _hf._env(root)
+    read = set(ARCHITECTURES) | set(STATE_ARCHITECTURES)
+    assert {a for a in read if supports(root, env.registry, a, "SupportsEagle3")} == EAGLE3_ARCHITECTURES
+    assert EAGLE3_ARCHITECTURES < read and "Gemma3ForConditionalGeneration" not in EAGLE3_ARCHITECTURES
+
+
+@pytest.mark.parametrize("family", ["gemma3", "cohere2", "llama", "qwen3"])
+def test_eagle3_startup_refused_as_vllm_refuses_it(family: str) -> None:
+    """An EAGLE3 head reading aux hidden states (by default, or ``use_aux_hidden_state: true``)
+    on a target that is not ``SupportsEagle3`` is refused as vLLM's ``load_model`` refuses it (its
+    check lifted); ``use_aux_hidden_state: false`` starts on any target."""
+    cls, arch = DEFAULTS[family]
+    saved = {**cls().to_dict(), "architectures": [arch]}
+    head = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1,
+            "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 1024}  # fmt: skip
+    refused = arch not in EAGLE3_ARCHITECTURES
+    for eagle_config, starts in ((None, not refused), ({"use_aux_hidden_state": True}, not refused),
+                                 ({"use_aux_hidden_state": False}, True)):  # fmt: skip
+        draft = head if eagle_config is None else {**head, "eagle_config": eagle_config}
+        settings = {"tp": 1, "pp": 1, "speculative_method": "eagle3", "num_speculative_tokens": 2, "draft": draft}
+        ours, theirs = _ours(saved, settings), _theirs(saved, settings)
+        assert isinstance(theirs, str) != starts, (family, eagle_config, theirs)
+        assert ours == theirs if starts else "does not support EAGLE3 interface" in str(ours), (family, ours)
 
 
 def test_out_of_scope_architectures_are_refused_by_name() -> None:

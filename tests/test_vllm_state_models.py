@@ -438,21 +438,14 @@ def test_replayssm_is_refused_as_vllm_refuses_it() -> None:
     ``SupportsReplaySSM`` (read from the pinned wheel's source), and kvbudget refuses it the same
     way; where vLLM takes it (Nemotron-H, Kimi-Linear) kvbudget refuses by name, never planning
     without the ring shapes."""
-    import ast
-
     from vllm_oracle import _hf
+    from vllm_oracle._interfaces import supports
 
     from kvbudget.vllm.state_models import REPLAYSSM_ARCHITECTURES, STATE_ARCHITECTURES
 
-    env = _hf._env(_hf._root())
-    supported = set()
-    for arch in STATE_ARCHITECTURES:
-        module, cls = env.registry[arch]
-        path = "models/kimi_k3/nvidia/model.py" if module.startswith("vllm.") else f"model_executor/models/{module}.py"
-        tree = ast.parse((_hf._root() / "vllm" / path).read_text())
-        node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
-        if "SupportsReplaySSM" in {ast.unparse(b) for b in node.bases}:
-            supported.add(arch)
+    root = _hf._root()
+    env = _hf._env(root)
+    supported = {a for a in STATE_ARCHITECTURES if supports(root, env.registry, a, "SupportsReplaySSM")}
     assert supported == REPLAYSSM_ARCHITECTURES, supported
     configs = {"Qwen3NextForCausalLM": get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config,
                "NemotronHForCausalLM": get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config,

@@ -87,6 +87,7 @@ from oracle_kit.strict import Poison, StrictModule, StubError, fail
 from ._strict import RecordingLogger, StrictConfig
 from ._hf_lift import (VllmLoadError, _Module, _Rope, _StateLayer, _inert, _lift_class, _lift_nested,
                        _lift_stmts, _load_error, _run, _stores, _unlifted)  # fmt: skip
+from ._interfaces import eagle3_startup
 
 __all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
@@ -482,6 +483,11 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
                 _build(env, draft_mc.hf_config.architectures[0], vllm_config, draft_mc.hf_config)
         finally:
             _CTX.clear()
+        if method in ("eagle", "eagle3") and rank == pp - 1:
+            try:  # load_model's check on the last rank, both models built
+                eagle3_startup(_root(), env.registry, config.architectures[0], method, draft_mc)
+            except RuntimeError as e:  # vLLM's refusal; anything else is the oracle's own failure
+                raise _load_error(e) from e
         for name, layer in context.items():
             if isinstance(layer, env.state_layers):
                 try:

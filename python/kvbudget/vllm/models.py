@@ -8,7 +8,7 @@ registration order, so two config folders give a vLLM plan::
     from kvbudget.vllm.models import layers_from_hf_config
 
     engine = vllm.EngineConfig(tp=2, speculative_method="eagle3", num_speculative_tokens=3)
-    layers = layers_from_hf_config("gemma-3-27b-it/", engine, draft="gemma3-eagle3/")
+    layers = layers_from_hf_config("Llama-3.1-8B-Instruct/", engine, draft="EAGLE3-LLaMA3.1-8B/")
     vllm.plan(layers, 40 << 30, engine).kv_cache_size_tokens
 
 What vLLM does, per family (each model file reads the config itself; these are
@@ -33,6 +33,11 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   last stage's layer count and EAGLE3 from the model's (its ``layer_types``
   index from 0); DeepSeek MTP adds ``num_nextn_predict_layers`` MLA layers of
   the target's geometry. Drafter heads per rank use the target's TP.
+* **EAGLE3 on a target without the interface**: an EAGLE3 drafter reads the target's
+  auxiliary hidden states unless its ``eagle_config`` says ``use_aux_hidden_state: false``,
+  and vLLM then refuses to start unless the target's class is ``SupportsEagle3``
+  (:data:`EAGLE3_ARCHITECTURES`; not Gemma 2/3, Cohere 2, Falcon-H1, Granite-4.0-H, LFM2 or
+  Jamba): kvbudget refuses it with vLLM's message.
 
 Gated-delta-net hybrids (Qwen3-Next, Qwen3.5: :data:`~kvbudget.vllm.state_models.STATE_ARCHITECTURES`)
 are read by :mod:`kvbudget.vllm.state_models`, their state layers included.
@@ -53,7 +58,7 @@ from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config
 
-__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "layers_from_hf_config", "pp_stage_layers"]
+__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "layers_from_hf_config", "pp_stage_layers"]
 
 # Family -> the architectures vLLM 0.33.0 builds with it. A ``...ForConditionalGeneration``
 # wrapper names its text layers ``language_model.model.layers``; the others ``model.layers``.
@@ -77,6 +82,15 @@ _FAMILIES: Final[dict[str, tuple[str, str]]] = {
 ARCHITECTURES: Final[frozenset[str]] = frozenset(_FAMILIES)
 #: ``EngineConfig.speculative_method`` values whose drafter layers are read.
 DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
+#: The architectures kvbudget reads whose vLLM 0.33.0 class implements ``SupportsEagle3``
+#: (``model_executor/models/interfaces.py``; held to the wheel's class hierarchy by
+#: ``tests/test_vllm_models.py``). vLLM asks ``supports_eagle3(model)`` of the built target when an
+#: EAGLE3 drafter reads auxiliary hidden states.
+EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "KimiLinearForCausalLM",
+    "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "MistralForCausalLM",
+    "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip
 # The drafter architectures (after EAGLEConfig's renaming) vLLM builds with its Llama EAGLE heads.
 _LLAMA_DRAFTERS: Final[dict[str, frozenset[str]]] = {
     "eagle": frozenset({"EagleLlamaForCausalLM"}),
@@ -101,6 +115,24 @@ def _drafter_architecture(method: str, cfg: Mapping[str, Any]) -> str:
                           f"kvbudget reads its Llama heads ({', '.join(sorted(_LLAMA_DRAFTERS[method]))})",
                           "architectures")  # fmt: skip
     return name
+
+
+def _eagle3_startup(arch: str, method: str, cfg: Mapping[str, Any]) -> None:
+    """vLLM's startup check of an EAGLE3 drafter on ``arch`` (``SpecDecodeBaseProposer.
+    _get_eagle3_use_aux_hidden_state_from_config``, then ``GPUModelRunner.
+    _setup_eagle3_aux_hidden_state_outputs``): a drafter that reads auxiliary hidden states (its
+    ``eagle_config.use_aux_hidden_state``, true unless set false) needs a ``SupportsEagle3`` target."""
+    if method != "eagle3":
+        return
+    eagle_config = cfg.get("eagle_config")
+    if eagle_config is not None and not isinstance(eagle_config, Mapping):
+        raise ConfigError("draft config.json: vLLM 0.33.0 reads eagle_config.get('use_aux_hidden_state'); "
+                          f"eagle_config is {type(eagle_config).__name__}, not a mapping", "eagle_config")  # fmt: skip
+    use_aux = True if eagle_config is None else eagle_config.get("use_aux_hidden_state", True)
+    if use_aux and arch not in EAGLE3_ARCHITECTURES:
+        raise ConfigError(f"vLLM 0.33.0 refuses it: Model does not support EAGLE3 interface but "
+                          f"aux_hidden_state_outputs was requested ({arch} is not SupportsEagle3; an EAGLE3 "
+                          "drafter whose eagle_config sets use_aux_hidden_state false starts)", "eagle_config")  # fmt: skip
 
 
 def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
@@ -296,4 +328,5 @@ def layers_from_hf_config(
                               "target's last stage already holds")  # fmt: skip
         types_index = j if method == "eagle3" else begin + j
         out.append(_spec(name, drafter.layer(begin + j, types_index, tp), dtype_d, dtype_m, True, last))
+    _eagle3_startup(cfg["architectures"][0], method, dcfg)
     return out

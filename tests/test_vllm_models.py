@@ -68,6 +68,8 @@ def _engine(rng: random.Random, family: str) -> tuple[dict[str, Any], dict[str, 
         engine.update(speculative_method="mtp", num_speculative_tokens=1)
     elif r < 0.5:
         engine.update(speculative_method=rng.choice(["eagle", "eagle3"]), num_speculative_tokens=3)
+        if rng.random() < 0.2:  # the target's windows off; an EAGLE drafter's own stay
+            engine["disable_sliding_window"] = True
         return engine, {}
     return engine, None
 
@@ -97,9 +99,9 @@ def cases(per_family: int, seed: int = 0) -> Iterator[Case]:
 
 def _ours(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
     s = dict(settings)
-    draft = s.pop("draft", None)
+    draft, off = s.pop("draft", None), s.pop("disable_sliding_window", False)
     try:
-        layers = layers_from_hf_config(saved, vllm.EngineConfig(**s), draft=draft)
+        layers = layers_from_hf_config(saved, vllm.EngineConfig(**s), draft=draft, disable_sliding_window=off)
     except InvalidConfigError as e:
         return f"refused: {e}"
     return [{k: getattr(x, k) for k in _FIELDS} for x in layers]
@@ -110,6 +112,7 @@ def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, A
     draft = s.pop("draft", None)
     try:
         layers = vllm_layers(_load(saved), tp=s["tp"], pp=s["pp"], draft_config=None if draft is None else _load(draft),
+                             disable_sliding_window=s.get("disable_sliding_window", False),
                              method=s.get("speculative_method"),
                              num_speculative_tokens=s.get("num_speculative_tokens"))  # fmt: skip
     except VllmLoadError as e:

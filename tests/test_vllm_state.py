@@ -216,3 +216,36 @@ def test_hybrids_with_their_mtp_drafter_plan_as_vllm_does(oracle: vo.VllmOracle,
     plain_states = [b for b, g in zip(plain["blocks_per_request"], plain["worker_groups"][0])
                     if g["spec"] == "MambaSpec"]  # fmt: skip
     assert states and [b - tokens for b in states] == plain_states, (states, plain_states)
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+@pytest.mark.parametrize(("model", "method"), [("qwen3-next-80b-a3b-instruct", "eagle3"),
+                                               ("nvidia-nemotron-nano-9b-v2", "eagle3"),
+                                               ("falcon-h1-7b-instruct", "eagle"),
+                                               ("kimi-linear-48b-a3b-instruct", "eagle3")])  # fmt: skip
+def test_hybrids_with_an_eagle_head_plan_as_vllm_does(oracle: vo.VllmOracle, prefix: bool, model: str,
+                                                      method: str) -> None:  # fmt: skip
+    """A bundled hybrid served with a one-layer EAGLE / EAGLE3 head (k = 3), read by
+    ``layers_from_hf_config`` and planned by vLLM's code and by kvbudget on 4 ranks at 20 GiB: every
+    compared field equal; the head's layer joins an attention group and every state keeps three
+    more conv rows."""
+    from kvbudget.models.hybrid_state import get_hybrid_state_model
+
+    engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": prefix, "speculative_method": method,
+              "num_speculative_tokens": 3}  # fmt: skip
+    head = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "hidden_size": 4096}  # fmt: skip
+    saved = get_hybrid_state_model(model).config
+    specs = vllm.layers_from_hf_config(saved, vllm.EngineConfig(**engine), draft=head)
+    plain = vllm.layers_from_hf_config(saved, vllm.EngineConfig(tp=4))
+    conv = [x.state_shapes[0] for x in specs if x.kind == "mamba"]
+    assert conv and all(c[0] == p.state_shapes[0][0] + 3 for c, p in zip(conv, (x for x in plain if x.kind == "mamba")))
+    layers = [{k: getattr(x, k) for k in ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "kv_cache_dtype",
+                                          "model_dtype", "state_shapes", "state_dtypes", "mamba_type",
+                                          "prefill_checkpoint", "is_draft", "sliding_window")}
+              for x in specs]  # fmt: skip
+    assert [x["is_draft"] for x in layers].count(True) == 1
+    theirs = oracle.plan(layers, 20 * GIB, engine)
+    ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
+    assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)
+    assert theirs["num_blocks"] > 0

@@ -97,8 +97,10 @@ def _fields(x: dict[str, Any]) -> dict[str, Any]:
 
 def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
           no_window: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
+    settings = dict(engine)
+    draft = settings.pop("draft", None)
     try:
-        layers = layers_from_hf_config(saved, vllm.EngineConfig(**engine), model_dtype=dtype,
+        layers = layers_from_hf_config(saved, vllm.EngineConfig(**settings), model_dtype=dtype, draft=draft,
                                        disable_sliding_window=no_window)  # fmt: skip
     except InvalidConfigError as e:
         return f"refused: {e}"
@@ -115,9 +117,11 @@ def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
             no_window: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
     d = dict(saved)
     loaded = vllm_config_class(d["model_type"]).from_dict(d)
+    draft = engine.get("draft")
+    drafter = None if draft is None else T.CONFIG_MAPPING[draft["model_type"]].from_dict(dict(draft))
     try:
         return [_fields(x) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype,
-                                                disable_sliding_window=no_window,
+                                                disable_sliding_window=no_window, draft_config=drafter,
                                                 method=engine.get("speculative_method"),
                                                 num_speculative_tokens=engine.get("num_speculative_tokens"))]  # fmt: skip
     except VllmLoadError as e:
@@ -394,23 +398,69 @@ def test_the_bundled_qwen_checkpoints_read_with_their_mtp_drafter_as_vllm_reads_
         assert conv[0] == next(x for x in plain if x["kind"] == "mamba")["state_shapes"][0][0] + 2, conv
 
 
+def _eagle(rng: random.Random, case: tuple[dict[str, Any], dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``case`` served with an EAGLE or EAGLE3 head (Llama, one or two layers, some with sliding
+    layers; an EAGLE3 head's ``eagle_config`` with or without ``use_aux_hidden_state``)."""
+    saved, engine = case
+    heads = rng.choice([8, 16, 32])
+    n = rng.choice([1, 1, 2])
+    draft: dict[str, Any] = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": n,
+                             "num_attention_heads": heads, "num_key_value_heads": rng.choice([1, 4, 8, heads]),
+                             "hidden_size": heads * rng.choice([64, 128])}  # fmt: skip
+    if rng.random() < 0.2:
+        draft.update(layer_types=[rng.choice(["sliding_attention", "full_attention"]) for _ in range(n)],
+                     sliding_window=rng.choice([512, 2048]))  # fmt: skip
+    method = rng.choice(["eagle", "eagle3", "eagle3"])
+    if method == "eagle3" and rng.random() < 0.3:
+        draft["eagle_config"] = {"use_aux_hidden_state": rng.random() < 0.4}
+    engine = {**{k: v for k, v in engine.items() if k not in ("speculative_method", "num_speculative_tokens")},
+              "speculative_method": method, "num_speculative_tokens": rng.choice([1, 2, 3, 5]), "draft": draft}
+    return saved, engine
+
+
+def _strip_mtp(case: tuple[dict[str, Any], dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    return case[0], {k: v for k, v in case[1].items() if k in ("tp", "pp")}
+
+
+def test_eagle_drafters_on_hybrid_state_targets_read_as_vllm_reads_them() -> None:
+    """EAGLE / EAGLE3 heads on every hybrid-state family but LFM2 (Qwen3-Next and Qwen3.5, Nemotron-H,
+    Granite-4.0-H, Falcon-H1, Jamba, Kimi-Linear): the drafter's layers after the target's, each
+    state's speculative conv rows, and vLLM's EAGLE3 startup check on the target's class, equal
+    vLLM's own reading (the drafter built by its ``Eagle(3)LlamaForCausalLM``, ``load_model``'s check
+    lifted)."""
+    rng = random.Random("vllm-state-eagle")
+    makers = (_case, _nemotron_h_case, _granite_case, _falcon_h1_case, _jamba_case, _kimi_linear_case)
+    cases = [_eagle(rng, _strip_mtp(makers[i % len(makers)](rng))) for i in range(max(N // 2, 2 * len(makers)))]
+    for name in ("qwen3-next-80b-a3b-instruct", "nvidia-nemotron-nano-9b-v2", "falcon-h1-7b-instruct",
+                 "kimi-linear-48b-a3b-instruct"):  # fmt: skip
+        cases.append(_eagle(rng, (get_hybrid_state_model(name).config, {"tp": 4, "pp": 1})))
+    counts, mismatches = _compare(rng, cases, no_window=0.2)
+    print(f"\nvLLM EAGLE on hybrid-state targets: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert counts["refused"] < counts["compared"] * 2 // 3 and counts["drafter layers"] > N // 5, counts
+
+
 def test_drafters_kvbudget_does_not_read_are_refused() -> None:
-    """EAGLE heads on a gated-delta-net model, the Mamba hybrids' drafters other than Nemotron-H's
-    MTP (and that one where the checkpoint has no MTP layers) are refused by name,
-    and so is an MTP drafter without ``num_speculative_tokens`` (vLLM would default it to the
-    config's ``n_predict``, which the plan would not see)."""
+    """EAGLE heads on LFM2, the Mamba hybrids' MTP drafters other than Nemotron-H's (and that one
+    where the checkpoint has no MTP layers) are refused by name, and so is an MTP or EAGLE drafter
+    without ``num_speculative_tokens`` (vLLM would default an MTP's to the config's ``n_predict``,
+    which the plan would not see)."""
     qwen = get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config
     nemotron = get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config
     falcon = get_hybrid_state_model("falcon-h1-7b-instruct").config
     mtp = vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-    for saved, engine, words in (
-            (qwen, vllm.EngineConfig(speculative_method="eagle3", num_speculative_tokens=2), "own MTP layers"),
-            (falcon, mtp, "drafter layers"),
-            (nemotron, mtp, "num_nextn_predict_layers is 0"),  # Nano-9B-v2 ships no MTP layers
-            (nemotron, vllm.EngineConfig(speculative_method="eagle3", num_speculative_tokens=1), "drafter layers"),
-            (qwen, vllm.EngineConfig(speculative_method="mtp"), "needs num_speculative_tokens")):  # fmt: skip
+    lfm2 = get_hybrid_state_model("lfm2-1.2b").config
+    head = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "hidden_size": 2048}  # fmt: skip
+    eagle = vllm.EngineConfig(speculative_method="eagle", num_speculative_tokens=2)
+    for saved, engine, draft, words in (
+            (falcon, mtp, None, "drafter layers"),
+            (nemotron, mtp, None, "num_nextn_predict_layers is 0"),  # Nano-9B-v2 ships no MTP layers
+            (lfm2, eagle, head, "ShortConv layers keep them"),
+            (qwen, vllm.EngineConfig(speculative_method="eagle"), head, "needs num_speculative_tokens"),
+            (qwen, vllm.EngineConfig(speculative_method="mtp"), None, "needs num_speculative_tokens")):  # fmt: skip
         try:
-            layers_from_hf_config(saved, engine)
+            layers_from_hf_config(saved, engine, draft=draft)
         except InvalidConfigError as e:
             assert words in str(e), e
         else:

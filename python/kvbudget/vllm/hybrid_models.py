@@ -14,7 +14,7 @@ from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.state_common import (_attention_heads, _attention_over_hidden, _attention_template, _hybrid_layers,
                                         _listed_kinds, _mtp_tokens, _state_dtypes, _state_template)  # fmt: skip
 
-__all__ = ["HYBRID_ARCHITECTURES", "hybrid_layers"]
+__all__ = ["HYBRID_ARCHITECTURES", "hybrid_layers", "nemotron_h_kinds"]
 
 #: Architecture -> the layers' prefix.
 HYBRID_ARCHITECTURES: Final = {
@@ -29,21 +29,22 @@ HYBRID_ARCHITECTURES: Final = {
 
 def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
                   cache_dtypes: tuple[str, str], disable_sliding_window: bool,
-                  draft_kv_cache_dtype: str) -> list[LayerSpec]:  # fmt: skip
+                  draft_kv_cache_dtype: str, num_spec: int = 0) -> list[LayerSpec]:  # fmt: skip
     """The layers vLLM registers for ``arch`` (one of :data:`HYBRID_ARCHITECTURES`), and Nemotron-H's
-    MTP drafter's with ``speculative_method="mtp"`` (the only drafter read; the caller refuses the
-    rest); ``cache_dtypes``: ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype``."""
+    MTP drafter's with ``speculative_method="mtp"`` (an EAGLE drafter's layers are the caller's);
+    ``cache_dtypes``: ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype``; ``num_spec``: an
+    EAGLE drafter's speculative tokens, the conv rows each Mamba-2 state keeps for them."""
     prefix = HYBRID_ARCHITECTURES[arch]
     if arch == "NemotronHForCausalLM":
         return _nemotron_h(v, engine, prefix, (kv_cache_dtype, draft_kv_cache_dtype), model_dtype, cache_dtypes,
-                           disable_sliding_window)  # fmt: skip
+                           disable_sliding_window, num_spec)  # fmt: skip
     if arch == "FalconH1ForCausalLM":
-        return _falcon_h1(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
-    if arch == "JambaForCausalLM":
+        return _falcon_h1(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, num_spec)
+    if arch == "JambaForCausalLM":  # Mamba-1 keeps no speculative rows
         return _jamba(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
-    if arch in ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"):
+    if arch in ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"):  # no drafter here (the caller refuses it)
         return _lfm2(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes[0], moe=arch == "Lfm2MoeForCausalLM")
-    return _granite_4_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
+    return _granite_4_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, num_spec)
 
 
 # -- Nemotron-H (Mamba-2) ------------------------------------------------------------------------
@@ -51,7 +52,7 @@ _NEMOTRON_DEFAULT_KINDS: Final = ("linear_attention", "moe", "full_attention", "
 _NEMOTRON_MTP_DEFAULT_KINDS: Final = ("full_attention", "moe")  # its mtp_layers_block_type
 
 
-def _nemotron_h_kinds(v: _View) -> list[str]:
+def nemotron_h_kinds(v: _View) -> list[str]:
     """``NemotronHConfig``'s ``layers_block_type`` (``layer_types`` is its alias; legacy names
     remapped), else the kinds of the ``hybrid_override_pattern`` it was saved with, else the class
     default; vLLM's model reads them back as the pattern's characters."""
@@ -121,7 +122,7 @@ def _nemotron_h_mtp_kinds(v: _View) -> list[str]:
 
 
 def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtypes: tuple[str, str], model_dtype: str,
-                cache_dtypes: tuple[str, str], disable_sliding_window: bool) -> list[LayerSpec]:  # fmt: skip
+                cache_dtypes: tuple[str, str], disable_sliding_window: bool, num_spec: int) -> list[LayerSpec]:  # fmt: skip
     """``NemotronHModel``'s layers: a ``linear_attention`` (``M``) layer is a ``MambaMixer2`` at
     ``<prefix>.<i>.mixer``, a ``full_attention`` (``*``) layer an attention at
     ``<prefix>.<i>.mixer.attn`` (sliding when the config has a ``sliding_window``, unless
@@ -130,9 +131,8 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtypes: tu
     would make the drafter the whole model, whose layer names vLLM refuses as duplicates), its
     attention layers at ``mtp.layers.<j>.mixer.attn`` on the last stage (``kv_cache_dtypes``: the
     target's and the drafter's), and ``num_speculative_tokens`` more conv rows in each state."""
-    kinds, tp = _nemotron_h_kinds(v), engine.tp
+    kinds, tp = nemotron_h_kinds(v), engine.tp
     mtp: list[str] = []
-    num_spec = 0
     if engine.speculative_method == "mtp":
         steps = v.opt_int("num_nextn_predict_layers", 0) or 0
         if steps != 1:
@@ -166,7 +166,7 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtypes: tu
 
 # -- Granite-4.0-H (Mamba-2) ---------------------------------------------------------------------
 def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
-                 cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+                 cache_dtypes: tuple[str, str], num_spec: int) -> list[LayerSpec]:  # fmt: skip
     """``GraniteMoeHybridModel``'s layers: ``layer_types`` as transformers'
     ``GraniteMoeHybridConfig`` leaves them (legacy ``mamba`` / ``attention`` remapped; every layer
     Mamba without them); a ``linear_attention`` layer is a ``MambaMixer2`` at ``<prefix>.<i>.mixer``
@@ -188,14 +188,14 @@ def _granite_4_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: st
         head = inter // heads if v.cfg.get("mamba_d_head", "auto") == "auto" else v.req_int("mamba_d_head")
         dims = (inter, v.req_int("mamba_n_groups"), heads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
         state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"),
-                              model_dtype)  # fmt: skip
+                              model_dtype, num_spec)  # fmt: skip
     return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.mixer"), attention,
                           state)  # fmt: skip
 
 
 # -- Falcon-H1 (attention and Mamba-2 in every layer) --------------------------------------------
 def _falcon_h1(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
-               cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+               cache_dtypes: tuple[str, str], num_spec: int) -> list[LayerSpec]:  # fmt: skip
     """``FalconH1Model``'s layers: each of the ``n`` layers (``FalconH1ParallelHybrid``) registers
     an attention at ``<prefix>.<i>.attn`` (``head_dim`` if the config has one, else the hidden
     size over the heads; never a window, even with a ``sliding_window`` key) and then a ``MambaMixer2`` at
@@ -212,7 +212,7 @@ def _falcon_h1(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str,
     head = inter // mheads if v.cfg.get("mamba_d_head", "auto") == "auto" else v.req_int("mamba_d_head")
     dims = (inter, v.req_int("mamba_n_groups"), mheads, head, v.req_int("mamba_d_state"), v.req_int("mamba_d_conv"))
     state = _mamba2_state(tp, dims, _state_dtypes(model_dtype, *cache_dtypes), ("mamba_n_heads", "mamba_n_groups"),
-                          model_dtype)  # fmt: skip
+                          model_dtype, num_spec)  # fmt: skip
     root = prefix.split(".")[0]
     return _hybrid_layers(["hybrid"] * n, engine, (f"{prefix}.%d.attn", f"{root}.%d.mixer"), attention,
                           state)  # fmt: skip

@@ -25,7 +25,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   Qwen2/Qwen3 pass no per-layer window. A layer without its own window takes
   the model-wide one, which is ``sliding_window`` only when ``layer_types`` is
   absent or all sliding (so a Mistral-7B-v0.1 config is sliding on every
-  layer, drafter layers included), and never with ``disable_sliding_window``.
+  layer, drafter layers included), and never with ``disable_sliding_window`` (which leaves an
+  EAGLE drafter's own sliding layers as they are: its ModelConfig is built without the flag).
 * **Chunked layers** (Llama 4): ``no_rope_layers[i] != 0`` with ``attention_chunk_size``.
 * **Pipeline stages**: vLLM's ``get_pp_indices`` (an even split, the remainder
   to the stages before the last); drafter layers sit on the last stage.
@@ -56,7 +57,7 @@ from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, loa
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
-from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config
+from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 
 __all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "layers_from_hf_config", "pp_stage_layers"]
 
@@ -206,6 +207,12 @@ class _Reader:
             if types_index >= len(self.types):
                 raise ConfigError(f"{v.label}: vLLM asserts layer {types_index} is within layer_types "
                                   f"({len(self.types)} entries)", v.name("layer_types"))  # fmt: skip
+            if self.types[types_index] == "sliding_attention" and family == "cohere2" and self.window is None:
+                # CohereAttention adds one to hf_text_config.sliding_window, which the flag (or a window
+                # of 0) has set to None
+                raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: TypeError: Cohere 2 adds 1 to a sliding "
+                                  "window that --disable-sliding-window (or sliding_window 0) left None",
+                                  v.name("sliding_window"))  # fmt: skip
             if self.types[types_index] == "sliding_attention" and self.window is not None:
                 window = self.window + (1 if family == "cohere2" else 0)
         if window is None:
@@ -278,55 +285,74 @@ def layers_from_hf_config(
     engine = engine or EngineConfig()
     cfg = load_hf_config(config)
     archs = cfg.get("architectures")
+    method = engine.speculative_method
+    if method is None and draft is not None:
+        raise ConfigError("draft= was given but engine.speculative_method is None")
+    if method is not None and method not in DRAFT_METHODS:
+        raise ConfigError(f"speculative_method={method!r}: kvbudget reads {sorted(DRAFT_METHODS)} drafters")
+    if method in ("eagle", "eagle3") and draft is None:
+        raise ConfigError(f"speculative_method={method!r} needs draft= (the drafter's config.json)")
+    if method == "mtp" and draft is not None:
+        raise ConfigError("draft=: speculative_method='mtp' reads the target's own MTP layers, not a drafter")
+    dtype_m = model_dtype or _model_dtype(cfg)
+    dtype_d = draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype
     if isinstance(archs, list) and archs and archs[0] in STATE_ARCHITECTURES:
-        if draft is not None:
-            raise ConfigError("draft=: kvbudget reads a gated-delta-net model's own MTP layers, not a drafter")
-        return state_layers_from_hf_config(
-            cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype or _model_dtype(cfg),
+        out = state_layers_from_hf_config(
+            cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
             mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
             gdn_prefill_backend=gdn_prefill_backend, disable_sliding_window=disable_sliding_window,
             draft_kv_cache_dtype=draft_kv_cache_dtype)  # fmt: skip
+        if draft is not None:
+            n, window = state_target_layers(cfg)
+            out += _eagle_drafter(load_hf_config(draft), engine, out, (n, window), (dtype_d, dtype_m), archs[0])
+        return out
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
-    dtype_m = model_dtype or _model_dtype(cfg)
     tp, pp = engine.tp, engine.pp
-    stages = pp_stage_layers(target.n, pp)
-    out: list[LayerSpec] = []
-    for stage, (start, end) in enumerate(stages):
+    out = []
+    for stage, (start, end) in enumerate(pp_stage_layers(target.n, pp)):
         for i in range(start, end):
             name = f"{prefix}.{i}.attn.attn" if family == "gpt_oss" else f"{prefix}.{i}.self_attn.attn"
             out.append(_spec(name, target.layer(i, i, tp), kv_cache_dtype, dtype_m, False, stage))
-    method = engine.speculative_method
-    if method is None:
-        if draft is not None:
-            raise ConfigError("draft= was given but engine.speculative_method is None")
-        return out
-    if method not in DRAFT_METHODS:
-        raise ConfigError(f"speculative_method={method!r}: kvbudget reads {sorted(DRAFT_METHODS)} drafters")
-    dtype_d = draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype
-    last = pp - 1
     if method == "mtp":
         if family != "mla":
             raise ConfigError(f"speculative_method='mtp': kvbudget reads DeepSeek's MTP layers, not {family}")
         k = target.v.req_int("num_nextn_predict_layers")
         out += [_spec(f"model.layers.{target.n + j}.self_attn.attn", target.layer(0, 0, tp), dtype_d, dtype_m,
-                      True, last) for j in range(k)]  # fmt: skip
-        return out
-    if draft is None:
-        raise ConfigError(f"speculative_method={method!r} needs draft= (the drafter's config.json)")
-    dcfg = load_hf_config(draft)
+                      True, pp - 1) for j in range(k)]  # fmt: skip
+    elif draft is not None:
+        out += _eagle_drafter(load_hf_config(draft), engine, out, (target.n, target.model_window), (dtype_d, dtype_m),
+                              cfg["architectures"][0])  # fmt: skip
+    return out
+
+
+def _eagle_drafter(dcfg: Mapping[str, Any], engine: EngineConfig, target_layers: list[LayerSpec],
+                   target: tuple[int, int | None], dtypes: tuple[str, str], arch: str) -> list[LayerSpec]:  # fmt: skip
+    """An EAGLE / EAGLE3 drafter's layers on the last PP stage, after ``target_layers``: its Llama
+    head read with the target's TP and model-wide window (``target``: the target's layer count and
+    CacheConfig window), EAGLE numbering from the last stage's layer count and EAGLE3 from the
+    model's; then vLLM's EAGLE3 startup check on ``arch``. ``dtypes``: the drafter's KV dtype, the
+    model dtype."""
+    method = engine.speculative_method
+    assert method in ("eagle", "eagle3")
+    n, window = target
     _drafter_architecture(method, dcfg)
-    drafter = _Reader(dcfg, "llama", "draft config.json", disable_sliding_window)
-    # The drafter shares the target's CacheConfig: its model-wide window is the target's.
-    drafter.model_window = target.model_window
-    begin = target.n if method == "eagle3" else stages[-1][1] - stages[-1][0]
-    names = {x.name for x in out if x.pp_stage == last}
+    # The drafter's own ModelConfig is built without --disable-sliding-window (SpeculativeConfig
+    # passes it no such setting): its layers keep their windows. It shares the target's
+    # CacheConfig, so its model-wide window is the target's.
+    drafter = _Reader(dcfg, "llama", "draft config.json", False)
+    drafter.model_window = window
+    last = engine.pp - 1
+    start, end = pp_stage_layers(n, engine.pp)[-1]
+    begin = n if method == "eagle3" else end - start
+    names = {x.name for x in target_layers if x.pp_stage == last}
+    out: list[LayerSpec] = []
     for j in range(drafter.n):
         name = f"model.layers.{begin + j}.self_attn.attn"
         if name in names:
             raise ConfigError(f"draft config.json: vLLM registers the drafter's layer {name!r}, which the "
                               "target's last stage already holds")  # fmt: skip
         types_index = j if method == "eagle3" else begin + j
-        out.append(_spec(name, drafter.layer(begin + j, types_index, tp), dtype_d, dtype_m, True, last))
-    _eagle3_startup(cfg["architectures"][0], method, dcfg)
+        out.append(_spec(name, drafter.layer(begin + j, types_index, engine.tp), *dtypes, True, last))
+    _eagle3_startup(arch, method, dcfg)
     return out

@@ -55,8 +55,12 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   ``mtp_num_hidden_layers`` (Qwen3.5) full-attention layers, default 1, at
   ``mtp.layers.<j>.self_attn.attn`` with the target's heads, on the last PP stage; the state keeps
   ``num_speculative_tokens`` more conv rows. Nemotron-H's (``NemotronHMTP``, one step): the
-  attention layers of its ``mtp_layers_block_type`` at ``mtp.layers.<j>.mixer.attn``. Other
-  drafters (EAGLE heads; those of the other Mamba hybrids) are refused.
+  attention layers of its ``mtp_layers_block_type`` at ``mtp.layers.<j>.mixer.attn``.
+* **EAGLE / EAGLE3 heads** (every family but LFM2): the drafter's layers are
+  :func:`kvbudget.vllm.layers_from_hf_config`'s, after the target's (:func:`state_target_layers`
+  gives what they read of the target); every state layer keeps ``num_speculative_tokens`` more conv
+  rows (Mamba-1's none: ``mamba1_state_shape`` takes no speculative tokens). LFM2's are refused by
+  name, and the other Mamba hybrids' MTP drafters.
 
 ``tests/test_vllm_state_models.py`` holds this to vLLM's own code on generated configs.
 """
@@ -75,7 +79,7 @@ from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.state_common import _attention_heads, _listed_kinds, _mtp_tokens, _state_dtypes, _state_template
 
-__all__ = ["STATE_ARCHITECTURES", "state_layers_from_hf_config", "with_mtp_layers"]
+__all__ = ["STATE_ARCHITECTURES", "state_layers_from_hf_config", "state_target_layers", "with_mtp_layers"]
 
 #: Architecture -> the layers' prefix. The ``...ForConditionalGeneration`` wrappers build their
 #: text model from ``text_config`` at ``language_model.model``.
@@ -92,6 +96,47 @@ _INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfi
 #: The architectures whose vLLM 0.33.0 class is ``SupportsReplaySSM`` (``--use-replayssm``); vLLM
 #: refuses the flag for every other one.
 REPLAYSSM_ARCHITECTURES: Final = frozenset({"NemotronHForCausalLM", "KimiLinearForCausalLM"})
+
+
+#: The targets whose EAGLE / EAGLE3 drafter kvbudget reads: every one but LFM2's (below).
+_EAGLE_TARGETS: Final = frozenset(STATE_ARCHITECTURES) - {"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"}
+_NO_EAGLE: Final = dict.fromkeys(("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"), (
+    " (with speculation vLLM 0.33.0 sizes its blocks from LFM2's get_mamba_state_shape_from_config, "
+    "which has no speculative conv rows, while its ShortConv layers keep them: two state pages kvbudget's "
+    "LayerSpec does not tell apart)"))
+
+
+def _eagle_tokens(engine: EngineConfig) -> int:
+    """``num_speculative_tokens`` for an EAGLE drafter on a state model: the conv rows every state
+    layer keeps for it (required: vLLM's ``SpeculativeConfig`` has no default for an EAGLE head)."""
+    s = engine.num_speculative_tokens
+    if s is None:
+        raise ConfigError(f"speculative_method={engine.speculative_method!r} on a hybrid-state model needs "
+                          "num_speculative_tokens (the state keeps a conv row per speculative token)",
+                          "num_speculative_tokens")  # fmt: skip
+    return s
+
+
+def state_target_layers(cfg: Mapping[str, Any]) -> tuple[int, int | None]:
+    """What an EAGLE drafter reads of a hybrid-state target (:data:`STATE_ARCHITECTURES`): vLLM's
+    layer count (``hf_text_config.num_hidden_layers`` as transformers' class leaves it) and
+    ``CacheConfig.sliding_window``, which ``EngineArgs`` sets only for a model whose ``layer_types``
+    are absent or all sliding: every class here lists its own kinds (so None), but vLLM's
+    ``KimiLinearConfig``, which keeps a config's ``layer_types`` and ``sliding_window`` keys as given."""
+    arch = cfg["architectures"][0]
+    v = _View(cfg, "config.json", engine="vllm")
+    if arch == "NemotronHForCausalLM":
+        from kvbudget.vllm.hybrid_models import nemotron_h_kinds
+
+        n = len(nemotron_h_kinds(v))
+    else:
+        n = v.req_int("num_hidden_layers", minimum=0)
+    window = None
+    if arch == "KimiLinearForCausalLM":
+        types = v.cfg.get("layer_types")
+        if types is None or isinstance(types, list) and all(t == "sliding_attention" for t in types):
+            window = v.opt_int("sliding_window")
+    return n, window
 
 
 def _layer_types(v: _View, n: int) -> list[str]:
@@ -131,10 +176,7 @@ def _mtp(cfg: Mapping[str, Any], v: _View, arch: str, engine: EngineConfig) -> t
     """A gated-delta-net model's MTP drafter: (its layers, the speculative tokens ``s`` the state
     keeps rows for). ``SpeculativeConfig`` takes ``n_predict`` from the same key (Qwen3.5's from the
     outer config first) and refuses ``s`` above it unless divisible by it."""
-    method = engine.speculative_method
-    if method is None:
-        return 0, 0
-    key = _MTP_LAYERS[arch]  # the caller refused every other method
+    key = _MTP_LAYERS[arch]  # the caller reads MTP drafters of these only
     outer = cfg.get(key) if arch.endswith("ForConditionalGeneration") else None
     n_predict = v.opt_int(key) if outer is None else _View({key: outer}, "config.json", engine="vllm").opt_int(key)
     layers = v.opt_int(key)
@@ -142,11 +184,12 @@ def _mtp(cfg: Mapping[str, Any], v: _View, arch: str, engine: EngineConfig) -> t
 
 
 def _kimi_linear(v: _View, engine: EngineConfig, kv_cache_dtype: str, model_dtype: str,
-                 cache_dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+                 cache_dtypes: tuple[str, str], num_spec: int) -> list[LayerSpec]:  # fmt: skip
     """``KimiLinearModel`` (vLLM's own ``KimiLinearConfig``): a KDA layer (``linear_attn_config``'s
     1-based ``kda_layers``) at ``model.layers.<i>.self_attn`` with ``kda_state_shape``'s conv and
-    recurrent states (the recurrent one float32), else Kimi's MLA there: one latent KV head of
-    ``kv_lora_rank + qk_rope_head_dim`` (NoPE only); ``tp`` divides the attention and KDA heads."""
+    recurrent states (the recurrent one float32; ``num_spec`` more conv rows for a drafter's tokens),
+    else Kimi's MLA there: one latent KV head of ``kv_lora_rank + qk_rope_head_dim`` (NoPE only);
+    ``tp`` divides the attention and KDA heads."""
     tp = engine.tp
     if v.cfg.get("moe_router_activation_func", "sigmoid") not in ("softmax", "sigmoid"):
         raise ConfigError("config.json: vLLM 0.33.0's KimiLinearConfig asserts moe_router_activation_func is "
@@ -185,7 +228,7 @@ def _kimi_linear(v: _View, engine: EngineConfig, kv_cache_dtype: str, model_dtyp
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {kheads} KDA heads do not split over tp={tp}",
                               "linear_attn_config")  # fmt: skip
         try:
-            shapes = _core._vllm_state_shapes("kda", [tp, kheads, kdim, kconv, 0])
+            shapes = _core._vllm_state_shapes("kda", [tp, kheads, kdim, kconv, num_spec])
         except ValueError as e:
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "linear_attn_config") from None
         conv = _state_dtypes(model_dtype, cache_dtypes[0], "auto")[0]
@@ -239,20 +282,25 @@ def state_layers_from_hf_config(
                               "use_replayssm")  # fmt: skip
         raise ConfigError(f"use_replayssm: kvbudget does not read {arch}'s ReplaySSM / RecoverSSM state shapes "
                           "(append_replayssm_ring) yet", "use_replayssm")  # fmt: skip
-    if method is not None and not (method == "mtp" and (arch in _MTP_LAYERS or arch == "NemotronHForCausalLM")):
+    mtp = method == "mtp" and (arch in _MTP_LAYERS or arch == "NemotronHForCausalLM")
+    if method is not None and not mtp and not (method in ("eagle", "eagle3") and arch in _EAGLE_TARGETS):
         own = " (it reads the model's own MTP layers, speculative_method='mtp')" if arch in _MTP_LAYERS else ""
+        why = _NO_EAGLE.get(arch, "") if method in ("eagle", "eagle3") else ""
         raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet"
-                          f"{own}; plan the target alone or give the layers")  # fmt: skip
+                          f"{own}{why}; plan the target alone or give the layers")  # fmt: skip
+    num_spec = _eagle_tokens(engine) if method in ("eagle", "eagle3") else 0
     if arch in HYBRID_ARCHITECTURES:
         return hybrid_layers(arch, v, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype),
                              disable_sliding_window=disable_sliding_window,
-                             draft_kv_cache_dtype=draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype)  # fmt: skip
+                             draft_kv_cache_dtype=draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype,
+                             num_spec=num_spec)  # fmt: skip
     if arch == "KimiLinearForCausalLM":
-        return _kimi_linear(v, engine, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype))
+        return _kimi_linear(v, engine, kv_cache_dtype, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype),
+                            num_spec)  # fmt: skip
     n = v.req_int("num_hidden_layers")
     kinds = _layer_types(v, n)
-    mtp_layers, num_spec = _mtp(cfg, v, arch, engine)
+    mtp_layers, num_spec = _mtp(cfg, v, arch, engine) if mtp else (0, num_spec)
     # vLLM builds (and asserts on) the attention heads only where a layer has attention.
     kv, head_dim = _attention_heads(v, tp) if "full_attention" in kinds or mtp_layers else (0, 0)
     dims = [tp, v.req_int("linear_num_key_heads"), v.req_int("linear_num_value_heads"),

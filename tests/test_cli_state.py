@@ -11,6 +11,7 @@ planned 48 KV layers on the whole budget.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -56,14 +57,17 @@ def test_plan_takes_the_state_pool_out_first(qwen3_next: Path, extra: tuple[str,
     assert doc["state"]["config"]["ssm_dtype"] == ("bfloat16" if extra else "float32")
     full = next(p for p in doc["plan"]["pools"] if p["name"] == "full")
     assert len(full["layer_ids"]) == 12
-    # The exact plan fits the KV budget, which with the state pool is at most the whole budget.
-    assert doc["plan"]["total_bytes"] <= kv and kv + budget.state_bytes <= A40
+    # The exact plan holds the state pool of SGLang's slots beside the KV pools and fits the budget.
+    state_pool = next(p for p in doc["plan"]["pools"] if p["name"] == "state")
+    assert state_pool["tokens"] == budget.max_mamba_cache_size and doc["plan"]["total_bytes"] <= A40
+    assert state_pool["nbytes"] == budget.state_bytes  # no speculation: SGLang's state bytes exactly
 
 
 def test_plan_shows_the_state_pool(qwen3_next: Path) -> None:
     r = run("plan", str(qwen3_next), "--available", "40GiB")
     assert r.returncode == 0, r.stderr
-    assert "state pool (SGLang's, sized first)" in r.stdout and "KV budget" in r.stdout
+    assert "state pool (SGLang's, sized first)" in r.stdout
+    assert re.search(r"│ state +│ +[\d,]+ slots │", r.stdout) and "(state pool " in r.stdout
 
 
 def test_a_state_pool_that_does_not_fit_is_an_error(qwen3_next: Path) -> None:

@@ -4,7 +4,9 @@
 ``mamba2_cache_params`` and ``configs/mamba_utils.py``), ``_handle_max_mamba_cache``,
 ``_calculate_mamba_ratio`` and ``resolve_max_num_reqs``, lifted from the verified
 wheel, on seeded random cases (``KVBUDGET_STATE_CASES``, default 10000) that
-reach every branch. kvbudget gets the same inputs through
+reach every branch; where SGLang builds the state pool, its ``MambaPool`` (lifted, on torch's
+meta device: :mod:`sglang_oracle.mamba_pool`) against kvbudget's planned state pool, tensor by
+tensor. kvbudget gets the same inputs through
 :mod:`kvbudget.sglang.state` (imported inside the tests, so the oracle's
 self-tests run without it): the state dims from ``mamba2_dims`` /
 ``full_rank_dims`` / ``kda_dims`` (the config's arguments, as that config's
@@ -113,6 +115,7 @@ def case(seed: int) -> StateCase:
         unified_memory=r.random() < 0.2, rest_gib=rest,
         token_capacity=r.choice((r.randint(0, 64), int(10 ** r.uniform(0, 6.7)), r.randint(1, 1 << 21))),
         context_len=r.choice((2048, 8192, 32768, 131072, 262144, 1 << 20)),
+        eagle_topk=r.choice((None, 1, 1, 2, 4)),
     )  # fmt: skip
 
 
@@ -170,7 +173,8 @@ def kvbudget_run(c: StateCase, theirs: dict[str, Any]) -> dict[str, Any]:
         max_running_requests=c.max_running_requests, attn_dp_size=c.attn_dp,
         disable_radix_cache=c.disable_radix_cache, disable_overlap_schedule=c.disable_overlap_schedule,
         disaggregation_mode=c.disagg, enable_unified_memory=c.unified_memory)  # fmt: skip
-    spec = kvbudget.SpeculativeConfig(algorithm="EAGLE" if c.spec else "none", num_draft_tokens=c.num_draft_tokens)
+    spec = kvbudget.SpeculativeConfig(algorithm="EAGLE" if c.spec else "none", num_draft_tokens=c.num_draft_tokens,
+                                      eagle_topk=c.eagle_topk)  # fmt: skip
     out["max_num_reqs_plain"] = st.max_num_reqs(c.token_capacity, c.context_len, serving)  # no state: never refuses
     stage = "shape"
     try:
@@ -200,6 +204,7 @@ def kvbudget_run(c: StateCase, theirs: dict[str, Any]) -> dict[str, Any]:
         stage = "resolve"
         out["max_num_reqs"] = st.max_num_reqs(c.token_capacity, c.context_len, serving, state=state,
                                               max_mamba_cache_size=b.max_mamba_cache_size)  # fmt: skip
+        out["inputs"] = (state, serving, spec)
     except StateCacheTooSmallError as e:
         out.update(error=("state_too_small", str(e)), error_stage=stage)
     except InvalidConfigError as e:
@@ -221,7 +226,7 @@ def compare(c: StateCase, t: dict[str, Any], o: dict[str, Any]) -> list[str]:
         s, d = t["shape"], o["dims"]
         want = {"conv_elems": sum(math.prod(x) for x in s["conv"]), "ssm_heads": s["temporal"][0],
                 "ssm_head_dim": s["temporal"][1], "ssm_state_dim": s["temporal"][2],
-                "k_heads_per_tp": s["k_heads_per_tp"]}  # fmt: skip
+                "k_heads_per_tp": s["k_heads_per_tp"], "conv_kernel": s["conv_kernel"]}  # fmt: skip
         if dict(d) != want:
             diffs.append(f"dims: SGLang {want} vs kvbudget {dict(d)}")
     loc = t["locals"]
@@ -243,6 +248,61 @@ def compare(c: StateCase, t: dict[str, Any], o: dict[str, Any]) -> list[str]:
         if a != b or type(a) is not type(b) and not (isinstance(a, int) and isinstance(b, int)):
             diffs.append(f"{name}: SGLang {a!r} vs kvbudget {b!r}")
     return diffs
+
+
+def _sizes(x: list[tuple[tuple[int, ...], str]]) -> tuple[tuple[int, ...], int, str]:
+    """Shapes of one kind as their shared leading dims (layers, rows), total elements and dtype."""
+    lead = {s[:2] for s, _ in x}
+    return (lead.pop() if len(lead) == 1 else (), sum(math.prod(s) for s, _ in x), ",".join(sorted({d for _, d in x})))
+
+
+def pool_compare(sglang: StateOracle, c: StateCase, t: dict[str, Any], o: dict[str, Any]) -> tuple[str, list[str]]:
+    """SGLang's ``MambaPool`` for the budget's slots (on meta) against kvbudget's state pool: every
+    tensor kind, shape and dtype (KDA's conv states, three shapes in SGLang and one flat tensor in
+    kvbudget, by their (layers, rows) and elements), and the per-request rows at least SGLang's ``max_num_reqs``. The
+    caller's extra bytes are SGLang's caller's, not the pool's (left out). Returns the branch hit
+    and the differences."""
+    import kvbudget.sglang.state as st
+    from kvbudget.errors import InvalidConfigError
+
+    if t["error"] or o["error"] or c.fused_bytes is not None or t["params"] is None:
+        return "", []
+    state, serving, spec = o["inputs"]
+    slots = t["max_mamba_cache_size"]
+    try:
+        ours_pool = st.state_pool(state, serving, spec, slots)
+    except InvalidConfigError as e:
+        ours_pool, refusal = None, str(e)
+    ours = {x.kind: [(tuple(x.shape), x.dtype)] for x in ours_pool.tensors} if ours_pool else {}
+    ours.pop("state_extra", None)
+    # kvbudget's per-request buffers serve min(running per rank, slots // ratio) requests: the most
+    # SGLang's max_num_reqs gives for these slots whatever the KV pool holds (checked below).
+    mrr = c.max_running_requests
+    requests = None if mrr is None else min(max(1, mrr // c.attn_dp), slots // t["mamba_ratio"])
+    spec_on = c.spec and not sglang.pd_prefill_skips_for(c)
+    replay = c.replay and c.mixer != "mamba2"
+    try:
+        theirs = sglang.pool.tensors(t["params"], size=slots, spec_state_size=requests or 0,
+                                     layers=state.stage_state_layers, draft_tokens=c.num_draft_tokens if spec_on else None,
+                                     topk=c.eagle_topk, replay=replay, replay_len=c.replay_len)  # fmt: skip
+    except ValueError as e:  # MambaPool's ring checks
+        ok = ours_pool is None and str(e) in refusal
+        return "pool refused", [] if ok else [f"pool: SGLang ValueError {e} vs kvbudget {refusal if ours_pool is None else 'a pool'}"]
+    if ours_pool is None:
+        return "pool refused", [f"pool: kvbudget refused ({refusal}) where SGLang allocated {sorted(theirs)}"]
+    diffs = []
+    if set(theirs) != set(ours):
+        diffs.append(f"pool kinds: SGLang {sorted(theirs)} vs kvbudget {sorted(ours)}")
+    for kind in sorted(set(theirs) & set(ours)):
+        a, b = theirs[kind], ours[kind]
+        flat = kind in ("conv_state", "intermediate_conv_window") and c.mixer == "kda"  # KDA: q, k, v apart
+        same = _sizes(a) == _sizes(b) if flat else a == b
+        if not same:
+            diffs.append(f"pool {kind}: SGLang {a} vs kvbudget {b}")
+    if requests is not None and t["max_num_reqs"] > requests:
+        diffs.append(f"pool: {requests} requests' buffers, below SGLang's max_num_reqs {t['max_num_reqs']}")
+    dedup = "intermediate_conv_window" in theirs and len(theirs["intermediate_conv_window"][0][0]) == 4
+    return f"pool {'spec ' if spec_on else ''}{'replay ' if replay else ''}{'dedup' if dedup else ''}".strip(), diffs
 
 
 def branches(c: StateCase, t: dict[str, Any]) -> Counter[str]:
@@ -301,6 +361,7 @@ REQUIRED = (
        "error invalid at shape (AssertionError)", "error invalid at budget (AssertionError)",
        "error invalid at budget (TypeError)", "error invalid at resolve (AssertionError)"]
     + [f"dtypes {a}/{b}" for a in DTYPES for b in DTYPES]
+    + ["pool", "pool spec", "pool spec dedup", "pool replay", "pool spec replay", "pool refused"]
 )  # fmt: skip
 
 
@@ -396,7 +457,11 @@ def test_the_state_budget_is_sglangs(sglang: StateOracle) -> None:
         c = case(seed)
         theirs = sglang.run(c)
         hits += branches(c, theirs)
-        diffs = compare(c, theirs, kvbudget_run(c, theirs))
+        ours = kvbudget_run(c, theirs)
+        diffs = compare(c, theirs, ours)
+        hit, pool_diffs = pool_compare(sglang, c, theirs, ours)
+        hits[hit or "pool not built"] += 1
+        diffs += pool_diffs
         if diffs:
             mismatches.append(f"seed {seed}: {'; '.join(diffs)}\n    case {c}")
     elapsed = time.perf_counter() - start

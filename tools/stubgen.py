@@ -222,8 +222,11 @@ def layer_kv_section() -> list[str]:
     ``_TensorField``'s ``__get__``; the docs are the runtime attributes', from ``TENSOR_KIND_DOCS``)."""
     kinds = _core.TENSOR_KINDS
     names = ", ".join(json.dumps(n) for n in ("pool", "layer_id", *kinds))
-    lines = (f"__match_args__ = ({names})", f"({', '.join(kinds)}) = (_TensorField(\"\", \"\"),) * {len(kinds)}")
-    return [w for line in lines for w in textwrap.wrap(line, width=88, subsequent_indent="    ", break_on_hyphens=False)]
+    # "\0" joins what a line break must not split (an assignment's "=" from its operand).
+    lines = (f"__match_args__\0=\0({names})",
+             f"({', '.join(kinds)})\0=\0((_TensorField(\"\",\0\"\"),)\0*\0{len(kinds)})")  # fmt: skip
+    return [w.replace("\0", " ") for line in lines
+            for w in textwrap.wrap(line, width=88, subsequent_indent="    ", break_on_hyphens=False)]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,8 @@ DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "float32": torch.float32,
     "uint8": torch.uint8,
+    "int32": torch.int32,
+    "int8": torch.int8,
 }
 
 KINDS: tuple[str, ...] = _core.TENSOR_KINDS
@@ -251,9 +253,15 @@ class LayerKV:
         # BEGIN GENERATED (tools/stubgen.py)
         __match_args__ = ("pool", "layer_id", "k", "v", "k_scale", "v_scale", "kv", "kv_scale",
             "cache", "native_k_scale", "native_v_scale", "dq_k", "dq_v", "entry", "bytes",
-            "index_k")
+            "index_k", "conv_state", "temporal_state", "intermediate_ssm",
+            "intermediate_conv_window", "replay_d", "replay_k", "replay_g", "replay_raw_v",
+            "replay_raw_k", "replay_beta", "replay_write_pos", "replay_cache_base",
+            "replay_is_flush", "state_extra")
         (k, v, k_scale, v_scale, kv, kv_scale, cache, native_k_scale, native_v_scale, dq_k,
-            dq_v, entry, bytes, index_k) = (_TensorField("", ""),) * 14
+            dq_v, entry, bytes, index_k, conv_state, temporal_state, intermediate_ssm,
+            intermediate_conv_window, replay_d, replay_k, replay_g, replay_raw_v, replay_raw_k,
+            replay_beta, replay_write_pos, replay_cache_base, replay_is_flush,
+            state_extra) = ((_TensorField("", ""),) * 28)
         # END GENERATED
     else:
         __match_args__ = ("pool", "layer_id", *KINDS)

@@ -35,6 +35,7 @@ __all__ = [
     "_full_rank_dims",
     "_kda_dims",
     "_state_budget",
+    "_state_pool",
     "_mamba_ratio",
     "_max_num_reqs",
     "SGLANG_VERSION",
@@ -86,6 +87,8 @@ def _kda_dims(tp_size: int, num_heads: int, head_dim: int, num_k_heads: int | No
 def _state_budget(state: StateConfig, serving: ServingConfig, spec: SpeculativeConfig,
                   rest_gib: float) -> dict[str, Any]:
     """SGLang's ``_handle_max_mamba_cache``; use :func:`kvbudget.sglang.state.state_budget`."""
+def _state_pool(state: StateConfig, serving: ServingConfig, spec: SpeculativeConfig, slots: int) -> PoolSpec:
+    """The exact plan's state pool; use :func:`kvbudget.sglang.state.state_pool`."""
 def _mamba_ratio(state: StateConfig, serving: ServingConfig) -> int:
     """SGLang's ``_calculate_mamba_ratio``; use :func:`kvbudget.sglang.state.mamba_ratio`."""
 def _max_num_reqs(token_capacity: int, context_len: int, serving: ServingConfig, state: StateConfig | None = None,
@@ -374,8 +377,8 @@ class StateConfig:
     (`kvbudget.sglang.state` builds the dims from a config, as SGLang's `Mamba2StateShape` /
     `KimiLinearStateShape` do), and how SGLang sizes the pool.
     """
-    def __new__(cls, num_state_layers: int, conv_elems: int, ssm_heads: int, ssm_head_dim: int, ssm_state_dim: int, stage_state_layers: int | None = ..., k_heads_per_tp: int = ..., conv_dtype: str | None = ..., ssm_dtype: str | None = ..., mixer: str | None = ..., extra_bytes_per_req: int = ..., fused_state_entry_bytes: int | None = ..., max_mamba_cache_size: int | None = ..., mamba_full_memory_ratio: float = ..., mamba_radix_cache_strategy: str | None = ..., mamba_skip_decode_lock: bool = ..., enable_linear_replayssm_spec: bool = ..., linear_replayssm_cache_len: int = ..., enable_pd_role_switch: bool = ...) -> Self: ...
-    def replace(self, *, num_state_layers: int = ..., stage_state_layers: int | None = ..., conv_elems: int = ..., ssm_heads: int = ..., ssm_head_dim: int = ..., ssm_state_dim: int = ..., k_heads_per_tp: int = ..., conv_dtype: str | None = ..., ssm_dtype: str | None = ..., mixer: str | None = ..., extra_bytes_per_req: int = ..., fused_state_entry_bytes: int | None = ..., max_mamba_cache_size: int | None = ..., mamba_full_memory_ratio: float = ..., mamba_radix_cache_strategy: str | None = ..., mamba_skip_decode_lock: bool = ..., enable_linear_replayssm_spec: bool = ..., linear_replayssm_cache_len: int = ..., enable_pd_role_switch: bool = ...) -> Self:
+    def __new__(cls, num_state_layers: int, conv_elems: int, ssm_heads: int, ssm_head_dim: int, ssm_state_dim: int, stage_state_layers: int | None = ..., k_heads_per_tp: int = ..., conv_kernel: int | None = ..., conv_dtype: str | None = ..., ssm_dtype: str | None = ..., mixer: str | None = ..., extra_bytes_per_req: int = ..., fused_state_entry_bytes: int | None = ..., max_mamba_cache_size: int | None = ..., mamba_full_memory_ratio: float = ..., mamba_radix_cache_strategy: str | None = ..., mamba_skip_decode_lock: bool = ..., enable_linear_replayssm_spec: bool = ..., linear_replayssm_cache_len: int = ..., enable_pd_role_switch: bool = ...) -> Self: ...
+    def replace(self, *, num_state_layers: int = ..., stage_state_layers: int | None = ..., conv_elems: int = ..., ssm_heads: int = ..., ssm_head_dim: int = ..., ssm_state_dim: int = ..., k_heads_per_tp: int = ..., conv_kernel: int | None = ..., conv_dtype: str | None = ..., ssm_dtype: str | None = ..., mixer: str | None = ..., extra_bytes_per_req: int = ..., fused_state_entry_bytes: int | None = ..., max_mamba_cache_size: int | None = ..., mamba_full_memory_ratio: float = ..., mamba_radix_cache_strategy: str | None = ..., mamba_skip_decode_lock: bool = ..., enable_linear_replayssm_spec: bool = ..., linear_replayssm_cache_len: int = ..., enable_pd_role_switch: bool = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
     num_state_layers: Final[int]
     """State layers of the whole model (SGLang's `mamba2_cache_params.layers`; SGLang accepts none,
@@ -395,6 +398,11 @@ class StateConfig:
     """Temporal state size (the state's third dim), elements."""
     k_heads_per_tp: Final[int]
     """Key (group) heads on one rank, read by the ReplaySSM rings."""
+    conv_kernel: Final[int | None]
+    """The conv kernel width (SGLang's `shape.conv_kernel`; a conv state keeps `conv_kernel - 1`
+    steps), read by the exact plan's deduplicated speculative conv windows (`None`: unknown),
+    steps.
+    """
     conv_dtype: Final[str]
     """Conv-state dtype (SGLang's `SGLANG_MAMBA_CONV_DTYPE`, default bfloat16)."""
     ssm_dtype: Final[str]
@@ -602,6 +610,10 @@ class PoolConfigurator:
         self, max_total_num_tokens: int, page_size: int | None = None
     ) -> MemoryPoolConfig: ...
     def plan(self, available_bytes: int, fit: str = "exact") -> PoolPlan: ...
+    def plan_with_state(
+        self, available_bytes: int, state: StateConfig, fit: str = "exact"
+    ) -> tuple[PoolPlan, dict[str, Any]]:
+        """The plan with a hybrid model's state pool, and SGLang's state budget as StateBudget's keywords."""
     def bytes_for_tokens(self, tokens: int) -> int:
         """Exact bytes of the plan whose primary pool holds tokens (rounded up to a page), bytes."""
     def plan_for_config(self, config: MemoryPoolConfig, available_bytes: int | None = None) -> PoolPlan: ...

@@ -77,7 +77,8 @@ class KVPools:
         strategy: ``"slab"`` or ``"per_layer"``.
 
     ``full``, ``swa`` and ``draft`` list the per-layer records of each pool in
-    plan order (an empty list for a pool the plan does not have). :meth:`layer`
+    plan order (an empty list for a pool the plan does not have); ``state`` is a
+    hybrid model's state record (or None). :meth:`layer`
     maps a global target layer id to its ``(k, v)``. :meth:`release` drops every
     reference this object holds; the memory is freed once the caller drops its
     own references to the tensors too.
@@ -140,6 +141,14 @@ class KVPools:
     def unified(self) -> list[LayerKV]:
         """Unified memory's pool: every target layer; the first holds the ``bytes`` buffer."""
         return list(self._pools.get("unified", ()))
+
+    @property
+    def state(self) -> LayerKV | None:
+        """A hybrid model's state pool (``plan.pool("state")``): one record whose tensors
+        (``conv_state``, ``temporal_state``, the speculative and ReplaySSM buffers) stack the
+        state layers, ``[layers, rows, ...]``; None without one."""
+        records = self._pools.get("state")
+        return records[0] if records else None
 
     @property
     def pools(self) -> dict[str, list[LayerKV]]:

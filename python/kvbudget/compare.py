@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Union
 
 from kvbudget import vllm
-from kvbudget._core import PoolPlan
+from kvbudget._core import PoolPlan, StateConfig
 from kvbudget.errors import KVBudgetError
 from kvbudget.sglang.configurators import PoolConfiguratorBase, Scenario
 from kvbudget.workload import WithoutDraftTerms, concurrency, without_draft_configurator, without_draft_terms
@@ -108,7 +108,7 @@ class EngineComparison:
     configurator: PoolConfiguratorBase
     """SGLang 0.5.23's own configurator (:func:`sglang_configurator`); the exact plan uses its layout."""
     available: int
-    """SGLang's KV budget, bytes."""
+    """SGLang's budget, bytes (a hybrid-state model's whole budget: its plans hold the state pool)."""
     exact: PoolPlan
     """kvbudget's exact plan: the largest plan in SGLang's layout whose tensors fit."""
     sglang: PoolPlan | None
@@ -137,6 +137,7 @@ def compare_engines(
     sglang: bool = True,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     max_running_requests: int | None = None,
+    state: StateConfig | None = None,
 ) -> EngineComparison:
     """One deployment in SGLang 0.5.23's terms, kvbudget's exact plan, and vLLM 0.33.0's.
 
@@ -149,6 +150,8 @@ def compare_engines(
         lengths: context lengths to count requests at, tokens.
         max_running_requests: SGLang's cap on running requests (a hybrid-state model's state pool
             sets one: its slots over the slots per request); the SGLang and exact rows hold no more.
+        state: a hybrid-state model's state: ``available`` is then the whole budget, and both
+            plans hold the state pool SGLang sizes first (``PoolConfiguratorBase.plan(state=)``).
 
     Raises:
         KVBudgetError: SGLang's configurator cannot plan ``available`` (not enough
@@ -156,8 +159,8 @@ def compare_engines(
             :attr:`EngineComparison.vllm_refusal` instead.
     """
     cfg = sglang_configurator(scenario, hybrid_swa)
-    exact = cfg.plan(available, fit="exact")
-    theirs = cfg.plan(available, fit="sglang") if sglang else None
+    exact = cfg.plan(available, fit="exact", state=state)
+    theirs = cfg.plan(available, fit="sglang", state=state) if sglang else None
     vplan: vllm.VllmPlan | None = None
     refusal: str | None = None
     if vllm_deployment is not None:
@@ -204,12 +207,18 @@ class FitComparison:
     """Why SGLang could not size the pools without the draft terms either."""
 
 
-def compare_fits(cfg: PoolConfiguratorBase, available: int) -> FitComparison:
+def compare_fits(cfg: PoolConfiguratorBase, available: int, state: StateConfig | None = None) -> FitComparison:
     """``fit="exact"`` against ``fit="sglang"`` at ``available`` bytes, and, with a draft,
     SGLang's sizing with the draft terms (PR #29622) against without them
-    (:func:`kvbudget.workload.without_draft_terms`)."""
-    exact = cfg.plan(available, fit="exact")
-    sglang = cfg.plan(available, fit="sglang")
+    (:func:`kvbudget.workload.without_draft_terms`). ``state``: a hybrid-state model's state (both
+    plans hold the state pool; the draft terms are weighed on the KV budget SGLang leaves)."""
+    exact = cfg.plan(available, fit="exact", state=state)
+    sglang = cfg.plan(available, fit="sglang", state=state)
+    kv_budget = available
+    if state is not None:
+        from kvbudget.sglang.state import kv_budget_bytes, state_budget
+
+        kv_budget = kv_budget_bytes(state_budget(state, cfg.serving, cfg.spec, available / (1 << 30)))
     has_draft = cfg.spec.draft_num_layers > 0 and exact.draft_bytes > 0
     without: WithoutDraftTerms | None = None
     error: str | None = None
@@ -217,7 +226,7 @@ def compare_fits(cfg: PoolConfiguratorBase, available: int) -> FitComparison:
     if has_draft:
         bare_cell = without_draft_configurator(cfg).cell_size
         try:
-            without = without_draft_terms(cfg, available)
+            without = without_draft_terms(cfg, kv_budget)
         except KVBudgetError as exc:
             error = str(exc)
     return FitComparison(cfg, available, exact, sglang, has_draft, bare_cell, without, error)

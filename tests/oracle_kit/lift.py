@@ -136,16 +136,25 @@ class Source:
         raise LookupError(f"{self.rel}: class {cls} has no method {name!r}")
 
     def lift_class(self, namespace: dict[str, Any], cls: str, members: Sequence[str], bases: Sequence[str]) -> type:
-        """A class named ``cls`` holding only the methods ``members`` of the engine's ``cls``
-        (their decorators as written), derived from ``bases`` (names in ``namespace``, standing
-        in for the engine's bases). Compiled as a class body, so zero-argument ``super()``
-        resolves to the next base, as in the engine."""
+        """A class named ``cls`` holding only the ``members`` of the engine's ``cls``: methods
+        (their decorators as written), nested classes and class-level assignments, by name, in
+        the order given, derived from ``bases`` (names in ``namespace``, standing in for the
+        engine's bases). Compiled as a class body, so zero-argument ``super()`` resolves to the
+        next base, as in the engine."""
         node = self._top_level(cls)
         assert isinstance(node, ast.ClassDef), f"{self.rel}: {cls} is not a class"
-        found = {i.name: i for i in node.body if isinstance(i, ast.FunctionDef) and i.name in members}
+
+        def name_of(item: ast.stmt) -> str | None:
+            if isinstance(item, (ast.FunctionDef, ast.ClassDef)):
+                return item.name
+            target = item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else (
+                item.target if isinstance(item, ast.AnnAssign) else None)
+            return target.id if isinstance(target, ast.Name) else None
+
+        found = {name: i for i in node.body if (name := name_of(i)) in members}
         missing = [m for m in members if m not in found]
         if missing:
-            raise LookupError(f"{self.rel}: class {cls} has no method {missing}")
+            raise LookupError(f"{self.rel}: class {cls} has no member {missing}")
         body: list[ast.stmt] = [found[m] for m in members]
         new = ast.ClassDef(name=cls, bases=[ast.Name(id=b, ctx=ast.Load()) for b in bases], keywords=[],
                            body=body, decorator_list=[], type_params=[])  # fmt: skip

@@ -66,6 +66,7 @@ from types import FrameType
 from typing import Any, Callable
 
 from ._plumbing import PREFIX, Builder, Envs, pick
+from .mamba_pool import MambaPoolOracle
 from ._strict import Poison, StrictNamespace, StubError
 
 #: The ``get_context().override`` labels of ``_handle_max_mamba_cache``, one per branch.
@@ -110,6 +111,7 @@ class StateCase:
     rest_gib: float = 10.0
     token_capacity: int = 100_000
     context_len: int = 32768
+    eagle_topk: int | None = None  # read by the state pool's allocation (dense conv windows above 1)
 
     @property
     def mixer(self) -> str:
@@ -172,7 +174,8 @@ class _Capture:
 
 class StateOracle:
     """SGLang's state shapes, ``_handle_max_mamba_cache``, ``_calculate_mamba_ratio`` and
-    ``resolve_max_num_reqs`` on a case (:meth:`run`)."""
+    ``resolve_max_num_reqs`` on a case (:meth:`run`); :attr:`pool` allocates the state pool
+    (``MambaPool``) on meta."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -211,6 +214,7 @@ class StateOracle:
         self.pd_prefill_skips = kvc["_pd_prefill_skips_mamba_spec_state"]
         self.capture = _Capture(methods["_handle_max_mamba_cache"].__code__)
         self.params = self._config_params(mu, g["parallel"])
+        self.pool = MambaPoolOracle(b)
 
     # -- stubs -------------------------------------------------------------
     @staticmethod
@@ -304,16 +308,26 @@ class StateOracle:
             hybrid_kda_config=StrictNamespace("hybrid_kda_config") if case.mixer == "kda" else None,
         )  # fmt: skip
 
+    def pd_prefill_skips_for(self, case: StateCase) -> bool:
+        """SGLang's ``_pd_prefill_skips_mamba_spec_state()`` for the case: the hybrid req pool
+        then gets no ``speculative_num_draft_tokens``."""
+        self.b.active.ctx = self._ctx(case)
+        try:
+            return bool(self.pd_prefill_skips())
+        finally:
+            self.b.active.ctx = None
+
     def run(self, case: StateCase) -> dict[str, Any]:
         """SGLang's outcome: ``shape`` (conv, temporal, k_heads_per_tp, dtypes, layers),
         ``per_req_bytes`` (``mamba_cache_per_req``), ``replay_ring_bytes``,
         ``max_mamba_cache_size``, ``rest_gib``, ``branch`` (the override label),
         ``locals`` (of ``_handle_max_mamba_cache``), ``mamba_ratio`` / ``ratio_error``,
         ``max_num_reqs`` (after the budget), ``max_num_reqs_plain`` (no state
-        config), and ``error`` (None or ``(kind, message)``) with ``error_type`` and
-        ``error_stage`` ("shape", "budget" or "resolve")."""
+        config), ``params`` (the cache params, for :attr:`pool`), and ``error`` (None or
+        ``(kind, message)``) with ``error_type`` and ``error_stage`` ("shape", "budget" or
+        "resolve")."""
         out: dict[str, Any] = dict.fromkeys(
-            ("shape", "per_req_bytes", "replay_ring_bytes", "max_mamba_cache_size", "rest_gib", "branch",
+            ("params", "shape", "per_req_bytes", "replay_ring_bytes", "max_mamba_cache_size", "rest_gib", "branch",
              "mamba_ratio", "ratio_error", "max_num_reqs", "max_num_reqs_plain", "error", "error_type",
              "error_stage"))  # fmt: skip
         out["locals"] = {}
@@ -324,8 +338,10 @@ class StateOracle:
             try:
                 params = self.params[case.source](self._config(case))
                 s = params.shape
+                out["params"] = params  # for the state pool's allocation (MambaPoolOracle)
                 out["shape"] = {"conv": [tuple(c) for c in s.conv], "temporal": tuple(s.temporal),
-                                "k_heads_per_tp": s.num_k_heads_per_tp, "layers": list(params.layers),
+                                "k_heads_per_tp": s.num_k_heads_per_tp, "conv_kernel": s.conv_kernel,
+                                "layers": list(params.layers),
                                 "conv_dtype": str(params.dtype.conv).removeprefix("torch."),
                                 "ssm_dtype": str(params.dtype.temporal).removeprefix("torch.")}  # fmt: skip
                 out["per_req_bytes"] = params.mamba_cache_per_req

@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if args.context_lengths or args.plot:
         raise UsageError("--context-lengths and --plot go with --engines")
     refuse_vllm_flags(args, "--engines ... vllm")
-    c = compare_fits(sc.configurator(), sc.require_budget())
+    kv_budget = sc.require_budget()
+    c = compare_fits(sc.configurator(), kv_budget if sc.state is None else sc.available or 0, sc.state)
     if args.json:
         render.emit_json(render.document("compare", sc, **to_json(c)))
         return 0
@@ -107,7 +108,8 @@ def _fits(out: Console, c: Comparison) -> None:
 
     for pool in sg.pools:
         p_ex = ex.pool(pool.name)
-        row(f"{pool.name} tokens", p_ex.tokens if p_ex is not None else 0, pool.tokens)
+        row(f"{pool.name} {'slots' if pool.name == 'state' else 'tokens'}", p_ex.tokens if p_ex is not None else 0,
+            pool.tokens)  # fmt: skip
     row("total bytes", ex.total_bytes, sg.total_bytes)
     row("padding bytes", ex.padding_bytes, sg.padding_bytes)
     row("leftover bytes", ex.leftover_bytes, sg.leftover_bytes)

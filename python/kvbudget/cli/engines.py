@@ -67,8 +67,12 @@ def compare(args: argparse.Namespace, sc: CliScenario, engines: tuple[str, ...] 
     deployment = None if vi is None else VllmDeployment(vi.layers, vi.engine, vi.available)
     sb = sc.state_budget  # SGLang's state pool caps its running requests
     cap = sb.max_mamba_cache_size // sb.mamba_ratio if sb is not None and sb.mamba_ratio else None
+    if sc.state is not None:  # the plans hold the state pool: the whole budget
+        assert sc.available is not None
+        available = sc.available
     c = compare_engines(sc.scenario, available, hybrid_swa=sc.sglang_hybrid_swa, vllm_deployment=deployment,
-                        sglang="sglang" in engines, lengths=lengths, max_running_requests=cap)  # fmt: skip
+                        sglang="sglang" in engines, lengths=lengths, max_running_requests=cap,
+                        state=sc.state)  # fmt: skip
     return EngineView(c, vi, unread)
 
 
@@ -98,15 +102,12 @@ def _memory_table(v: EngineView) -> Any:
     from rich.table import Table
 
     c = v.comparison
-    t = Table(title="memory: what each engine allocates from its KV budget on this GPU", title_justify="left")
+    t = Table(title="memory: what each engine allocates from its budget on this GPU", title_justify="left")
     for name in ("engine", "holds", "budget", "allocated bytes", "unused", "padding", "over budget"):
         t.add_column(name, justify="left" if name in ("engine", "holds") else "right")
 
-    def pools(p: PoolPlan) -> str:
-        return ", ".join(f"{x.name} {b(x.tokens)}" for x in p.pools) + " tokens"
-
     def add(label: str, p: PoolPlan) -> None:
-        t.add_row(label, pools(p), b(c.available), b(p.total_bytes), b(max(0, p.leftover_bytes)),
+        t.add_row(label, render.holds(p), b(c.available), b(p.total_bytes), b(max(0, p.leftover_bytes)),
                   b(p.padding_bytes), b(p.over_budget_bytes))  # fmt: skip
 
     if c.sglang is not None:

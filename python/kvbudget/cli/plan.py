@@ -29,7 +29,10 @@ def run(args: argparse.Namespace) -> int:
         v = engines.compare(args, sc, lenient=True)
     else:
         refuse_vllm_flags(args, "--engine vllm")
-        v = EngineView(compare_engines(sc.scenario, sc.require_budget(), lengths=()), None)
+        kv_budget = sc.require_budget()
+        available = kv_budget if sc.state is None else sc.available
+        assert available is not None
+        v = EngineView(compare_engines(sc.scenario, available, lengths=(), state=sc.state), None)
     c = v.comparison
     cfg, available = c.configurator, c.available
     assert c.sglang is not None  # compare_engines plans SGLang's token counts unless told not to
@@ -53,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
     if sc.state_budget is not None:
         assert sc.available is not None
         render.state_lines(out, sc.state_budget, sc.available)
+    state = plan.pool("state")
+    parts = "" if state is None else f" (state pool {b(state.nbytes)}, KV pools {b(plan.total_bytes - state.nbytes)})"
     out.print(
-        f"  {'KV budget' if sc.state_budget is not None else 'available'} {b(available)}, planned {b(plan.total_bytes)}, "
+        f"  available {b(available)}, planned {b(plan.total_bytes)}{parts}, "
         f"leftover {b(plan.leftover_bytes)}, over budget {b(over)} bytes"
         + ("  [red](exceeds the budget)[/red]" if over else "")
     )

@@ -159,18 +159,27 @@ def pool_table(plan: PoolPlan, title: str) -> Any:
     table.add_column("padding", justify="right", footer=b(plan.padding_bytes))
     table.add_column("share", justify="right", footer="100.0%" if total else "-")
     for pool in plan.pools:
+        state = pool.name == "state"  # slots, not tokens; its tensors stack the state layers
+        dtypes = "/".join(dict.fromkeys(t.dtype for t in pool.tensors[:2])) if state else pool.kv_cache_dtype
         table.add_row(
             pool.name,
-            b(pool.tokens),
+            f"{b(pool.tokens)} slots" if state else b(pool.tokens),
             b(pool.rows),
-            str(pool.num_layers),
-            pool.kv_cache_dtype,
+            str(pool.tensors[0].shape[0] if state else pool.num_layers),
+            dtypes,
             b(pool.nbytes),
             f"{pool.nbytes / GIB:,.3f}",
             b(pool.padding_bytes),
             percent(pool.nbytes, total),
         )
     return table
+
+
+def holds(plan: PoolPlan) -> str:
+    """What a plan's pools hold: ``full 1,288,112 tokens, 736 state slots``."""
+    kv = ", ".join(f"{x.name} {b(x.tokens)}" for x in plan.pools if x.name != "state") + " tokens"
+    state = plan.pool("state")
+    return kv if state is None else f"{kv}, {b(state.tokens)} state slots"
 
 
 def tokens_text(config: MemoryPoolConfig) -> str:

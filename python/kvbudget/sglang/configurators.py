@@ -22,6 +22,7 @@ from kvbudget._core import (
     PoolPlan,
     ServingConfig,
     SpeculativeConfig,
+    StateConfig,
 )
 
 from kvbudget.fields import SCENARIO_FIELDS
@@ -151,14 +152,33 @@ class PoolConfiguratorBase:
         arr = int_column("available_bytes", [available_bytes] if one else available_bytes, optional=False)
         return BatchResult(*self._cfg.calculate_pool_sizes_many(arr, out, threads))
 
-    def plan(self, available_bytes: int, fit: Fit = "exact") -> PoolPlan:
+    def plan(self, available_bytes: int, fit: Fit = "exact", *, state: StateConfig | None = None) -> PoolPlan:
         """kvbudget's exact plan: every pool and tensor with its shape, dtype and bytes.
 
         ``fit="exact"`` takes the largest page-aligned token count whose
         tensors fit (``total_bytes <= available_bytes``); ``fit="sglang"``
         takes SGLang's token counts and reports ``over_budget_bytes``.
+
+        ``state``: a hybrid model's recurrent state (:class:`kvbudget.sglang.state.StateConfig`;
+        the configurator then holds its attention layers). SGLang 0.5.23's state budget on
+        ``available_bytes`` gives the state slots, and the plan lists the state pool after the
+        KV pools (``plan.pool("state")``: ``tokens`` are slots, ``rows`` one more) laid out as
+        SGLang's ``MambaPool`` allocates it on CUDA: the conv and temporal states, the
+        speculative verify buffers, the ReplaySSM rings. With ``fit="exact"`` the KV pools fit
+        the bytes the state pool leaves; with ``"sglang"`` they take SGLang's counts on its
+        own rest. :func:`kvbudget.sglang.state.plan_with_state` also returns the state budget.
+
+        Raises:
+            StateCacheTooSmallError: no state slot, or no request, fits (SGLang's messages).
+            NotEnoughMemoryError: the state pool leaves no bytes for the KV pools, or the KV
+                pools' own.
+            InvalidConfigError: where SGLang asserts, and a fused draft's state entry.
         """
-        return self._cfg.plan(available_bytes, fit)
+        if state is None:
+            return self._cfg.plan(available_bytes, fit)
+        from kvbudget.sglang.state import plan_with_state
+
+        return plan_with_state(self, available_bytes, state, fit)[0]
 
     def plan_for_config(self, config: MemoryPoolConfig, available_bytes: int | None = None) -> PoolPlan:
         """The plan (every pool and tensor) of given pool sizes, e.g. the sizes agreed across ranks.

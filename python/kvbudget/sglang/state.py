@@ -19,6 +19,9 @@ arithmetic is the Rust core's (``rust/core/src/state``,
   ``_profile_available_bytes`` returns it; :func:`available_bytes` the same from
   memory measurements.
 * :func:`max_num_reqs`: ``resolve_max_num_reqs``.
+* :func:`plan_with_state`: kvbudget's exact plan of a hybrid model, the state pool laid out as
+  SGLang's ``MambaPool`` allocates it beside the KV pools (``rust/core/src/plan/state.rs``);
+  :func:`state_pool` that pool alone.
 
 ``tests/test_sglang_state.py`` holds every function to SGLang's own code,
 lifted from the pinned wheel.
@@ -30,11 +33,17 @@ import math
 from dataclasses import dataclass
 from typing import TypedDict
 
+from typing import TYPE_CHECKING
+
 from kvbudget import _core
-from kvbudget._core import ServingConfig, SpeculativeConfig, StateConfig
+from kvbudget._core import PoolPlan, PoolSpec, ServingConfig, SpeculativeConfig, StateConfig
 from kvbudget.errors import NotEnoughMemoryError
 from kvbudget.budget import PerRank
 from kvbudget.sglang.budget import sglang_rest_gib
+
+if TYPE_CHECKING:
+    from kvbudget.sglang.configurators import PoolConfiguratorBase
+    from kvbudget.types import Fit
 
 __all__ = [
     "StateBudget",
@@ -48,7 +57,9 @@ __all__ = [
     "mamba2_dims",
     "mamba_ratio",
     "max_num_reqs",
+    "plan_with_state",
     "state_budget",
+    "state_pool",
 ]
 
 _GIB = 1 << 30
@@ -68,6 +79,7 @@ class StateDims(TypedDict):
     ssm_head_dim: int
     ssm_state_dim: int
     k_heads_per_tp: int
+    conv_kernel: int
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,8 @@ class StateBudget:
 
 def _dims(d: dict[str, int]) -> StateDims:
     return StateDims(conv_elems=d["conv_elems"], ssm_heads=d["ssm_heads"], ssm_head_dim=d["ssm_head_dim"],
-                     ssm_state_dim=d["ssm_state_dim"], k_heads_per_tp=d["k_heads_per_tp"])  # fmt: skip
+                     ssm_state_dim=d["ssm_state_dim"], k_heads_per_tp=d["k_heads_per_tp"],
+                     conv_kernel=d["conv_kernel"])  # fmt: skip
 
 
 def mamba2_dims(
@@ -214,3 +227,58 @@ def max_num_reqs(
         return _core._max_num_reqs(token_capacity, context_len, serving, state, max_mamba_cache_size)
     except NotEnoughMemoryError as e:
         raise _too_small(e) from None
+
+
+def state_pool(state: StateConfig, serving: ServingConfig, spec: SpeculativeConfig, slots: int) -> PoolSpec:
+    """The state pool of :func:`plan_with_state` for ``slots`` state slots (its tensors, bytes and
+    padding; ``slots`` is SGLang's ``max_mamba_cache_size`` there).
+
+    Raises:
+        StateCacheTooSmallError: the slots serve no request (SGLang's message).
+        InvalidConfigError: as :func:`plan_with_state`.
+    """
+    try:
+        return _core._state_pool(state, serving, spec, slots)
+    except NotEnoughMemoryError as e:
+        raise _too_small(e) from None
+
+
+def plan_with_state(
+    configurator: PoolConfiguratorBase, available_bytes: int, state: StateConfig, fit: Fit = "exact"
+) -> tuple[PoolPlan, StateBudget]:
+    """kvbudget's plan of a hybrid model on one rank, and SGLang's state budget it follows.
+
+    ``configurator`` holds the model's attention layers (and the serving and speculative
+    inputs the state budget reads). SGLang's :func:`state_budget` on ``available_bytes``
+    (as GiB) gives the state slots; the state pool (``plan.pool("state")``, listed after the
+    KV pools; ``tokens`` are slots, ``rows`` one more: SGLang's padding slot) is laid out as
+    SGLang's ``MambaPool`` allocates it on CUDA, one record (layer 0) whose tensors stack the
+    largest stage's state layers:
+
+    * ``conv_state`` ``[layers, rows, conv_elems]`` and ``temporal_state`` ``[layers, rows,
+      heads, head_dim, state_dim]``;
+    * with speculation, for the running requests the state serves plus one: the verify
+      snapshots ``intermediate_ssm`` and the conv windows ``intermediate_conv_window``
+      (deduplicated for a linear draft chain of a non-KDA mixer, as on CUDA);
+    * with ReplaySSM spec-verify, its rings (and GDN's cursors) instead of the snapshots;
+    * ``state_extra``, the caller's extra bytes per slot.
+
+    With ``fit="exact"`` the KV pools fit ``available_bytes`` minus the state pool, so
+    ``plan.total_bytes <= available_bytes`` and :func:`kvbudget.allocate` takes exactly
+    ``plan.total_bytes``; with ``"sglang"`` they take SGLang's counts on SGLang's rest
+    (``over_budget_bytes`` says by how much that allocation overshoots).
+
+    Raises:
+        StateCacheTooSmallError: no state slot, or no request, fits (SGLang's messages).
+        NotEnoughMemoryError: the state pool leaves no bytes for the KV pools, or the KV
+            pools' own.
+        InvalidConfigError: where SGLang asserts (and its ReplaySSM ring checks), a
+            speculative model's state without ``conv_kernel``, a fused draft's state entry.
+    """
+    try:
+        plan, budget = configurator._cfg.plan_with_state(available_bytes, state, fit)
+    except NotEnoughMemoryError as e:
+        if "state cache" in str(e):
+            raise _too_small(e) from None
+        raise
+    return plan, StateBudget(**budget)

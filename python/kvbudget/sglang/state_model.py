@@ -57,7 +57,7 @@ __all__ = ["READ_FIELDS", "STATE_MODEL_TYPES", "UNREAD_STATE_MODEL_TYPES", "atte
 _DTYPES = ("float32", "bfloat16", "float16")
 #: StateConfig fields this module sets from the config (not serving inputs).
 READ_FIELDS = frozenset({"num_state_layers", "stage_state_layers", "conv_elems", "ssm_heads", "ssm_head_dim",
-                          "ssm_state_dim", "k_heads_per_tp", "conv_dtype", "ssm_dtype", "mixer"})  # fmt: skip
+                          "ssm_state_dim", "k_heads_per_tp", "conv_kernel", "conv_dtype", "ssm_dtype", "mixer"})  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,10 @@ pub enum StorageDtype {
     Float32,
     /// `torch.uint8`, 1 byte.
     Uint8,
+    /// `torch.int32`, 4 bytes (a state pool's ReplaySSM cursors).
+    Int32,
+    /// `torch.int8`, 1 byte (a state pool's ReplaySSM flush flags).
+    Int8,
 }
 
 impl StorageDtype {
@@ -230,8 +234,8 @@ impl StorageDtype {
     pub const fn bytes(self) -> u64 {
         match self {
             Self::Bfloat16 | Self::Float16 => 2,
-            Self::Float32 => 4,
-            Self::Uint8 => 1,
+            Self::Float32 | Self::Int32 => 4,
+            Self::Uint8 | Self::Int8 => 1,
         }
     }
 
@@ -242,6 +246,8 @@ impl StorageDtype {
             Self::Float16 => "float16",
             Self::Float32 => "float32",
             Self::Uint8 => "uint8",
+            Self::Int32 => "int32",
+            Self::Int8 => "int8",
         }
     }
 }

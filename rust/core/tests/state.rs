@@ -168,3 +168,93 @@ proptest! {
         }
     }
 }
+
+/// Qwen3-Next's 12 attention layers at TP 4 (2 KV heads of 256), bf16, as the KV configurator.
+fn qwen3_next_kv(serving: ServingConfig, spec: SpeculativeConfig) -> PoolConfigurator {
+    let m = ModelGeometry::new(
+        (0..12).collect(),
+        vec![],
+        AttentionShape {
+            num_kv_heads: 2,
+            head_dim: 256,
+            ..AttentionShape::default()
+        },
+    )
+    .unwrap();
+    PoolConfigurator::create(m, serving, spec).unwrap()
+}
+
+#[test]
+fn qwen3_next_exact_plan_holds_the_state_pool() {
+    // TP 4, 28 GiB, no speculation: 736 slots, conv [36, 737, 2048, 3] bf16, temporal
+    // [36, 737, 8, 128, 128] f32 (SGLang's own numbers: the README's example).
+    let s = StateConfig {
+        conv_kernel: Some(4),
+        ..qwen3_next(4)
+    };
+    let cfg = qwen3_next_kv(
+        ServingConfig {
+            tp_size: 4,
+            ..ServingConfig::default()
+        },
+        SpeculativeConfig::default(),
+    );
+    let a = 28i64 << 30;
+    let (plan, budget) = cfg.plan_with_state(a, Fit::Exact, &s).unwrap();
+    plan.check().unwrap();
+    assert_eq!(budget.max_mamba_cache_size, 736);
+    let pool = plan.pool(PoolName::State).unwrap();
+    let shapes: Vec<_> = pool
+        .tensors
+        .iter()
+        .map(|t| (t.kind, t.shape.clone()))
+        .collect();
+    assert_eq!(
+        shapes,
+        vec![
+            (TensorKind::ConvState, vec![36, 737, 2048, 3]),
+            (TensorKind::TemporalState, vec![36, 737, 8, 128, 128])
+        ]
+    );
+    assert_eq!(pool.nbytes, budget.state_bytes); // no speculation: SGLang's bytes exactly
+    assert!(plan.total_bytes <= a as u64);
+    let full = plan.config.max_total_num_tokens;
+    assert!(cfg.bytes_for_tokens(full + 1).unwrap() > a as u64 - pool.nbytes);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// INV-2 with a state pool: the plan checks, fits the budget, lists the state pool of
+    /// SGLang's slots, and one more KV page would not fit beside it; a speculative pool
+    /// serves at least SGLang's running requests.
+    #[test]
+    fn exact_plan_with_state_fits(s in state(), serving in serving(), a in (1i64 << 28)..(1i64 << 38),
+                                  d in prop::option::of(1u64..16), topk in prop::option::of(1u64..4)) {
+        let s = StateConfig { conv_kernel: Some(4), conv_elems: s.conv_elems / 3 * 3, ..s };
+        let spec = match d {
+            Some(d) => SpeculativeConfig { algorithm: SpecAlgorithm::Eagle, num_draft_tokens: Some(d),
+                                           eagle_topk: topk, ..Default::default() },
+            None => SpeculativeConfig::default(),
+        };
+        let cfg = qwen3_next_kv(serving, spec);
+        match cfg.plan_with_state(a, Fit::Exact, &s) {
+            Ok((plan, budget)) => {
+                prop_assert!(plan.check().is_ok());
+                prop_assert!(plan.total_bytes <= a as u64);
+                let pool = plan.pool(PoolName::State).unwrap().clone();
+                prop_assert_eq!(pool.tokens, budget.max_mamba_cache_size);
+                prop_assert_eq!(&pool, &plan::state_pool(&s, &serving, &spec, budget.max_mamba_cache_size).unwrap());
+                let full = plan.config.max_total_num_tokens;
+                prop_assert!(cfg.bytes_for_tokens(full + 1).unwrap() > a as u64 - pool.nbytes);
+                if let Some(t) = pool.tensors.iter().find(|t| t.kind == TensorKind::IntermediateSsm) {
+                    let ratio = budget.mamba_ratio.unwrap();
+                    let running = serving.max_running_requests.unwrap() / serving.attn_dp_size;
+                    prop_assert_eq!(t.shape[1], running.max(1).min(pool.tokens / ratio) + 1);
+                }
+            }
+            Err(e) => prop_assert!(matches!(e.code, ErrorCode::NotEnoughMemory | ErrorCode::InvalidConfig
+                                            | ErrorCode::Overflow)),
+        }
+    }
+}

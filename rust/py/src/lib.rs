@@ -33,6 +33,7 @@ mod _core {
     #[pymodule_export]
     use crate::state::{
         _full_rank_dims, _kda_dims, _mamba2_dims, _mamba_ratio, _max_num_reqs, _state_budget,
+        _state_pool,
     };
 
     #[pymodule_export]

@@ -1,12 +1,13 @@
 //! The configurator handle and the exact plan's value types.
 
 use crate::errors::{invalid, Result};
+use crate::state::budget_dict;
 use crate::values::{
-    json_value, MemoryPoolConfig, ModelGeometry, ServingConfig, SpeculativeConfig,
+    json_value, MemoryPoolConfig, ModelGeometry, ServingConfig, SpeculativeConfig, StateConfig,
 };
 use kvbudget_core as core;
 use pyo3::prelude::*;
-use pyo3::types::{PyTuple, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType};
 use std::sync::Arc;
 
 /// The native configurator handle that the Python configurator classes compose.
@@ -112,6 +113,19 @@ impl PoolConfigurator {
     fn plan(&self, available_bytes: i64, fit: &str) -> Result<PoolPlan> {
         let fit = fit.parse::<core::Fit>()?;
         Ok(PoolPlan(Arc::new(self.0.plan(available_bytes, fit)?)))
+    }
+    /// The plan with a hybrid model's state pool, and SGLang's state budget (as a dict).
+    #[pyo3(signature = (available_bytes, state, fit="exact"))]
+    fn plan_with_state<'py>(
+        &self,
+        py: Python<'py>,
+        available_bytes: i64,
+        state: &StateConfig,
+        fit: &str,
+    ) -> Result<(PoolPlan, Bound<'py, PyDict>)> {
+        let fit = fit.parse::<core::Fit>()?;
+        let (plan, budget) = self.0.plan_with_state(available_bytes, fit, &state.0)?;
+        Ok((PoolPlan(Arc::new(plan)), budget_dict(py, budget)?))
     }
     /// The plan of given pool sizes (e.g. agreed across ranks); `available_bytes=None`: its own bytes.
     #[pyo3(signature = (config, available_bytes=None))]
@@ -318,12 +332,12 @@ impl PoolPlan {
             .flat_map(|p| p.tensors.iter().cloned().map(TensorSpec))
             .collect()
     }
-    /// The pool named "full", "swa", "unified", "draft" or "draft_swa", or None
-    /// when the plan has none.
+    /// The pool named "full", "swa", "unified", "draft", "draft_swa" or "state", or
+    /// None when the plan has none.
     fn pool(&self, name: &str) -> Result<Option<PoolSpec>> {
         let n = core::PoolName::from_name(name).ok_or_else(|| {
             invalid(format!(
-                "pool name: expected full, swa, unified, draft or draft_swa, got {name:?}"
+                "pool name: expected full, swa, unified, draft, draft_swa or state, got {name:?}"
             ))
         })?;
         Ok(self.0.pool(n).cloned().map(PoolSpec))

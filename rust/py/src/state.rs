@@ -2,6 +2,7 @@
 //! shapes, its state budget and its running-request cap, converted.
 
 use crate::errors::{nonneg, Result};
+use crate::plan::PoolSpec;
 use crate::values::{ServingConfig, SpeculativeConfig, StateConfig};
 use kvbudget_core::sizing::state;
 use kvbudget_core::state::shape::{self, StateDims};
@@ -15,6 +16,7 @@ fn dims_dict(py: Python<'_>, d: StateDims) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("ssm_head_dim", d.ssm_head_dim)?;
     out.set_item("ssm_state_dim", d.ssm_state_dim)?;
     out.set_item("k_heads_per_tp", d.k_heads_per_tp)?;
+    out.set_item("conv_kernel", d.conv_kernel)?;
     Ok(out)
 }
 
@@ -92,7 +94,14 @@ pub fn _state_budget<'py>(
     spec: &SpeculativeConfig,
     rest_gib: f64,
 ) -> Result<Bound<'py, PyDict>> {
-    let b = state::state_budget(&state.0, &serving.0, &spec.0, rest_gib)?;
+    budget_dict(
+        py,
+        state::state_budget(&state.0, &serving.0, &spec.0, rest_gib)?,
+    )
+}
+
+/// A state budget as `StateBudget`'s keywords.
+pub fn budget_dict(py: Python<'_>, b: state::StateBudget) -> Result<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("max_mamba_cache_size", b.max_mamba_cache_size)?;
     d.set_item("rest_gib", b.rest_gib)?;
@@ -103,6 +112,20 @@ pub fn _state_budget<'py>(
     d.set_item("intermediate_bytes", b.intermediate_bytes)?;
     d.set_item("state_bytes", b.state_bytes)?;
     Ok(d)
+}
+
+/// The exact plan's state pool of `slots` slots, laid out as SGLang's `MambaPool` allocates it.
+#[pyfunction]
+pub fn _state_pool(
+    state: &StateConfig,
+    serving: &ServingConfig,
+    spec: &SpeculativeConfig,
+    slots: i64,
+) -> Result<PoolSpec> {
+    let slots = nonneg("slots", slots)?;
+    Ok(PoolSpec(kvbudget_core::plan::state_pool(
+        &state.0, &serving.0, &spec.0, slots,
+    )?))
 }
 
 /// SGLang's `_calculate_mamba_ratio`.

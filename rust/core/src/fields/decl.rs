@@ -175,6 +175,10 @@ macro_rules! for_each_value_type {
                     ssm_state_dim: u64 => $crate::fields::Count,
                     /// Key (group) heads on one rank, read by the ReplaySSM rings.
                     k_heads_per_tp: u64 = 1 => $crate::fields::Positive,
+                    /// The conv kernel width (SGLang's `shape.conv_kernel`; a conv state keeps
+                    /// `conv_kernel - 1` steps), read by the exact plan's deduplicated
+                    /// speculative conv windows (`None`: unknown), steps.
+                    conv_kernel: Option<u64> = None => $crate::fields::OptPositive,
                     /// Conv-state dtype (SGLang's `SGLANG_MAMBA_CONV_DTYPE`, default bfloat16).
                     conv_dtype: $crate::state::StateDtype = $crate::state::StateDtype::Bf16 => $crate::fields::Choice<$crate::state::StateDtype>,
                     /// Temporal-state dtype (`--mamba-ssm-dtype`, the config's `mamba_ssm_dtype`, default float32).

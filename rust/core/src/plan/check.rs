@@ -2,7 +2,7 @@
 //! must satisfy before it is trusted or allocated. `PoolPlan.from_json`,
 //! `allocate` and the fuzz driver all run [`PoolPlan::check`].
 
-use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TENSOR_ALIGNMENT};
+use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec, TENSOR_ALIGNMENT};
 use crate::dtype::StorageDtype;
 use crate::error::{PlanError, Result};
 use crate::sizing::ConfiguratorKind;
@@ -10,6 +10,24 @@ use std::collections::HashSet;
 
 fn bad(what: impl std::fmt::Display) -> PlanError {
     PlanError::invalid(format!("plan: {what}"))
+}
+
+/// Checks that `t`'s shape gives its bytes, that it starts at the first aligned offset after
+/// `end` and that its rows are right (`rows_ok`); returns where it ends.
+fn placed(t: &TensorSpec, end: u64, rows_ok: bool, what: &str) -> Result<u64> {
+    let bytes = t
+        .shape
+        .iter()
+        .try_fold(t.dtype.bytes(), |acc, &d| acc.checked_mul(d));
+    let want_offset = end.checked_next_multiple_of(TENSOR_ALIGNMENT);
+    if !rows_ok || bytes != Some(t.nbytes) || want_offset != Some(t.offset) {
+        return Err(bad(format!(
+            "{what} has inconsistent shape, rows, nbytes or offset"
+        )));
+    }
+    t.offset
+        .checked_add(t.nbytes)
+        .ok_or_else(|| bad(format!("{what}: size overflows")))
 }
 
 impl PoolPlan {
@@ -74,11 +92,99 @@ impl PoolPlan {
         Ok(pool.nbytes)
     }
 
+    /// Checks the state pool (`plan/state.rs`): rows = slots + 1, one record (layer 0)
+    /// of state kinds, each tensor's dtype of its kind (conv-side, SSM-side, float32,
+    /// int32 or int8 kinds alike), its slot axis `rows` or the one request count (at most
+    /// `rows`) every per-request tensor shares, consecutive aligned offsets, and padding
+    /// bytes one slot (or request) of each tensor.
+    fn check_state(pool: &PoolSpec) -> Result<u64> {
+        use TensorKind as K;
+        if pool.tokens.checked_add(1) != Some(pool.rows) || pool.layer_ids != [0] {
+            return Err(bad(
+                "the state pool must have rows = slots + 1 and one record, layer 0",
+            ));
+        }
+        let (mut end, mut padding) = (0u64, 0u64);
+        let mut seen = HashSet::new();
+        let (mut conv, mut ssm, mut requests) = (None, None, None);
+        for t in &pool.tensors {
+            let what = format!("state tensor {}", t.kind.as_str());
+            let floats = [
+                StorageDtype::Float32,
+                StorageDtype::Bfloat16,
+                StorageDtype::Float16,
+            ];
+            let dtype_ok = match t.kind {
+                K::ConvState
+                | K::IntermediateConv
+                | K::ReplayD
+                | K::ReplayK
+                | K::ReplayRawV
+                | K::ReplayRawK => {
+                    floats.contains(&t.dtype) && *conv.get_or_insert(t.dtype) == t.dtype
+                }
+                K::TemporalState | K::IntermediateSsm => {
+                    floats.contains(&t.dtype) && *ssm.get_or_insert(t.dtype) == t.dtype
+                }
+                K::ReplayG | K::ReplayBeta => t.dtype == StorageDtype::Float32,
+                K::ReplayWritePos | K::ReplayCacheBase => t.dtype == StorageDtype::Int32,
+                K::ReplayIsFlush => t.dtype == StorageDtype::Int8,
+                K::StateExtra => t.dtype == StorageDtype::Uint8,
+                _ => return Err(bad(format!("{what}: not a state tensor kind"))),
+            };
+            if t.pool != PoolName::State || t.layer_id != 0 || !seen.insert(t.kind) || !dtype_ok {
+                return Err(bad(format!(
+                    "{what}: wrong pool, layer, dtype, or listed twice"
+                )));
+            }
+            let axis = super::state::row_axis(t.kind);
+            let count = *t
+                .shape
+                .get(axis)
+                .ok_or_else(|| bad(format!("{what}: too few dims")))?;
+            let by_slot = matches!(
+                t.kind,
+                K::ConvState | K::TemporalState | K::StateExtra | K::ReplayBeta
+            );
+            let per_request = matches!(
+                t.kind,
+                K::IntermediateSsm
+                    | K::IntermediateConv
+                    | K::ReplayWritePos
+                    | K::ReplayCacheBase
+                    | K::ReplayIsFlush
+            );
+            let rows_ok = if by_slot {
+                count == pool.rows
+            } else if per_request {
+                count <= pool.rows && *requests.get_or_insert(count) == count
+            } else {
+                count == pool.rows || count <= pool.rows && *requests.get_or_insert(count) == count
+            };
+            end = placed(t, end, rows_ok && count > 0, &what)?;
+            padding = padding
+                .checked_add(t.nbytes / count)
+                .ok_or_else(|| bad("state padding overflows"))?;
+        }
+        if !seen.contains(&K::ConvState) || !seen.contains(&K::TemporalState) {
+            return Err(bad("the state pool holds no conv or temporal state"));
+        }
+        if end != pool.nbytes || padding != pool.padding_bytes {
+            return Err(bad(
+                "the state pool's nbytes or padding_bytes does not match its tensors",
+            ));
+        }
+        Ok(end)
+    }
+
     /// Checks one pool; returns its slab bytes.
     fn check_pool(&self, pool: &PoolSpec) -> Result<u64> {
         let name = pool.name.as_str();
         if pool.name == PoolName::Unified {
             return self.check_unified(pool);
+        }
+        if pool.name == PoolName::State {
+            return Self::check_state(pool);
         }
         if pool.tokens.checked_add(self.page_size) != Some(pool.rows) {
             return Err(bad(format!("pool {name} has rows != tokens + page_size")));
@@ -124,6 +230,11 @@ impl PoolPlan {
                 | TensorKind::Entry
                 | TensorKind::Bytes
                 | TensorKind::IndexK => StorageDtype::Uint8,
+                _ => {
+                    return Err(bad(format!(
+                        "{what}: a state tensor outside the state pool"
+                    )))
+                }
             };
             if t.dtype != want_dtype {
                 return Err(bad(format!(
@@ -133,23 +244,7 @@ impl PoolPlan {
                     want_dtype.torch_name()
                 )));
             }
-            let bytes = t
-                .shape
-                .iter()
-                .try_fold(t.dtype.bytes(), |acc, &d| acc.checked_mul(d))
-                .ok_or_else(|| bad(format!("{what}: shape overflows")))?;
-            let want_offset = end
-                .checked_next_multiple_of(TENSOR_ALIGNMENT)
-                .ok_or_else(|| bad(format!("{what}: offset overflows")))?;
-            if bytes != t.nbytes || t.offset != want_offset || t.shape.first() != Some(&pool.rows) {
-                return Err(bad(format!(
-                    "{what} has inconsistent shape, rows, nbytes or offset"
-                )));
-            }
-            end = t
-                .offset
-                .checked_add(t.nbytes)
-                .ok_or_else(|| bad(format!("{what}: size overflows")))?;
+            end = placed(t, end, t.shape.first() == Some(&pool.rows), &what)?;
             // rows >= 1 (page_size >= 1), and nbytes is a multiple of rows by the shape.
             row_bytes = row_bytes
                 .checked_add(t.nbytes / pool.rows.max(1))

@@ -63,6 +63,44 @@ tensor_kinds! {
     Bytes = "bytes",
     /// A DSA layer's index keys and their scales `[rows, bytes per token]`, uint8.
     IndexK = "index_k",
+    /// The state pool's conv states `[state layers, slots + 1, conv dim, conv_kernel - 1]`, the
+    /// conv dtype (flat `[state layers, slots + 1, conv elements]` for KDA, whose q, k and v
+    /// conv states SGLang keeps apart, or an unknown kernel: the same bytes).
+    ConvState = "conv_state",
+    /// The state pool's temporal (SSM / recurrent) states `[state layers, slots + 1, heads,
+    /// head dim, state dim]`, the SSM dtype.
+    TemporalState = "temporal_state",
+    /// Speculative verify snapshots of the temporal state `[state layers, requests + 1, draft
+    /// tokens, heads, head dim, state dim]`, the SSM dtype.
+    IntermediateSsm = "intermediate_ssm",
+    /// Speculative conv windows: SGLang's deduplicated CUDA layout `[state layers, requests + 1,
+    /// conv dim, draft tokens + conv_kernel - 2]`, or dense `[state layers, requests + 1, draft
+    /// tokens, ...]` with the conv state's inner dims (tree drafts, KDA), the conv dtype.
+    IntermediateConv = "intermediate_conv_window",
+    /// ReplaySSM ring of compact `d` records `[state layers, ring slots, heads, ring length,
+    /// head dim]`, the conv dtype.
+    ReplayD = "replay_d",
+    /// ReplaySSM ring of normalised keys `[state layers, ring slots, key heads, ring length, state
+    /// dim]`, the conv dtype.
+    ReplayK = "replay_k",
+    /// ReplaySSM ring of log-decay gates `[state layers, ring slots, heads, ring length]` (KDA: a
+    /// last dim of the state dim), float32.
+    ReplayG = "replay_g",
+    /// ReplaySSM ring of raw values (KDA) or `d`'s low parts (GDN), the shape of `replay_d`, the conv dtype.
+    ReplayRawV = "replay_raw_v",
+    /// ReplaySSM ring of raw keys (KDA) or the keys' low parts (GDN), the shape of `replay_k`, the conv dtype.
+    ReplayRawK = "replay_raw_k",
+    /// ReplaySSM ring of KDA's betas `[state layers, slots + 1, heads, ring length]`, float32.
+    ReplayBeta = "replay_beta",
+    /// ReplaySSM spec-verify write cursors `[requests + 1]`, int32.
+    ReplayWritePos = "replay_write_pos",
+    /// ReplaySSM spec-verify ring bases `[requests + 1]`, int32.
+    ReplayCacheBase = "replay_cache_base",
+    /// ReplaySSM spec-verify flush flags `[requests + 1]`, int8.
+    ReplayIsFlush = "replay_is_flush",
+    /// The bytes each state slot carries for its caller (`extra_bytes_per_req`'s stage share)
+    /// `[slots + 1, bytes]`, uint8.
+    StateExtra = "state_extra",
 }
 
 #[cfg(test)]

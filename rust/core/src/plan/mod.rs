@@ -19,11 +19,13 @@
 mod check;
 mod kinds;
 mod layout;
+mod state;
 mod tensors;
 
 pub use kinds::TensorKind;
 
 pub use layout::{PlanLayout, MAX_PLAN_LAYERS};
+pub use state::state_pool;
 
 use crate::arith::{align_up, to_i64};
 use crate::configurator::PoolConfigurator;
@@ -73,6 +75,8 @@ pub enum PoolName {
     DraftSwa,
     /// Unified memory: one byte buffer the full and SWA layers share.
     Unified,
+    /// A hybrid model's recurrent state (SGLang's `MambaPool`): slots, not tokens.
+    State,
 }
 
 impl PoolName {
@@ -83,9 +87,10 @@ impl PoolName {
         Self::Unified,
         Self::Draft,
         Self::DraftSwa,
+        Self::State,
     ];
 
-    /// `"full"`, `"swa"`, `"unified"`, `"draft"` or `"draft_swa"`.
+    /// `"full"`, `"swa"`, `"unified"`, `"draft"`, `"draft_swa"` or `"state"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Full => "full",
@@ -93,6 +98,7 @@ impl PoolName {
             Self::Draft => "draft",
             Self::DraftSwa => "draft_swa",
             Self::Unified => "unified",
+            Self::State => "state",
         }
     }
 

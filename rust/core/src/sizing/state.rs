@@ -55,6 +55,18 @@ fn checked(a: u64, b: u64, what: &str) -> Result<u64> {
     a.checked_mul(b).ok_or_else(|| PlanError::overflow(what))
 }
 
+/// The largest stage's share of the caller's extra bytes per slot (`extra_bytes_per_req`
+/// scaled by its state layers, as SGLang's float `int(extra * stage / layers)`), bytes.
+pub(crate) fn stage_extra_bytes(state: &StateConfig) -> Result<u64> {
+    let layers = state.num_state_layers;
+    let stage = state.stage_state_layers.unwrap_or(layers);
+    let scale = exact(stage, "state layers")? / exact(layers.max(1), "state layers")?;
+    Ok(py_int::<PlanError>(
+        exact(state.extra_bytes_per_req, "extra state bytes")? * scale,
+        "extra",
+    )? as u64)
+}
+
 /// `_calculate_mamba_ratio`: state slots per running request (1 without the
 /// radix cache; 3, minus 1 under the decode-lock skip, plus the extra buffer's
 /// tracking slots).
@@ -85,14 +97,14 @@ pub fn mamba_ratio(state: &StateConfig, serving: &ServingConfig) -> Result<u64> 
 
 /// `_pd_prefill_skips_mamba_spec_state`: a PD prefill server without role
 /// switching or unified memory allocates no verify snapshots.
-fn pd_prefill_skips_spec_state(state: &StateConfig, serving: &ServingConfig) -> bool {
+pub(crate) fn pd_prefill_skips_spec_state(state: &StateConfig, serving: &ServingConfig) -> bool {
     serving.disaggregation_mode == DisaggregationMode::Prefill
         && !state.enable_pd_role_switch
         && !serving.enable_unified_memory
 }
 
 /// `max(1, max_running_requests // attn_dp_size)`; SGLang fails on a `None` here.
-fn running_per_rank(serving: &ServingConfig, why: &str) -> Result<u64> {
+pub(crate) fn running_per_rank(serving: &ServingConfig, why: &str) -> Result<u64> {
     let Some(mrr) = serving.max_running_requests else {
         return Err(invalid(format!(
             "{why} needs max_running_requests (SGLang reads it unset)"
@@ -140,10 +152,7 @@ pub fn state_budget(
     } else {
         (0, ring)
     };
-    let extra = py_int::<PlanError>(
-        exact(state.extra_bytes_per_req, "extra state bytes")? * scale,
-        "extra",
-    )? as u64;
+    let extra = stage_extra_bytes(state)?;
     let extra_per_slot = ring_per_slot
         .checked_add(extra)
         .ok_or_else(|| PlanError::overflow("extra_per_slot"))?;

@@ -19,6 +19,8 @@ pub struct StateDims {
     pub ssm_state_dim: u64,
     /// Key (group) heads on this rank (the ReplaySSM ring's `H`).
     pub k_heads_per_tp: u64,
+    /// The conv kernel width (each conv state keeps `conv_kernel - 1` steps), steps.
+    pub conv_kernel: u64,
 }
 
 /// SGLang's `divide`: `a / b`, which must be exact.
@@ -82,6 +84,7 @@ pub fn mamba2(
         ssm_head_dim: head_dim,
         ssm_state_dim: state_size,
         k_heads_per_tp,
+        conv_kernel,
     })
 }
 
@@ -102,6 +105,7 @@ pub fn full_rank(
         ssm_head_dim: 1,
         ssm_state_dim: state_size,
         k_heads_per_tp: 1,
+        conv_kernel,
     })
 }
 
@@ -131,5 +135,6 @@ pub fn kda(
         ssm_head_dim: head_dim,
         ssm_state_dim: head_dim,
         k_heads_per_tp: heads_per_rank(nk, tp),
+        conv_kernel,
     })
 }

@@ -153,7 +153,7 @@ def test_repr_shows_python_values() -> None:
 def test_public_classes_live_in_kvbudget(name: str) -> None:
     cls = getattr(kvbudget, name)
     assert cls.__module__ == "kvbudget" or issubclass(cls, BaseException) or name in (
-        "BatchResult", "AgreedPlan", "Parallelism", "RankPlans", "MinBudget", "SwaRatioSuggestion",
+        "BatchResult", "StateBatchResult", "AgreedPlan", "Parallelism", "RankPlans", "MinBudget", "SwaRatioSuggestion",
         "WithoutDraftTerms",
     ), f"{name} is shown as {cls.__module__}.{name}"
 

@@ -178,6 +178,10 @@ def columns_stub() -> str:
         lines.append(f"    {f.name}: {'Required[' + t + ']' if f.required else t}")
         default = "" if f.required else f" Default: {f.default!r}."
         lines += _doc(f"{f.doc}{default}", "    ")
+    for f in FIELDS["StateConfig"]:  # with state=: they replace the state's own values
+        if f.batch:
+            lines.append(f"    {f.name}: {COLUMN_TYPES[f.cell_dtype]}")
+            lines += _doc(f"With ``state=``: {f.doc}", "    ")
     return "\n".join(lines) + "\n"
 
 

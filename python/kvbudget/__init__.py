@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from kvbudget._allocate import allocate
     from kvbudget.alloc import KVPools, LayerKV
     from kvbudget.workload import MinBudget, SwaRatioSuggestion, WithoutDraftTerms
-    from kvbudget.batch import BatchResult, plan_many
+    from kvbudget.batch import BatchResult, StateBatchResult, plan_many
     from kvbudget.distributed import AgreedPlan, agree
     from kvbudget.ranks import Parallelism, RankPlans, plan_ranks
 
@@ -83,6 +83,7 @@ __all__ = [
     "Scenario",
     "ServingConfig",
     "SpeculativeConfig",
+    "StateBatchResult",
     "SwaRatioSuggestion",
     "TensorSpec",
     "UnknownNameError",
@@ -103,6 +104,7 @@ _LAZY = {
     "LayerKV": "kvbudget.alloc",
     "plan_many": "kvbudget.batch",
     "BatchResult": "kvbudget.batch",
+    "StateBatchResult": "kvbudget.batch",
     "agree": "kvbudget.distributed",
     "AgreedPlan": "kvbudget.distributed",
     "plan_ranks": "kvbudget.ranks",

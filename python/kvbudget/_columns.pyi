@@ -136,3 +136,68 @@ class PlanManyColumns(TypedDict, total=False):
     """
     fused_swa_entry_bytes: IntColumn
     """Bytes per token of an SWA-pool entry that holds the draft's KV too, bytes. Default: None."""
+    num_state_layers: IntColumn
+    """With ``state=``: State layers of the whole model (SGLang's `mamba2_cache_params.layers`;
+    SGLang accepts none, pricing a slot at 0 bytes), layers.
+    """
+    stage_state_layers: IntColumn
+    """With ``state=``: State layers of the largest pipeline stage (default: every state layer),
+    layers.
+    """
+    conv_elems: IntColumn
+    """With ``state=``: Conv-state elements of one request in one layer on one rank (the product of
+    each conv shape, summed), elements.
+    """
+    ssm_heads: IntColumn
+    """With ``state=``: Temporal (SSM) state heads on one rank (the state's first dim)."""
+    ssm_head_dim: IntColumn
+    """With ``state=``: Temporal state head dim (the state's second dim), elements."""
+    ssm_state_dim: IntColumn
+    """With ``state=``: Temporal state size (the state's third dim), elements."""
+    k_heads_per_tp: IntColumn
+    """With ``state=``: Key (group) heads on one rank, read by the ReplaySSM rings."""
+    conv_kernel: IntColumn
+    """With ``state=``: The conv kernel width (SGLang's `shape.conv_kernel`; a conv state keeps
+    `conv_kernel - 1` steps), read by the exact plan's deduplicated speculative conv windows
+    (`None`: unknown), steps.
+    """
+    conv_dtype: NameColumn
+    """With ``state=``: Conv-state dtype (SGLang's `SGLANG_MAMBA_CONV_DTYPE`, default bfloat16)."""
+    ssm_dtype: NameColumn
+    """With ``state=``: Temporal-state dtype (`--mamba-ssm-dtype`, the config's `mamba_ssm_dtype`,
+    default float32).
+    """
+    mixer: NameColumn
+    """With ``state=``: The mixer (`mamba2`, `gdn`: Qwen3-Next / Qwen3.5, `kda`: Kimi-Linear)."""
+    extra_bytes_per_req: IntColumn
+    """With ``state=``: Extra state bytes per request SGLang's caller adds
+    (`extra_mamba_cache_bytes_per_req`), bytes.
+    """
+    fused_state_entry_bytes: IntColumn
+    """With ``state=``: Bytes of one state slot that holds a fused draft's state too (SGLang's
+    `fused_entry_bytes("mamba")`; `None`: the host's `mamba_cache_per_req`), bytes.
+    """
+    max_mamba_cache_size: IntColumn
+    """With ``state=``: `--max-mamba-cache-size`: state slots over all attention-DP ranks (`None`:
+    SGLang sizes it), slots.
+    """
+    mamba_full_memory_ratio: FloatColumn
+    """With ``state=``: `--mamba-full-memory-ratio`: state bytes per KV byte of the auto split
+    (SGLang's fallback 0.9).
+    """
+    mamba_radix_cache_strategy: NameColumn
+    """With ``state=``: `--mamba-radix-cache-strategy`, resolved (`no_buffer`, `extra_buffer`,
+    `extra_buffer_lazy`).
+    """
+    mamba_skip_decode_lock: BoolColumn
+    """With ``state=``: `SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK`: the decode-time skip frees one slot
+    per request.
+    """
+    enable_linear_replayssm_spec: BoolColumn
+    """With ``state=``: `--enable-linear-replayssm-spec` (GDN and KDA only): ReplaySSM spec-verify
+    rings.
+    """
+    linear_replayssm_cache_len: IntColumn
+    """With ``state=``: `--linear-replayssm-cache-len`: ReplaySSM ring length, decode steps."""
+    enable_pd_role_switch: BoolColumn
+    """With ``state=``: `--enable-pd-role-switch`: a PD prefill server keeps the spec state."""

@@ -25,6 +25,7 @@ __all__ = [
     "PoolSpec",
     "TensorSpec",
     "_plan_many",
+    "_plan_many_state",
     "_choice_codes",
     "_canonical_name",
     "simd_level",
@@ -610,6 +611,10 @@ class PoolConfigurator:
         self, max_total_num_tokens: int, page_size: int | None = None
     ) -> MemoryPoolConfig: ...
     def plan(self, available_bytes: int, fit: str = "exact") -> PoolPlan: ...
+    def calculate_pool_sizes_with_state(
+        self, available_bytes: int, state: StateConfig
+    ) -> tuple[MemoryPoolConfig, dict[str, Any]]:
+        """calculate_pool_sizes on the KV budget a hybrid model's state pool leaves, and the state budget."""
     def plan_with_state(
         self, available_bytes: int, state: StateConfig, fit: str = "exact"
     ) -> tuple[PoolPlan, dict[str, Any]]:
@@ -642,5 +647,15 @@ def _plan_many(
     out: tuple[Any, Any, Any, Any] | None = None,
     threads: int | None = None,
 ) -> _Arrays: ...
+def _plan_many_state(
+    available_bytes: int | npt.NDArray[np.int64],
+    scalars: dict[str, object],
+    columns: dict[str, npt.NDArray[Any]],
+    state: StateConfig,
+    state_scalars: dict[str, object],
+    state_columns: dict[str, npt.NDArray[Any]],
+    out: tuple[Any, ...] | None = None,
+) -> tuple[_Arrays, npt.NDArray[np.int64]]:
+    """_plan_many with a hybrid-state model's state; use :func:`kvbudget.plan_many` with state=."""
 def _choice_codes(field: str, names: list[str]) -> list[int]: ...
 def _canonical_name(field: str, name: str) -> str: ...

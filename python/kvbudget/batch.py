@@ -31,20 +31,22 @@ for a flag) raises ``TypeError``; an integer beyond 64 bits ``OverflowError``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from kvbudget import _core
-from kvbudget.fields import SCENARIO_FIELDS, Field
+from kvbudget._core import StateConfig
+from kvbudget.fields import FIELDS, SCENARIO_FIELDS, Field
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from kvbudget._columns import PlanManyColumns
 
-__all__ = ["BATCH_FIELDS", "BatchResult", "STATUS_CODES", "int_column", "plan_many", "simd_level"]
+__all__ = ["BATCH_FIELDS", "STATE_BATCH_FIELDS", "BatchResult", "STATUS_CODES", "StateBatchResult", "int_column",
+           "plan_many", "simd_level"]  # fmt: skip
 
 #: status value -> error code (0 is success).
 STATUS_CODES: dict[int, str] = {
@@ -57,6 +59,8 @@ STATUS_CODES: dict[int, str] = {
 
 #: The keywords of :func:`plan_many` (besides ``available_bytes`` and ``out``), by name.
 BATCH_FIELDS: dict[str, Field] = {name: f for name, f in SCENARIO_FIELDS.items() if f.batch}
+#: The keywords :func:`plan_many` takes with ``state=``: ``StateConfig``'s batch fields, by name.
+STATE_BATCH_FIELDS: dict[str, Field] = {f.name: f for f in FIELDS["StateConfig"] if f.batch}
 
 _BAD_CODE = 255  # an unknown name or code: an invalid row, as the scalar API would raise
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
@@ -81,12 +85,11 @@ class BatchResult(NamedTuple):
     @property
     def ok(self) -> npt.NDArray[np.bool_]:
         """True where the row planned."""
-        ok: npt.NDArray[np.bool_] = np.equal(self.status, 0)
-        return ok
+        return _ok(self.status)
 
     def error_codes(self) -> list[str]:
         """The status of every row as its error code string (``"ok"`` on success)."""
-        return [STATUS_CODES[int(s)] for s in self.status]
+        return _error_codes(self.status)
 
     @classmethod
     def empty(cls, rows: int) -> BatchResult:
@@ -94,6 +97,46 @@ class BatchResult(NamedTuple):
         return cls(
             np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows, np.uint8)
         )
+
+
+def _ok(status: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    ok: npt.NDArray[np.bool_] = np.equal(status, 0)
+    return ok
+
+
+def _error_codes(status: npt.NDArray[np.uint8]) -> list[str]:
+    return [STATUS_CODES[int(s)] for s in status]
+
+
+class StateBatchResult(NamedTuple):
+    """:func:`plan_many`'s rows with ``state=``: :class:`BatchResult`'s four arrays and
+    SGLang's state slots per row."""
+
+    max_total_num_tokens: npt.NDArray[np.int64]
+    """``max_total_num_tokens`` per row, on the KV budget the state pool leaves, tokens."""
+    full_max_total_num_tokens: npt.NDArray[np.int64]
+    """Full-pool tokens per row (-1: None)."""
+    swa_max_total_num_tokens: npt.NDArray[np.int64]
+    """SWA-pool tokens per row (-1: None)."""
+    status: npt.NDArray[np.uint8]
+    """0 on success, else the error's status (:data:`STATUS_CODES`)."""
+    max_mamba_cache_size: npt.NDArray[np.int64]
+    """SGLang's state slots per row (``max_mamba_cache_size`` per attention-DP rank; -1 where
+    the row failed)."""
+
+    @property
+    def ok(self) -> npt.NDArray[np.bool_]:
+        """True where the row planned."""
+        return _ok(self.status)
+
+    def error_codes(self) -> list[str]:
+        """The status of every row as its error code string (``"ok"`` on success)."""
+        return _error_codes(self.status)
+
+
+def out_arrays(out: Union[BatchResult, StateBatchResult, None]) -> Optional[tuple[Any, Any, Any, Any]]:
+    """The four arrays the core writes of an ``out=`` result (the state slots are always fresh)."""
+    return None if out is None else (out[0], out[1], out[2], out[3])
 
 
 def _is_int(x: object) -> bool:
@@ -241,13 +284,24 @@ def simd_level() -> str:
     return _core.simd_level()
 
 
+@overload
+def plan_many(
+    available_bytes: IntLike, *, out: Optional[BatchResult] = None, threads: Optional[int] = None,
+    state: None = None, **columns: Unpack[PlanManyColumns],
+) -> BatchResult: ...
+@overload
+def plan_many(
+    available_bytes: IntLike, *, out: Union[BatchResult, StateBatchResult, None] = None,
+    threads: Optional[int] = None, state: StateConfig, **columns: Unpack[PlanManyColumns],
+) -> StateBatchResult: ...
 def plan_many(
     available_bytes: IntLike,
     *,
-    out: Optional[BatchResult] = None,
+    out: Union[BatchResult, StateBatchResult, None] = None,
     threads: Optional[int] = None,
+    state: Optional[StateConfig] = None,
     **columns: Unpack[PlanManyColumns],
-) -> BatchResult:
+) -> Union[BatchResult, StateBatchResult]:
     """Plans every row from bytes, as SGLang's factory-chosen configurator would.
 
     Args:
@@ -257,6 +311,14 @@ def plan_many(
         threads: at most this many threads (the rows are independent, so the
             result does not depend on it); ``None``: one per available core for
             batches of 65,536 rows or more.
+        state: a hybrid-state model's state (:class:`kvbudget.sglang.state.StateConfig`; the
+            scenario columns then describe its attention layers): every row takes SGLang's
+            state slots out of its budget first and sizes the KV pool on the rest, as
+            :func:`kvbudget.sglang.state.calculate_pool_sizes_with_state` does, and the
+            result is a :class:`StateBatchResult`, whose ``max_mamba_cache_size`` holds the
+            slots (fresh each call; ``out=`` gives the other four arrays). The fields of
+            :data:`STATE_BATCH_FIELDS` (``ssm_heads``, ``num_state_layers``, ...) may then vary
+            too. These rows are planned on the calling thread, off the vector path.
         **columns: the scenario fields of :data:`BATCH_FIELDS` (``num_kv_heads`` and
             ``head_dim`` are required), each a scalar or a 1-D array; arrays must
             share one length. Integer fields' int64 and int32 arrays are read in
@@ -276,15 +338,22 @@ def plan_many(
     """
     scalars: dict[str, object] = {}
     arrays: dict[str, np.ndarray] = {}
+    state_scalars: dict[str, object] = {}
+    state_arrays: dict[str, np.ndarray] = {}
     given: dict[str, Any] = dict(columns)
     for name, v in given.items():
         f = BATCH_FIELDS.get(name)
+        into = (scalars, arrays)
+        if f is None and name in STATE_BATCH_FIELDS:
+            if state is None:
+                raise TypeError(f"plan_many(): {name} is a StateConfig field; it goes with state=")
+            f, into = STATE_BATCH_FIELDS[name], (state_scalars, state_arrays)
         if f is None:
             raise TypeError(f"plan_many() got an unexpected keyword argument {name!r}")
         if _is_array(v):
-            arrays[name] = _column(f, v)
+            into[1][name] = _column(f, v)
         else:
-            scalars[name] = _scalar(f, v)
+            into[0][name] = _scalar(f, v)
     missing = [name for name, f in BATCH_FIELDS.items() if f.required and name not in given]
     if missing:
         raise TypeError(f"plan_many() missing required keyword arguments: {', '.join(missing)}")
@@ -295,4 +364,10 @@ def plan_many(
         budgets = _check_i64("available_bytes", int(available_bytes))
     else:
         raise TypeError(f"plan_many: available_bytes must be an int or a 1-D array of ints, got {available_bytes!r:.80}")
-    return BatchResult(*_core._plan_many(budgets, scalars, arrays, out, threads))
+    out4 = out_arrays(out)
+    if state is None:
+        return BatchResult(*_core._plan_many(budgets, scalars, arrays, out4, threads))
+    if not isinstance(state, StateConfig):
+        raise TypeError(f"plan_many: state must be a StateConfig, got {type(state).__name__}")
+    arrays4, slots = _core._plan_many_state(budgets, scalars, arrays, state, state_scalars, state_arrays, out4)
+    return StateBatchResult(*arrays4, slots)

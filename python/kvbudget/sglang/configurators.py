@@ -146,11 +146,11 @@ class PoolConfiguratorBase:
         """
         import numpy as np
 
-        from kvbudget.batch import BatchResult, int_column
+        from kvbudget.batch import BatchResult, int_column, out_arrays
 
         one = isinstance(available_bytes, (int, np.integer)) and not isinstance(available_bytes, bool)
         arr = int_column("available_bytes", [available_bytes] if one else available_bytes, optional=False)
-        return BatchResult(*self._cfg.calculate_pool_sizes_many(arr, out, threads))
+        return BatchResult(*self._cfg.calculate_pool_sizes_many(arr, out_arrays(out), threads))
 
     def plan(self, available_bytes: int, fit: Fit = "exact", *, state: StateConfig | None = None) -> PoolPlan:
         """kvbudget's exact plan: every pool and tensor with its shape, dtype and bytes.

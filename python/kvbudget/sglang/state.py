@@ -36,7 +36,7 @@ from typing import TypedDict
 from typing import TYPE_CHECKING
 
 from kvbudget import _core
-from kvbudget._core import PoolPlan, PoolSpec, ServingConfig, SpeculativeConfig, StateConfig
+from kvbudget._core import MemoryPoolConfig, PoolPlan, PoolSpec, ServingConfig, SpeculativeConfig, StateConfig
 from kvbudget.errors import NotEnoughMemoryError
 from kvbudget.budget import PerRank
 from kvbudget.sglang.budget import sglang_rest_gib
@@ -57,6 +57,7 @@ __all__ = [
     "mamba2_dims",
     "mamba_ratio",
     "max_num_reqs",
+    "calculate_pool_sizes_with_state",
     "plan_with_state",
     "state_budget",
     "state_pool",
@@ -227,6 +228,27 @@ def max_num_reqs(
         return _core._max_num_reqs(token_capacity, context_len, serving, state, max_mamba_cache_size)
     except NotEnoughMemoryError as e:
         raise _too_small(e) from None
+
+
+def calculate_pool_sizes_with_state(
+    configurator: PoolConfiguratorBase, available_bytes: int, state: StateConfig
+) -> tuple[MemoryPoolConfig, StateBudget]:
+    """SGLang's pool sizes of a hybrid model on one rank: its state budget on ``available_bytes``
+    (as GiB) takes the state slots out first, then ``configurator`` (the attention layers) sizes
+    the KV pool on the rest (:func:`kv_budget_bytes`), serving page size. What
+    :func:`kvbudget.plan_many` computes per row with ``state=``.
+
+    Raises:
+        StateCacheTooSmallError, InvalidConfigError: as :func:`state_budget`; and the
+            configurator's own errors on the KV budget.
+    """
+    try:
+        config, budget = configurator._cfg.calculate_pool_sizes_with_state(available_bytes, state)
+    except NotEnoughMemoryError as e:
+        if "state cache" in str(e):
+            raise _too_small(e) from None
+        raise
+    return config, StateBudget(**budget)
 
 
 def state_pool(state: StateConfig, serving: ServingConfig, spec: SpeculativeConfig, slots: int) -> PoolSpec:

@@ -258,3 +258,39 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// INV-7 with a state: `plan_many_with_state` equals the scalar
+    /// `calculate_pool_sizes_with_state` row by row (errors as statuses, slots -1).
+    #[test]
+    fn batch_state_rows_equal_the_scalar(s in state(), serving in serving(),
+                                         budgets in prop::collection::vec(0i64..(1i64 << 38), 1..40),
+                                         heads in prop::collection::vec(0i64..40, 40)) {
+        use kvbudget_core::batch::{self, Batch, Buffers, ColumnData, StateBatch, StateColumn};
+        let heads = &heads[..budgets.len()];
+        let cfg = qwen3_next_kv(serving, SpeculativeConfig::default());
+        let cols = [StateColumn::new("ssm_heads", ColumnData::I64(heads)).unwrap()];
+        let state_batch = StateBatch { base: s, base_status: 0, columns: &cols };
+        let b = Batch::serial(*cfg.scenario(), &budgets, &[]);
+        let mut out = Buffers::new(budgets.len());
+        let mut slots = vec![0i64; budgets.len()];
+        batch::plan_many_with_state(&b, &state_batch, &mut out.views(), &mut slots).unwrap();
+        for (i, &a) in budgets.iter().enumerate() {
+            let row = StateConfig { ssm_heads: heads[i] as u64, ..s };
+            let want = if heads[i] == 0 {
+                Err(ErrorCode::InvalidConfig) // ssm_heads is positive
+            } else {
+                cfg.calculate_pool_sizes_with_state(a, &row).map_err(|e| e.code)
+            };
+            match want {
+                Ok((c, budget)) => {
+                    prop_assert_eq!((out.status[i], out.max_total_num_tokens[i]), (0, c.max_total_num_tokens));
+                    prop_assert_eq!(slots[i], budget.max_mamba_cache_size as i64);
+                }
+                Err(code) => prop_assert_eq!((out.status[i], slots[i]), (code.status(), -1)),
+            }
+        }
+    }
+}

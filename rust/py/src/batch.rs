@@ -12,10 +12,12 @@
 
 use crate::errors::{invalid, type_error, Result};
 use crate::plan::PoolConfigurator;
+use crate::values::StateConfig;
 use kvbudget_core::batch::{
-    self, Batch, BatchOutputs, Budgets, Buffers, Column, ColumnData, Threads,
+    self, Batch, BatchOutputs, Budgets, Buffers, Column, ColumnData, StateBatch, StateColumn,
+    Threads,
 };
-use kvbudget_core::fields::ScenarioField;
+use kvbudget_core::fields::{FieldInfo, ScenarioField, Value, ValueType};
 use kvbudget_core::Scenario;
 use numpy::{
     Element, IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadwriteArray1,
@@ -198,6 +200,79 @@ fn field_of(name: &Bound<'_, PyAny>) -> Result<ScenarioField> {
         })
 }
 
+/// A value type's base from the scalar inputs (each checked as the scalar constructors
+/// check it; the first bad one's status, which makes every row invalid).
+fn base_of<T>(
+    mut base: T,
+    scalars: &Bound<'_, PyDict>,
+    field: impl Fn(&Bound<'_, PyAny>) -> Result<&'static FieldInfo>,
+    set: impl Fn(&mut T, &str, Value<'_>) -> kvbudget_core::Result<bool>,
+) -> Result<(T, u8)> {
+    let mut status = batch::STATUS_OK;
+    for (k, v) in scalars.iter() {
+        let info = field(&k)?;
+        let value = crate::convert::to_value("plan_many", info, &v)?;
+        if let Err(e) = set(&mut base, info.name, value) {
+            if status == batch::STATUS_OK {
+                status = e.code.status();
+            }
+        }
+    }
+    Ok((base, status))
+}
+
+/// The held arrays of `columns`, by field.
+fn held_columns<'py>(
+    columns: &Bound<'py, PyDict>,
+    field: impl Fn(&Bound<'_, PyAny>) -> Result<&'static FieldInfo>,
+) -> Result<Vec<(&'static FieldInfo, Held<'py>)>> {
+    columns
+        .iter()
+        .map(|(k, v)| {
+            let info = field(&k)?;
+            Ok((info, Held::extract(info.name, info.cell_dtype, &v)?))
+        })
+        .collect()
+}
+
+/// The budgets: an int, or a held int64 array.
+fn budgets_of<'py>(
+    available_bytes: &Bound<'py, PyAny>,
+) -> Result<Option<PyReadonlyArray1<'py, i64>>> {
+    if available_bytes.is_instance_of::<pyo3::types::PyInt>() {
+        return Ok(None);
+    }
+    Ok(Some(available_bytes.extract().map_err(|_| {
+        type_error("plan_many: available_bytes must be an int or a 1-D int64 numpy array")
+    })?))
+}
+
+fn budgets<'a>(
+    available_bytes: &Bound<'_, PyAny>,
+    held: Option<&'a PyReadonlyArray1<'_, i64>>,
+) -> Result<Budgets<'a>> {
+    Ok(match held {
+        Some(a) => Budgets::Array(contiguous("available_bytes", a)?),
+        None => Budgets::Scalar(available_bytes.extract()?),
+    })
+}
+
+fn scenario_info(k: &Bound<'_, PyAny>) -> Result<&'static FieldInfo> {
+    Ok(field_of(k)?.info())
+}
+
+fn scenario_columns<'a>(held: &'a [(&'static FieldInfo, Held<'_>)]) -> Result<Vec<Column<'a>>> {
+    held.iter()
+        .map(|(info, h)| {
+            let field = ScenarioField::from_name(info.name).ok_or_else(|| invalid(info.name))?;
+            Ok(Column {
+                field,
+                data: h.data(info.name)?,
+            })
+        })
+        .collect()
+}
+
 /// Plans every row (see `kvbudget.plan_many`): `scalars` make the base
 /// scenario (each checked as the scalar constructors check it; a bad one
 /// makes every row invalid), `columns` hold one contiguous array per varying
@@ -212,50 +287,14 @@ pub fn _plan_many<'py>(
     out: Option<&Bound<'py, PyTuple>>,
     threads: Option<i64>,
 ) -> Result<Out<'py>> {
-    let mut base = Scenario::default();
-    let mut base_status = batch::STATUS_OK;
-    for (k, v) in scalars.iter() {
-        let f = field_of(&k)?;
-        let info = f.info();
-        let value = crate::convert::to_value("plan_many", info, &v)?;
-        if let Err(e) = base.set(info.name, value) {
-            if base_status == batch::STATUS_OK {
-                base_status = e.code.status();
-            }
-        }
-    }
-    let held = columns
-        .iter()
-        .map(|(k, v)| {
-            let f = field_of(&k)?;
-            Ok((f, Held::extract(f.info().name, f.info().cell_dtype, &v)?))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let cols = held
-        .iter()
-        .map(|(f, h)| {
-            Ok(Column {
-                field: *f,
-                data: h.data(f.info().name)?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let budgets_held: Option<PyReadonlyArray1<'py, i64>> =
-        if available_bytes.is_instance_of::<pyo3::types::PyInt>() {
-            None
-        } else {
-            Some(available_bytes.extract().map_err(|_| {
-                type_error("plan_many: available_bytes must be an int or a 1-D int64 numpy array")
-            })?)
-        };
-    let budgets = match &budgets_held {
-        Some(a) => Budgets::Array(contiguous("available_bytes", a)?),
-        None => Budgets::Scalar(available_bytes.extract()?),
-    };
+    let (base, base_status) = base_of(Scenario::default(), scalars, scenario_info, Scenario::set)?;
+    let held = held_columns(columns, scenario_info)?;
+    let cols = scenario_columns(&held)?;
+    let budgets_held = budgets_of(available_bytes)?;
     let batch = Batch {
         base,
         base_status,
-        available_bytes: budgets,
+        available_bytes: budgets(available_bytes, budgets_held.as_ref())?,
         columns: &cols,
         threads: thread_policy(threads)?,
     };
@@ -266,6 +305,82 @@ pub fn _plan_many<'py>(
         without_gil(py, n, || batch::plan_many(&batch, &mut views))?;
     }
     Ok(outputs.into_py(py))
+}
+
+fn state_info(k: &Bound<'_, PyAny>) -> Result<&'static FieldInfo> {
+    let name = k
+        .cast::<PyString>()
+        .map_err(|_| type_error("plan_many: column names must be strings"))?;
+    let name = name.to_str()?;
+    <kvbudget_core::StateConfig as ValueType>::FIELDS
+        .iter()
+        .find(|f| f.name == name && f.batch)
+        .ok_or_else(|| {
+            type_error(format!(
+                "plan_many() got an unexpected keyword argument '{name}'"
+            ))
+        })
+}
+
+/// [`_plan_many`] with a hybrid-state model's state: `state` is the base every row
+/// starts from, `state_scalars` / `state_columns` its fields that are given / vary
+/// (see the core's `plan_many_with_state`). Returns the four arrays and each row's
+/// `max_mamba_cache_size` (-1 for a failed row). Runs on the calling thread.
+#[pyfunction]
+#[pyo3(signature = (available_bytes, scalars, columns, state, state_scalars, state_columns, out=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn _plan_many_state<'py>(
+    py: Python<'py>,
+    available_bytes: &Bound<'py, PyAny>,
+    scalars: &Bound<'py, PyDict>,
+    columns: &Bound<'py, PyDict>,
+    state: &StateConfig,
+    state_scalars: &Bound<'py, PyDict>,
+    state_columns: &Bound<'py, PyDict>,
+    out: Option<&Bound<'py, PyTuple>>,
+) -> Result<(Out<'py>, Bound<'py, PyArray1<i64>>)> {
+    let (base, base_status) = base_of(Scenario::default(), scalars, scenario_info, Scenario::set)?;
+    let held = held_columns(columns, scenario_info)?;
+    let cols = scenario_columns(&held)?;
+    let (state_base, state_status) = base_of(
+        state.0,
+        state_scalars,
+        state_info,
+        kvbudget_core::StateConfig::set,
+    )?;
+    let state_held = held_columns(state_columns, state_info)?;
+    let state_cols = state_held
+        .iter()
+        .map(|(info, h)| Ok(StateColumn::new(info.name, h.data(info.name)?)?))
+        .collect::<Result<Vec<_>>>()?;
+    let budgets_held = budgets_of(available_bytes)?;
+    let batch = Batch {
+        base,
+        base_status,
+        available_bytes: budgets(available_bytes, budgets_held.as_ref())?,
+        columns: &cols,
+        threads: Threads::Fixed(1),
+    };
+    let state_batch = StateBatch {
+        base: state_base,
+        base_status: state_status,
+        columns: &state_cols,
+    };
+    let scenario_rows = batch.rows()?;
+    let arrays = !cols.is_empty() || budgets_held.is_some();
+    let n = match state_cols.first() {
+        Some(c) if !arrays => c.data.len(),
+        _ => scenario_rows,
+    };
+    let mut outputs = Outputs::new(n, out)?;
+    let mut slots = vec![0i64; n];
+    {
+        let mut views = outputs.views()?;
+        without_gil(py, n, || {
+            batch::plan_many_with_state(&batch, &state_batch, &mut views, &mut slots)
+        })?;
+    }
+    Ok((outputs.into_py(py), slots.into_pyarray(py)))
 }
 
 #[pymethods]
@@ -304,14 +419,40 @@ pub fn simd_level() -> &'static str {
 /// invalid row.
 #[pyfunction]
 pub fn _choice_codes(field: &str, names: Vec<String>) -> Result<Vec<u16>> {
+    // u16, not u8: PyO3 turns a Vec<u8> into bytes.
+    if let Some(info) = <kvbudget_core::StateConfig as ValueType>::FIELDS
+        .iter()
+        .find(|f| f.name == field && !f.choices.is_empty())
+    {
+        return Ok(names
+            .iter()
+            .map(|s| u16::from(state_code(info, s)))
+            .collect());
+    }
     let f = ScenarioField::from_name(field)
         .filter(|f| !f.info().choices.is_empty())
         .ok_or_else(|| invalid(format!("{field} is not a choice field")))?;
-    // u16, not u8: PyO3 turns a Vec<u8> into bytes.
     Ok(names
         .iter()
         .map(|s| u16::from(f.code(s).unwrap_or(u8::MAX)))
         .collect())
+}
+
+/// The batch code of the name `s` of a `StateConfig` choice field: its setter parses it, the
+/// code is the canonical name's place among the choices (255 for an unknown name).
+fn state_code(info: &FieldInfo, s: &str) -> u8 {
+    let mut st = kvbudget_core::StateConfig::default();
+    match st.set(info.name, Value::Str(s)) {
+        Ok(true) => st
+            .get(info.name)
+            .and_then(|v| match v {
+                Value::Str(c) => info.choices.iter().position(|x| *x == c),
+                _ => None,
+            })
+            .and_then(|i| u8::try_from(i).ok())
+            .unwrap_or(u8::MAX),
+        _ => u8::MAX,
+    }
 }
 
 /// The canonical name of `name` for the choice field `field` (the core's

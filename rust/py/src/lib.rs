@@ -28,7 +28,7 @@ mod _core {
     use crate::plan::{PoolConfigurator, PoolPlan, PoolSpec, TensorSpec};
 
     #[pymodule_export]
-    use crate::batch::{_canonical_name, _choice_codes, _plan_many, simd_level};
+    use crate::batch::{_canonical_name, _choice_codes, _plan_many, _plan_many_state, simd_level};
 
     #[pymodule_export]
     use crate::state::{

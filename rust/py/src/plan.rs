@@ -114,6 +114,18 @@ impl PoolConfigurator {
         let fit = fit.parse::<core::Fit>()?;
         Ok(PoolPlan(Arc::new(self.0.plan(available_bytes, fit)?)))
     }
+    /// `calculate_pool_sizes` after a hybrid model's state pool, and SGLang's state budget (as a dict).
+    fn calculate_pool_sizes_with_state<'py>(
+        &self,
+        py: Python<'py>,
+        available_bytes: i64,
+        state: &StateConfig,
+    ) -> Result<(MemoryPoolConfig, Bound<'py, PyDict>)> {
+        let (c, budget) = self
+            .0
+            .calculate_pool_sizes_with_state(available_bytes, &state.0)?;
+        Ok((MemoryPoolConfig(c), budget_dict(py, budget)?))
+    }
     /// The plan with a hybrid model's state pool, and SGLang's state budget (as a dict).
     #[pyo3(signature = (available_bytes, state, fit="exact"))]
     fn plan_with_state<'py>(

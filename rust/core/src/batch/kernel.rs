@@ -119,7 +119,7 @@ pub fn plan_many(batch: &Batch<'_>, out: &mut BatchOutputs<'_>) -> Result<()> {
 
 /// A column that is no batch field, or of the wrong cell type, is an error of
 /// the call, not of its rows.
-fn check_columns(batch: &Batch<'_>) -> Result<()> {
+pub(super) fn check_columns(batch: &Batch<'_>) -> Result<()> {
     for c in batch.columns {
         if !c.field.info().batch {
             return Err(PlanError::invalid(format!(
@@ -139,20 +139,24 @@ fn check_columns(batch: &Batch<'_>) -> Result<()> {
     Ok(())
 }
 
-/// The `n` rows of a well-formed batch (one thread's part), into `out`.
-fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
-    // A bad base field (a scalar the scalar API rejects) makes every row invalid.
-    // Checked once here: every cell is checked as it is applied, so rows only
-    // need the rules across fields.
+/// The status every row starts with: a bad base field (a scalar the scalar API
+/// rejects) makes every row invalid. Checked once: every cell is checked as it
+/// is applied, so rows only need the rules across fields.
+pub(super) fn base_status(batch: &Batch<'_>) -> u8 {
     let base_check = ScenarioField::ALL
         .iter()
         .filter(|f| !batch.columns.iter().any(|c| c.field == **f))
         .try_for_each(|f| f.check(&batch.base));
-    let base_status = match base_check {
+    match base_check {
         _ if batch.base_status != STATUS_OK => batch.base_status,
         Err(e) => e.code.status(),
         Ok(()) => STATUS_OK,
-    };
+    }
+}
+
+/// The `n` rows of a well-formed batch (one thread's part), into `out`.
+fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
+    let base_status = base_status(batch);
     if base_status != STATUS_OK {
         for i in 0..n {
             out.write_err(i, base_status);
@@ -189,13 +193,14 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
     while start < n {
         let end = (start + BLOCK).min(n);
         let m = end - start;
-        let status = &mut out.status[start..end];
-        status.fill(STATUS_OK);
-        for c in batch.columns {
-            // The cell types were checked by `check_columns`.
-            let data = c.data.slice(start, end).widen(&mut wide);
-            let _ = Scenario::apply_column(&mut rows[..m], status, c.field, data);
-        }
+        apply_block(
+            batch,
+            &mut rows[..m],
+            &mut out.status[start..end],
+            STATUS_OK,
+            start,
+            &mut wide,
+        );
         let rows = &rows[..m];
         let mut block = out.rows(start, end);
         // Rows go to their configurator kind's loop (a bad cell's row is written now).
@@ -218,6 +223,24 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
             solve_block::<false>(rows, &by_kind, counts, budgets, &mut block);
         }
         start = end;
+    }
+}
+
+/// The rows `start..start + rows.len()` of the batch's scenario columns applied to `rows`
+/// (each cell checked; a bad one sets its row's status), every status first `initial`. The
+/// cell types were checked by `check_columns`.
+pub(super) fn apply_block(
+    batch: &Batch<'_>,
+    rows: &mut [Scenario],
+    status: &mut [u8],
+    initial: u8,
+    start: usize,
+    wide: &mut [i64; BLOCK],
+) {
+    status.fill(initial);
+    for c in batch.columns {
+        let data = c.data.slice(start, start + rows.len()).widen(wide);
+        let _ = Scenario::apply_column(rows, status, c.field, data);
     }
 }
 

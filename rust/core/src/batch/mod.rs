@@ -23,12 +23,14 @@
 
 mod fast;
 pub(crate) mod kernel;
+mod state;
 
 pub use fast::simd_level;
 pub use kernel::{plan_many, Threads, PARALLEL_ROWS};
+pub use state::{cell_value, plan_many_with_state, StateBatch, StateColumn};
 
 use crate::error::{ErrorCode, PlanError, Result};
-use crate::fields::{MemoryPoolConfig, PyRepr, ScenarioField, Value};
+use crate::fields::{MemoryPoolConfig, ScenarioField, Value};
 use crate::scenario::Scenario;
 
 /// Status of a successful row; failed rows carry [`crate::ErrorCode::status`].
@@ -139,21 +141,7 @@ impl Cells {
     /// the choices reads as a name no choice has (so setting it fails with
     /// the error the kernel gives that row). Panics if `i` is out of range.
     pub fn scalar_value(&self, field: ScenarioField, i: usize) -> Value<'static> {
-        let info = field.info();
-        match self {
-            Self::I64(v) if v[i] < 0 && info.py == PyRepr::OptInt => Value::None,
-            Self::I64(v) => Value::Int(i128::from(v[i])),
-            Self::I32(v) if v[i] < 0 && info.py == PyRepr::OptInt => Value::None,
-            Self::I32(v) => Value::Int(i128::from(v[i])),
-            Self::F64(v) => Value::Float(v[i]),
-            Self::Bool(v) => Value::Bool(v[i]),
-            Self::U8(v) => Value::Str(
-                info.choices
-                    .get(usize::from(v[i]))
-                    .copied()
-                    .unwrap_or("<no such code>"),
-            ),
-        }
+        cell_value(field.info(), self.data(), i)
     }
 
     /// The borrowed view.

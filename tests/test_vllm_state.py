@@ -249,3 +249,25 @@ def test_hybrids_with_an_eagle_head_plan_as_vllm_does(oracle: vo.VllmOracle, pre
     ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
     assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)
     assert theirs["num_blocks"] > 0
+
+
+@pytest.mark.parametrize(("model", "tokens"), [("nvidia-nemotron-nano-9b-v2", 0),
+                                               ("nemotron-h (class defaults, one MTP step)", 2)])  # fmt: skip
+def test_nemotron_h_with_replayssm_plans_as_vllm_does(oracle: vo.VllmOracle, model: str, tokens: int) -> None:
+    """Nemotron-H served with ``--use-replayssm --mamba-backend flashinfer --no-enable-prefix-caching``
+    (with its MTP step, k = 2): each Mamba-2 state carries the x / dt / B rings (16 steps, and the
+    verify window with FlashInfer), keeps no per-draft-token blocks, and the plan equals vLLM's."""
+    engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": False, "use_replayssm": True}
+    if tokens:
+        engine.update(speculative_method="mtp", num_speculative_tokens=tokens)
+    specs = vllm.layers_from_hf_config(_mtp_config(model), vllm.EngineConfig(**engine, mamba_backend="flashinfer"))
+    state = next(x for x in specs if x.kind == "mamba")
+    assert len(state.state_shapes) == 5 and state.state_shapes[2][1] == 16 + 1 + tokens, state.state_shapes
+    layers = [{k: getattr(x, k) for k in ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "kv_cache_dtype",
+                                          "model_dtype", "state_shapes", "state_dtypes", "mamba_type",
+                                          "prefill_checkpoint", "is_draft", "sliding_window")}
+              for x in specs]  # fmt: skip
+    theirs = oracle.plan(layers, 20 * GIB, engine)
+    ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
+    assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)
+    assert theirs["num_blocks"] > 0

@@ -117,11 +117,12 @@ def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
             no_window: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
     d = dict(saved)
     loaded = vllm_config_class(d["model_type"]).from_dict(d)
+    replay = {k: engine[k] for k in _REPLAY_KEYS if k in engine}
     draft = engine.get("draft")
     drafter = None if draft is None else T.CONFIG_MAPPING[draft["model_type"]].from_dict(dict(draft))
     try:
         return [_fields(x) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype,
-                                                disable_sliding_window=no_window, draft_config=drafter,
+                                                disable_sliding_window=no_window, draft_config=drafter, **replay,
                                                 method=engine.get("speculative_method"),
                                                 num_speculative_tokens=engine.get("num_speculative_tokens"))]  # fmt: skip
     except VllmLoadError as e:
@@ -483,11 +484,26 @@ def test_legacy_layer_kind_names_read_as_transformers_remaps_them() -> None:
         assert {x["kind"] for x in theirs} == {"mamba", "full"}, arch
 
 
-def test_replayssm_is_refused_as_vllm_refuses_it() -> None:
-    """``--use-replayssm``: vLLM 0.33.0 refuses it for an architecture whose registered class is not
-    ``SupportsReplaySSM`` (read from the pinned wheel's source), and kvbudget refuses it the same
-    way; where vLLM takes it (Nemotron-H, Kimi-Linear) kvbudget refuses by name, never planning
-    without the ring shapes."""
+_REPLAY_KEYS = ("use_replayssm", "replayssm_buffer_len", "mamba_backend", "enable_prefix_caching", "use_v2_model_runner")
+
+
+def _replay(rng: random.Random, case: tuple[dict[str, Any], dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``case`` with ``--use-replayssm`` and seeded engine settings its checks read."""
+    saved, engine = case
+    backend = rng.choice(["triton", "flashinfer", "flashinfer"])  # mostly settings vLLM starts with
+    return saved, {**engine, "use_replayssm": True, "mamba_backend": backend,
+                   "replayssm_buffer_len": rng.choice([4, 8, 16, 16, 16, 32]),
+                   "enable_prefix_caching": rng.random() < 0.2,
+                   "use_v2_model_runner": rng.random() < (0.3 if backend == "triton" else 0.7)}
+
+
+def test_replayssm_read_as_vllm_reads_it() -> None:
+    """``--use-replayssm``. vLLM 0.33.0 refuses it for an architecture whose registered class is not
+    ``SupportsReplaySSM`` (read from the wheel's class hierarchy), and kvbudget the same way. On
+    Nemotron-H (Mamba-2 states with ReplaySSM's x / dt / B rings) and Kimi-Linear (KDA states as they
+    are, RecoverSSM with a drafter) every layer equals vLLM's reading, and every startup refusal of
+    ``VllmConfig.validate_mamba_cached_kernel`` (lifted) is kvbudget's: the backend, the ring length,
+    prefix caching, the model runner, speculation (Nemotron-H's MTP step, EAGLE heads)."""
     from vllm_oracle import _hf
     from vllm_oracle._interfaces import supports
 
@@ -497,23 +513,31 @@ def test_replayssm_is_refused_as_vllm_refuses_it() -> None:
     env = _hf._env(root)
     supported = {a for a in STATE_ARCHITECTURES if supports(root, env.registry, a, "SupportsReplaySSM")}
     assert supported == REPLAYSSM_ARCHITECTURES, supported
-    configs = {"Qwen3NextForCausalLM": get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config,
-               "NemotronHForCausalLM": get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config,
-               "FalconH1ForCausalLM": get_hybrid_state_model("falcon-h1-7b-instruct").config,
-               "KimiLinearForCausalLM": get_hybrid_state_model("kimi-linear-48b-a3b-instruct").config}  # fmt: skip
-    for arch, saved in configs.items():
-        try:
-            layers_from_hf_config(saved, vllm.EngineConfig(use_replayssm=True))
-        except InvalidConfigError as e:
-            assert ("is not supported for architecture" in str(e)) == (arch not in supported), (arch, e)
-        else:
-            raise AssertionError(f"{arch} was read with use_replayssm")
+    for saved in (get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config,
+                  get_hybrid_state_model("falcon-h1-7b-instruct").config):  # fmt: skip
+        ours = _ours(saved, {"tp": 4, "pp": 1, "use_replayssm": True}, "bfloat16")
+        assert "is not supported for architecture" in str(ours), ours
+    rng = random.Random("vllm-replayssm")
+    cases = []
+    for i in range(max(N // 3, 40)):
+        base = (_nemotron_h_case if i % 2 else _kimi_linear_case)(rng)
+        if rng.random() < 0.3 and not base[1].get("speculative_method"):
+            base = _eagle(rng, base)
+        cases.append(_replay(rng, base))
+    for name in ("nvidia-nemotron-nano-9b-v2", "kimi-linear-48b-a3b-instruct"):
+        cases.append((get_hybrid_state_model(name).config, {"tp": 4, "pp": 1, "use_replayssm": True,
+                      "mamba_backend": "flashinfer", "enable_prefix_caching": False}))  # fmt: skip
+    counts, mismatches = _compare(rng, cases)
+    print(f"\nvLLM ReplaySSM reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] * 2 // 3 and counts["state layers"] > N // 2, counts
 
 
 def test_state_shapes_are_vllms_calculators() -> None:
     """``rust/core/src/vllm/state_shape.rs`` against ``MambaStateShapeCalculator`` lifted from the
     wheel, on 2,000 seeded argument sets of each family (gated delta net, Mamba-2, short conv,
-    Mamba-1, Kimi Delta Attention as Kimi-Linear calls it; refusals: vLLM's ``divide``)."""
+    Mamba-1, Kimi Delta Attention as Kimi-Linear calls it, Mamba-2 with ReplaySSM's rings on either
+    backend; refusals: vLLM's ``divide``)."""
     from vllm_oracle import _hf
 
     from kvbudget import _core
@@ -540,4 +564,20 @@ def test_state_shapes_are_vllms_calculators() -> None:
                 ours = "refused"
             assert ours == theirs, (family, dims, ours, theirs)
             outcomes["ok" if theirs != "refused" else "refused"] += 1
+        # Mamba-2 with ReplaySSM's rings (append_replayssm_ring over mamba2_state_shape, as
+        # NemotronHForCausalLM.get_mamba_state_shape_from_config calls them)
+        dims = [rng.choice([1, 2, 4, 8])] + [rng.choice([1, 2, 3, 8, 16, 64, 128, 4096]) for _ in range(6)]
+        dims += [rng.choice([0, 1, 3]), rng.choice([4, 16, 32]), rng.choice([0, 1])]
+        tp, inter, groups, heads, head, state, conv, s, window, flashinfer = dims
+        backend = _hf._env(_hf._root()).mamba_backends["FLASHINFER" if flashinfer else "TRITON"]
+        try:
+            base = calc.mamba2_state_shape(tp, inter, groups, heads, head, state, conv, s)
+            theirs = [list(x) for x in calc.append_replayssm_ring(base, groups, tp, window, backend, s)]
+        except AssertionError:
+            theirs = "refused"
+        try:
+            ours = _core._vllm_state_shapes("mamba2_replayssm", dims)
+        except ValueError:
+            ours = "refused"
+        assert ours == theirs, ("mamba2_replayssm", dims, ours, theirs)
     assert min(outcomes.values()) > 500, outcomes

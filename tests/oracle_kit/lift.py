@@ -112,14 +112,21 @@ class Source:
         """Executes the top-level definitions ``names`` (in order) into ``namespace``."""
         self._run([self._top_level(n) for n in names], namespace)
 
-    def lift_member(self, namespace: dict[str, Any], cls: str, name: str) -> Any:
+    def lift_member(self, namespace: dict[str, Any], cls: str, name: str, drop: Sequence[str] = ()) -> Any:
         """``cls.name`` as a class attribute (a property, classmethod, staticmethod or
-        plain function) with ``namespace`` as its globals."""
+        plain function) with ``namespace`` as its globals. ``drop``: decorators (called by
+        these names, e.g. pydantic's ``model_validator``) removed, leaving the function they
+        register."""
         node = self._top_level(cls)
         assert isinstance(node, ast.ClassDef), f"{self.rel}: {cls} is not a class"
+
+        def dropped(d: ast.expr) -> bool:
+            f = d.func if isinstance(d, ast.Call) else d
+            return isinstance(f, ast.Name) and f.id in drop
+
         for item in node.body:
             if isinstance(item, ast.FunctionDef) and item.name == name:
-                decos = item.decorator_list
+                decos = [d for d in item.decorator_list if not dropped(d)]
                 wrap = None
                 if decos:
                     d = decos[0]

@@ -74,6 +74,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import enum
 import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -125,8 +126,9 @@ class _Env:
     mla_head_size_v: int
     hooks: dict[str, Any]  # model file -> its config class's verify_and_update_config (lifted)
     state_layers: tuple[type, ...]  # the classes a state layer is an instance of
-    vllm_config_cls: type  # VllmConfig's num_speculative_tokens (lifted) over a StrictConfig
+    vllm_config_cls: type  # VllmConfig's num_speculative_tokens and ReplaySSM checks (lifted) over a StrictConfig
     dtypes: dict[str, Any]  # STR_DTYPE_TO_TORCH_DTYPE
+    mamba_backends: Any  # MambaBackendEnum (lifted)
 
 
 _CTX: dict[str, Any] = {}  # the build in progress: tp, pp_group, vllm_config
@@ -277,7 +279,8 @@ def _env(root: Path) -> _Env:
                   MultiHeadLatentAttentionWrapper=mla_wrapper,
                   DeepseekAttention=Poison("DeepseekAttention (MHA)"))  # fmt: skip
     # The state layers' shapes and dtypes: vLLM's calculators (with `divide` and its dtype table).
-    mu = ns("mamba_utils", torch=torch, functools=functools)
+    mu = ns("mamba_utils", torch=torch, functools=functools, Enum=enum.Enum, EnumMeta=enum.EnumMeta)
+    source("config/mamba.py").lift(mu, "_MambaBackendEnumMeta", "MambaBackendEnum")
     source("distributed/utils.py").lift(mu, "ensure_divisibility", "divide")
     source("utils/torch_utils.py").lift(mu, "STR_DTYPE_TO_TORCH_DTYPE", "get_dtype_size", "get_kv_cache_torch_dtype")
     source("model_executor/layers/mamba/mamba_utils.py").lift(
@@ -307,8 +310,14 @@ def _env(root: Path) -> _Env:
         "qwen3_5": config_py.lift_member(hooks, "Qwen3_5ForConditionalGenerationConfig", "verify_and_update_config"),
         "nemotron_h": nemotron.verify_and_update_config,
     }
-    vllm_config_cls = type("VllmConfig", (StrictConfig,), {"num_speculative_tokens": source(
-        "config/vllm.py").lift_member(cfg, "VllmConfig", "num_speculative_tokens")})
+    vllm_py = source("config/vllm.py")
+    vllm_config_cls = type("VllmConfig", (StrictConfig,), {
+        "num_speculative_tokens": vllm_py.lift_member(cfg, "VllmConfig", "num_speculative_tokens"),
+        # --use-replayssm's startup checks (a pydantic "after" validator: MambaModelConfig has set
+        # the cache mode by then)
+        "validate_mamba_cached_kernel": vllm_py.lift_member(
+            {**cfg, "MambaBackendEnum": mu["MambaBackendEnum"]}, "VllmConfig", "validate_mamba_cached_kernel",
+            drop=("model_validator",))})  # fmt: skip
     models: dict[str, dict[str, Any]] = {}
     kimi_torch = StrictModule("torch", {**{k: v for k, v in vars(torch_stub).items() if not k.startswith("__")},
                                         "cuda": StrictModule("torch.cuda", {"Stream": _inert("torch.cuda.Stream")})})
@@ -342,7 +351,7 @@ def _env(root: Path) -> _Env:
                 (_StateLayer, common["MambaMixer2"], common["MambaMixer"], common["ShortConv"],
                  models["model_executor/layers/mamba/gdn/kimi_gdn_linear_attn"]["KimiGatedDeltaNetAttention"]),
                 vllm_config_cls,
-                mu["STR_DTYPE_TO_TORCH_DTYPE"])  # fmt: skip
+                mu["STR_DTYPE_TO_TORCH_DTYPE"], mu["MambaBackendEnum"])  # fmt: skip
 
 
 def _model_config(env: _Env, hf_config: Any, disable_sliding_window: bool = False) -> Any:
@@ -403,16 +412,19 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any) -> None:
         raise _load_error(e) from e
 
 
-def _state(env: _Env, arch: str, mc: Any, tp: int, spec: Any, model_dtype: str) -> dict[str, Any]:
+def _state(env: _Env, arch: str, mc: Any, tp: int, spec: Any, model_dtype: str,
+           replay: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """A state layer's ``state_shapes`` / ``state_dtypes``: the model class's
     ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config`` (lifted), after
     Qwen3.5's config hook (its ``mamba_ssm_dtype``); the model dtype is an input (restated)."""
     file, cls_name = STATE_CLASSES.get(arch, env.registry[arch])
     cls = env.models[file][cls_name]
-    cache = StrictConfig(mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto", use_replayssm=False)
+    cache = StrictConfig(mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto", use_replayssm=replay["use_replayssm"],
+                         replayssm_buffer_len=replay["replayssm_buffer_len"])  # fmt: skip
     model = StrictConfig(hf_config=mc.hf_config, hf_text_config=mc.hf_text_config, dtype=env.dtypes[model_dtype])
     config = env.vllm_config_cls(model_config=model, cache_config=cache, speculative_config=spec,
-                                 diffusion_config=None, parallel_config=StrictConfig(tensor_parallel_size=tp))
+                                 diffusion_config=None, parallel_config=StrictConfig(tensor_parallel_size=tp),
+                                 mamba_config=StrictConfig(backend=replay["backend"]))  # fmt: skip
     if file in env.hooks:  # the architecture's config hook, run when VllmConfig is built
         env.hooks[file](config)
     shapes = cls.get_mamba_state_shape_from_config(config)
@@ -420,9 +432,33 @@ def _state(env: _Env, arch: str, mc: Any, tp: int, spec: Any, model_dtype: str) 
     return {"state_shapes": [list(x) for x in shapes], "state_dtypes": [str(d).removeprefix("torch.") for d in dtypes]}
 
 
+def _replayssm_startup(env: _Env, arch: str, spec: Any, pp: int, replay: dict[str, Any], prefix_caching: bool,
+                       v2: bool) -> None:  # fmt: skip
+    """``VllmConfig.validate_mamba_cached_kernel`` (lifted) on the engine settings, after
+    ``MambaModelConfig`` set the cache mode from prefix caching (restated: ``align`` with it);
+    the architecture's ``SupportsReplaySSM`` read from the wheel's class hierarchy; no KV
+    connector, no stochastic rounding. Its ValueError is vLLM's refusal."""
+    from ._interfaces import supports
+
+    cache = StrictConfig(use_replayssm=True, replayssm_buffer_len=replay["replayssm_buffer_len"],
+                         mamba_cache_mode="align" if prefix_caching else "none", use_kda_recoverssm=False)  # fmt: skip
+    config = env.vllm_config_cls(
+        cache_config=cache, speculative_config=spec, diffusion_config=None, use_v2_model_runner=v2,
+        model_config=StrictConfig(architecture=arch, supports_replayssm=supports(_root(), env.registry, arch,
+                                                                                 "SupportsReplaySSM")),
+        mamba_config=StrictConfig(backend=replay["backend"], enable_stochastic_rounding=False),
+        parallel_config=StrictConfig(pipeline_parallel_size=pp), kv_transfer_config=None)  # fmt: skip
+    try:
+        config.validate_mamba_cached_kernel()
+    except ValueError as e:
+        raise _load_error(e) from e
+
+
 def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window: bool = False,
                 draft_config: Any = None, method: str | None = None,
-                num_speculative_tokens: int | None = None, model_dtype: str = "bfloat16") -> list[dict[str, Any]]:
+                num_speculative_tokens: int | None = None, model_dtype: str = "bfloat16",
+                use_replayssm: bool = False, replayssm_buffer_len: int = 16, mamba_backend: str = "triton",
+                enable_prefix_caching: bool = True, use_v2_model_runner: bool = True) -> list[dict[str, Any]]:
     """vLLM 0.33.0's KV-cache layers for ``config`` in registration order (target layers, per
     PP stage, then drafter layers); see the module docstring. Inputs are not modified. A state
     layer is ``kind="mamba"`` with its ``state_shapes`` and ``state_dtypes`` (``model_dtype``: what
@@ -457,6 +493,11 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
             _run(env.cfg["n_predict_check"], self=spec)
         except Exception as e:
             raise _load_error(e) from e
+    backend = env.mamba_backends[mamba_backend.upper()]  # MambaBackendEnum
+    replay = {"use_replayssm": use_replayssm, "replayssm_buffer_len": replayssm_buffer_len, "backend": backend}
+    if use_replayssm:
+        _replayssm_startup(env, config.architectures[0], spec, pp, replay, enable_prefix_caching,
+                           use_v2_model_runner)  # fmt: skip
     decoder = (env.attn["AttentionType"].DECODER,)
     out: list[dict[str, Any]] = []
     for rank in range(pp):
@@ -491,7 +532,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         for name, layer in context.items():
             if isinstance(layer, env.state_layers):
                 try:
-                    state = _state(env, config.architectures[0], mc, tp, spec, model_dtype)
+                    state = _state(env, config.architectures[0], mc, tp, spec, model_dtype, replay)
                 except StubError:
                     raise
                 except Exception as e:

@@ -81,7 +81,8 @@ def _aliased(v: _View, key: str, alias: str) -> int:
 
 
 def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: list[str],
-                  keys: tuple[str, str], model_dtype: str, num_spec: int = 0) -> LayerSpec:  # fmt: skip
+                  keys: tuple[str, str], model_dtype: str, num_spec: int = 0,
+                  replay: tuple[int, bool] | None = None) -> LayerSpec:  # fmt: skip
     """A ``MambaMixer2``'s per-rank state shapes (``mamba2_state_shape`` of ``dims``: intermediate
     size, groups, heads, head dim, state size, conv kernel; ``num_spec`` speculative conv rows)
     after its TP assertions (``keys``: the config's heads and groups keys, for the error), and
@@ -93,8 +94,12 @@ def _mamba2_state(tp: int, dims: tuple[int, int, int, int, int, int], dtypes: li
     if groups % tp and groups != 1:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: If tensor parallel world size does not divide "
                           f"num_groups, then num_groups must equal 1 ({groups} over tp={tp})", keys[1])  # fmt: skip
+    args = [tp, inter, groups, heads, head, state, conv, num_spec]
+    if replay is not None:  # ReplaySSM's rings (x, dt, B): activation, float32, activation
+        args += [replay[0], int(replay[1])]
+        dtypes = [*dtypes, model_dtype, "float32", model_dtype]
     try:
-        shapes = _core._vllm_state_shapes("mamba2", [tp, inter, groups, heads, head, state, conv, num_spec])
+        shapes = _core._vllm_state_shapes("mamba2" if replay is None else "mamba2_replayssm", args)
     except ValueError as e:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", keys[0]) from None
     return _state_template(shapes, dtypes, "mamba2", model_dtype, prefill_checkpoint="mamba2")
@@ -154,7 +159,8 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtypes: tu
                 _aliased(v, "conv_kernel", "mamba_d_conv"))  # fmt: skip
         # NemotronHForCausalLMConfig: an `auto` SSM dtype takes the config's (the class default float32).
         dtypes = _state_dtypes(model_dtype, *cache_dtypes, v.raw("mamba_ssm_cache_dtype"))
-        state = _mamba2_state(tp, dims, dtypes, ("mamba_num_heads", "n_groups"), model_dtype, num_spec)
+        replay = (engine.replayssm_buffer_len, engine.mamba_backend == "flashinfer") if engine.use_replayssm else None
+        state = _mamba2_state(tp, dims, dtypes, ("mamba_num_heads", "n_groups"), model_dtype, num_spec, replay)
     out = _hybrid_layers(kinds, engine, (f"{prefix}.%d.mixer.attn", f"{prefix}.%d.mixer"), attention, state)
     for j, kind in enumerate(mtp):
         if kind == "full_attention":

@@ -231,7 +231,15 @@ if TYPE_CHECKING:
         (`MambaModelConfig`): `align` with it, `none` without.
         """
         use_replayssm: bool = False
-        """ReplaySSM (`--use-replayssm`): state layers keep no per-draft-token state blocks."""
+        """ReplaySSM (`--use-replayssm`): state layers keep no per-draft-token state blocks; a Mamba-2
+        state carries its rings.
+        """
+        replayssm_buffer_len: int = 16
+        """ReplaySSM's logical ring (`--replayssm-buffer-len`), steps."""
+        mamba_backend: Literal["triton", "flashinfer"] = "triton"
+        """The Mamba selective-state-update backend (`--mamba-backend`: `"triton"`, `"flashinfer"`);
+        ReplaySSM's rings and checks read it.
+        """
         attention_kernel_block_size: int = 16
         """The attention backend's smallest kernel block, tokens (FLASH_ATTN: any multiple of 16): the
         unit a hybrid model's attention block size is raised in.

@@ -31,8 +31,11 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   (``head_dim``, sliding with the config's ``sliding_window`` unless
   ``--disable-sliding-window``); MLP and MoE layers hold nothing. An ``auto`` SSM dtype takes
   the config's ``mamba_ssm_cache_dtype`` (``NemotronHForCausalLMConfig``; float32 by default).
-  ReplaySSM's ring shapes are not read (refused; vLLM itself refuses ``--use-replayssm`` for every
-  architecture here but Nemotron-H and Kimi-Linear).
+  With ``--use-replayssm`` each state carries ReplaySSM's rings after it (``append_replayssm_ring``:
+  ``x``, ``dt``, ``B`` over ``--replayssm-buffer-len`` steps, one verify window more with FlashInfer;
+  activation, float32, activation dtypes), and vLLM's checks run (:func:`_replayssm_startup`); vLLM
+  refuses the flag for every architecture here but Nemotron-H and Kimi-Linear (whose KDA states keep
+  their shapes).
 * **Granite-4.0-H** (``GraniteMoeHybridForCausalLM``): ``layer_types`` (legacy names remapped;
   every layer Mamba without them), Mamba-2 at ``<prefix>.<i>.mixer``, attention at
   ``<prefix>.<i>.self_attn.attn`` with ``hidden_size / num_attention_heads`` per head.
@@ -104,6 +107,48 @@ _NO_EAGLE: Final = dict.fromkeys(("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"), (
     " (with speculation vLLM 0.33.0 sizes its blocks from LFM2's get_mamba_state_shape_from_config, "
     "which has no speculative conv rows, while its ShortConv layers keep them: two state pages kvbudget's "
     "LayerSpec does not tell apart)"))
+
+
+def _replayssm_startup(arch: str, engine: EngineConfig) -> None:
+    """``VllmConfig.validate_mamba_cached_kernel`` for ``--use-replayssm``, in vLLM's order: the
+    class must be ``SupportsReplaySSM``; FlashInfer's ring holds at most 16 steps; with speculation
+    a KDA model takes RecoverSSM (prefix caching needs Model Runner V2, one PP stage, Triton) and a
+    Mamba-2 one FlashInfer's spec ReplaySSM (no prefix caching, a ring of at least ``1 + k``);
+    without, FlashInfer takes no prefix caching and Triton needs Model Runner V1. The Mamba cache
+    mode is ``align`` with prefix caching (``MambaModelConfig``, run before the check). KV
+    connectors (also refused there) are not modelled."""
+    if arch not in REPLAYSSM_ARCHITECTURES:
+        _refuse(f"--use-replayssm is not supported for architecture {arch!r}")
+    s = (engine.num_speculative_tokens or 0) if engine.speculative_method is not None else 0
+    align, flashinfer = engine.enable_prefix_caching, engine.mamba_backend == "flashinfer"
+    window = engine.replayssm_buffer_len
+    if flashinfer and window > 16:
+        _refuse("FlashInfer ReplaySSM requires --replayssm-buffer-len <= 16")
+    if s > 0 and arch == "KimiLinearForCausalLM":  # RecoverSSM
+        if align and not engine.use_v2_model_runner:
+            _refuse("RecoverSSM with prefix caching requires VLLM_USE_V2_MODEL_RUNNER=1")
+        if engine.pp > 1:
+            _refuse("RecoverSSM currently requires pipeline_parallel_size=1")
+        if flashinfer:
+            _refuse("RecoverSSM requires --mamba-backend triton")
+    elif s > 0:
+        if align:
+            _refuse("FlashInfer ReplaySSM speculative decoding does not support prefix caching; use "
+                    "--disable-prefix-caching")  # fmt: skip
+        if window < 1 + s:
+            _refuse(f"FlashInfer ReplaySSM speculative decoding requires --replayssm-buffer-len >= 1 + "
+                    f"num_speculative_tokens ({1 + s}); got {window}")  # fmt: skip
+        if not flashinfer:
+            _refuse("Mamba2 ReplaySSM speculative decoding requires --mamba-backend flashinfer")
+    elif flashinfer:
+        if align:
+            _refuse("FlashInfer ReplaySSM does not support prefix caching yet; use --disable-prefix-caching")
+    elif engine.use_v2_model_runner:
+        _refuse("Triton ReplaySSM requires Model Runner V1; use --mamba-backend flashinfer or Model Runner V1")
+
+
+def _refuse(message: str) -> None:
+    raise ConfigError(f"vLLM 0.33.0 refuses it: {message}", "use_replayssm")
 
 
 def _eagle_tokens(engine: EngineConfig) -> int:
@@ -277,11 +322,7 @@ def state_layers_from_hf_config(
     text = v.cfg
     tp, method = engine.tp, engine.speculative_method
     if engine.use_replayssm:
-        if arch not in REPLAYSSM_ARCHITECTURES:  # VllmConfig.validate_mamba_cached_kernel
-            raise ConfigError(f"vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture {arch!r}",
-                              "use_replayssm")  # fmt: skip
-        raise ConfigError(f"use_replayssm: kvbudget does not read {arch}'s ReplaySSM / RecoverSSM state shapes "
-                          "(append_replayssm_ring) yet", "use_replayssm")  # fmt: skip
+        _replayssm_startup(arch, engine)
     mtp = method == "mtp" and (arch in _MTP_LAYERS or arch == "NemotronHForCausalLM")
     if method is not None and not mtp and not (method in ("eagle", "eagle3") and arch in _EAGLE_TARGETS):
         own = " (it reads the model's own MTP layers, speculative_method='mtp')" if arch in _MTP_LAYERS else ""

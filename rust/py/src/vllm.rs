@@ -35,6 +35,11 @@ pub fn _vllm_state_shapes(family: &str, dims: Vec<u64>) -> Result<Vec<Vec<u64>>>
             state_shape::gated_delta_net(tp, nk, nv, dk, dv, k, s)
         }
         ("mamba2", &[tp, i, g, h, hd, ds, k, s]) => state_shape::mamba2(tp, i, g, h, hd, ds, k, s),
+        ("mamba2_replayssm", &[tp, i, g, h, hd, ds, k, s, window, flashinfer]) => {
+            state_shape::mamba2(tp, i, g, h, hd, ds, k, s).and_then(|base| {
+                state_shape::replayssm_ring(base, g, tp, window, flashinfer != 0, s)
+            })
+        }
         ("short_conv", &[tp, i, k, s]) => state_shape::short_conv(tp, i, k, s),
         ("mamba1", &[tp, i, ds, k]) => state_shape::mamba1(tp, i, ds, k),
         ("kda", &[tp, h, d, k, s]) => state_shape::kda(tp, h, d, k, s),

@@ -114,6 +114,17 @@ vllm_choice! {
 }
 
 vllm_choice! {
+    /// vLLM's `--mamba-backend` (`MambaConfig.backend`): the selective-state-update kernels.
+    MambaBackend {
+        /// `TRITON` (vLLM's default).
+        #[default]
+        Triton = "triton",
+        /// `FLASHINFER`.
+        Flashinfer = "flashinfer",
+    }
+}
+
+vllm_choice! {
     /// Which prefill-checkpoint export a state layer's class adds to its `MambaSpec`.
     PrefillCheckpoint {
         /// None (`MambaBase.get_kv_cache_spec`: Mamba-1, short conv, linear, Kimi and

@@ -3,7 +3,7 @@
 //! forms and their rows of the table ([`Setting`]), through each field's kind
 //! ([`SettingKind`]).
 
-use super::{Choice, LayerKind, MambaType, MaxModelLen, PrefillCheckpoint};
+use super::{Choice, LayerKind, MambaBackend, MambaType, MaxModelLen, PrefillCheckpoint};
 use serde_json::{json, Map, Value};
 use std::marker::PhantomData;
 
@@ -176,6 +176,8 @@ pub type Attention = Pick<LayerKind>;
 pub type Backend = Pick<MambaType>;
 /// A state layer's prefill-checkpoint export ([`PrefillCheckpoint`]).
 pub type Checkpoint = Pick<PrefillCheckpoint>;
+/// The Mamba selective-state-update backend ([`MambaBackend`]).
+pub type SsuBackend = Pick<MambaBackend>;
 
 /// State tensor shapes, elements per dim (`Vec<Vec<u64>>`; JSON: a list of integer lists).
 pub struct Shapes;

@@ -121,8 +121,14 @@ macro_rules! for_each_vllm_record {
                 /// Prefix caching (vLLM's default). With state layers it decides the Mamba cache
                 /// mode (`MambaModelConfig`): `align` with it, `none` without.
                 enable_prefix_caching: bool = true => Flag, "";
-                /// ReplaySSM (`--use-replayssm`): state layers keep no per-draft-token state blocks.
+                /// ReplaySSM (`--use-replayssm`): state layers keep no per-draft-token state blocks;
+                /// a Mamba-2 state carries its rings.
                 use_replayssm: bool = false => Flag, "";
+                /// ReplaySSM's logical ring (`--replayssm-buffer-len`), steps.
+                replayssm_buffer_len: u64 = 16 => Count, "steps";
+                /// The Mamba selective-state-update backend (`--mamba-backend`: `"triton"`,
+                /// `"flashinfer"`); ReplaySSM's rings and checks read it.
+                mamba_backend: $crate::vllm::MambaBackend = $crate::vllm::MambaBackend::Triton => SsuBackend, "";
                 /// The attention backend's smallest kernel block, tokens (FLASH_ATTN: any
                 /// multiple of 16): the unit a hybrid model's attention block size is raised in.
                 attention_kernel_block_size: u64 = 16 => Count, "tokens";

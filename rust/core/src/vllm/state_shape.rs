@@ -128,3 +128,40 @@ pub fn mamba1(
         vec![dim, state_size],
     ])
 }
+
+/// `append_replayssm_ring`: a Mamba-2 state's ReplaySSM rings after its `base` conv and SSM
+/// shapes (`mamba2`'s): `x` `(H / tp, L, hd)`, `dt` `(H / tp, L)` and `B` `(G' / tp, L, ds)`,
+/// the B/C groups `G'` extended to the ranks as the conv's are. The ring holds `window` steps
+/// (`--replayssm-buffer-len`), and with the FlashInfer backend also the current verify window
+/// (`1 + num_spec` more).
+pub fn replayssm_ring(
+    base: Vec<Vec<u64>>,
+    n_groups: u64,
+    tp: u64,
+    window: u64,
+    flashinfer: bool,
+    num_spec: u64,
+) -> Result<Vec<Vec<u64>>, VllmError> {
+    let ring = if flashinfer {
+        checked(window.checked_add(1).and_then(|x| x.checked_add(num_spec)))?
+    } else {
+        window
+    };
+    let Some(&[heads, head_dim, state_size]) = base.get(1).map(Vec::as_slice) else {
+        return Err(VllmError::new(
+            ErrorKind::Input,
+            "a ReplaySSM ring follows a Mamba-2 (conv, SSM) state",
+        ));
+    };
+    if tp == 0 {
+        return Err(VllmError::new(ErrorKind::Input, "tp must be positive"));
+    }
+    let groups = divide(groups_on_ranks(n_groups, tp), tp)?;
+    let mut out = base;
+    out.extend([
+        vec![heads, ring, head_dim],
+        vec![heads, ring],
+        vec![groups, ring, state_size],
+    ]);
+    Ok(out)
+}

@@ -24,7 +24,7 @@ from sglang_model_cases import DEFAULTS, FAMILIES
 from vllm_oracle._hf import VllmLoadError, vllm_layers
 
 from kvbudget import InvalidConfigError, vllm
-from kvbudget.vllm.models import ARCHITECTURES, EAGLE3_ARCHITECTURES, layers_from_hf_config
+from kvbudget.vllm.models import ARCHITECTURES, EAGLE3_ARCHITECTURES, EAGLE3_PP_ARCHITECTURES, layers_from_hf_config
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES
 
 N = int(os.environ.get("KVBUDGET_VLLM_MODEL_CASES", "40"))
@@ -113,6 +113,7 @@ def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, A
     try:
         layers = vllm_layers(_load(saved), tp=s["tp"], pp=s["pp"], draft_config=None if draft is None else _load(draft),
                              disable_sliding_window=s.get("disable_sliding_window", False),
+                             use_v2_model_runner=s.get("use_v2_model_runner", True),
                              method=s.get("speculative_method"),
                              num_speculative_tokens=s.get("num_speculative_tokens"))  # fmt: skip
     except VllmLoadError as e:
@@ -180,6 +181,29 @@ def test_eagle3_startup_refused_as_vllm_refuses_it(family: str) -> None:
         ours, theirs = _ours(saved, settings), _theirs(saved, settings)
         assert isinstance(theirs, str) != starts, (family, eagle_config, theirs)
         assert ours == theirs if starts else "does not support EAGLE3 interface" in str(ours), (family, ours)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "llama4", "llama4_text", "gpt_oss",
+                                    "deepseek_v3"])  # fmt: skip
+def test_eagle3_over_pipeline_stages_as_vllm_starts_it(family: str) -> None:
+    """Model Runner V2 (vLLM's default) starts an EAGLE3 head that reads aux hidden states on a
+    ``SupportsEagle3`` target split over pipeline stages only when the target's decoder sets
+    ``supports_aux_hidden_states_over_pp`` (``set_eagle3_aux_hidden_state_layers``, lifted, on the
+    decoder the oracle builds): :data:`EAGLE3_PP_ARCHITECTURES`. One stage, Model Runner V1, or a
+    head without aux hidden states start on any of them."""
+    cls, arch = DEFAULTS[family]
+    saved = {**cls().to_dict(), "architectures": [arch]}
+    head = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1,
+            "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 1024}  # fmt: skip
+    assert arch in EAGLE3_ARCHITECTURES
+    for pp, v2, draft, starts in ((2, True, head, arch in EAGLE3_PP_ARCHITECTURES), (1, True, head, True),
+                                  (2, False, head, True),
+                                  (2, True, {**head, "eagle_config": {"use_aux_hidden_state": False}}, True)):  # fmt: skip
+        settings = {"tp": 1, "pp": pp, "speculative_method": "eagle3", "num_speculative_tokens": 2, "draft": draft,
+                    "use_v2_model_runner": v2}  # fmt: skip
+        ours, theirs = _ours(saved, settings), _theirs(saved, settings)
+        assert isinstance(theirs, str) != starts, (family, pp, v2, theirs)
+        assert ours == theirs if starts else "does not support eagle3 with pipeline parallelism" in str(ours), ours
 
 
 def test_out_of_scope_architectures_are_refused_by_name() -> None:

@@ -88,7 +88,7 @@ from oracle_kit.strict import Poison, StrictModule, StubError, fail
 from ._strict import RecordingLogger, StrictConfig
 from ._hf_lift import (VllmLoadError, _Module, _Rope, _StateLayer, _inert, _lift_class, _lift_nested,
                        _lift_stmts, _load_error, _run, _stores, _unlifted)  # fmt: skip
-from ._interfaces import eagle3_startup
+from ._interfaces import eagle3_startup, eagle3_startup_v2
 
 __all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
@@ -389,7 +389,7 @@ def vllm_model_config(config: Any, *, disable_sliding_window: bool = False) -> A
     return _model_config(_env(_root()), copy.deepcopy(config), disable_sliding_window)
 
 
-def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any) -> None:
+def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any) -> Any:
     if arch not in env.registry:
         raise VllmLoadError(f"Model architectures ['{arch}'] are not supported for now.")
     key = env.registry[arch]
@@ -401,11 +401,10 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any) -> None:
     if text:  # init_vllm_registered_model(hf_config=config.text_config) -> with_hf_config
         vllm_config.model_config = copy.copy(vllm_config.model_config)
         vllm_config.model_config.hf_config = hf_config.text_config
-    try:
+    try:  # the built decoder (what the model's `model` attribute holds)
         if method is None:
-            cls(vllm_config=vllm_config, prefix=prefix)
-        else:
-            getattr(cls.__new__(cls), method)(vllm_config=vllm_config, prefix=prefix)
+            return cls(vllm_config=vllm_config, prefix=prefix)
+        return getattr(cls.__new__(cls), method)(vllm_config=vllm_config, prefix=prefix)
     except (StubError, NameError):
         raise
     except Exception as e:
@@ -517,7 +516,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
                                 is_last_rank=rank == pp - 1)  # fmt: skip
         _CTX.update(tp=tp, pp_group=pp_group, vllm_config=vllm_config)
         try:
-            _build(env, config.architectures[0], vllm_config, config)
+            built = _build(env, config.architectures[0], vllm_config, config)
             vllm_config.model_config = mc
             target = set(context)
             if draft_mc is not None and rank == pp - 1:
@@ -525,9 +524,12 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         finally:
             _CTX.clear()
         if method in ("eagle", "eagle3") and rank == pp - 1:
-            try:  # load_model's check on the last rank, both models built
-                eagle3_startup(_root(), env.registry, config.architectures[0], method, draft_mc)
-            except RuntimeError as e:  # vLLM's refusal; anything else is the oracle's own failure
+            try:  # load_model's checks on the last rank, both models built
+                if use_v2_model_runner:
+                    eagle3_startup_v2(_root(), env.registry, config.architectures[0], spec, pp, type(built))
+                else:
+                    eagle3_startup(_root(), env.registry, config.architectures[0], method, draft_mc)
+            except (RuntimeError, ValueError) as e:  # vLLM's refusals; any other error is the oracle's own
                 raise _load_error(e) from e
         for name, layer in context.items():
             if isinstance(layer, env.state_layers):

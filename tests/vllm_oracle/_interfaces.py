@@ -7,7 +7,11 @@
   branch). vLLM asks ``isinstance(model, SupportsEagle3)`` of the built model (a
   ``runtime_checkable`` protocol); the oracle cannot build one, and no 0.33.0 model class meets
   the protocol without deriving from it.
-* :func:`eagle3_startup`: ``GPUModelRunner._setup_eagle3_aux_hidden_state_outputs`` (lifted from
+* :func:`eagle3_startup_v2`: Model Runner V2's (the default) ``requires_aux_hidden_states`` and
+  ``set_eagle3_aux_hidden_state_layers`` (lifted from ``v1/worker/gpu/spec_decode/eagle/
+  eagle3_utils.py``): the interface, and with pipeline stages the decoder's
+  ``supports_aux_hidden_states_over_pp``.
+* :func:`eagle3_startup`: Model Runner V1's ``GPUModelRunner._setup_eagle3_aux_hidden_state_outputs`` (lifted from
   ``v1/worker/gpu_model_runner.py``), fed by ``SpecDecodeBaseProposer.
   _get_eagle3_use_aux_hidden_state_from_config`` (lifted from ``v1/spec_decode/
   llm_base_proposer.py``) on the drafter's model config, as ``load_model`` runs them on the last
@@ -17,6 +21,7 @@
 from __future__ import annotations
 
 import functools
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +31,7 @@ from oracle_kit.lift import Source
 
 from ._strict import RecordingLogger, StrictConfig
 
-__all__ = ["eagle3_startup", "supports"]
+__all__ = ["eagle3_startup", "eagle3_startup_v2", "supports"]
 
 
 @functools.cache
@@ -63,6 +68,43 @@ def _lifted(root: Path, registry_items: tuple[tuple[str, tuple[str, str]], ...])
     setup = Source(root, "vllm/v1/worker/gpu_model_runner.py").lift_method(
         ns, "GPUModelRunner", "_setup_eagle3_aux_hidden_state_outputs")
     return use_aux, setup
+
+
+@functools.cache
+def _lifted_v2(root: Path, registry_items: tuple[tuple[str, tuple[str, str]], ...]) -> tuple[Callable[..., Any], ...]:
+    registry = dict(registry_items)
+
+    def supports_eagle3(model: object) -> bool:
+        return supports(root, registry, model._arch, "SupportsEagle3")  # type: ignore[attr-defined]
+
+    ns: dict[str, Any] = {"__name__": "vllm_oracle_interfaces_v2", "supports_eagle3": supports_eagle3,
+                          "SupportsEagle3": object, "cast": typing.cast,
+                          "logger": RecordingLogger("vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils", []),
+                          # restated: model parallelism is not initialized in the oracle, so vLLM's
+                          # reserve_aux_intermediate_tensor_slots returns at once
+                          "reserve_aux_intermediate_tensor_slots": lambda model: None}  # fmt: skip
+    Source(root, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py").lift(
+        ns, "requires_aux_hidden_states", "set_eagle3_aux_hidden_state_layers", "_inner_decoder",
+        "verify_supports_aux_hidden_states_over_pp", "get_eagle3_aux_layers_from_config")  # fmt: skip
+    return ns["requires_aux_hidden_states"], ns["set_eagle3_aux_hidden_state_layers"]
+
+
+def eagle3_startup_v2(root: Path, registry: Mapping[str, tuple[str, str]], arch: str, spec: Any, pp: int,
+                      decoder: Any) -> None:  # fmt: skip
+    """What Model Runner V2 (vLLM's default) checks in ``load_model`` (``requires_aux_hidden_states``,
+    then ``set_eagle3_aux_hidden_state_layers`` lifted from ``v1/worker/gpu/spec_decode/eagle/
+    eagle3_utils.py``) for the speculative config ``spec`` on target ``arch`` split over ``pp``
+    stages; ``decoder`` is the class of the target's decoder the oracle built (the check reads its
+    class attribute ``supports_aux_hidden_states_over_pp``, False where no class in its lineage
+    sets it). Raises vLLM's RuntimeError or ValueError."""
+    requires, set_layers = _lifted_v2(root, tuple(sorted(registry.items())))
+    if not requires(spec):
+        return
+    # The built model as the check sees it: named as the registry's class, its decoder at `model`.
+    model = type(registry[arch][1], (), {"_arch": arch, "model": decoder,
+                                         "get_eagle3_default_aux_hidden_state_layers": lambda self: (2,),
+                                         "set_aux_hidden_state_layers": lambda self, x: None})()  # fmt: skip
+    set_layers(model, spec, pp > 1)
 
 
 def eagle3_startup(root: Path, registry: Mapping[str, tuple[str, str]], arch: str, method: str,

@@ -38,7 +38,9 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   auxiliary hidden states unless its ``eagle_config`` says ``use_aux_hidden_state: false``,
   and vLLM then refuses to start unless the target's class is ``SupportsEagle3``
   (:data:`EAGLE3_ARCHITECTURES`; not Gemma 2/3, Cohere 2, Falcon-H1, Granite-4.0-H, LFM2 or
-  Jamba): kvbudget refuses it with vLLM's message.
+  Jamba), and with Model Runner V2 (the default) and more than one pipeline stage unless the
+  target's decoder relays aux hidden states over stages (:data:`EAGLE3_PP_ARCHITECTURES`):
+  kvbudget refuses both with vLLM's messages.
 
 Gated-delta-net hybrids (Qwen3-Next, Qwen3.5: :data:`~kvbudget.vllm.state_models.STATE_ARCHITECTURES`)
 are read by :mod:`kvbudget.vllm.state_models`, their state layers included.
@@ -59,7 +61,8 @@ from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 
-__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "layers_from_hf_config", "pp_stage_layers"]
+__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "EAGLE3_PP_ARCHITECTURES", "layers_from_hf_config",
+           "pp_stage_layers"]  # fmt: skip
 
 # Family -> the architectures vLLM 0.33.0 builds with it. A ``...ForConditionalGeneration``
 # wrapper names its text layers ``language_model.model.layers``; the others ``model.layers``.
@@ -92,6 +95,13 @@ EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset({
     "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "MistralForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip
+#: Of :data:`EAGLE3_ARCHITECTURES`, those whose decoder (the model's ``model``, or its language
+#: model's) sets ``supports_aux_hidden_states_over_pp``: Model Runner V2 starts an EAGLE3 drafter
+#: that reads aux hidden states on the others only with one pipeline stage. Held to the wheel's
+#: built decoders by ``tests/test_vllm_models.py``.
+EAGLE3_PP_ARCHITECTURES: Final[frozenset[str]] = frozenset({
+    "KimiLinearForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
+    "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})  # fmt: skip
 # The drafter architectures (after EAGLEConfig's renaming) vLLM builds with its Llama EAGLE heads.
 _LLAMA_DRAFTERS: Final[dict[str, frozenset[str]]] = {
     "eagle": frozenset({"EagleLlamaForCausalLM"}),
@@ -118,22 +128,35 @@ def _drafter_architecture(method: str, cfg: Mapping[str, Any]) -> str:
     return name
 
 
-def _eagle3_startup(arch: str, method: str, cfg: Mapping[str, Any]) -> None:
-    """vLLM's startup check of an EAGLE3 drafter on ``arch`` (``SpecDecodeBaseProposer.
+def _eagle3_startup(arch: str, cfg: Mapping[str, Any], engine: EngineConfig) -> None:
+    """vLLM's startup checks of an EAGLE3 drafter on ``arch``, as ``load_model`` runs them:
+    a drafter that reads auxiliary hidden states (its ``eagle_config.use_aux_hidden_state``, true
+    unless set false) needs a ``SupportsEagle3`` target, and with Model Runner V2 (the default:
+    ``requires_aux_hidden_states``, then ``set_eagle3_aux_hidden_state_layers``) a target whose
+    decoder relays aux hidden states over pipeline stages when ``pp > 1``
+    (:data:`EAGLE3_PP_ARCHITECTURES`). Model Runner V1: ``SpecDecodeBaseProposer.
     _get_eagle3_use_aux_hidden_state_from_config``, then ``GPUModelRunner.
-    _setup_eagle3_aux_hidden_state_outputs``): a drafter that reads auxiliary hidden states (its
-    ``eagle_config.use_aux_hidden_state``, true unless set false) needs a ``SupportsEagle3`` target."""
-    if method != "eagle3":
+    _setup_eagle3_aux_hidden_state_outputs`` (no PP check, another message)."""
+    if engine.speculative_method != "eagle3":
         return
     eagle_config = cfg.get("eagle_config")
+    v2 = engine.use_v2_model_runner
+    if v2 and not eagle_config:
+        eagle_config = {}  # `getattr(hf_config, "eagle_config", None) or {}`
     if eagle_config is not None and not isinstance(eagle_config, Mapping):
         raise ConfigError("draft config.json: vLLM 0.33.0 reads eagle_config.get('use_aux_hidden_state'); "
                           f"eagle_config is {type(eagle_config).__name__}, not a mapping", "eagle_config")  # fmt: skip
     use_aux = True if eagle_config is None else eagle_config.get("use_aux_hidden_state", True)
-    if use_aux and arch not in EAGLE3_ARCHITECTURES:
-        raise ConfigError(f"vLLM 0.33.0 refuses it: Model does not support EAGLE3 interface but "
-                          f"aux_hidden_state_outputs was requested ({arch} is not SupportsEagle3; an EAGLE3 "
-                          "drafter whose eagle_config sets use_aux_hidden_state false starts)", "eagle_config")  # fmt: skip
+    if not use_aux:
+        return
+    if arch not in EAGLE3_ARCHITECTURES:
+        why = "" if v2 else " but aux_hidden_state_outputs was requested"
+        raise ConfigError(f"vLLM 0.33.0 refuses it: Model does not support EAGLE3 interface{why} ({arch} is not "
+                          "SupportsEagle3; an EAGLE3 drafter whose eagle_config sets use_aux_hidden_state false "
+                          "starts)", "eagle_config")  # fmt: skip
+    if v2 and engine.pp > 1 and arch not in EAGLE3_PP_ARCHITECTURES:
+        raise ConfigError(f"vLLM 0.33.0 refuses it: {arch} does not support eagle3 with pipeline parallelism "
+                          "(Model Runner V2: its decoder does not relay aux hidden states over stages)", "pp")  # fmt: skip
 
 
 def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
@@ -354,5 +377,5 @@ def _eagle_drafter(dcfg: Mapping[str, Any], engine: EngineConfig, target_layers:
                               "target's last stage already holds")  # fmt: skip
         types_index = j if method == "eagle3" else begin + j
         out.append(_spec(name, drafter.layer(begin + j, types_index, engine.tp), *dtypes, True, last))
-    _eagle3_startup(arch, method, dcfg)
+    _eagle3_startup(arch, dcfg, engine)
     return out

@@ -193,13 +193,15 @@ def _opt_in(rng: random.Random) -> Built:
 
 def _qwen3_next(rng: random.Random) -> Built:
     kw = _gqa(rng)
-    if rng.random() < 0.8:  # checkpoints carry it; transformers' class does not
-        kw["full_attention_interval"] = rng.choice([2, 4, 8])
+    # Checkpoints carry the interval; transformers' classes drop it, so it goes in as the file's key.
+    interval = {"full_attention_interval": rng.choice([2, 4, 8])} if rng.random() < 0.8 else {}
     if rng.random() < 0.5:
-        return _text(T.Qwen3NextConfig, "Qwen3NextForCausalLM", **kw)
+        return Built(T.Qwen3NextConfig(**kw), "Qwen3NextForCausalLM", interval)
     if rng.random() < 0.5:
-        return _multimodal(T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration", kw)
-    return _text(T.Qwen3_5TextConfig, "Qwen3_5ForCausalLM", **kw)
+        saved = T.Qwen3_5Config(text_config=kw).to_dict()
+        saved["text_config"].update(interval)
+        return Built(None, "Qwen3_5ForConditionalGeneration", saved)
+    return Built(T.Qwen3_5TextConfig(**kw), "Qwen3_5ForCausalLM", interval)
 
 
 def _kimi_linear(rng: random.Random) -> Built:
@@ -346,6 +348,17 @@ def _deepseek_v3(rng: random.Random) -> Built:
     return Built(T.DeepseekV3Config(**_mla(rng, n)), "DeepseekV3ForCausalLM", extra)
 
 
+def _minicpm3(rng: random.Random) -> Built:
+    """MiniCPM3: MLA whose SGLang branch keeps the generic ``v_head_dim`` (0 -> the head dim)."""
+    heads = rng.choice([24, 40])
+    kw = {**_mla(rng, rng.randint(1, 62)), "num_attention_heads": heads, "num_key_value_heads": heads,
+          "hidden_size": heads * 64, "v_head_dim": rng.choice([0, 64, 128])}  # fmt: skip
+    built = _text(T.MiniCPM3Config, "MiniCPM3ForCausalLM", **kw)
+    if rng.random() < 0.4:  # no head_dim key: hidden size / heads
+        return Built(None, built.arch, {k: v for k, v in built.config.to_dict().items() if k != "head_dim"})
+    return built
+
+
 _SW = {"sliding_window": lambda r: r.choice([None, 4096])}
 FAMILIES: dict[str, _Builder] = {
     "gemma2": _plain(T.Gemma2Config, "Gemma2ForCausalLM", sliding_window=lambda r: r.choice([2048, 4096])),
@@ -383,6 +396,7 @@ FAMILIES: dict[str, _Builder] = {
     "deepseek_v3": _deepseek_v3,
     "deepseek_v32": _deepseek_v32,
     "glm_moe_dsa": _glm_moe_dsa,
+    "minicpm3": _minicpm3,
 }
 
 
@@ -402,7 +416,7 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "granite_swa": (T.GraniteSWAConfig, "GraniteSWAForCausalLM"), "laguna": (T.LagunaConfig, "LagunaForCausalLM"),
     "deepseek_v3": (T.DeepseekV3Config, "DeepseekV3ForCausalLM"),
     "deepseek_v32": (T.DeepseekV32Config, "DeepseekV32ForCausalLM"),
-    "glm_moe_dsa": (T.GlmMoeDsaConfig, "GlmMoeDsaForCausalLM"),
+    "glm_moe_dsa": (T.GlmMoeDsaConfig, "GlmMoeDsaForCausalLM"), "minicpm3": (T.MiniCPM3Config, "MiniCPM3ForCausalLM"),
     "qwen3_next": (T.Qwen3NextConfig, "Qwen3NextForCausalLM"), "qwen3_5": (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration"),
     "kimi_linear": (T.KimiLinearConfig, "KimiLinearForCausalLM"), "lfm2": (T.Lfm2Config, "Lfm2ForCausalLM"),
     # (Nemotron-H's: transformers 5.19.0's class saves no num_hidden_layers, which SGLang's own

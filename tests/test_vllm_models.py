@@ -212,3 +212,12 @@ def test_out_of_scope_architectures_are_refused_by_name() -> None:
     with pytest.raises(InvalidConfigError, match="draft="):
         layers_from_hf_config({**T.LlamaConfig().to_dict(), "architectures": ["LlamaForCausalLM"]},
                               vllm.EngineConfig(speculative_method="eagle3"))  # fmt: skip
+
+
+def test_a_deepseek_config_with_a_dsa_indexer_is_refused() -> None:
+    """vLLM's DeepSeek model builds the DSA indexer (and its cache) whenever the config has
+    ``index_topk`` (the census found kvbudget planning such a DeepSeek-V3 config as plain MLA)."""
+    cfg = {**T.DeepseekV3Config(num_hidden_layers=4).to_dict(), "architectures": ["DeepseekV3ForCausalLM"]}
+    assert [x.kind for x in layers_from_hf_config(cfg)] == ["mla"] * 4
+    with pytest.raises(InvalidConfigError, match="DSA indexer"):
+        layers_from_hf_config({**cfg, "index_topk": 2048, "index_head_dim": 128})

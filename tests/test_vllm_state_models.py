@@ -40,7 +40,8 @@ from kvbudget.models.hybrid_state import get_hybrid_state_model
 from kvbudget.vllm.models import layers_from_hf_config
 
 N = int(os.environ.get("KVBUDGET_VLLM_STATE_MODEL_CASES", "300"))
-_ATTENTION = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "sliding_window", "is_draft", "pp_stage")
+_ATTENTION = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "sliding_window", "attention_chunk_size",
+              "is_draft", "pp_stage")  # fmt: skip
 _STATE = ("name", "kind", "is_draft", "pp_stage", "state_shapes", "state_dtypes")
 _CLASSES = [(T.Qwen3NextConfig, "Qwen3NextForCausalLM", False), (T.Qwen3_5TextConfig, "Qwen3_5ForCausalLM", False),
             (T.Qwen3_5MoeTextConfig, "Qwen3_5MoeForCausalLM", False),

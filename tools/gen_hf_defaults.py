@@ -39,7 +39,8 @@ KEYS = (
     "attention_k_eq_v", "multi_query", "layer_types", "hybrid_layer_pattern", "full_attention_interval",
     "linear_attn_config", "full_attn_idxs", "num_attention_groups", "index_topk", "index_head_dim",
     "index_kpool", "index_kpool_compress", "indexer_types", "index_topk_freq", "index_topk_pattern",
-    "index_skip_topk_offset", "cli_factor", "num_nextn_predict_layers", "no_rope_layers",
+    "index_skip_topk_offset", "cli_factor", "num_nextn_predict_layers", "no_rope_layers", "encoder_layers",
+    "decoder_layers", "loop_num", "num_loops",
 )  # fmt: skip
 #: Model types recorded: the families the SGLang model-resolution test builds (text types
 #: of multimodal configs included).
@@ -48,7 +49,8 @@ MODEL_TYPES = (
     "mistral", "phi3", "qwen2", "qwen3", "llama", "llama4_text", "gpt_oss", "mimo_v2_flash",
     "granite_swa", "laguna", "deepseek_v3", "qwen3_next", "qwen3_5_text", "kimi_linear", "lfm2",
     "step3p5", "deepseek_v32", "glm_moe_dsa", "mellum", "muse_glimmer", "muse_glimmer_text",
-    "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe",
+    "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe", "minicpm3",
+    "whisper", "nanbeige",
 )  # fmt: skip
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
 #: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.
@@ -61,7 +63,7 @@ VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_ke
              "num_experts", "attn_layer_period", "attn_layer_offset")  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
-            "num_key_value_heads": 2, "sliding_window": 2}  # fmt: skip
+            "num_key_value_heads": 2, "sliding_window": 2, "qk_rope_head_dim": 2}  # fmt: skip
 
 
 @functools.cache
@@ -112,6 +114,22 @@ def defaults_of(cls: Any, keys: tuple[str, ...] = KEYS) -> dict[str, Any]:
     return {k: v for k, v in base.items() if v is not None and k not in derived}
 
 
+def attribute_maps() -> dict[str, dict[str, str]]:
+    """Per model type (every type transformers registers, with SGLang's own class where it has
+    one), the ``attribute_map`` aliases of :data:`KEYS`: a config object answers ``num_hidden_layers``
+    with its ``n_layer`` (GPT-2, GPT-J, ...), and both engines read the object. ``layer_types``
+    aside: the hybrid-state readers take ``layers_block_type`` themselves."""
+    import transformers
+
+    out: dict[str, dict[str, str]] = {}
+    for model_type in sorted(transformers.CONFIG_MAPPING.keys()):
+        aliases = getattr(_config_class(model_type), "attribute_map", None) or {}
+        picked = {k: v for k, v in aliases.items() if k in KEYS and k != "layer_types"}
+        if picked:
+            out[model_type] = dict(sorted(picked.items()))
+    return out
+
+
 def generate() -> dict[str, Any]:
     import transformers
 
@@ -123,6 +141,7 @@ def generate() -> dict[str, Any]:
         "transformers": TRANSFORMERS_VERSION,
         "model_types": {mt: defaults_of(_config_class(mt)) for mt in MODEL_TYPES},
         "vllm_model_types": {mt: defaults_of(_vllm_config_class(mt), VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
+        "attribute_maps": attribute_maps(),
     }
 
 

@@ -68,7 +68,7 @@ def _model_config_methods(b: Builder) -> type:
     src.lift(ns, *(
         "AttentionArch PURE_MAMBA1_ARCHITECTURES PURE_SSM_ARCHITECTURES MIMO_V2_MODEL_ARCHS SWA_SINK_ARCHS "
         "_hf_arch _hf_attr is_deepseek_dsa get_dsa_index_head_dim get_dsa_index_kpool dsa_layer_skips_topk "
-        "resolve_spec_hidden_size yarn_get_mscale "
+        "is_deepseek_v4 is_qwen4_exp resolve_spec_hidden_size yarn_get_mscale "
         "compute_mla_mscale_scaling is_hybrid_swa_model get_hybrid_layer_ids"
     ).split())  # fmt: skip
     methods = {m: src.lift_method(ns, "ModelConfig", m) for m in (

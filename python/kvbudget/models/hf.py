@@ -129,6 +129,11 @@ _CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = _class_defaults()
 _VLLM_CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = json.loads(
     (Path(__file__).with_name("data") / "hf_defaults.json").read_text(encoding="utf-8")).get("vllm_model_types", {})
 
+#: Per model type, the config class's ``attribute_map`` aliases of the keys the readers use
+#: (``num_hidden_layers`` -> ``n_layer``, ...): a config object answers the key with the alias.
+_ATTRIBUTE_MAPS: Final[dict[str, dict[str, str]]] = json.loads(
+    (Path(__file__).with_name("data") / "hf_defaults.json").read_text(encoding="utf-8")).get("attribute_maps", {})
+
 # Outer (multimodal) model_type -> model_type of its text_config.
 _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
     "gemma3": "gemma3_text",
@@ -167,6 +172,7 @@ class _View:
             self.model_type = _TEXT_MODEL_TYPE.get(mt, mt)
         table = _VLLM_CLASS_DEFAULTS if engine == "vllm" and self.model_type in _VLLM_CLASS_DEFAULTS else _CLASS_DEFAULTS
         self.defaults = table.get(self.model_type, {})
+        self.aliases = _ATTRIBUTE_MAPS.get(self.model_type, {})
         archs = cfg.get("architectures") or self.cfg.get("architectures") or []
         self.architectures: list[str] = [a for a in archs if isinstance(a, str)] if isinstance(
             archs, list
@@ -177,11 +183,14 @@ class _View:
         return f"{self.prefix}{key}"
 
     def has(self, key: str) -> bool:
-        """Whether the key is present (explicitly, or by class default)."""
-        return key in self.cfg or key in self.defaults
+        """Whether the key is present (explicitly, by its class's alias, or by class default)."""
+        return key in self.cfg or self.aliases.get(key, key) in self.cfg or key in self.defaults
 
     def raw(self, key: str) -> Any:
-        """The key's value (class default if absent), or None."""
+        """The key's value (read through the class's alias, class default if absent), or None."""
+        alias = self.aliases.get(key)
+        if alias is not None and alias in self.cfg:
+            return self.cfg[alias]
         if key in self.cfg:
             return self.cfg[key]
         return self.defaults.get(key)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from kvbudget.models.dsa import DSA_ARCHITECTURES, DSA_KEYS, dsa_fields
 
-__all__ = ["DSA_ARCHITECTURES", "DSA_KEYS", "MLA_ARCHITECTURES", "UNCHECKED_MLA_ARCHITECTURES", "dsa_fields",
-           "dsa_raw_kv_layout"]
+__all__ = ["DSA_ARCHITECTURES", "DSA_KEYS", "MLA_ARCHITECTURES", "MLA_DEFAULT_V_HEAD_DIM",
+           "UNCHECKED_MLA_ARCHITECTURES", "dsa_fields", "dsa_raw_kv_layout"]
 
 
 #: Architectures SGLang 0.5.23 serves with MLA (``_derive_model_shapes``' list) that
@@ -26,14 +26,24 @@ MLA_ARCHITECTURES = frozenset({
     "Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
     "KimiK25ForConditionalGeneration", "KimiLinearForCausalLM",
     "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "Eagle3DeepseekV2ForCausalLM",
+    "MiniCPM3ForCausalLM",
 })  # fmt: skip
+#: Of :data:`MLA_ARCHITECTURES`, those whose ``_derive_model_shapes`` branch leaves ``v_head_dim``
+#: at its generic default (the config's nonzero ``v_head_dim``, else the head dim).
+MLA_DEFAULT_V_HEAD_DIM = frozenset({"MiniCPM3ForCausalLM"})
 #: SGLang's other MLA architectures: their layer counts, SWA latents or state pools differ
 #: from the plain reading, and kvbudget has not checked them against SGLang.
+#: Some are MLA only on a condition SGLang reads (Pixtral, DeepSeek-VL2 and the Bailing NextN
+#: draft: by keys of the config); kvbudget refuses them whole. ``tests/test_sglang_model.py``
+#: holds this set and :data:`MLA_ARCHITECTURES` to the branches of the wheel's ``_derive_model_shapes``.
 UNCHECKED_MLA_ARCHITECTURES = frozenset({
     "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "LongcatFlashForCausalLM",
     "LongcatFlashForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "DotsVLMForCausalLM",
     "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "GigaChat35ForCausalLM", "GigaChat35ForCausalLMNextN",
-    "PixtralForConditionalGeneration",
+    "PixtralForConditionalGeneration", "DeepseekVL2ForCausalLM", "KimiVLForConditionalGeneration",
+    "KimiK3LinearForCausalLM", "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM",
+    "BailingMoeForCausalLMNextN", "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration",
+    "SarvamMLAForCausalLM",
 })  # fmt: skip
 
 

@@ -10,7 +10,10 @@ window, Llama 4 text-only: every layer, sliding ones included; Gemma 3n's
 KV-shared layers too). :func:`resolve_sglang` states those rules for
 attention models:
 
-* the text config: ``text_config`` of a multimodal config, else the config;
+* the text config: ``text_config`` of a multimodal config, else the config (SGLang's own
+  LLaVA classes, ``Llava*ForCausalLM``, read the outer config whatever it nests); keys read
+  through the config class's ``attribute_map`` (GPT-2's ``n_layer`` is its
+  ``num_hidden_layers``);
   a ``muse_glimmer`` config flattened as SGLang's own class loads it (the text
   keys over the top-level ones); ``layer_types`` as transformers' classes
   derive them (Laguna and Mellum: every layer full attention, Muse Glimmer's
@@ -24,10 +27,12 @@ attention models:
   ``multi_query_group_num``, ``num_attention_groups``, else the attention
   heads); SWA heads from ``swa_num_key_value_heads`` or Step3p5's
   ``attention_other_setting``;
+* the layer count: ``num_hidden_layers``, times the loops of IQuest's loop coder and
+  Nanbeige; Whisper's encoder layers plus twice its decoder layers;
 * head dims: ``head_dim`` or ``hidden_size // num_attention_heads``;
-  ``v_head_dim`` defaults to it, ``swa_head_dim`` to ``head_dim``,
+  ``v_head_dim`` (0 or missing) defaults to it, ``swa_head_dim`` to ``head_dim``,
   ``swa_v_head_dim`` to ``swa_head_dim``; MLA for SGLang's MLA architectures
-  (``kv_lora_rank`` + ``qk_rope_head_dim``);
+  (``kv_lora_rank`` + ``qk_rope_head_dim``; MiniCPM3 keeps the generic ``v_head_dim``);
 * the window, read for a hybrid model only (the configurators use it only
   there), by the model class (:mod:`kvbudget.sglang.window`): HF
   ``sliding_window`` minus one where SGLang's class defines
@@ -46,12 +51,15 @@ Models SGLang plans with a Mamba or linear-attention state pool beside the KV
 pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2 and LFM2-MoE, Nemotron-H,
 Falcon-H1, Granite-4.0-H) resolve to the full-attention layers that pool counts
 (``state_pool=True``; the Mamba-2-shaped families' from the layer kinds their
-state layers are read with, :func:`kvbudget.sglang.state_model.attention_layer_ids`). DSA models (DeepSeek-V3.2,
+state layers are read with, :func:`kvbudget.sglang.state_model.attention_layer_ids`); the
+other model types SGLang plans a state pool for (:data:`UNRESOLVED_STATE_TYPES`: Zaya,
+Qwen4-Exp, the Bailing hybrids, Jet-Nemotron, ...) are refused by name. DSA models (DeepSeek-V3.2,
 GLM-5: an MLA architecture whose config has ``index_topk``) carry their
 indexer (:mod:`kvbudget.sglang.dsa`). Architectures SGLang cannot
 serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4, the
 pure state models Mamba, Mamba-2 and Falcon-Mamba: no KV pool), MLA architectures kvbudget has not
-checked (LongCat-Flash, Dots3, HunYuan-V4, GigaChat-3.5, GLM-5-Next), an MLA
+checked (LongCat-Flash, Dots3, HunYuan-V4, GigaChat-3.5, GLM-5-Next, Kimi-VL, Kimi-K3,
+Bailing V2.5/V3, Sarvam-MLA, DeepSeek-VL2), an MLA
 model opting in to hybrid SWA, and hybrid models whose class's window rule
 kvbudget has not checked against SGLang's code are refused with a
 :class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a
@@ -72,12 +80,12 @@ from typing import Any
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types, is_kda_layer
-from kvbudget.sglang.dsa import MLA_ARCHITECTURES, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
+from kvbudget.sglang.dsa import MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
 from kvbudget.sglang.state_model import attention_layer_ids
 from kvbudget.sglang.window import sglang_window
 
-__all__ = ["SGLangModel", "resolve_sglang", "sglang_architectures"]
+__all__ = ["UNRESOLVED_STATE_TYPES", "SGLangModel", "resolve_sglang", "sglang_architectures"]
 
 #: Architectures refused: SGLang plans a state pool kvbudget does not resolve the layers of, or
 #: (Jamba, OlmoHybrid: no SGLang class, and transformers' class refuses SGLang's attention
@@ -86,6 +94,16 @@ _STATEFUL = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM", "MambaForCau
                        "FalconMambaForCausalLM"})  # fmt: skip
 _NO_CLASS = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM"})
 _DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
+#: Model types SGLang 0.5.23 plans with a state pool (``configs/hybrid_arch.py``'s ``mambaish_config``
+#: matches their config classes, or subclasses of them) whose layers kvbudget does not resolve:
+#: refused whole, outer or text model type (some only on a condition SGLang reads: MiniCPM-SALA
+#: with lightning layers, Inkling with Mamba-2 cache parameters). ``tests/test_sglang_model.py``
+#: holds this set and ``_STATE_MODELS`` to the wheel.
+UNRESOLVED_STATE_TYPES: frozenset[str] = frozenset({
+    "bailing_hybrid", "qwen4_exp", "qwen4_exp_text", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
+    "nemotron_h_omni", "intern_s2_preview", "interns2_mobius", "interns2_mobius_text", "jet_nemotron", "jet_vlm",
+    "minicpm_sala", "inkling_model", "inkling_mm_model", "lfm2_vl", "zaya", "glm5_next",
+})  # fmt: skip
 #: Architectures whose SGLang pools are not (only) the KV pools kvbudget plans.
 UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | UNCHECKED_MLA_ARCHITECTURES | _DEEPSEEK_V4
 
@@ -246,6 +264,39 @@ def sglang_architectures() -> frozenset[str]:
     generated from the wheel's ``models/*.py`` by ``tools/gen_sglang_archs.py``)."""
     text = resources.files("kvbudget.models").joinpath("data/sglang_architectures.json").read_text("utf-8")
     return frozenset(json.loads(text)["architectures"])
+
+
+def _attention_layers(archs: list[str], v: _View, n: int) -> int:
+    """``ModelConfig.__init__``'s ``num_attention_layers``: the layer count, times the loops of
+    IQuest's loop coder (``loop_num``) and Nanbeige (``num_loops``); Whisper's encoder layers and
+    twice its decoder layers (self- and cross-attention ids)."""
+    layers = n
+    for arch, key in (("IQuestLoopCoderForCausalLM", "loop_num"), ("NanbeigeForCausalLM", "num_loops")):
+        if arch in archs:
+            loops = v.opt_int(key, 0)
+            layers = n * (1 if loops is None else loops)
+    if "WhisperForConditionalGeneration" in archs:
+        decoder = v.opt_int("decoder_layers", 0)
+        layers = (v.opt_int("encoder_layers", 0) or 0) + 2 * (n if decoder is None else decoder)
+    return layers
+
+
+def _head_dim(v: _View) -> int:
+    """``_derive_model_shapes``' head dim: the config's ``head_dim`` (transformers' MiniCPM3 class
+    derives a missing one from ``qk_rope_head_dim``), else hidden size / heads."""
+    explicit = v.opt_int("head_dim")
+    if explicit is None and v.model_type == "minicpm3":
+        explicit = v.req_int("qk_rope_head_dim")
+    return explicit if explicit is not None else v.req_int("hidden_size") // v.req_int("num_attention_heads")
+
+
+def _default_v_head_dim(v: _View) -> int:
+    """``_derive_model_shapes``' generic ``v_head_dim``: the config's nonzero one, else the head
+    dim (transformers' MiniCPM3 class derives a missing one as hidden size / heads)."""
+    given = v.opt_int("v_head_dim", 0)
+    if given is None and v.model_type == "minicpm3":
+        given = v.req_int("hidden_size") // v.req_int("num_attention_heads")
+    return given or _head_dim(v)
 
 
 def _total_kv_heads(v: _View) -> int:
@@ -433,7 +484,13 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         raise ConfigError(f"config.json: SGLang 0.5.23 serves {arch} with MLA pools kvbudget has not checked "
                           "against it (layer counts, SWA latents or state pools of their own)",
                           "architectures")  # fmt: skip
+    if arch.startswith("Llava") and arch.endswith("ForCausalLM"):  # get_hf_text_config: the outer config
+        cfg = {k: x for k, x in cfg.items() if k != "text_config"}
     v = _View(cfg)
+    state_type = next((t for t in (cfg.get("model_type"), v.model_type) if t in UNRESOLVED_STATE_TYPES), None)
+    if state_type is not None:
+        raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} (model type {state_type}) with a state pool "
+                          "whose layers kvbudget does not resolve", "model_type")  # fmt: skip
     text = {**v.defaults, **(v.cfg if v.prefix else cfg)}
     n = v.req_int("num_hidden_layers")
     types = derived_layer_types(v.model_type, n, text.get("layer_types"))
@@ -445,7 +502,7 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         pools = derive_hybrid_model(archs, text, disable_hybrid_swa_memory=disable_hybrid_swa_memory)
     except ValueError as exc:
         raise ConfigError(f"config.json: {exc}", "architectures") from None
-    common: dict[str, Any] = {"architecture": arch, "pools": pools, "num_attention_layers": n,
+    common: dict[str, Any] = {"architecture": arch, "pools": pools, "num_attention_layers": _attention_layers(archs, v, n),
                               "native_class": any(a in sglang_architectures() for a in archs)}  # fmt: skip
     state = _STATE_MODELS.get(v.model_type)
     if v.model_type == "granitemoehybrid" and attention_layer_ids(text) is not None:
@@ -466,8 +523,9 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         if dsa and common.get("state_pool"):
             raise ConfigError(f"config.json: {arch} with a DSA indexer and state layers: "
                               "kvbudget models DSA in one Default pool only", "architectures")  # fmt: skip
+        v_dim = v.req_int("v_head_dim") if arch not in MLA_DEFAULT_V_HEAD_DIM else _default_v_head_dim(v)
         return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=heads, head_dim=None,
-                           v_head_dim=v.req_int("v_head_dim"), swa_head_dim=None, swa_v_head_dim=None,
+                           v_head_dim=v_dim, swa_head_dim=None, swa_v_head_dim=None,
                            kv_lora_rank=v.req_int("kv_lora_rank"), qk_rope_head_dim=rope,
                            qk_nope_head_dim=nope, sliding_window_size=None, index_head_dim=dsa.get("index_head_dim"),
                            index_kpool=dsa.get("index_kpool", 1),
@@ -480,10 +538,9 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         (head_dim, heads), (swa_dim, swa_heads) = _gemma4_shapes(v, types)
         v_dim, swa_v = v.opt_int("v_head_dim") or head_dim, swa_dim
     else:
-        explicit = v.opt_int("head_dim")
-        head_dim = explicit if explicit is not None else v.req_int("hidden_size") // v.req_int("num_attention_heads")
+        head_dim = _head_dim(v)
         heads = _total_kv_heads(v)
-        v_dim = v.opt_int("v_head_dim") or head_dim
+        v_dim = _default_v_head_dim(v)
         swa_dim = v.opt_int("swa_head_dim") or head_dim
         swa_v = v.opt_int("swa_v_head_dim") or swa_dim
         if "swa_num_key_value_heads" in text:

@@ -331,6 +331,9 @@ def layers_from_hf_config(
         return out
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
+    if family == "mla" and target.v.has("index_topk"):
+        raise ConfigError("config.json: vLLM 0.33.0 builds DeepSeek's DSA indexer (a KV cache of its own) for a "
+                          "config with index_topk; kvbudget's vLLM mode does not model it", "index_topk")  # fmt: skip
     tp, pp = engine.tp, engine.pp
     out = []
     for stage, (start, end) in enumerate(pp_stage_layers(target.n, pp)):

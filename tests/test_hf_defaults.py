@@ -1,6 +1,6 @@
 """The generated data files are what their tools derive from the pinned sources:
-``data/hf_defaults.json`` (``tools/gen_hf_defaults.py``) and ``data/sglang_architectures.json``
-(``tools/gen_sglang_archs.py``)."""
+``data/hf_defaults.json`` (``tools/gen_hf_defaults.py``), ``data/sglang_architectures.json``
+(``tools/gen_sglang_archs.py``) and ``data/vllm_architectures.json`` (``tools/gen_vllm_archs.py``)."""
 
 from __future__ import annotations
 
@@ -19,3 +19,12 @@ def test_committed_sglang_architectures_are_current() -> None:
     names = tool.entry_classes(tool._root())
     assert tool.OUT.read_text() == tool.render(names), "run tools/gen_sglang_archs.py"
     assert sglang_architectures() == frozenset(names) and "Gemma3ForConditionalGeneration" in names
+
+
+def test_committed_vllm_architectures_are_current() -> None:
+    from kvbudget.vllm.registry import registry
+
+    tool = _tool("gen_vllm_archs")
+    tables = tool.registry(tool._root())
+    assert tool.OUT.read_text() == tool.render(tables), "run tools/gen_vllm_archs.py"
+    assert registry()["Ministral3ForCausalLM"] == ("mistral", "MistralForCausalLM") and len(registry()) > 240

@@ -221,3 +221,26 @@ def test_a_deepseek_config_with_a_dsa_indexer_is_refused() -> None:
     assert [x.kind for x in layers_from_hf_config(cfg)] == ["mla"] * 4
     with pytest.raises(InvalidConfigError, match="DSA indexer"):
         layers_from_hf_config({**cfg, "index_topk": 2048, "index_head_dim": 128})
+
+
+def test_every_name_vllm_serves_with_a_read_class_is_read() -> None:
+    """:data:`~kvbudget.vllm.models.SERVED_AS` is the wheel's registry: each name vLLM serves with
+    the class of an architecture kvbudget reads; those with a transformers config class read as
+    vLLM builds them (Cohere's first Command R through the Cohere 2 class, Ministral 3)."""
+    from vllm_oracle import _hf
+
+    from kvbudget.vllm.models import SERVED_AS
+
+    registry = _hf._env(_hf._root()).registry
+    for arch, served in SERVED_AS.items():
+        assert registry[arch] == registry[served], arch
+    assert {"CohereForCausalLM", "Ministral3ForCausalLM", "InternLM3ForCausalLM"} <= set(SERVED_AS)
+    rng = random.Random("served-as")
+    for cls, arch in ((T.CohereConfig, "CohereForCausalLM"), (T.Ministral3Config, "Ministral3ForCausalLM")):
+        for _ in range(6):
+            kw = {"num_hidden_layers": rng.randint(1, 12), "num_attention_heads": 16,
+                  "num_key_value_heads": rng.choice([1, 4, 16]), "hidden_size": 16 * rng.choice([64, 128])}  # fmt: skip
+            saved = {**cls(**kw).to_dict(), "architectures": [arch]}
+            settings = {"tp": rng.choice([1, 2, 4]), "pp": rng.choice([1, 2])}
+            ours, theirs = _ours(saved, settings), _theirs(saved, settings)
+            assert not isinstance(theirs, str) and ours == theirs, (arch, settings, ours, theirs)

@@ -45,7 +45,9 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
 Gated-delta-net hybrids (Qwen3-Next, Qwen3.5: :data:`~kvbudget.vllm.state_models.STATE_ARCHITECTURES`)
 are read by :mod:`kvbudget.vllm.state_models`, their state layers included.
 
-Scope: the architectures in :data:`ARCHITECTURES`; others raise
+Scope: the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with one of
+the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
+``MistralForCausalLM``); others raise
 :class:`~kvbudget.models.ConfigError`. KV sharing (Gemma 3n), per-layer KV dtype
 skips and quantisation schemes are not read.
 """
@@ -59,10 +61,11 @@ from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, loa
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
+from kvbudget.vllm.registry import registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 
-__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "EAGLE3_PP_ARCHITECTURES", "layers_from_hf_config",
-           "pp_stage_layers"]  # fmt: skip
+__all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "EAGLE3_PP_ARCHITECTURES", "SERVED_AS",
+           "layers_from_hf_config", "pp_stage_layers"]  # fmt: skip
 
 # Family -> the architectures vLLM 0.33.0 builds with it. A ``...ForConditionalGeneration``
 # wrapper names its text layers ``language_model.model.layers``; the others ``model.layers``.
@@ -82,26 +85,36 @@ _FAMILIES: Final[dict[str, tuple[str, str]]] = {
     for family, archs in _BY_FAMILY.items()
     for arch in archs
 }
+#: Every name vLLM 0.33.0's registry serves with a class whose attention layers kvbudget reads -> the
+#: name kvbudget reads it as (itself, or the name of the same class: ``Ministral3ForCausalLM`` ->
+#: ``MistralForCausalLM``); the hybrid-state ones by their own names only (vLLM's Nemotron-H class
+#: reads a Puzzle config's heterogeneous blocks, which kvbudget does not).
+SERVED_AS: Final[dict[str, str]] = {
+    **{a: served_as(a, _FAMILIES) for a in registry() if served_as(a, _FAMILIES) in _FAMILIES},
+    **{a: a for a in STATE_ARCHITECTURES},
+}
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
-ARCHITECTURES: Final[frozenset[str]] = frozenset(_FAMILIES)
+ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _FAMILIES)
 #: ``EngineConfig.speculative_method`` values whose drafter layers are read.
 DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: The architectures kvbudget reads whose vLLM 0.33.0 class implements ``SupportsEagle3``
 #: (``model_executor/models/interfaces.py``; held to the wheel's class hierarchy by
 #: ``tests/test_vllm_models.py``). vLLM asks ``supports_eagle3(model)`` of the built target when an
-#: EAGLE3 drafter reads auxiliary hidden states.
-EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset({
+#: EAGLE3 drafter reads auxiliary hidden states. (Each name of :data:`SERVED_AS` whose class is one of these.)
+_EAGLE3: Final = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "KimiLinearForCausalLM",
     "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "MistralForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip
+EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _EAGLE3)
 #: Of :data:`EAGLE3_ARCHITECTURES`, those whose decoder (the model's ``model``, or its language
 #: model's) sets ``supports_aux_hidden_states_over_pp``: Model Runner V2 starts an EAGLE3 drafter
 #: that reads aux hidden states on the others only with one pipeline stage. Held to the wheel's
 #: built decoders by ``tests/test_vllm_models.py``.
-EAGLE3_PP_ARCHITECTURES: Final[frozenset[str]] = frozenset({
+_EAGLE3_PP: Final = frozenset({
     "KimiLinearForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
     "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})  # fmt: skip
+EAGLE3_PP_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _EAGLE3_PP)
 # The drafter architectures (after EAGLEConfig's renaming) vLLM builds with its Llama EAGLE heads.
 _LLAMA_DRAFTERS: Final[dict[str, frozenset[str]]] = {
     "eagle": frozenset({"EagleLlamaForCausalLM"}),
@@ -308,6 +321,9 @@ def layers_from_hf_config(
     engine = engine or EngineConfig()
     cfg = load_hf_config(config)
     archs = cfg.get("architectures")
+    if isinstance(archs, list) and archs and archs[0] in SERVED_AS:  # read by the class vLLM serves it with
+        archs = [SERVED_AS[archs[0]], *archs[1:]]
+        cfg = {**cfg, "architectures": archs}
     method = engine.speculative_method
     if method is None and draft is not None:
         raise ConfigError("draft= was given but engine.speculative_method is None")

@@ -1,0 +1,36 @@
+"""vLLM 0.33.0's model registry: which class serves each architecture.
+
+vLLM builds an architecture with the ``(module, class)`` of its ``_TEXT_GENERATION_MODELS`` or
+``_MULTIMODAL_MODELS`` table (``data/vllm_architectures.json``, generated from the pinned
+wheel by ``tools/gen_vllm_archs.py``). Several names share a class: ``InternLM3ForCausalLM``,
+``IQuestCoderForCausalLM``, ``LLaMAForCausalLM`` and ``TeleChat3ForCausalLM`` are vLLM's
+``LlamaForCausalLM``, ``Ministral3ForCausalLM`` its ``MistralForCausalLM``, ``CohereForCausalLM``
+and ``Cohere2ForCausalLM`` one ``commandr`` class. kvbudget reads a model by that class, so every
+name vLLM serves with a class kvbudget reads is read: :func:`served_as`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Collection
+from importlib import resources
+
+__all__ = ["registry", "served_as"]
+
+
+@functools.cache
+def registry() -> dict[str, tuple[str, str]]:
+    """Architecture -> (module, class) vLLM 0.33.0 serves it with (generation tables only)."""
+    text = resources.files("kvbudget.models").joinpath("data/vllm_architectures.json").read_text(encoding="utf-8")
+    tables: dict[str, dict[str, list[str]]] = json.loads(text)["tables"]
+    return {arch: (where[0], where[1]) for table in tables.values() for arch, where in table.items()}
+
+
+def served_as(arch: str, known: Collection[str]) -> str:
+    """``arch`` itself if ``known`` holds it, else the first of ``known`` (sorted) that vLLM serves
+    with the same class, else ``arch``."""
+    if arch in known:
+        return arch
+    where = registry().get(arch)
+    return next((k for k in sorted(known) if where is not None and registry().get(k) == where), arch)

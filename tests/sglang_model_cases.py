@@ -359,6 +359,12 @@ def _minicpm3(rng: random.Random) -> Built:
     return built
 
 
+def _minimax_m2(rng: random.Random) -> Built:
+    """MiniMax-M2: checkpoints give ``rotary_dim`` (vLLM's attention reads it; transformers' class has none)."""
+    built = _plain(T.MiniMaxM2Config, "MiniMaxM2ForCausalLM")(rng)
+    return built._replace(extra={"rotary_dim": rng.choice([64, 128])}) if rng.random() < 0.8 else built
+
+
 _SW = {"sliding_window": lambda r: r.choice([None, 4096])}
 FAMILIES: dict[str, _Builder] = {
     "gemma2": _plain(T.Gemma2Config, "Gemma2ForCausalLM", sliding_window=lambda r: r.choice([2048, 4096])),
@@ -397,6 +403,14 @@ FAMILIES: dict[str, _Builder] = {
     "deepseek_v32": _deepseek_v32,
     "glm_moe_dsa": _glm_moe_dsa,
     "minicpm3": _minicpm3,
+    # MoE and dense decoders whose attention layers are all alike (GLM-4 MoE: head_dim given or null)
+    "qwen3_moe": _plain(T.Qwen3MoeConfig, "Qwen3MoeForCausalLM"),
+    "qwen2_moe": _plain(T.Qwen2MoeConfig, "Qwen2MoeForCausalLM"),
+    "mixtral": _plain(T.MixtralConfig, "MixtralForCausalLM", **_SW),
+    "glm4_moe": _plain(T.Glm4MoeConfig, "Glm4MoeForCausalLM", head_dim=lambda r: r.choice([64, 128, 128, 128, None])),
+    "minimax_m2": _minimax_m2,
+    "gemma": _plain(T.GemmaConfig, "GemmaForCausalLM"),
+    "granite": _plain(T.GraniteConfig, "GraniteForCausalLM"),
 }
 
 
@@ -417,6 +431,10 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "deepseek_v3": (T.DeepseekV3Config, "DeepseekV3ForCausalLM"),
     "deepseek_v32": (T.DeepseekV32Config, "DeepseekV32ForCausalLM"),
     "glm_moe_dsa": (T.GlmMoeDsaConfig, "GlmMoeDsaForCausalLM"), "minicpm3": (T.MiniCPM3Config, "MiniCPM3ForCausalLM"),
+    "qwen3_moe": (T.Qwen3MoeConfig, "Qwen3MoeForCausalLM"), "qwen2_moe": (T.Qwen2MoeConfig, "Qwen2MoeForCausalLM"),
+    "mixtral": (T.MixtralConfig, "MixtralForCausalLM"), "glm4_moe": (T.Glm4MoeConfig, "Glm4MoeForCausalLM"),
+    "minimax_m2": (T.MiniMaxM2Config, "MiniMaxM2ForCausalLM"), "gemma": (T.GemmaConfig, "GemmaForCausalLM"),
+    "granite": (T.GraniteConfig, "GraniteForCausalLM"),
     "qwen3_next": (T.Qwen3NextConfig, "Qwen3NextForCausalLM"), "qwen3_5": (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration"),
     "kimi_linear": (T.KimiLinearConfig, "KimiLinearForCausalLM"), "lfm2": (T.Lfm2Config, "Lfm2ForCausalLM"),
     # (Nemotron-H's: transformers 5.19.0's class saves no num_hidden_layers, which SGLang's own

@@ -28,9 +28,11 @@ from kvbudget.vllm.models import ARCHITECTURES, EAGLE3_ARCHITECTURES, EAGLE3_PP_
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES
 
 N = int(os.environ.get("KVBUDGET_VLLM_MODEL_CASES", "40"))
-_FAMILIES = ("gemma2", "gemma3", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4", "gpt_oss", "deepseek_v3")
+_UNIFORM = ("qwen3_moe", "qwen2_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite", "granite_swa")
+_FAMILIES = ("gemma2", "gemma3", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4", "gpt_oss", "deepseek_v3",
+             *_UNIFORM)  # fmt: skip
 _DEFAULTS = ("gemma2", "gemma3", "gemma3_text", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4",
-             "llama4_text", "gpt_oss", "deepseek_v3")  # fmt: skip
+             "llama4_text", "gpt_oss", "deepseek_v3", *_UNIFORM)  # fmt: skip
 _FIELDS = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "sliding_window", "attention_chunk_size",
            "is_draft", "pp_stage")  # fmt: skip
 
@@ -148,7 +150,8 @@ def test_layers_equal_vllms_reading_of_the_config() -> None:
             mismatches.append(f"case {i} ({family}, {settings}): {diff}")
     print(f"\nvLLM model reading: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
-    assert counts["drafted"] > N and counts["refused"] < counts["compared"] // 3, counts
+    # refusals by design: EAGLE3 heads on targets without the interface, drafters vLLM renames or refuses
+    assert counts["drafted"] > N and counts["refused"] < counts["compared"] * 2 // 5, counts
 
 
 def test_eagle3_targets_are_the_wheels_supports_eagle3_classes() -> None:
@@ -184,7 +187,7 @@ def test_eagle3_startup_refused_as_vllm_refuses_it(family: str) -> None:
 
 
 @pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "llama4", "llama4_text", "gpt_oss",
-                                    "deepseek_v3"])  # fmt: skip
+                                    "deepseek_v3", "qwen3_moe", "granite"])  # fmt: skip
 def test_eagle3_over_pipeline_stages_as_vllm_starts_it(family: str) -> None:
     """Model Runner V2 (vLLM's default) starts an EAGLE3 head that reads aux hidden states on a
     ``SupportsEagle3`` target split over pipeline stages only when the target's decoder sets
@@ -244,3 +247,13 @@ def test_every_name_vllm_serves_with_a_read_class_is_read() -> None:
             settings = {"tp": rng.choice([1, 2, 4]), "pp": rng.choice([1, 2])}
             ours, theirs = _ours(saved, settings), _theirs(saved, settings)
             assert not isinstance(theirs, str) and ours == theirs, (arch, settings, ours, theirs)
+
+
+def test_a_qwen_moe_sliding_window_is_refused_as_unchecked() -> None:
+    """Qwen2-MoE / Qwen3-MoE with ``use_sliding_window``: transformers derives the layer kinds from
+    ``max_window_layers`` in its own way, which kvbudget has not checked against vLLM."""
+    for cls, arch in ((T.Qwen3MoeConfig, "Qwen3MoeForCausalLM"), (T.Qwen2MoeConfig, "Qwen2MoeForCausalLM")):
+        cfg = {**cls(num_hidden_layers=4).to_dict(), "architectures": [arch]}
+        assert [x.kind for x in layers_from_hf_config(cfg)] == ["full"] * 4
+        with pytest.raises(InvalidConfigError, match="has not checked.*use_sliding_window"):
+            layers_from_hf_config({**cfg, "use_sliding_window": True, "sliding_window": 4096})

@@ -248,6 +248,7 @@ def _env(root: Path) -> _Env:
         _unlifted=_unlifted, AttentionType=bns["AttentionType"],
         CohereConfig=transformers.CohereConfig,
         get_tensor_model_parallel_world_size=lambda: _ctx("tp"), get_pp_group=pp_group,
+        get_tensor_model_parallel_rank=lambda: 0,  # restated: the oracle builds rank 0 (KV alike on every rank)
         get_current_vllm_config=lambda: _ctx("vllm_config"),
         get_draft_quant_config=lambda vc: None,  # restated: no quantization
         set_default_rope_theta=cfg["set_default_rope_theta"],

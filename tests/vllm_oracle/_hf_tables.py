@@ -166,3 +166,26 @@ STATE_CLASSES: dict[str, tuple[str, str]] = {
     "KimiLinearForCausalLM": (_KIMI, "KimiLinearForCausalLM"),
 }
 
+# Dense and MoE decoders of full-attention layers: the MoE / MLP blocks are inert (no KV).
+ENTRY.update({
+    ("qwen3_moe", "Qwen3MoeForCausalLM"): ("Qwen3MoeModel", None, "model", False),
+    ("qwen2_moe", "Qwen2MoeForCausalLM"): ("Qwen2MoeModel", None, "model", False),
+    ("mixtral", "MixtralForCausalLM"): ("MixtralModel", None, "model", False),
+    ("glm4_moe", "Glm4MoeForCausalLM"): ("Glm4MoeModel", None, "model", False),
+    ("minimax_m2", "MiniMaxM2ForCausalLM"): ("MiniMaxM2Model", None, "model", False),
+    ("gemma", "GemmaForCausalLM"): ("GemmaModel", None, "model", False),
+    ("granite", "GraniteForCausalLM"): ("GraniteModel", None, "model", False),
+})  # fmt: skip
+MODELS.update({
+    "qwen3_moe": (["Qwen3MoeAttention", "Qwen3MoeDecoderLayer", "Qwen3MoeModel"],
+                  "Qwen3MoeMLP Qwen3MoeSparseMoeBlock", {}),
+    "qwen2_moe": (["Qwen2MoeAttention", "Qwen2MoeDecoderLayer", "Qwen2MoeModel"],
+                  "Qwen2MoeMLP Qwen2MoeSparseMoeBlock", {}),
+    "mixtral": (["MixtralAttention", "MixtralDecoderLayer", "MixtralModel"], "MixtralMoE", {}),
+    "glm4_moe": (["Glm4MoeAttention", "Glm4MoeDecoderLayer", "Glm4MoeModel"], "Glm4MoeMLP Glm4MoE", {}),
+    "minimax_m2": (["MiniMaxM2Attention", "MiniMaxM2DecoderLayer", "MiniMaxM2Model"],
+                   "MiniMaxM2MoE MiniMaxText01RMSNormTP", {}),
+    "gemma": (["GemmaAttention", "GemmaDecoderLayer", "GemmaModel"], "GemmaMLP", {}),
+    "granite": (["granite_layer_attn_params", "GraniteAttention", "GraniteDecoderLayer", "GraniteModel"],
+                "GraniteMLP set_weight_attrs sharded_weight_loader", {}),  # the SWA checkpoints' sinks: weights
+})  # fmt: skip

@@ -18,11 +18,13 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   ``tp`` divides the heads and the KV heads divide or are divided by ``tp``;
   gpt-oss takes ``total // tp``; MLA has one.
 * **Head size**: ``head_dim`` when set, else ``hidden_size // num_attention_heads``
-  (Qwen2 always the latter; Gemma, gpt-oss and Llama 4 always ``head_dim``);
+  (Qwen2 and Qwen2-MoE always the latter; Gemma, gpt-oss and Llama 4 always ``head_dim``;
+  GLM-4-MoE refuses a config without the key, as MiniMax-M2 one without ``rotary_dim``);
   MLA: ``kv_lora_rank + qk_rope_head_dim`` with no V part.
 * **Sliding layers**: ``layer_types[i] == "sliding_attention"`` with the config's
   ``sliding_window`` as it is (Cohere2: plus one); gpt-oss: the even layers;
-  Qwen2/Qwen3 pass no per-layer window. A layer without its own window takes
+  Qwen2/Qwen3 and the MoE decoders (Qwen2/3-MoE, Mixtral, GLM-4-MoE, MiniMax-M2) pass no
+  per-layer window; Granite (and Granite-SWA) read ``layer_types``. A layer without its own window takes
   the model-wide one, which is ``sliding_window`` only when ``layer_types`` is
   absent or all sliding (so a Mistral-7B-v0.1 config is sliding on every
   layer, drafter layers included), and never with ``disable_sliding_window`` (which leaves an
@@ -70,10 +72,13 @@ __all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "EAGLE3_PP_
 # Family -> the architectures vLLM 0.33.0 builds with it. A ``...ForConditionalGeneration``
 # wrapper names its text layers ``language_model.model.layers``; the others ``model.layers``.
 _BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
-    "llama": ("LlamaForCausalLM", "MistralForCausalLM"),
+    "llama": ("LlamaForCausalLM", "MistralForCausalLM", "GraniteForCausalLM"),
+    # MoE decoders whose attention takes no per-layer window: every layer the model's window, if any
+    "uniform": ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Glm4MoeForCausalLM",
+                "MiniMaxM2ForCausalLM"),
     "qwen2": ("Qwen2ForCausalLM",),
     "qwen3": ("Qwen3ForCausalLM",),
-    "gemma": ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
+    "gemma": ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
     "gpt_oss": ("GptOssForCausalLM",),
     "cohere2": ("Cohere2ForCausalLM",),
     "llama4": ("Llama4ForCausalLM", "Llama4ForConditionalGeneration"),
@@ -102,7 +107,8 @@ DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: ``tests/test_vllm_models.py``). vLLM asks ``supports_eagle3(model)`` of the built target when an
 #: EAGLE3 drafter reads auxiliary hidden states. (Each name of :data:`SERVED_AS` whose class is one of these.)
 _EAGLE3: Final = frozenset({
-    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "KimiLinearForCausalLM",
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "GraniteForCausalLM", "KimiLinearForCausalLM",
+    "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM",
     "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "MistralForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip
@@ -187,7 +193,10 @@ def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
 def _head_dim(v: _View, family: str) -> int:
     if family in ("gemma", "gpt_oss", "llama4"):
         return v.req_int("head_dim")
-    explicit = None if family == "qwen2" else v.opt_int("head_dim")
+    if v.model_type == "glm4_moe" and not v.has("head_dim"):  # Glm4MoeDecoderLayer reads config.head_dim
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AttributeError: the GLM-4 MoE config has no "
+                          "head_dim", v.name("head_dim"))  # fmt: skip
+    explicit = None if family == "qwen2" or v.model_type == "qwen2_moe" else v.opt_int("head_dim")
     return explicit or v.req_int("hidden_size") // v.req_int("num_attention_heads")
 
 
@@ -200,7 +209,14 @@ class _Reader:
         self.n = v.req_int("num_hidden_layers")
         pattern = v.opt_int("sliding_window_pattern") or v.opt_int("_sliding_window_pattern")
         types = derived_layer_types(v.model_type, self.n, v.raw("layer_types"), pattern)
-        if family in ("qwen2", "qwen3") and not v.raw("use_sliding_window"):
+        if family == "uniform" and v.model_type in ("qwen2_moe", "qwen3_moe") and v.raw("use_sliding_window"):
+            raise ConfigError(f"{label}: kvbudget has not checked vLLM 0.33.0's Qwen MoE sliding window "
+                              "(use_sliding_window)", v.name("use_sliding_window"))  # fmt: skip
+        if family == "uniform" and v.model_type == "minimax_m2" and not v.has("rotary_dim"):
+            raise ConfigError(f"{label}: vLLM 0.33.0 refuses it: AttributeError: the MiniMax-M2 config has no "
+                              "rotary_dim", v.name("rotary_dim"))  # fmt: skip
+        if (family in ("qwen2", "qwen3") or v.model_type in ("qwen2_moe", "qwen3_moe")) and not v.raw(
+                "use_sliding_window"):  # fmt: skip
             window = None  # transformers' Qwen classes keep sliding_window only with use_sliding_window
         else:
             window = v.opt_int("sliding_window", 0) or None

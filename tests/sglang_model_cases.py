@@ -411,6 +411,14 @@ FAMILIES: dict[str, _Builder] = {
     "minimax_m2": _minimax_m2,
     "gemma": _plain(T.GemmaConfig, "GemmaForCausalLM"),
     "granite": _plain(T.GraniteConfig, "GraniteForCausalLM"),
+    "olmoe": _plain(T.OlmoeConfig, "OlmoeForCausalLM"),
+    "granitemoe": _plain(T.GraniteMoeConfig, "GraniteMoeForCausalLM"),
+    "granitemoeshared": _plain(T.GraniteMoeSharedConfig, "GraniteMoeSharedForCausalLM"),
+    "glm4": _plain(T.Glm4Config, "Glm4ForCausalLM"),
+    "ernie4_5": _plain(T.Ernie4_5Config, "Ernie4_5ForCausalLM"),
+    "ernie4_5_moe": _plain(T.Ernie4_5_MoeConfig, "Ernie4_5_MoeForCausalLM"),
+    "hyperclovax": _plain(T.HyperCLOVAXConfig, "HyperCLOVAXForCausalLM", head_dim=lambda r: r.choice([64, 128])),
+    "apertus": _plain(T.ApertusConfig, "ApertusForCausalLM"),
 }
 
 
@@ -434,7 +442,11 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "qwen3_moe": (T.Qwen3MoeConfig, "Qwen3MoeForCausalLM"), "qwen2_moe": (T.Qwen2MoeConfig, "Qwen2MoeForCausalLM"),
     "mixtral": (T.MixtralConfig, "MixtralForCausalLM"), "glm4_moe": (T.Glm4MoeConfig, "Glm4MoeForCausalLM"),
     "minimax_m2": (T.MiniMaxM2Config, "MiniMaxM2ForCausalLM"), "gemma": (T.GemmaConfig, "GemmaForCausalLM"),
-    "granite": (T.GraniteConfig, "GraniteForCausalLM"),
+    "granite": (T.GraniteConfig, "GraniteForCausalLM"), "olmoe": (T.OlmoeConfig, "OlmoeForCausalLM"),
+    "granitemoe": (T.GraniteMoeConfig, "GraniteMoeForCausalLM"),
+    "granitemoeshared": (T.GraniteMoeSharedConfig, "GraniteMoeSharedForCausalLM"), "glm4": (T.Glm4Config, "Glm4ForCausalLM"),
+    "ernie4_5": (T.Ernie4_5Config, "Ernie4_5ForCausalLM"), "ernie4_5_moe": (T.Ernie4_5_MoeConfig, "Ernie4_5_MoeForCausalLM"),
+    "hyperclovax": (T.HyperCLOVAXConfig, "HyperCLOVAXForCausalLM"), "apertus": (T.ApertusConfig, "ApertusForCausalLM"),
     "qwen3_next": (T.Qwen3NextConfig, "Qwen3NextForCausalLM"), "qwen3_5": (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration"),
     "kimi_linear": (T.KimiLinearConfig, "KimiLinearForCausalLM"), "lfm2": (T.Lfm2Config, "Lfm2ForCausalLM"),
     # (Nemotron-H's: transformers 5.19.0's class saves no num_hidden_layers, which SGLang's own

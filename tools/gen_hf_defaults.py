@@ -51,6 +51,7 @@ MODEL_TYPES = (
     "step3p5", "deepseek_v32", "glm_moe_dsa", "mellum", "muse_glimmer", "muse_glimmer_text",
     "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe", "minicpm3",
     "whisper", "nanbeige", "qwen2_moe", "qwen3_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite",
+    "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe", "hyperclovax", "apertus",
 )  # fmt: skip
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
 #: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.

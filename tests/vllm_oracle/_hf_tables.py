@@ -189,3 +189,30 @@ MODELS.update({
     "granite": (["granite_layer_attn_params", "GraniteAttention", "GraniteDecoderLayer", "GraniteModel"],
                 "GraniteMLP set_weight_attrs sharded_weight_loader", {}),  # the SWA checkpoints' sinks: weights
 })  # fmt: skip
+ENTRY.update({
+    ("phi3", "Phi3ForCausalLM"): ("llama:LlamaForCausalLM", "_init_model", "model", False),
+    ("ernie45", "Ernie4_5ForCausalLM"): ("llama:LlamaForCausalLM", "_init_model", "model", False),
+    ("mimo", "MiMoForCausalLM"): ("qwen2:Qwen2Model", None, "model", False),
+    ("exaone4", "Exaone4ForCausalLM"): ("Exaone4Model", None, "model", False),
+    ("olmoe", "OlmoeForCausalLM"): ("OlmoeModel", None, "model", False),
+    ("granitemoe", "GraniteMoeForCausalLM"): ("GraniteMoeModel", None, "model", False),
+    ("granitemoeshared", "GraniteMoeSharedForCausalLM"): ("GraniteMoeSharedModel", None, "model", False),
+    ("glm4", "Glm4ForCausalLM"): ("Glm4Model", None, "model", False),
+    ("ernie45_moe", "Ernie4_5_MoeForCausalLM"): ("Ernie4_5_MoeModel", None, "model", False),
+    ("hyperclovax", "HyperCLOVAXForCausalLM"): ("HyperCLOVAXModel", None, "model", False),
+    ("apertus", "ApertusForCausalLM"): ("ApertusModel", None, "model", False),
+})  # fmt: skip
+_SINKS = "set_weight_attrs sharded_weight_loader"
+MODELS.update({
+    "exaone4": (["Exaone4Attention", "Exaone4DecoderLayer", "Exaone4Model"], "Exaone4GatedMLP", {}),
+    "olmoe": (["OlmoeAttention", "OlmoeDecoderLayer", "OlmoeModel"], "OlmoeMoE", {}),
+    "granitemoe": (["GraniteMoeAttention", "GraniteMoeDecoderLayer", "GraniteMoeModel"], f"GraniteMoeMoE {_SINKS}",
+                   {"granite_layer_attn_params": "granite"}),
+    "granitemoeshared": (["GraniteMoeSharedDecoderLayer", "GraniteMoeSharedModel"], "GraniteMoeSharedMLP",
+                         {n: "granitemoe" for n in ("GraniteMoeAttention", "GraniteMoeModel", "GraniteMoeMoE")}),
+    "glm4": (["Glm4Attention", "Glm4DecoderLayer", "Glm4Model"], "", {"LlamaModel": "llama", "Glm4MLP": "llama:LlamaMLP"}),
+    "ernie45_moe": (["Ernie4_5_MoeAttention", "Ernie4_5_MoeDecoderLayer", "Ernie4_5_MoeModel"],
+                    "Ernie4_5_MoeMLP Ernie4_5_MoeMoE", {}),
+    "hyperclovax": (["HyperCLOVAXAttention", "HyperCLOVAXDecoderLayer", "HyperCLOVAXModel"], "HyperCLOVAXMLP", {}),
+    "apertus": ([("ApertusAttention", "_init_rotary_emb"), "ApertusDecoderLayer", "ApertusModel"], "ApertusMLP", {}),
+})  # fmt: skip

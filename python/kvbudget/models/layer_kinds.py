@@ -33,7 +33,7 @@ NEMOTRON_H_PATTERN: dict[str, str] = {"M": "linear_attention", "*": "full_attent
 #: transformers' ``_LEGACY_LAYER_TYPE_REMAP`` for the state hybrids: legacy kind -> today's name.
 LEGACY_KINDS: dict[str, str] = {"mamba": "linear_attention", "attention": "full_attention"}
 #: model_type -> the default ``sliding_window_pattern`` (full every that many layers).
-PATTERNS: dict[str, int] = {"gemma2": 2, "gemma3_text": 6, "cohere2": 4}
+PATTERNS: dict[str, int] = {"gemma2": 2, "gemma3_text": 6, "cohere2": 4, "exaone4": 4}
 
 
 def derived_layer_types(model_type: str, n: int, given: Any, pattern: int | None = None) -> list[str] | None:

@@ -18,13 +18,16 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   ``tp`` divides the heads and the KV heads divide or are divided by ``tp``;
   gpt-oss takes ``total // tp``; MLA has one.
 * **Head size**: ``head_dim`` when set, else ``hidden_size // num_attention_heads``
-  (Qwen2 and Qwen2-MoE always the latter; Gemma, gpt-oss and Llama 4 always ``head_dim``;
+  (Qwen2, MiMo, Qwen2-MoE, OLMoE and Granite-MoE always the latter; Gemma, gpt-oss and
+  Llama 4 always ``head_dim``;
   GLM-4-MoE refuses a config without the key, as MiniMax-M2 one without ``rotary_dim``);
   MLA: ``kv_lora_rank + qk_rope_head_dim`` with no V part.
 * **Sliding layers**: ``layer_types[i] == "sliding_attention"`` with the config's
   ``sliding_window`` as it is (Cohere2: plus one); gpt-oss: the even layers;
-  Qwen2/Qwen3 and the MoE decoders (Qwen2/3-MoE, Mixtral, GLM-4-MoE, MiniMax-M2) pass no
-  per-layer window; Granite (and Granite-SWA) read ``layer_types``. A layer without its own window takes
+  Qwen2/Qwen3, MiMo, GLM-4, HyperCLOVAX and the MoE decoders (Qwen2/3-MoE, Mixtral, GLM-4-MoE,
+  MiniMax-M2, OLMoE, ERNIE-4.5-MoE) pass no per-layer window; Granite (and Granite-SWA,
+  Granite-MoE), Phi-3, ERNIE 4.5, EXAONE 4 and Apertus read ``layer_types`` as Llama does
+  (EXAONE 4 without it: every fourth layer full). A layer without its own window takes
   the model-wide one, which is ``sliding_window`` only when ``layer_types`` is
   absent or all sliding (so a Mistral-7B-v0.1 config is sliding on every
   layer, drafter layers included), and never with ``disable_sliding_window`` (which leaves an
@@ -72,11 +75,14 @@ __all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "EAGLE3_PP_
 # Family -> the architectures vLLM 0.33.0 builds with it. A ``...ForConditionalGeneration``
 # wrapper names its text layers ``language_model.model.layers``; the others ``model.layers``.
 _BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
-    "llama": ("LlamaForCausalLM", "MistralForCausalLM", "GraniteForCausalLM"),
-    # MoE decoders whose attention takes no per-layer window: every layer the model's window, if any
+    # decoders whose sliding layers are ``layer_types``' (with the config's window as it is)
+    "llama": ("LlamaForCausalLM", "MistralForCausalLM", "GraniteForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM",
+              "Exaone4ForCausalLM", "ApertusForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM"),
+    # decoders whose attention takes no per-layer window: every layer the model's window, if any
     "uniform": ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Glm4MoeForCausalLM",
-                "MiniMaxM2ForCausalLM"),
-    "qwen2": ("Qwen2ForCausalLM",),
+                "MiniMaxM2ForCausalLM", "OlmoeForCausalLM", "Glm4ForCausalLM", "Ernie4_5_MoeForCausalLM",
+                "HyperCLOVAXForCausalLM"),
+    "qwen2": ("Qwen2ForCausalLM", "MiMoForCausalLM"),
     "qwen3": ("Qwen3ForCausalLM",),
     "gemma": ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
     "gpt_oss": ("GptOssForCausalLM",),
@@ -108,7 +114,8 @@ DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: EAGLE3 drafter reads auxiliary hidden states. (Each name of :data:`SERVED_AS` whose class is one of these.)
 _EAGLE3: Final = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "GraniteForCausalLM", "KimiLinearForCausalLM",
-    "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM",
+    "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM", "MiMoForCausalLM",
+    "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM",
     "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "MistralForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip
@@ -119,7 +126,8 @@ EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.
 #: built decoders by ``tests/test_vllm_models.py``.
 _EAGLE3_PP: Final = frozenset({
     "KimiLinearForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
-    "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})  # fmt: skip
+    "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM",
+    "MiMoForCausalLM"})  # fmt: skip
 EAGLE3_PP_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _EAGLE3_PP)
 # The drafter architectures (after EAGLEConfig's renaming) vLLM builds with its Llama EAGLE heads.
 _LLAMA_DRAFTERS: Final[dict[str, frozenset[str]]] = {
@@ -190,13 +198,19 @@ def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
     return max(1, per_rank)
 
 
+#: Classes whose attention takes ``hidden_size // num_attention_heads`` whatever ``head_dim`` says.
+_HEAD_DIM_FROM_HIDDEN: Final = frozenset({"Qwen2ForCausalLM", "MiMoForCausalLM", "Qwen2MoeForCausalLM",
+                                          "OlmoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM"})  # fmt: skip
+
+
 def _head_dim(v: _View, family: str) -> int:
+    arch = v.architectures[0] if v.architectures else ""
     if family in ("gemma", "gpt_oss", "llama4"):
         return v.req_int("head_dim")
-    if v.model_type == "glm4_moe" and not v.has("head_dim"):  # Glm4MoeDecoderLayer reads config.head_dim
+    if arch == "Glm4MoeForCausalLM" and not v.has("head_dim"):  # Glm4MoeDecoderLayer reads config.head_dim
         raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AttributeError: the GLM-4 MoE config has no "
                           "head_dim", v.name("head_dim"))  # fmt: skip
-    explicit = None if family == "qwen2" or v.model_type == "qwen2_moe" else v.opt_int("head_dim")
+    explicit = None if arch in _HEAD_DIM_FROM_HIDDEN else v.opt_int("head_dim")
     return explicit or v.req_int("hidden_size") // v.req_int("num_attention_heads")
 
 

@@ -69,6 +69,8 @@ test-python:
 test-parity-long: sglang
 	KVBUDGET_PARITY_CASES=$(or $(CASES),200000) KVBUDGET_PARITY_SEED=$(or $(SEED),1000000) \
 	    $(PY) -m pytest -q tests/test_sglang_parity.py -k differential
+	KVBUDGET_VLLM_WRAPPER_CASES=$(or $(WRAPPER_CASES),1000) \
+	    $(PY) -m pytest -q tests/test_vllm_wrappers.py -k read_as_vllm
 
 # A plain pip install of the built wheel in a fresh venv: the CLI works, allocate names its extra.
 check-wheel: venv

@@ -25,6 +25,7 @@ def test_committed_vllm_architectures_are_current() -> None:
     from kvbudget.vllm.registry import registry
 
     tool = _tool("gen_vllm_archs")
-    tables = tool.registry(tool._root())
-    assert tool.OUT.read_text() == tool.render(tables), "run tools/gen_vllm_archs.py"
+    root = tool._root()
+    tables = tool.registry(root)
+    assert tool.OUT.read_text() == tool.render(tables, tool.wrappers(root, tables)), "run tools/gen_vllm_archs.py"
     assert registry()["Ministral3ForCausalLM"] == ("mistral", "MistralForCausalLM") and len(registry()) > 240

@@ -131,6 +131,30 @@ def attribute_maps() -> dict[str, dict[str, str]]:
     return out
 
 
+def causal_lm_names() -> dict[str, str]:
+    """transformers' ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``: model type -> its causal-LM class name.
+    vLLM's ``VllmConfig.with_hf_config`` names a wrapped text config's architecture by it when the
+    text config has none (a LLaVA ``text_config``)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return {k: v for k, v in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()) if isinstance(v, str)}
+
+
+def text_config_defaults() -> dict[str, dict[str, Any]]:
+    """Per outer model type whose config class merges its own defaults under a ``text_config``
+    dict (``_default_text_config_kwargs``: GLM-ASR, Voxtral, ...), those defaults of :data:`KEYS`:
+    a sparse ``text_config`` of such a model takes them, not its text class's."""
+    import transformers
+
+    out: dict[str, dict[str, Any]] = {}
+    for model_type in sorted(transformers.CONFIG_MAPPING.keys()):
+        kwargs = getattr(_config_class(model_type), "_default_text_config_kwargs", None) or {}
+        picked = {k: v for k, v in kwargs.items() if k in KEYS}
+        if picked:
+            out[model_type] = dict(sorted(picked.items()))
+    return out
+
+
 def generate() -> dict[str, Any]:
     import transformers
 
@@ -143,6 +167,8 @@ def generate() -> dict[str, Any]:
         "model_types": {mt: defaults_of(_config_class(mt)) for mt in MODEL_TYPES},
         "vllm_model_types": {mt: defaults_of(_vllm_config_class(mt), VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
         "attribute_maps": attribute_maps(),
+        "causal_lm_names": causal_lm_names(),
+        "text_config_defaults": text_config_defaults(),
     }
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "python" / "kvbudget" / "models" / "data" / "vllm_architectures.json"
@@ -46,20 +48,130 @@ def registry(root: Path) -> dict[str, dict[str, list[str]]]:
     return out
 
 
-def render(tables: dict[str, dict[str, list[str]]]) -> str:
+#: The forms of ``init_vllm_registered_model``'s arguments a wrapper entry may take (anything
+#: else, and the wrapper is left out: kvbudget refuses it).
+HF_CONFIG_FORMS = (None, "config.text_config", "config.get_text_config()")
+ARCHITECTURES_FORMS = (None, "config.text_config.architectures")
+
+
+def _init_of(tree: ast.Module, cls: str) -> ast.FunctionDef | None:
+    """The ``__init__`` a class runs: its own, else that of its first base defined in the same file."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    seen: set[str] = set()
+    while cls in classes and cls not in seen:
+        seen.add(cls)
+        node = classes[cls]
+        init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if init is not None:
+            return init
+        cls = next((b.id for b in node.bases if isinstance(b, ast.Name) and b.id in classes), "")
+    return None
+
+
+_ARCHS = "config.text_config.architectures"
+_TYPE = r"config\.text_config\.model_type == '(\w+)'"
+
+
+def _text_rule(stmt: ast.stmt) -> tuple[str, dict[str, list[str]]] | None:
+    """An ``if`` that names the text config's architectures by its model type, as
+    ``("defaults", {type: archs})`` (only when it has none: LLaVA's Pixtral case) or
+    ``("overrides", {type or "*": archs})`` (always: PaliGemma's Gemma / Gemma 2)."""
+    def assigned(body: list[ast.stmt]) -> list[str] | None:
+        if len(body) == 1 and isinstance(body[0], ast.Assign) and ast.unparse(body[0].targets) == _ARCHS:
+            value = ast.literal_eval(body[0].value)
+            return value if isinstance(value, list) else None
+        return None
+
+    if not isinstance(stmt, ast.If) or (archs := assigned(stmt.body)) is None:
+        return None
+    test = ast.unparse(stmt.test)
+    if (m := re.fullmatch(f"{re.escape(_ARCHS)} is None and {_TYPE}", test)) and not stmt.orelse:
+        return "defaults", {m.group(1): archs}
+    if (m := re.fullmatch(_TYPE, test)) and (other := assigned(stmt.orelse)) is not None:
+        return "overrides", {m.group(1): archs, "*": other}
+    return None
+
+
+def _config_is_hf_config(init: ast.FunctionDef) -> bool:
+    """``config`` is the model's ``hf_config`` (``vllm_config.model_config.hf_config``, or through
+    ``model_config = vllm_config.model_config``), assigned once."""
+    values = {ast.unparse(a.targets[0] if isinstance(a, ast.Assign) else a.target): ast.unparse(a.value)
+              for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AnnAssign)) and a.value is not None
+              and len(getattr(a, "targets", [None])) == 1}  # fmt: skip
+    assigned = [a for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AnnAssign))
+                and "config" in [ast.unparse(x) for x in (a.targets if isinstance(a, ast.Assign) else [a.target])]]
+    config = values.get("config")
+    return len(assigned) == 1 and (config == "vllm_config.model_config.hf_config" or (
+        config == "model_config.hf_config" and values.get("model_config") == "vllm_config.model_config"))
+
+
+def _wrapper(init: ast.FunctionDef) -> dict[str, Any] | None:
+    """What a wrapper's ``__init__`` hands ``init_vllm_registered_model``, when it is one plain call
+    (its ``config`` is the model's ``hf_config``, and it edits the text config only by the rules
+    of :func:`_text_rule`)."""
+    calls = [c for c in ast.walk(init) if isinstance(c, ast.Call) and ast.unparse(c.func) == "init_vllm_registered_model"]
+    rules = [r for r in map(_text_rule, init.body) if r is not None]
+    edits = [a for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AugAssign))
+             and any(ast.unparse(x).startswith(("config.text_config.", "text_config."))
+                     for x in (a.targets if isinstance(a, ast.Assign) else [a.target]))]
+    if len(calls) != 1 or not _config_is_hf_config(init) or len(edits) != sum(len(r[1]) for r in rules):
+        return None
+    kw = {k.arg: k.value for k in calls[0].keywords}
+    hf = ast.unparse(kw["hf_config"]) if "hf_config" in kw else None
+    archs_node = kw.get("architectures")
+    try:
+        archs: Any = None if archs_node is None else ast.literal_eval(archs_node)
+    except ValueError:
+        archs = ast.unparse(archs_node) if archs_node is not None else None
+    prefix = kw.get("prefix")
+    if (hf not in HF_CONFIG_FORMS or not (isinstance(archs, list) or archs in ARCHITECTURES_FORMS)
+            or not isinstance(prefix, ast.Call) or ast.unparse(prefix.func) != "maybe_prefix"
+            or ast.unparse(prefix.args[0]) != "prefix" or not isinstance(prefix.args[1], ast.Constant)):  # fmt: skip
+        return None
+    return {"hf_config": hf, "architectures": archs, "prefix": prefix.args[1].value,
+            **{f"text_{kind}": table for kind, table in rules}}
+
+
+def wrappers(root: Path, tables: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, Any]]:
+    """Architecture -> how its class builds its text model with ``init_vllm_registered_model``:
+    the ``hf_config`` and ``architectures`` it passes (as written) and the prefix it names."""
+    out: dict[str, dict[str, Any]] = {}
+    trees: dict[str, ast.Module | None] = {}
+    for table in TABLES:
+        for arch, (module, cls) in tables[table].items():
+            if module not in trees:
+                path = root / "vllm/model_executor/models" / f"{module}.py"
+                trees[module] = ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else None
+            tree = trees[module]
+            init = None if tree is None else _init_of(tree, cls)
+            found = None if init is None else _wrapper(init)
+            if found is not None:
+                out[arch] = found
+    return dict(sorted(out.items()))
+
+
+def render(tables: dict[str, dict[str, list[str]]], wrapped: dict[str, dict[str, Any]]) -> str:
     """JSON, one architecture a line."""
     lines = ['{"generated_by": "tools/gen_vllm_archs.py", "vllm": "0.33.0", "tables": {']
-    for i, t in enumerate(TABLES):
+    for t in TABLES:
         rows = [f"  {json.dumps(a)}: {json.dumps(w)}" for a, w in sorted(tables[t].items())]
-        lines += [f" {json.dumps(t)}: {{", ",\n".join(rows), " }" + ("," if i < len(TABLES) - 1 else "")]
-    return "\n".join(lines) + "\n}}\n"
+        lines += [f" {json.dumps(t)}: {{", ",\n".join(rows), " },"]
+    lines[-1] = " }},"
+    rows = [f" {json.dumps(a)}: {json.dumps(w, sort_keys=True)}" for a, w in wrapped.items()]
+    lines += ['"wrappers": {', ",\n".join(rows), "}}"]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _generated import write_or_check
 
-    return write_or_check(OUT, lambda: render(registry(_root())), tool="tools/gen_vllm_archs.py", doc=__doc__ or "", argv=argv)
+    def build() -> str:
+        root = _root()
+        tables = registry(root)
+        return render(tables, wrappers(root, tables))
+
+    return write_or_check(OUT, build, tool="tools/gen_vllm_archs.py", doc=__doc__ or "", argv=argv)
 
 
 if __name__ == "__main__":

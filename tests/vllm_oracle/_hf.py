@@ -46,6 +46,10 @@ What is restated here (glue, not vLLM text)
   ``text_config`` at ``language_model.model``).
   The DeepSeek MTP drafter is entered at ``DeepSeekMultiTokenPredictor``, Qwen3-Next's and
   Qwen3.5's at their ``*MultiTokenPredictor`` (prefix ``mtp``).
+  A class outside ``ENTRY`` whose ``__init__`` builds its text model with one
+  ``init_vllm_registered_model`` call (LLaVA, Mistral 3, Qwen2-VL, ...) runs that call from
+  the wheel, with ``initialize_model`` restated as a build of the class the registry names for
+  the text config (:mod:`._wrappers`);
 * class decorators (``support_torch_compile``) are dropped; base classes other
   than lifted ones become :class:`_Module` (an ``nn.Module`` stand-in whose
   missing attributes raise); methods a class body has but that are not lifted
@@ -89,11 +93,13 @@ from ._strict import RecordingLogger, StrictConfig
 from ._hf_lift import (VllmLoadError, _Module, _Rope, _StateLayer, _inert, _lift_class, _lift_nested,
                        _lift_stmts, _load_error, _run, _stores, _unlifted)  # fmt: skip
 from ._interfaces import eagle3_startup, eagle3_startup_v2
+from ._hf_state import replayssm_startup, state_of
+from ._wrappers import run_with_hf_config, with_hf_config_code, wrapper_call
 
 __all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
                   "itertools pydantic transformers torch".split())  # fmt: skip
-from ._hf_tables import _KIMI_MLA, DEFAULT_ARCH, ENTRY, MODELS as _MODELS, STATE_CLASSES  # noqa: E402
+from ._hf_tables import _KIMI_MLA, DEFAULT_ARCH, ENTRY, MODELS as _MODELS  # noqa: E402
 
 _INERT = """QKVParallelLinear RowParallelLinear ColumnParallelLinear MergedColumnParallelLinear
 ReplicatedLinear DCPGroupColumnParallelLinear VocabParallelEmbedding ParallelLMHead LogitsProcessor
@@ -129,6 +135,9 @@ class _Env:
     vllm_config_cls: type  # VllmConfig's num_speculative_tokens and ReplaySSM checks (lifted) over a StrictConfig
     dtypes: dict[str, Any]  # STR_DTYPE_TO_TORCH_DTYPE
     mamba_backends: Any  # MambaBackendEnum (lifted)
+    engine_config_cls: type  # the VllmConfig record a build runs with (its with_hf_config, see ._wrappers)
+    wrapped: Any  # init_vllm_registered_model (lifted)
+    maybe_prefix: Any
 
 
 _CTX: dict[str, Any] = {}  # the build in progress: tp, pp_group, vllm_config
@@ -215,6 +224,7 @@ def _env(root: Path) -> _Env:
     tables = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS", "_SPECULATIVE_DECODING_MODELS")
     source("model_executor/models/registry.py").lift(reg, *tables)
     registry = {k: v for t in tables for k, v in reg[t].items()}
+    multimodal = frozenset(reg["_MULTIMODAL_MODELS"])  # ModelConfig.is_multimodal_model (restated)
 
     inert_nn = {n: _inert(f"nn.{n}") for n in ("Identity", "Sequential", "GELU", "Linear",
                                                "Parameter")}  # fmt: skip
@@ -225,7 +235,17 @@ def _env(root: Path) -> _Env:
     utils = ns("models.utils", torch=torch_stub, PPMissingLayer=_inert("PPMissingLayer"))
     helpers = ("extract_layer_index", "maybe_prefix", "make_layers",
                "spec_decode_needs_target_embed")
-    source("model_executor/models/utils.py").lift(utils, *helpers)
+    source("model_executor/models/utils.py").lift(utils, *helpers, "init_vllm_registered_model")
+    with_hf = with_hf_config_code(source("config/vllm.py"))
+
+    def with_hf_config(self: Any, hf_config: Any, architectures: list[str] | None = None) -> Any:
+        """Restated ``VllmConfig.with_hf_config`` around its lifted text-config statements."""
+        outer = self.model_config.hf_config
+        wrapper = StrictConfig(hf_config=outer, is_multimodal_model=outer.architectures[0] in multimodal)
+        out = copy.copy(self)
+        out.model_config = copy.copy(self.model_config)
+        out.model_config.hf_config = run_with_hf_config(with_hf, hf_config, architectures, wrapper)
+        return out
     pp_group = lambda: _ctx("pp_group")  # noqa: E731
     offloader = StrictConfig(wrap_modules=list)  # restated: the default offloader is a no-op
     def config_file(file_name: str, model: Any, revision: Any = None) -> Any:
@@ -239,6 +259,7 @@ def _env(root: Path) -> _Env:
         "vllm.distributed.utils": StrictModule("du", {"get_pp_indices": cfg["get_pp_indices"]}),
         "vllm.distributed.parallel_state": StrictModule("ps", {"get_pp_group": pp_group}),
         "vllm.model_executor.offloader": StrictModule("ol", {"get_offloader": lambda: offloader}),
+        "vllm.model_executor.model_loader.utils": StrictModule("mlu", {"initialize_model": _initialize}),
     })  # fmt: skip
     bns = ns("backend", Enum=__import__("enum").Enum)
     source("v1/attention/backend.py").lift(bns, "AttentionType")
@@ -352,7 +373,9 @@ def _env(root: Path) -> _Env:
                 (_StateLayer, common["MambaMixer2"], common["MambaMixer"], common["ShortConv"],
                  models["model_executor/layers/mamba/gdn/kimi_gdn_linear_attn"]["KimiGatedDeltaNetAttention"]),
                 vllm_config_cls,
-                mu["STR_DTYPE_TO_TORCH_DTYPE"], mu["MambaBackendEnum"])  # fmt: skip
+                mu["STR_DTYPE_TO_TORCH_DTYPE"], mu["MambaBackendEnum"],
+                type("VllmConfig", (StrictConfig,), {"with_hf_config": with_hf_config}),
+                utils["init_vllm_registered_model"], utils["maybe_prefix"])  # fmt: skip
 
 
 def _model_config(env: _Env, hf_config: Any, disable_sliding_window: bool = False) -> Any:
@@ -382,7 +405,12 @@ def vllm_config_class(model_type: str) -> Any:
     (``kimi_linear``, lifted from the wheel), else transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
-    return transformers.CONFIG_MAPPING[model_type]
+    # transformers' own class, whatever another oracle registered over it (SGLang's classes)
+    name = transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES.get(model_type)
+    if name is None:
+        raise LookupError(f"vllm_oracle._hf: vLLM 0.33.0's config class for {model_type!r} is not lifted "
+                          "(transformers has none)")  # fmt: skip
+    return getattr(transformers, name)
 
 
 def vllm_model_config(config: Any, *, disable_sliding_window: bool = False) -> Any:
@@ -390,13 +418,39 @@ def vllm_model_config(config: Any, *, disable_sliding_window: bool = False) -> A
     return _model_config(_env(_root()), copy.deepcopy(config), disable_sliding_window)
 
 
-def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any) -> Any:
+def _initialize(vllm_config: Any, prefix: str = "") -> Any:
+    """Restated ``initialize_model``: the registry's class for the config's first architecture,
+    built under ``prefix`` with ``vllm_config`` current."""
+    hf_config = vllm_config.model_config.hf_config
+    archs = getattr(hf_config, "architectures", None) or []
+    if not archs:
+        raise VllmLoadError("No model architectures are specified")
+    outer = _CTX["vllm_config"]
+    _CTX["vllm_config"] = vllm_config
+    try:
+        return _build(_env(_root()), archs[0], vllm_config, hf_config, prefix)
+    finally:
+        _CTX["vllm_config"] = outer
+
+
+def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = "") -> Any:
     if arch not in env.registry:
         raise VllmLoadError(f"Model architectures ['{arch}'] are not supported for now.")
     key = env.registry[arch]
     if key not in ENTRY:
-        raise LookupError(f"vllm_oracle._hf: {arch} ({'.'.join(key)}) is not covered")
+        call = wrapper_call(_root(), *key)
+        if call is None:
+            raise LookupError(f"vllm_oracle._hf: {arch} ({'.'.join(key)}) is not covered")
+        try:  # the wrapper's own call, then init_vllm_registered_model (lifted) -> _initialize
+            return env.wrapped(**call.arguments(hf_config, vllm_config, outer, env.maybe_prefix))
+        except (StubError, NameError, LookupError):
+            raise
+        except VllmLoadError:
+            raise
+        except Exception as e:
+            raise _load_error(e) from e
     target, method, prefix, text = ENTRY[key]
+    prefix = env.maybe_prefix(outer, prefix) if prefix else outer
     file, _, target = target.rpartition(":")
     cls = env.models[file or key[0]][target]
     if text:  # init_vllm_registered_model(hf_config=config.text_config) -> with_hf_config
@@ -409,48 +463,6 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any) -> Any:
     except (StubError, NameError):
         raise
     except Exception as e:
-        raise _load_error(e) from e
-
-
-def _state(env: _Env, arch: str, mc: Any, tp: int, spec: Any, model_dtype: str,
-           replay: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
-    """A state layer's ``state_shapes`` / ``state_dtypes``: the model class's
-    ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config`` (lifted), after
-    Qwen3.5's config hook (its ``mamba_ssm_dtype``); the model dtype is an input (restated)."""
-    file, cls_name = STATE_CLASSES.get(arch, env.registry[arch])
-    cls = env.models[file][cls_name]
-    cache = StrictConfig(mamba_cache_dtype="auto", mamba_ssm_cache_dtype="auto", use_replayssm=replay["use_replayssm"],
-                         replayssm_buffer_len=replay["replayssm_buffer_len"])  # fmt: skip
-    model = StrictConfig(hf_config=mc.hf_config, hf_text_config=mc.hf_text_config, dtype=env.dtypes[model_dtype])
-    config = env.vllm_config_cls(model_config=model, cache_config=cache, speculative_config=spec,
-                                 diffusion_config=None, parallel_config=StrictConfig(tensor_parallel_size=tp),
-                                 mamba_config=StrictConfig(backend=replay["backend"]))  # fmt: skip
-    if file in env.hooks:  # the architecture's config hook, run when VllmConfig is built
-        env.hooks[file](config)
-    shapes = cls.get_mamba_state_shape_from_config(config)
-    dtypes = cls.get_mamba_state_dtype_from_config(config)
-    return {"state_shapes": [list(x) for x in shapes], "state_dtypes": [str(d).removeprefix("torch.") for d in dtypes]}
-
-
-def _replayssm_startup(env: _Env, arch: str, spec: Any, pp: int, replay: dict[str, Any], prefix_caching: bool,
-                       v2: bool) -> None:  # fmt: skip
-    """``VllmConfig.validate_mamba_cached_kernel`` (lifted) on the engine settings, after
-    ``MambaModelConfig`` set the cache mode from prefix caching (restated: ``align`` with it);
-    the architecture's ``SupportsReplaySSM`` read from the wheel's class hierarchy; no KV
-    connector, no stochastic rounding. Its ValueError is vLLM's refusal."""
-    from ._interfaces import supports
-
-    cache = StrictConfig(use_replayssm=True, replayssm_buffer_len=replay["replayssm_buffer_len"],
-                         mamba_cache_mode="align" if prefix_caching else "none", use_kda_recoverssm=False)  # fmt: skip
-    config = env.vllm_config_cls(
-        cache_config=cache, speculative_config=spec, diffusion_config=None, use_v2_model_runner=v2,
-        model_config=StrictConfig(architecture=arch, supports_replayssm=supports(_root(), env.registry, arch,
-                                                                                 "SupportsReplaySSM")),
-        mamba_config=StrictConfig(backend=replay["backend"], enable_stochastic_rounding=False),
-        parallel_config=StrictConfig(pipeline_parallel_size=pp), kv_transfer_config=None)  # fmt: skip
-    try:
-        config.validate_mamba_cached_kernel()
-    except ValueError as e:
         raise _load_error(e) from e
 
 
@@ -496,7 +508,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
     backend = env.mamba_backends[mamba_backend.upper()]  # MambaBackendEnum
     replay = {"use_replayssm": use_replayssm, "replayssm_buffer_len": replayssm_buffer_len, "backend": backend}
     if use_replayssm:
-        _replayssm_startup(env, config.architectures[0], spec, pp, replay, enable_prefix_caching,
+        replayssm_startup(env, _root(), config.architectures[0], spec, pp, replay, enable_prefix_caching,
                            use_v2_model_runner)  # fmt: skip
     decoder = (env.attn["AttentionType"].DECODER,)
     out: list[dict[str, Any]] = []
@@ -508,7 +520,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
             decode_context_parallel_size=1, prefill_context_parallel_size=1,
             eplb_config=StrictConfig(num_redundant_experts=0))  # fmt: skip
         context: dict[str, Any] = {}
-        vllm_config = StrictConfig(
+        vllm_config = env.engine_config_cls(
             model_config=mc, cache_config=cache_config, quant_config=None, load_config=None, lora_config=None,
             kernel_config=StrictConfig(moe_backend="auto"),
             parallel_config=parallel, speculative_config=spec,
@@ -535,8 +547,8 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         for name, layer in context.items():
             if isinstance(layer, env.state_layers):
                 try:
-                    state = _state(env, config.architectures[0], mc, tp, spec, model_dtype, replay)
-                except StubError:
+                    state = state_of(env, config.architectures[0], mc, tp, spec, model_dtype, replay)
+                except (StubError, LookupError):
                     raise
                 except Exception as e:
                     raise _load_error(e) from e

@@ -107,16 +107,18 @@ def declared_defaults(keys: tuple[str, ...], owner: str) -> dict[str, Any]:
 DraftKind = Literal["auto", "eagle", "eagle3", "mtp", "nextn", "standalone"]
 
 
-def _class_defaults() -> dict[str, dict[str, Any]]:
-    """Per model type, the config-class defaults of the keys the readers use.
+#: ``data/hf_defaults.json``, generated from transformers 5.19.0 (SGLang's own classes for the
+#: model types of its registry) by ``tools/gen_hf_defaults.py``.
+_HF_DATA: Final[dict[str, Any]] = json.loads(
+    (Path(__file__).with_name("data") / "hf_defaults.json").read_text(encoding="utf-8"))
 
-    Generated from transformers 5.19.0 (SGLang's own classes for the model types
-    of its registry) by ``tools/gen_hf_defaults.py`` into ``data/hf_defaults.json``;
-    plus the layer-pattern parameters the classes apply in ``__post_init__``
+
+def _class_defaults() -> dict[str, dict[str, Any]]:
+    """Per model type, the config-class defaults of the keys the readers use (``model_types`` of
+    :data:`_HF_DATA`); plus the layer-pattern parameters the classes apply in ``__post_init__``
     without keeping them as attributes (Gemma 3's 6, Cohere2's 4).
     """
-    path = Path(__file__).with_name("data") / "hf_defaults.json"
-    table: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["model_types"]
+    table: dict[str, dict[str, Any]] = json.loads(json.dumps(_HF_DATA["model_types"]))  # a copy
     for model_type, pattern in (("gemma3_text", 6), ("cohere2", 4)):
         table.setdefault(model_type, {})["sliding_window_pattern"] = pattern
     return table
@@ -126,13 +128,25 @@ def _class_defaults() -> dict[str, dict[str, Any]]:
 _CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = _class_defaults()
 #: Where vLLM 0.33.0 loads a model type with transformers' own class and SGLang with its own
 #: (the gated-delta-net hybrids): that class's defaults, for :class:`_View` with ``engine="vllm"``.
-_VLLM_CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = json.loads(
-    (Path(__file__).with_name("data") / "hf_defaults.json").read_text(encoding="utf-8")).get("vllm_model_types", {})
+_VLLM_CLASS_DEFAULTS: Final[dict[str, dict[str, Any]]] = _HF_DATA.get("vllm_model_types", {})
 
 #: Per model type, the config class's ``attribute_map`` aliases of the keys the readers use
 #: (``num_hidden_layers`` -> ``n_layer``, ...): a config object answers the key with the alias.
-_ATTRIBUTE_MAPS: Final[dict[str, dict[str, str]]] = json.loads(
-    (Path(__file__).with_name("data") / "hf_defaults.json").read_text(encoding="utf-8")).get("attribute_maps", {})
+_ATTRIBUTE_MAPS: Final[dict[str, dict[str, str]]] = _HF_DATA.get("attribute_maps", {})
+#: transformers' ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``: model type -> its causal-LM class name.
+CAUSAL_LM_NAMES: Final[dict[str, str]] = _HF_DATA.get("causal_lm_names", {})
+#: Outer model type -> the defaults its config class merges under a ``text_config`` dict.
+_TEXT_CONFIG_DEFAULTS: Final[dict[str, dict[str, Any]]] = _HF_DATA.get("text_config_defaults", {})
+
+
+def text_config_of(cfg: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``cfg``'s ``text_config`` as its config class loads it: under the class's own text
+    defaults where it merges some (GLM-ASR, Voxtral); None without one."""
+    text = cfg.get("text_config")
+    if not isinstance(text, Mapping):
+        return None
+    merged = _TEXT_CONFIG_DEFAULTS.get(str(cfg.get("model_type")))
+    return {**merged, **text} if merged else text
 
 # Outer (multimodal) model_type -> model_type of its text_config.
 _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
@@ -158,7 +172,7 @@ class _View:
         if text is not None and not isinstance(text, Mapping):
             raise ConfigError(f"{label}: key 'text_config' must be an object", "text_config")
         if isinstance(text, Mapping):
-            self.cfg: Mapping[str, Any] = text
+            self.cfg: Mapping[str, Any] = text_config_of(cfg) or text
             self.prefix = "text_config."
             inner_type = text.get("model_type")
             if not isinstance(inner_type, str):

@@ -33,6 +33,9 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   layer, drafter layers included), and never with ``disable_sliding_window`` (which leaves an
   EAGLE drafter's own sliding layers as they are: its ModelConfig is built without the flag).
 * **Chunked layers** (Llama 4): ``no_rope_layers[i] != 0`` with ``attention_chunk_size``.
+* **Multimodal wrappers** (LLaVA, Mistral 3, Qwen2-VL, ...; :mod:`kvbudget.vllm.wrappers`):
+  the text model the wrapper builds, read as itself, its layer names under the wrapper's
+  prefix (``language_model.``); a drafter or a state model inside one is refused as unchecked.
 * **Pipeline stages**: vLLM's ``get_pp_indices`` (an even split, the remainder
   to the stages before the last); drafter layers sit on the last stage.
 * **Drafters**, after the target's layers: EAGLE numbers its layers from the
@@ -60,6 +63,7 @@ skips and quantisation schemes are not read.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, load_hf_config
@@ -68,6 +72,7 @@ from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm.registry import registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
+from kvbudget.vllm.wrappers import unwrap
 
 __all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "EAGLE3_PP_ARCHITECTURES", "SERVED_AS",
            "layers_from_hf_config", "pp_stage_layers"]  # fmt: skip
@@ -365,6 +370,19 @@ def layers_from_hf_config(
         raise ConfigError("draft=: speculative_method='mtp' reads the target's own MTP layers, not a drafter")
     dtype_m = model_dtype or _model_dtype(cfg)
     dtype_d = draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype
+    wrapped = unwrap(cfg)
+    if wrapped is not None:  # a multimodal wrapper: its text model, read as itself, under its prefix
+        text, prefix = wrapped
+        wrapper = cfg["architectures"][0]
+        if method is not None:
+            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {wrapper} (a "
+                              "multimodal wrapper of its text model)", "architectures")  # fmt: skip
+        if served_as(text["architectures"][0], STATE_ARCHITECTURES) in STATE_ARCHITECTURES:
+            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's state layers inside {wrapper} "
+                              f"(a wrapper of {text['architectures'][0]})", "architectures")  # fmt: skip
+        inner = layers_from_hf_config(text, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
+                                      disable_sliding_window=disable_sliding_window)  # fmt: skip
+        return [replace(x, name=f"{prefix}.{x.name}") for x in inner]
     if isinstance(archs, list) and archs and archs[0] in STATE_ARCHITECTURES:
         out = state_layers_from_hf_config(
             cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,

@@ -15,16 +15,32 @@ import functools
 import json
 from collections.abc import Collection
 from importlib import resources
+from typing import Any
 
-__all__ = ["registry", "served_as"]
+__all__ = ["registry", "served_as", "wrapper_table"]
+
+
+@functools.cache
+def _data() -> dict[str, Any]:
+    text = resources.files("kvbudget.models").joinpath("data/vllm_architectures.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
 
 
 @functools.cache
 def registry() -> dict[str, tuple[str, str]]:
     """Architecture -> (module, class) vLLM 0.33.0 serves it with (generation tables only)."""
-    text = resources.files("kvbudget.models").joinpath("data/vllm_architectures.json").read_text(encoding="utf-8")
-    tables: dict[str, dict[str, list[str]]] = json.loads(text)["tables"]
+    tables: dict[str, dict[str, list[str]]] = _data()["tables"]
     return {arch: (where[0], where[1]) for table in tables.values() for arch, where in table.items()}
+
+
+def wrapper_table() -> dict[str, dict[str, Any]]:
+    """Architecture -> what its class hands ``init_vllm_registered_model`` for its text model
+    (``hf_config`` and ``architectures`` as written, the prefix, and the ``__init__``'s own
+    text-architecture rules), for the classes that build one that way; read by
+    :mod:`kvbudget.vllm.wrappers`."""
+    table: dict[str, dict[str, Any]] = _data()["wrappers"]
+    return table
 
 
 def served_as(arch: str, known: Collection[str]) -> str:

@@ -1,0 +1,109 @@
+"""The model-reading oracle's multimodal wrappers: a class whose ``__init__`` builds its text model
+with ``init_vllm_registered_model`` (LLaVA, Mistral 3, PaliGemma, Qwen2-VL, ...).
+
+What is vLLM's, read from the pinned model file and executed: the one
+``init_vllm_registered_model(...)`` call in the class's ``__init__`` (its keyword expressions,
+evaluated on the loaded config), the ``__init__``'s statements that set
+``config.text_config.architectures`` (run first, as ``__init__`` does), the whole
+``init_vllm_registered_model`` (``models/utils.py``, lifted by :mod:`._hf`) and the two ``if``
+statements of ``VllmConfig.with_hf_config`` that shape the text config (its architectures, its
+``tie_word_embeddings``).
+
+Restated (glue): which ``__init__`` runs (the class's own, else its first base's in the same
+file, as Python's method resolution finds it); the rest of ``with_hf_config`` (a copy of the
+``VllmConfig`` whose ``model_config.hf_config`` is the text config; its ``model_arch_config``
+refresh owns no KV); ``ModelConfig.is_multimodal_model`` (the wrapper is in the registry's
+``_MULTIMODAL_MODELS``); ``initialize_model`` (the registry's class for
+``hf_config.architectures[0]``, entered as :data:`._hf_tables.ENTRY` says under the prefix
+given). The vision / audio towers are not built: they own no KV cache in vLLM 0.33.0's
+decoder groups (encoder caches are separate), so a wrapper's KV layers are its text model's.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+from oracle_kit.lift import Source
+
+from ._hf_lift import _FLAGS
+
+__all__ = ["WrapperCall", "run_with_hf_config", "with_hf_config_code", "wrapper_call"]
+
+_ARCHS = "config.text_config.architectures"
+
+
+class WrapperCall:
+    """One wrapper class's ``init_vllm_registered_model`` call and the text-architecture edits
+    its ``__init__`` makes before it."""
+
+    def __init__(self, src: Source, call: ast.Call, edits: list[ast.stmt]) -> None:
+        self.path = str(src.path)
+        self.keywords = {k.arg: compile(ast.Expression(k.value), self.path, "eval", flags=_FLAGS, dont_inherit=True)
+                         for k in call.keywords if k.arg is not None}  # fmt: skip
+        self.edits = compile(ast.Module(body=edits, type_ignores=[]), self.path, "exec", flags=_FLAGS,
+                             dont_inherit=True)  # fmt: skip
+
+    def arguments(self, config: Any, vllm_config: Any, prefix: str, maybe_prefix: Any) -> dict[str, Any]:
+        """Run the edits on ``config``, then evaluate the call's keywords as ``__init__`` would."""
+        exec(self.edits, {"__builtins__": builtins}, {"config": config})  # noqa: S102 (the point)
+        scope = {"config": config, "vllm_config": vllm_config, "prefix": prefix, "maybe_prefix": maybe_prefix,
+                 "model_config": vllm_config.model_config}  # fmt: skip
+        return {k: eval(code, {"__builtins__": builtins}, scope) for k, code in self.keywords.items()}  # noqa: S307
+
+
+def _init(tree: ast.Module, cls: str) -> ast.FunctionDef | None:
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    seen: set[str] = set()
+    while cls in classes and cls not in seen:
+        seen.add(cls)
+        init = next((f for f in classes[cls].body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if init is not None:
+            return init
+        cls = next((b.id for b in classes[cls].bases if isinstance(b, ast.Name) and b.id in classes), "")
+    return None
+
+
+@functools.cache
+def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
+    """The wrapper call of ``module.cls`` (a pinned model file), or None when the class makes no
+    single ``init_vllm_registered_model`` call (or its file is not pinned)."""
+    path = root / "vllm/model_executor/models" / f"{module}.py"
+    if not path.is_file():
+        return None
+    src = Source(root, f"vllm/model_executor/models/{module}.py")
+    init = _init(src.tree, cls)
+    if init is None:
+        return None
+    calls = [c for c in ast.walk(init) if isinstance(c, ast.Call) and ast.unparse(c.func) == "init_vllm_registered_model"]
+    if len(calls) != 1:
+        return None
+
+    def sets_archs(stmt: ast.stmt) -> bool:
+        return any(isinstance(a, ast.Assign) and _ARCHS in map(ast.unparse, a.targets) for a in ast.walk(stmt))
+
+    return WrapperCall(src, calls[0], [s for s in init.body if sets_archs(s)])
+
+
+def with_hf_config_code(src: Source) -> Any:
+    """``VllmConfig.with_hf_config``'s statements that shape the text config, compiled: its
+    ``if architectures is not None:`` (which names the architectures) and its tie-embeddings
+    ``if`` (a multimodal model's ``tie_word_embeddings`` onto the text config). Run with
+    ``hf_config``, ``architectures`` and ``model_config`` (the wrapper's)."""
+    c = next(n for n in src.tree.body if isinstance(n, ast.ClassDef) and n.name == "VllmConfig")
+    f = next(m for m in c.body if isinstance(m, ast.FunctionDef) and m.name == "with_hf_config")
+    picked = [s for s in f.body if isinstance(s, ast.If) and (
+        ast.unparse(s.test) == "architectures is not None" or "tie_word_embeddings" in ast.unparse(s.test))]  # fmt: skip
+    assert len(picked) == 2, f"{src.rel}: VllmConfig.with_hf_config: its text-config statements moved"
+    return compile(ast.Module(body=picked, type_ignores=[]), str(src.path), "exec", flags=_FLAGS, dont_inherit=True)
+
+
+def run_with_hf_config(code: Any, hf_config: Any, architectures: list[str] | None, model_config: Any) -> Any:
+    """The text config ``with_hf_config`` hands the text model: ``code`` run on the inputs."""
+    scope = {"hf_config": hf_config, "architectures": architectures, "copy": copy, "model_config": model_config}
+    exec(code, {"__builtins__": builtins}, scope)  # noqa: S102 (the point)
+    return scope["hf_config"]

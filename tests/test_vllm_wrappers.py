@@ -73,8 +73,10 @@ def _varied(rng: random.Random, base: dict[str, Any]) -> dict[str, Any]:
     n = rng.randint(1, 48)
     text = {**base, "num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * rng.choice([64, 128]),
             "num_key_value_heads": rng.choice([k for k in (1, 2, 4, 8, heads) if heads % k == 0])}  # fmt: skip
-    if "head_dim" in text and rng.random() < 0.5:
+    if rng.random() < 0.5:  # set or changed (GLM-4.5V's text config needs one; Qwen2's ignores it)
         text["head_dim"] = rng.choice([64, 128, 256])
+    if rng.random() < 0.5:  # a key released GLM-4.5V checkpoints add (vLLM's GLM-4 MoE reads it)
+        text["use_qk_norm"] = rng.choice([False, True])
     if isinstance(text.get("layer_types"), list):
         mixed = rng.random() < 0.5
         text["layer_types"] = [rng.choice(["sliding_attention", "full_attention"]) if mixed else "full_attention"

@@ -40,7 +40,7 @@ KEYS = (
     "linear_attn_config", "full_attn_idxs", "num_attention_groups", "index_topk", "index_head_dim",
     "index_kpool", "index_kpool_compress", "indexer_types", "index_topk_freq", "index_topk_pattern",
     "index_skip_topk_offset", "cli_factor", "num_nextn_predict_layers", "no_rope_layers", "encoder_layers",
-    "decoder_layers", "loop_num", "num_loops", "rotary_dim",
+    "decoder_layers", "loop_num", "num_loops", "rotary_dim", "use_qk_norm",
 )  # fmt: skip
 #: Model types recorded: the families the SGLang model-resolution test builds (text types
 #: of multimodal configs included).
@@ -52,6 +52,7 @@ MODEL_TYPES = (
     "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe", "minicpm3",
     "whisper", "nanbeige", "qwen2_moe", "qwen3_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite",
     "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe", "hyperclovax", "apertus",
+    "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text",
 )  # fmt: skip
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
 #: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.

@@ -105,46 +105,112 @@ def _config_is_hf_config(init: ast.FunctionDef) -> bool:
         config == "model_config.hf_config" and values.get("model_config") == "vllm_config.model_config"))
 
 
-def _wrapper(init: ast.FunctionDef) -> dict[str, Any] | None:
-    """What a wrapper's ``__init__`` hands ``init_vllm_registered_model``, when it is one plain call
-    (its ``config`` is the model's ``hf_config``, and it edits the text config only by the rules
-    of :func:`_text_rule`)."""
-    calls = [c for c in ast.walk(init) if isinstance(c, ast.Call) and ast.unparse(c.func) == "init_vllm_registered_model"]
+def _by_model_type(stmt: ast.stmt) -> dict[str, list[str] | None] | None:
+    """``if config.model_type in (A, B): architectures = [X] elif ...: ... else: architectures = None``
+    -> ``{A: [X], B: [X], ..., "*": None}`` (GLM-4.1V / 4.5V's text class by the outer type)."""
+    out: dict[str, list[str] | None] = {}
+    node: ast.stmt | None = stmt
+    while isinstance(node, ast.If):
+        body = node.body
+        if len(body) != 1 or not isinstance(body[0], ast.Assign) or ast.unparse(body[0].targets) != "architectures":
+            return None
+        test = ast.unparse(node.test)
+        m = re.fullmatch(r"config\.model_type (==|in) (.+)", test)
+        if m is None:
+            return None
+        types = ast.literal_eval(m.group(2))
+        for mt in [types] if m.group(1) == "==" else types:
+            out[mt] = ast.literal_eval(body[0].value)
+        node = node.orelse[0] if len(node.orelse) == 1 else None
+        if node is not None and not isinstance(node, ast.If):
+            if not isinstance(node, ast.Assign) or ast.unparse(node.targets) != "architectures":
+                return None
+            out["*"] = ast.literal_eval(node.value)
+            node = None
+    return out or None
+
+
+def _text_model(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: dict[str, str]) -> ast.Call | None:
+    """The one call that builds the wrapper's text model: ``init_vllm_registered_model(...)``, or a
+    class of the same file built on ``vllm_config.with_hf_config(...)`` that subclasses the class
+    vLLM's registry serves the ``architectures`` it names with (Qwen3-VL's ``Qwen3LLMForCausalLM``)."""
+    ivrm = [c for c in ast.walk(init) if isinstance(c, ast.Call) and ast.unparse(c.func) == "init_vllm_registered_model"]
+    direct = []
+    for c in ast.walk(init):
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in classes:
+            kw = {k.arg: k.value for k in c.keywords}
+            inner = kw.get("vllm_config")
+            if isinstance(inner, ast.Call) and ast.unparse(inner.func) == "vllm_config.with_hf_config":
+                archs = {k.arg: k.value for k in inner.keywords}.get("architectures")
+                named = ast.literal_eval(archs) if archs is not None else None
+                bases = {ast.unparse(b) for b in classes[c.func.id].bases}
+                if isinstance(named, list) and named and served.get(named[0]) in bases:
+                    direct.append(c)
+    calls = ivrm + direct
+    return calls[0] if len(calls) == 1 else None
+
+
+def _wrapper(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: dict[str, str]) -> dict[str, Any] | None:
+    """What a wrapper's ``__init__`` hands the text model it builds (:func:`_text_model`), when its
+    ``config`` is the model's ``hf_config`` and it edits the text config only by the rules of
+    :func:`_text_rule` (and names ``architectures`` only by :func:`_by_model_type`)."""
+    call = _text_model(init, classes, served)
     rules = [r for r in map(_text_rule, init.body) if r is not None]
     edits = [a for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AugAssign))
              and any(ast.unparse(x).startswith(("config.text_config.", "text_config."))
                      for x in (a.targets if isinstance(a, ast.Assign) else [a.target]))]
-    if len(calls) != 1 or not _config_is_hf_config(init) or len(edits) != sum(len(r[1]) for r in rules):
+    if call is None or not _config_is_hf_config(init) or len(edits) != sum(len(r[1]) for r in rules):
         return None
-    kw = {k.arg: k.value for k in calls[0].keywords}
+    kw = {k.arg: k.value for k in call.keywords}
+    builds = None
+    if ast.unparse(call.func) != "init_vllm_registered_model":  # built directly: with_hf_config's arguments are the wrapper's
+        builds = ast.unparse(call.func)
+        with_hf = kw["vllm_config"]
+        assert isinstance(with_hf, ast.Call)
+        kw = {**{k.arg: k.value for k in with_hf.keywords}, "prefix": kw.get("prefix")}
+        if with_hf.args:
+            kw["hf_config"] = with_hf.args[0]
     hf = ast.unparse(kw["hf_config"]) if "hf_config" in kw else None
     archs_node = kw.get("architectures")
-    try:
-        archs: Any = None if archs_node is None else ast.literal_eval(archs_node)
-    except ValueError:
-        archs = ast.unparse(archs_node) if archs_node is not None else None
+    archs: Any = None
+    if isinstance(archs_node, ast.Name) and archs_node.id == "architectures":
+        tables = [(s, d) for s in init.body if (d := _by_model_type(s)) is not None]
+        assigned = [a for a in ast.walk(init) if isinstance(a, ast.Assign) and ast.unparse(a.targets) == "architectures"]
+        if len(tables) != 1 or sum(a in assigned for a in ast.walk(tables[0][0])) != len(assigned):
+            return None  # `architectures` is named by one table statement, and nowhere else
+        archs = {"by_model_type": tables[0][1]}
+    elif archs_node is not None:
+        try:
+            archs = ast.literal_eval(archs_node)
+        except ValueError:
+            archs = ast.unparse(archs_node)
     prefix = kw.get("prefix")
-    if (hf not in HF_CONFIG_FORMS or not (isinstance(archs, list) or archs in ARCHITECTURES_FORMS)
+    if (hf not in HF_CONFIG_FORMS or not (isinstance(archs, (list, dict)) or archs in ARCHITECTURES_FORMS)
             or not isinstance(prefix, ast.Call) or ast.unparse(prefix.func) != "maybe_prefix"
             or ast.unparse(prefix.args[0]) != "prefix" or not isinstance(prefix.args[1], ast.Constant)):  # fmt: skip
         return None
     return {"hf_config": hf, "architectures": archs, "prefix": prefix.args[1].value,
-            **{f"text_{kind}": table for kind, table in rules}}
+            **({"builds": builds} if builds else {}), **{f"text_{kind}": table for kind, table in rules}}
 
 
 def wrappers(root: Path, tables: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, Any]]:
-    """Architecture -> how its class builds its text model with ``init_vllm_registered_model``:
-    the ``hf_config`` and ``architectures`` it passes (as written) and the prefix it names."""
+    """Architecture -> how its class builds its text model (:func:`_wrapper`): the ``hf_config``
+    and ``architectures`` it passes (as written), the prefix it names, and the class it builds
+    where it builds one directly."""
     out: dict[str, dict[str, Any]] = {}
     trees: dict[str, ast.Module | None] = {}
+    served = {arch: cls for table in TABLES for arch, (_, cls) in tables[table].items()}
     for table in TABLES:
         for arch, (module, cls) in tables[table].items():
             if module not in trees:
                 path = root / "vllm/model_executor/models" / f"{module}.py"
                 trees[module] = ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else None
             tree = trees[module]
-            init = None if tree is None else _init_of(tree, cls)
-            found = None if init is None else _wrapper(init)
+            if tree is None:
+                continue
+            classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+            init = _init_of(tree, cls)
+            found = None if init is None else _wrapper(init, classes, served)
             if found is not None:
                 out[arch] = found
     return dict(sorted(out.items()))

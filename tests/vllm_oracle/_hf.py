@@ -441,8 +441,14 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = 
         call = wrapper_call(_root(), *key)
         if call is None:
             raise LookupError(f"vllm_oracle._hf: {arch} ({'.'.join(key)}) is not covered")
-        try:  # the wrapper's own call, then init_vllm_registered_model (lifted) -> _initialize
-            return env.wrapped(**call.arguments(hf_config, vllm_config, outer, env.maybe_prefix))
+        scope = {"config": hf_config, "vllm_config": vllm_config, "prefix": outer, "maybe_prefix": env.maybe_prefix,
+                 "init_vllm_registered_model": env.wrapped}  # fmt: skip
+        if call.builds != "init_vllm_registered_model":  # a class of the wrapper's file, lifted
+            if call.builds not in env.models.get(key[0], {}):
+                raise LookupError(f"vllm_oracle._hf: {arch} builds {call.builds}, which is not lifted")
+            scope[call.builds] = env.models[key[0]][call.builds]
+        try:  # the wrapper's own call (init_vllm_registered_model, lifted, -> _initialize)
+            return call.build(scope)
         except (StubError, NameError, LookupError):
             raise
         except VllmLoadError:

@@ -216,3 +216,13 @@ MODELS.update({
     "hyperclovax": (["HyperCLOVAXAttention", "HyperCLOVAXDecoderLayer", "HyperCLOVAXModel"], "HyperCLOVAXMLP", {}),
     "apertus": ([("ApertusAttention", "_init_rotary_emb"), "ApertusDecoderLayer", "ApertusModel"], "ApertusMLP", {}),
 })  # fmt: skip
+# Multimodal wrappers that build their text model's class directly (Qwen3-VL and its MoE): that
+# class, its __init__ kept to what builds the decoder (the LM head and logits processor own no KV).
+_LLM_KEEP = frozenset("config quant_config self.config self.quant_config self.model".split())
+MODELS.update({
+    "qwen3_vl": (["mrope_positions_factor", "Qwen3VLDecoderLayer", "Qwen3LLMModel",
+                  ("Qwen3LLMForCausalLM", _LLM_KEEP)], "", {"Qwen3DecoderLayer": "qwen3", "Qwen3Model": "qwen3"}),
+    "qwen3_vl_moe": (["Qwen3VLMoeDecoderLayer", "Qwen3MoeLLMModel", ("Qwen3MoeLLMForCausalLM", _LLM_KEEP)], "",
+                     {"Qwen3MoeDecoderLayer": "qwen3_moe", "Qwen3MoeModel": "qwen3_moe",
+                      "mrope_positions_factor": "qwen3_vl"}),
+})  # fmt: skip

@@ -1,10 +1,12 @@
 """The model-reading oracle's multimodal wrappers: a class whose ``__init__`` builds its text model
 with ``init_vllm_registered_model`` (LLaVA, Mistral 3, PaliGemma, Qwen2-VL, ...).
 
-What is vLLM's, read from the pinned model file and executed: the one
-``init_vllm_registered_model(...)`` call in the class's ``__init__`` (its keyword expressions,
-evaluated on the loaded config), the ``__init__``'s statements that set
-``config.text_config.architectures`` (run first, as ``__init__`` does), the whole
+What is vLLM's, read from the pinned model file and executed: the one call in the class's
+``__init__`` that builds its text model (``init_vllm_registered_model(...)``, or a class of the
+same file on ``vllm_config.with_hf_config(...)``: Qwen3-VL's ``Qwen3LLMForCausalLM``, lifted
+as the model tables say), evaluated on the loaded config; the ``__init__``'s statements that
+set ``config.text_config.architectures`` or the call's ``architectures`` (run first, as
+``__init__`` does); the whole
 ``init_vllm_registered_model`` (``models/utils.py``, lifted by :mod:`._hf`) and the two ``if``
 statements of ``VllmConfig.with_hf_config`` that shape the text config (its architectures, its
 ``tie_word_embeddings``).
@@ -38,22 +40,22 @@ _ARCHS = "config.text_config.architectures"
 
 
 class WrapperCall:
-    """One wrapper class's ``init_vllm_registered_model`` call and the text-architecture edits
-    its ``__init__`` makes before it."""
+    """One wrapper class's call that builds its text model (``init_vllm_registered_model(...)``,
+    or a class of its file on ``vllm_config.with_hf_config(...)``) and the statements its
+    ``__init__`` runs first to name the text architectures."""
 
     def __init__(self, src: Source, call: ast.Call, edits: list[ast.stmt]) -> None:
         self.path = str(src.path)
-        self.keywords = {k.arg: compile(ast.Expression(k.value), self.path, "eval", flags=_FLAGS, dont_inherit=True)
-                         for k in call.keywords if k.arg is not None}  # fmt: skip
+        self.builds = ast.unparse(call.func)
+        self.call = compile(ast.Expression(call), self.path, "eval", flags=_FLAGS, dont_inherit=True)
         self.edits = compile(ast.Module(body=edits, type_ignores=[]), self.path, "exec", flags=_FLAGS,
                              dont_inherit=True)  # fmt: skip
 
-    def arguments(self, config: Any, vllm_config: Any, prefix: str, maybe_prefix: Any) -> dict[str, Any]:
-        """Run the edits on ``config``, then evaluate the call's keywords as ``__init__`` would."""
-        exec(self.edits, {"__builtins__": builtins}, {"config": config})  # noqa: S102 (the point)
-        scope = {"config": config, "vllm_config": vllm_config, "prefix": prefix, "maybe_prefix": maybe_prefix,
-                 "model_config": vllm_config.model_config}  # fmt: skip
-        return {k: eval(code, {"__builtins__": builtins}, scope) for k, code in self.keywords.items()}  # noqa: S307
+    def build(self, scope: dict[str, Any]) -> Any:
+        """Run the edits, then the call, in ``scope`` (``config``, ``vllm_config``, ``prefix``,
+        ``maybe_prefix`` and what the call names), as ``__init__`` would."""
+        exec(self.edits, {"__builtins__": builtins}, scope)  # noqa: S102 (the point)
+        return eval(self.call, {"__builtins__": builtins}, scope)  # noqa: S307
 
 
 def _init(tree: ast.Module, cls: str) -> ast.FunctionDef | None:
@@ -71,7 +73,7 @@ def _init(tree: ast.Module, cls: str) -> ast.FunctionDef | None:
 @functools.cache
 def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
     """The wrapper call of ``module.cls`` (a pinned model file), or None when the class makes no
-    single ``init_vllm_registered_model`` call (or its file is not pinned)."""
+    single such call (or its file is not pinned)."""
     path = root / "vllm/model_executor/models" / f"{module}.py"
     if not path.is_file():
         return None
@@ -79,12 +81,20 @@ def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
     init = _init(src.tree, cls)
     if init is None:
         return None
-    calls = [c for c in ast.walk(init) if isinstance(c, ast.Call) and ast.unparse(c.func) == "init_vllm_registered_model"]
+    classes = {n.name for n in src.tree.body if isinstance(n, ast.ClassDef)}
+    def text_model_class(c: ast.Call) -> bool:  # a class of the file on with_hf_config(..., architectures=...)
+        return ast.unparse(c.func) in classes and any(
+            isinstance(k.value, ast.Call) and ast.unparse(k.value.func) == "vllm_config.with_hf_config"
+            and any(kk.arg == "architectures" for kk in k.value.keywords) for k in c.keywords)  # fmt: skip
+
+    calls = [c for c in ast.walk(init) if isinstance(c, ast.Call) and (
+        ast.unparse(c.func) == "init_vllm_registered_model" or text_model_class(c))]  # fmt: skip
     if len(calls) != 1:
         return None
 
-    def sets_archs(stmt: ast.stmt) -> bool:
-        return any(isinstance(a, ast.Assign) and _ARCHS in map(ast.unparse, a.targets) for a in ast.walk(stmt))
+    def sets_archs(stmt: ast.stmt) -> bool:  # the text config's architectures, or the call's local
+        return any(isinstance(a, ast.Assign) and {_ARCHS, "architectures"} & set(map(ast.unparse, a.targets))
+                   for a in ast.walk(stmt))  # fmt: skip
 
     return WrapperCall(src, calls[0], [s for s in init.body if sets_archs(s)])
 

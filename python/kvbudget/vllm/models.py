@@ -212,9 +212,10 @@ def _head_dim(v: _View, family: str) -> int:
     arch = v.architectures[0] if v.architectures else ""
     if family in ("gemma", "gpt_oss", "llama4"):
         return v.req_int("head_dim")
-    if arch == "Glm4MoeForCausalLM" and not v.has("head_dim"):  # Glm4MoeDecoderLayer reads config.head_dim
-        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AttributeError: the GLM-4 MoE config has no "
-                          "head_dim", v.name("head_dim"))  # fmt: skip
+    for key in ("head_dim", "use_qk_norm"):  # Glm4MoeDecoderLayer reads both from the config
+        if arch == "Glm4MoeForCausalLM" and not v.has(key):
+            raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AttributeError: the GLM-4 MoE config has no "
+                              f"{key}", v.name(key))  # fmt: skip
     explicit = None if arch in _HEAD_DIM_FROM_HIDDEN else v.opt_int("head_dim")
     return explicit or v.req_int("hidden_size") // v.req_int("num_attention_heads")
 

@@ -9,9 +9,13 @@ call of the plain forms below):
 
 * ``hf_config``: ``config.text_config`` (or ``config.get_text_config()``), else the model's
   own config;
-* ``architectures``: a fixed list (Qwen2-VL's ``["Qwen2ForCausalLM"]``), else the text
-  config's own ``architectures``; where those are unset, ``VllmConfig.with_hf_config`` names
-  the class transformers maps the text ``model_type`` to (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``);
+* ``architectures``: a fixed list (Qwen2-VL's ``["Qwen2ForCausalLM"]``; GLM-4.1V's by its own
+  ``model_type``), else the text config's own ``architectures``; where those are unset,
+  ``VllmConfig.with_hf_config`` names the class transformers maps the text ``model_type`` to
+  (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``);
+* a class built directly on ``vllm_config.with_hf_config(...)`` (Qwen3-VL's
+  ``Qwen3LLMForCausalLM``) is taken where it subclasses the class vLLM serves the named
+  architectures with, and read as that class;
 * before the call, the ``__init__``'s own rules by text ``model_type``: LLaVA's Pixtral case
   (``mistral`` without architectures is ``MistralForCausalLM``), PaliGemma's Gemma / Gemma 2.
 
@@ -46,7 +50,7 @@ def unwrap(cfg: Mapping[str, Any], label: str = "config.json") -> tuple[dict[str
     w = WRAPPERS.get(arch or "")
     if w is None:
         return None
-    if w["hf_config"] is None and not isinstance(w["architectures"], list):
+    if w["hf_config"] is None and not isinstance(w["architectures"], (list, dict)):
         raise ConfigError(f"{label}: kvbudget reads no vLLM wrapper that builds its own config as itself ({arch})",
                           "architectures")  # fmt: skip
     if w["hf_config"] is None:  # the model's own config, built as the named class
@@ -66,7 +70,11 @@ def unwrap(cfg: Mapping[str, Any], label: str = "config.json") -> tuple[dict[str
     defaults = w.get("text_defaults") or {}
     if given is None and str(model_type) in defaults:
         given = defaults[str(model_type)]
-    named = w["architectures"] if isinstance(w["architectures"], list) else given
+    fixed = w["architectures"]
+    if isinstance(fixed, dict):  # named by the wrapper's own model type (GLM-4.1V / 4.5V)
+        table = fixed["by_model_type"]
+        fixed = table.get(str(cfg.get("model_type")), table.get("*"))
+    named = fixed if isinstance(fixed, list) else given
     if named is None:  # VllmConfig.with_hf_config: transformers' causal-LM class for the model type
         name = CAUSAL_LM_NAMES.get(str(model_type))
         if name is None:

@@ -95,6 +95,23 @@ def _gemma4(rng: random.Random) -> Built:
     return _text(T.Gemma4TextConfig, "Gemma4ForCausalLM", **kw)
 
 
+def _gemma4_unified(rng: random.Random) -> Built:
+    """Gemma 4 Unified: Gemma 4's text config inside its own wrapper class."""
+    text = _gemma4(rng).config
+    text = text.text_config if hasattr(text, "text_config") else text
+    return _multimodal(T.Gemma4UnifiedConfig, "Gemma4UnifiedForConditionalGeneration", text.to_dict())
+
+
+def _beam(rng: random.Random) -> Built:
+    """Beam: SGLang's own config class (transformers has none), its layer_types given or derived."""
+    n = rng.randint(1, 60)
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_key_value_heads": rng.choice([1, 2, 4, 8]),
+                          "head_dim": rng.choice([64, 128, 256]), "sliding_window": rng.choice([128, 512, 4096])}
+    if rng.random() < 0.5:
+        kw["layer_types"] = _types(rng, n)
+    return _text(_sglang_config_class("BeamConfig"), "BeamForCausalLM", **kw)
+
+
 def _gpt_oss(rng: random.Random) -> Built:
     kw = {**_gqa(rng), "sliding_window": rng.choice([128, 256, 1024])}
     kw["layer_types"] = _types(rng, kw["num_hidden_layers"], 0.5)
@@ -373,6 +390,8 @@ FAMILIES: dict[str, _Builder] = {
                                      {"num_hidden_layers": r.choice([30, 35]),
                                       "num_kv_shared_layers": r.choice([0, 10, 15])}),
     "gemma4": _gemma4,
+    "gemma4_unified": _gemma4_unified,
+    "beam": _beam,
     "cohere2": _plain(T.Cohere2Config, "Cohere2ForCausalLM", sliding_window=lambda r: r.choice([4096])),
     "exaone4": _plain(T.Exaone4Config, "Exaone4ForCausalLM", sliding_window=lambda r: r.choice([4096, 2048])),
     "olmo2": _plain(T.Olmo2Config, "Olmo2ForCausalLM"),
@@ -428,6 +447,7 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "gemma3_text": (T.Gemma3TextConfig, "Gemma3ForCausalLM"),
     "gemma3n": (T.Gemma3nConfig, "Gemma3nForConditionalGeneration"),
     "gemma4": (T.Gemma4Config, "Gemma4ForConditionalGeneration"), "gemma4_text": (T.Gemma4TextConfig, "Gemma4ForCausalLM"),
+    "gemma4_unified": (T.Gemma4UnifiedConfig, "Gemma4UnifiedForConditionalGeneration"),
     "cohere2": (T.Cohere2Config, "Cohere2ForCausalLM"), "exaone4": (T.Exaone4Config, "Exaone4ForCausalLM"),
     "olmo2": (T.Olmo2Config, "Olmo2ForCausalLM"), "olmo3": (T.Olmo3Config, "Olmo3ForCausalLM"),
     "mistral": (T.MistralConfig, "MistralForCausalLM"), "phi3": (T.Phi3Config, "Phi3ForCausalLM"),

@@ -153,10 +153,17 @@ _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
     "gemma3": "gemma3_text",
     "gemma3n": "gemma3n_text",
     "gemma4": "gemma4_text",
+    "gemma4_unified": "gemma4_unified_text",
     "llama4": "llama4_text",
     "qwen3_5": "qwen3_5_text",
     "qwen3_5_moe": "qwen3_5_moe_text",
 }
+
+#: Outer model type -> the text class SGLang 0.5.23 loads its ``text_config`` with, where that is
+#: not the one transformers names (its ``_CONFIG_REGISTRY`` aliases ``gemma4_unified`` to
+#: transformers' ``Gemma4Config``, whose text class is ``Gemma4TextConfig``; held by the sparse
+#: Gemma 4 Unified configs of ``tests/test_sglang_model.py``).
+_SGLANG_TEXT_CLASS: Final[dict[str, str]] = {"gemma4_unified": "gemma4_text"}
 
 _MIMO_V2_TYPES: Final[frozenset[str]] = frozenset({"mimo_v2_flash", "mimo_v2"})
 
@@ -175,6 +182,8 @@ class _View:
             self.cfg: Mapping[str, Any] = text_config_of(cfg) or text
             self.prefix = "text_config."
             inner_type = text.get("model_type")
+            if engine == "sglang" and str(outer_type) in _SGLANG_TEXT_CLASS:
+                inner_type = _SGLANG_TEXT_CLASS[str(outer_type)]  # SGLang loads it with another class
             if not isinstance(inner_type, str):
                 inner_type = _TEXT_MODEL_TYPE.get(str(outer_type), outer_type)
             self.model_type = str(inner_type or "")
@@ -183,7 +192,8 @@ class _View:
             self.prefix = ""
             mt = str(outer_type or "")
             # A flattened multimodal config keeps the outer model_type.
-            self.model_type = _TEXT_MODEL_TYPE.get(mt, mt)
+            self.model_type = _SGLANG_TEXT_CLASS[mt] if engine == "sglang" and mt in _SGLANG_TEXT_CLASS else (
+                _TEXT_MODEL_TYPE.get(mt, mt))  # fmt: skip
         table = _VLLM_CLASS_DEFAULTS if engine == "vllm" and self.model_type in _VLLM_CLASS_DEFAULTS else _CLASS_DEFAULTS
         self.defaults = table.get(self.model_type, {})
         self.aliases = _ATTRIBUTE_MAPS.get(self.model_type, {})

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kvbudget.models.config_io import ConfigError
+from kvbudget.models.layer_kinds import derived_layer_types
 
 __all__ = ["WINDOW_METHODS", "sglang_window"]
 
@@ -32,9 +33,9 @@ _MINUS_ONE = (
     "Spark2_5ForCausalLM", "Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM",
 )  # fmt: skip
 _UNCHECKED = (
-    "BeamForCausalLM", "MuseSparkForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
+    "MuseSparkForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
     "EmbeddingGemma2Model", "Gemma3ForConditionalGeneration", "Gemma3nForConditionalGeneration",
-    "Gemma4UnifiedForConditionalGeneration", "InklingForConditionalGeneration",
+    "InklingForConditionalGeneration",
     "InklingForConditionalGenerationMTP", "JetNemotronForCausalLM", "LlamaForCausalLMEagle3",
     "Olmo2ForCausalLM", "UnlimitedOCRForCausalLM", "DFlash2BeamDraftModel", "DFlash2DraftModel",
     "DFlashDraftModel", "DFlashLagunaForCausalLM", "DSparkDraftModel", "DSparkMiniMaxDraftModel",
@@ -45,11 +46,14 @@ _UNCHECKED = (
 #: The SGLang classes defining ``get_attention_sliding_window_size``, by the rule it states:
 #: ``"minus_one"`` (``config.sliding_window - 1``; a null window fails), ``"minus_one_or_none"``
 #: (null stays None: Mellum, Exaone 4), ``"minus_one_if_positive"`` (Afmoe: None unless > 0),
-#: ``"gemma4_text"`` (``getattr(config.text_config, "sliding_window", -1) - 1``), ``"unchecked"``.
+#: ``"gemma4_text"`` (``getattr(config.text_config, "sliding_window", -1) - 1``; Gemma 4 Unified
+#: inherits it), ``"minus_one_if_sliding_layers"`` (Beam: ``sliding_window - 1`` when a
+#: ``layer_types`` entry is sliding, else None), ``"unchecked"``.
 WINDOW_METHODS: Final[Mapping[str, str]] = {
     **dict.fromkeys(_MINUS_ONE, "minus_one"), **dict.fromkeys(_UNCHECKED, "unchecked"),
     "MellumForCausalLM": "minus_one_or_none", "Exaone4ForCausalLM": "minus_one_or_none",
     "AfmoeForCausalLM": "minus_one_if_positive", "Gemma4ForConditionalGeneration": "gemma4_text",
+    "Gemma4UnifiedForConditionalGeneration": "gemma4_text", "BeamForCausalLM": "minus_one_if_sliding_layers",
 }  # fmt: skip
 
 #: transformers 5.19.0's classes that replace ``sliding_window`` unless ``use_sliding_window``.
@@ -73,6 +77,11 @@ def sglang_window(archs: Sequence[str], v: Any, classes: frozenset[str]) -> int 
         if w is None or (rule == "minus_one_if_positive" and isinstance(w, int) and w <= 0):
             return None
         return int(v.req_int("sliding_window")) - 1
+    if rule == "minus_one_if_sliding_layers":  # Beam: its config class derives layer_types when absent
+        types = derived_layer_types(v.model_type, int(v.req_int("num_hidden_layers")), v.raw("layer_types"))
+        if not isinstance(types, list):
+            raise v.fail("layer_types", "must be a list (SGLang's Beam reads it for its window)")
+        return int(v.req_int("sliding_window")) - 1 if "sliding_attention" in types else None
     if rule == "gemma4_text":
         w = v.opt_int("sliding_window")
         if w is not None and v.raw("use_bidirectional_attention") == "all":

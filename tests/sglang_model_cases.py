@@ -9,6 +9,7 @@ keys a family's checkpoints carry, such as MiMo-V2's ``hybrid_layer_pattern``).
 
 from __future__ import annotations
 
+import copy
 import functools
 import random
 from collections.abc import Callable, Iterator, Mapping
@@ -110,6 +111,28 @@ def _beam(rng: random.Random) -> Built:
     if rng.random() < 0.5:
         kw["layer_types"] = _types(rng, n)
     return _text(_sglang_config_class("BeamConfig"), "BeamForCausalLM", **kw)
+
+
+@functools.cache
+def _saved_defaults(cls: Any) -> dict[str, Any]:
+    return cls().to_dict()  # type: ignore[no-any-return]
+
+
+def _omni(cls: Any, arch: str) -> _Builder:
+    """Qwen2.5 / Qwen3 Omni: the text config inside ``thinker_config`` (SGLang reads it first),
+    as a checkpoint's file holds it: the class defaults' file with the text geometry seeded (the
+    classes take most of a second to build, so each is built once)."""
+    def build(rng: random.Random) -> Built:
+        text = _gqa(rng)
+        if rng.random() < 0.3:
+            text.update(use_sliding_window=True, sliding_window=rng.choice([512, 4096]),
+                        max_window_layers=rng.choice([0, text["num_hidden_layers"]]))  # fmt: skip
+        saved = copy.deepcopy(_saved_defaults(cls))
+        saved["thinker_config"]["text_config"].update(text)
+        saved["thinker_config"]["text_config"].pop("layer_types", None)  # the class derives them
+        return Built(None, arch, saved)
+
+    return build
 
 
 def _gpt_oss(rng: random.Random) -> Built:
@@ -391,6 +414,8 @@ FAMILIES: dict[str, _Builder] = {
                                       "num_kv_shared_layers": r.choice([0, 10, 15])}),
     "gemma4": _gemma4,
     "gemma4_unified": _gemma4_unified,
+    "qwen3_omni_moe": _omni(T.Qwen3OmniMoeConfig, "Qwen3OmniMoeForConditionalGeneration"),
+    "qwen2_5_omni": _omni(T.Qwen2_5OmniConfig, "Qwen2_5OmniForConditionalGeneration"),
     "beam": _beam,
     "cohere2": _plain(T.Cohere2Config, "Cohere2ForCausalLM", sliding_window=lambda r: r.choice([4096])),
     "exaone4": _plain(T.Exaone4Config, "Exaone4ForCausalLM", sliding_window=lambda r: r.choice([4096, 2048])),

@@ -470,6 +470,11 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         raise ConfigError("config.json: SGLang 0.5.23 picks the model class from 'architectures', "
                           "which this config lacks", "architectures")  # fmt: skip
     arch = archs[0]
+    thinker = cfg.get("thinker_config")
+    if isinstance(thinker, Mapping):  # get_hf_text_config: the thinker's text config first (Qwen2.5 / 3 Omni)
+        text = thinker.get("text_config")
+        cfg = {**{k: v for k, v in cfg.items() if k != "thinker_config"},
+               "text_config": dict(text) if isinstance(text, Mapping) else dict(thinker)}  # fmt: skip
     for key in ("thinker_config", "llm_config", "language_config"):
         if cfg.get(key) is not None:
             raise ConfigError(f"config.json: kvbudget does not resolve SGLang's '{key}' text configs", key)

@@ -227,7 +227,7 @@ def _env(root: Path) -> _Env:
     multimodal = frozenset(reg["_MULTIMODAL_MODELS"])  # ModelConfig.is_multimodal_model (restated)
 
     inert_nn = {n: _inert(f"nn.{n}") for n in ("Identity", "Sequential", "GELU", "Linear",
-                                               "Parameter")}  # fmt: skip
+                                               "Parameter", "LayerNorm")}  # fmt: skip
     nn = StrictModule("torch.nn", {"Module": _Module, "ModuleList": list, "ModuleDict": dict,
                                    **inert_nn})  # fmt: skip
     real = ("float32", "float16", "int32", "long", "bfloat16", "tensor", "zeros", "empty", "ones", "Tensor")

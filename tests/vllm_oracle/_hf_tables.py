@@ -226,3 +226,9 @@ MODELS.update({
                      {"Qwen3MoeDecoderLayer": "qwen3_moe", "Qwen3MoeModel": "qwen3_moe",
                       "mrope_positions_factor": "qwen3_vl"}),
 })  # fmt: skip
+ENTRY.update({
+    ("stablelm", "StablelmForCausalLM"): ("StableLMEpochModel", None, "model", False),
+})  # fmt: skip
+MODELS.update({
+    "stablelm": (["StablelmAttention", "StablelmDecoderLayer", "StableLMEpochModel"], "StablelmMLP", {}),
+})  # fmt: skip

@@ -18,13 +18,13 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   ``tp`` divides the heads and the KV heads divide or are divided by ``tp``;
   gpt-oss takes ``total // tp``; MLA has one.
 * **Head size**: ``head_dim`` when set, else ``hidden_size // num_attention_heads``
-  (Qwen2, MiMo, Qwen2-MoE, OLMoE and Granite-MoE always the latter; Gemma, gpt-oss and
+  (Qwen2, MiMo, Qwen2-MoE, OLMoE, Granite-MoE and StableLM always the latter; Gemma, gpt-oss and
   Llama 4 always ``head_dim``;
   GLM-4-MoE refuses a config without the key, as MiniMax-M2 one without ``rotary_dim``);
   MLA: ``kv_lora_rank + qk_rope_head_dim`` with no V part.
 * **Sliding layers**: ``layer_types[i] == "sliding_attention"`` with the config's
   ``sliding_window`` as it is (Cohere2: plus one); gpt-oss: the even layers;
-  Qwen2/Qwen3, MiMo, GLM-4, HyperCLOVAX and the MoE decoders (Qwen2/3-MoE, Mixtral, GLM-4-MoE,
+  Qwen2/Qwen3, MiMo, GLM-4, HyperCLOVAX, StableLM and the MoE decoders (Qwen2/3-MoE, Mixtral, GLM-4-MoE,
   MiniMax-M2, OLMoE, ERNIE-4.5-MoE) pass no per-layer window; Granite (and Granite-SWA,
   Granite-MoE), Phi-3, ERNIE 4.5, EXAONE 4 and Apertus read ``layer_types`` as Llama does
   (EXAONE 4 without it: every fourth layer full). A layer without its own window takes
@@ -86,7 +86,7 @@ _BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
     # decoders whose attention takes no per-layer window: every layer the model's window, if any
     "uniform": ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Glm4MoeForCausalLM",
                 "MiniMaxM2ForCausalLM", "OlmoeForCausalLM", "Glm4ForCausalLM", "Ernie4_5_MoeForCausalLM",
-                "HyperCLOVAXForCausalLM"),
+                "HyperCLOVAXForCausalLM", "StableLmForCausalLM"),
     "qwen2": ("Qwen2ForCausalLM", "MiMoForCausalLM"),
     "qwen3": ("Qwen3ForCausalLM",),
     "gemma": ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
@@ -205,7 +205,8 @@ def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
 
 #: Classes whose attention takes ``hidden_size // num_attention_heads`` whatever ``head_dim`` says.
 _HEAD_DIM_FROM_HIDDEN: Final = frozenset({"Qwen2ForCausalLM", "MiMoForCausalLM", "Qwen2MoeForCausalLM",
-                                          "OlmoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM"})  # fmt: skip
+                                          "OlmoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
+                                          "StableLmForCausalLM"})  # fmt: skip
 
 
 def _head_dim(v: _View, family: str) -> int:

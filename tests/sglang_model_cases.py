@@ -464,6 +464,7 @@ FAMILIES: dict[str, _Builder] = {
     "hyperclovax": _plain(T.HyperCLOVAXConfig, "HyperCLOVAXForCausalLM", head_dim=lambda r: r.choice([64, 128])),
     "apertus": _plain(T.ApertusConfig, "ApertusForCausalLM"),
     "stablelm": _plain(T.StableLmConfig, "StableLmForCausalLM"),
+    "afmoe": _with_types(T.AfmoeConfig, "AfmoeForCausalLM", [512, 4096]),
 }
 
 
@@ -493,7 +494,7 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "granitemoeshared": (T.GraniteMoeSharedConfig, "GraniteMoeSharedForCausalLM"), "glm4": (T.Glm4Config, "Glm4ForCausalLM"),
     "ernie4_5": (T.Ernie4_5Config, "Ernie4_5ForCausalLM"), "ernie4_5_moe": (T.Ernie4_5_MoeConfig, "Ernie4_5_MoeForCausalLM"),
     "hyperclovax": (T.HyperCLOVAXConfig, "HyperCLOVAXForCausalLM"), "apertus": (T.ApertusConfig, "ApertusForCausalLM"),
-    "stablelm": (T.StableLmConfig, "StableLmForCausalLM"),
+    "stablelm": (T.StableLmConfig, "StableLmForCausalLM"), "afmoe": (T.AfmoeConfig, "AfmoeForCausalLM"),
     "qwen3_next": (T.Qwen3NextConfig, "Qwen3NextForCausalLM"), "qwen3_5": (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration"),
     "kimi_linear": (T.KimiLinearConfig, "KimiLinearForCausalLM"), "lfm2": (T.Lfm2Config, "Lfm2ForCausalLM"),
     # (Nemotron-H's: transformers 5.19.0's class saves no num_hidden_layers, which SGLang's own

@@ -30,7 +30,7 @@ from kvbudget.vllm.state_models import STATE_ARCHITECTURES
 N = int(os.environ.get("KVBUDGET_VLLM_MODEL_CASES", "40"))
 _UNIFORM = ("qwen3_moe", "qwen2_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite", "granite_swa", "phi3",
             "exaone4", "mimo", "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe",
-            "hyperclovax", "apertus", "stablelm")  # fmt: skip
+            "hyperclovax", "apertus", "stablelm", "afmoe")  # fmt: skip
 _FAMILIES = ("gemma2", "gemma3", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4", "gpt_oss", "deepseek_v3",
              *_UNIFORM)  # fmt: skip
 _DEFAULTS = ("gemma2", "gemma3", "gemma3_text", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4",
@@ -189,7 +189,7 @@ def test_eagle3_startup_refused_as_vllm_refuses_it(family: str) -> None:
 
 
 @pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "llama4", "llama4_text", "gpt_oss",
-                                    "deepseek_v3", "qwen3_moe", "granite", "phi3", "apertus"])  # fmt: skip
+                                    "deepseek_v3", "qwen3_moe", "granite", "phi3", "apertus", "afmoe"])  # fmt: skip
 def test_eagle3_over_pipeline_stages_as_vllm_starts_it(family: str) -> None:
     """Model Runner V2 (vLLM's default) starts an EAGLE3 head that reads aux hidden states on a
     ``SupportsEagle3`` target split over pipeline stages only when the target's decoder sets

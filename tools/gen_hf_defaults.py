@@ -53,17 +53,17 @@ MODEL_TYPES = (
     "whisper", "nanbeige", "qwen2_moe", "qwen3_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite",
     "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe", "hyperclovax", "apertus",
     "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text",
-    "beam", "gemma4_unified_text", "stablelm",
+    "beam", "gemma4_unified_text", "stablelm", "afmoe",
 )  # fmt: skip
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
 #: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.
 VLLM_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "granitemoehybrid",
-                    "falcon_h1", "lfm2", "lfm2_moe", "jamba", "kimi_linear")
+                    "falcon_h1", "lfm2", "lfm2_moe", "jamba", "kimi_linear", "afmoe")
 VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
              "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_ssm_dtype", "mamba_num_heads", "mamba_head_dim",
              "n_groups", "conv_kernel", "ssm_state_size", "mamba_ssm_cache_dtype", "mamba_n_heads", "mamba_n_groups",
              "mamba_d_state", "mamba_d_head", "mamba_d_conv", "mamba_expand", "mamba_d_ssm", "conv_L_cache", "num_dense_layers",
-             "num_experts", "attn_layer_period", "attn_layer_offset")  # fmt: skip
+             "num_experts", "attn_layer_period", "attn_layer_offset", "global_attn_every_n_layers")  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2, "qk_rope_head_dim": 2}  # fmt: skip

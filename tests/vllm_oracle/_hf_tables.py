@@ -228,7 +228,9 @@ MODELS.update({
 })  # fmt: skip
 ENTRY.update({
     ("stablelm", "StablelmForCausalLM"): ("StableLMEpochModel", None, "model", False),
+    ("afmoe", "AfmoeForCausalLM"): ("AfmoeModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "stablelm": (["StablelmAttention", "StablelmDecoderLayer", "StableLMEpochModel"], "StablelmMLP", {}),
+    "afmoe": (["AfmoeAttention", "AfmoeDecoderLayer", "AfmoeModel"], "AfmoeMoE AfmoeMLP", {}),
 })  # fmt: skip

@@ -26,8 +26,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   ``sliding_window`` as it is (Cohere2: plus one); gpt-oss: the even layers;
   Qwen2/Qwen3, MiMo, GLM-4, HyperCLOVAX, StableLM and the MoE decoders (Qwen2/3-MoE, Mixtral, GLM-4-MoE,
   MiniMax-M2, OLMoE, ERNIE-4.5-MoE) pass no per-layer window; Granite (and Granite-SWA,
-  Granite-MoE), Phi-3, ERNIE 4.5, EXAONE 4 and Apertus read ``layer_types`` as Llama does
-  (EXAONE 4 without it: every fourth layer full). A layer without its own window takes
+  Granite-MoE), Phi-3, ERNIE 4.5, EXAONE 4, Apertus and Afmoe read ``layer_types`` as Llama does
+  (EXAONE 4 without it: every fourth layer full; Afmoe: every ``global_attn_every_n_layers``-th). A layer without its own window takes
   the model-wide one, which is ``sliding_window`` only when ``layer_types`` is
   absent or all sliding (so a Mistral-7B-v0.1 config is sliding on every
   layer, drafter layers included), and never with ``disable_sliding_window`` (which leaves an
@@ -82,7 +82,8 @@ __all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "EAGLE3_PP_
 _BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
     # decoders whose sliding layers are ``layer_types``' (with the config's window as it is)
     "llama": ("LlamaForCausalLM", "MistralForCausalLM", "GraniteForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM",
-              "Exaone4ForCausalLM", "ApertusForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM"),
+              "Exaone4ForCausalLM", "ApertusForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
+              "AfmoeForCausalLM"),
     # decoders whose attention takes no per-layer window: every layer the model's window, if any
     "uniform": ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Glm4MoeForCausalLM",
                 "MiniMaxM2ForCausalLM", "OlmoeForCausalLM", "Glm4ForCausalLM", "Ernie4_5_MoeForCausalLM",
@@ -120,7 +121,7 @@ DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 _EAGLE3: Final = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "GraniteForCausalLM", "KimiLinearForCausalLM",
     "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM", "MiMoForCausalLM",
-    "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM",
+    "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM", "AfmoeForCausalLM",
     "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "MistralForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip
@@ -225,11 +226,14 @@ class _Reader:
     """One config's per-layer rules as vLLM's model file applies them."""
 
     def __init__(self, cfg: Mapping[str, Any], family: str, label: str, disable_sliding_window: bool) -> None:
-        self.v = v = _View(cfg, label)
+        self.v = v = _View(cfg, label, engine="vllm")  # the defaults of the class vLLM loads it with
         self.family = family
         self.n = v.req_int("num_hidden_layers")
         pattern = v.opt_int("sliding_window_pattern") or v.opt_int("_sliding_window_pattern")
         types = derived_layer_types(v.model_type, self.n, v.raw("layer_types"), pattern)
+        if types is None and v.model_type == "afmoe":  # transformers' AfmoeConfig: every n-th layer global
+            every = v.req_int("global_attn_every_n_layers")
+            types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(self.n)]
         if family == "uniform" and v.model_type in ("qwen2_moe", "qwen3_moe") and v.raw("use_sliding_window"):
             raise ConfigError(f"{label}: kvbudget has not checked vLLM 0.33.0's Qwen MoE sliding window "
                               "(use_sliding_window)", v.name("use_sliding_window"))  # fmt: skip

@@ -449,9 +449,7 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = 
             scope[call.builds] = env.models[key[0]][call.builds]
         try:  # the wrapper's own call (init_vllm_registered_model, lifted, -> _initialize)
             return call.build(scope)
-        except (StubError, NameError, LookupError):
-            raise
-        except VllmLoadError:
+        except (StubError, NameError, LookupError, VllmLoadError):
             raise
         except Exception as e:
             raise _load_error(e) from e

@@ -57,6 +57,7 @@ e.g. ``config.json: missing key 'num_attention_heads'``.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -118,7 +119,7 @@ def _class_defaults() -> dict[str, dict[str, Any]]:
     :data:`_HF_DATA`); plus the layer-pattern parameters the classes apply in ``__post_init__``
     without keeping them as attributes (Gemma 3's 6, Cohere2's 4).
     """
-    table: dict[str, dict[str, Any]] = json.loads(json.dumps(_HF_DATA["model_types"]))  # a copy
+    table: dict[str, dict[str, Any]] = copy.deepcopy(_HF_DATA["model_types"])
     for model_type, pattern in (("gemma3_text", 6), ("cohere2", 4)):
         table.setdefault(model_type, {})["sliding_window_pattern"] = pattern
     return table
@@ -173,6 +174,8 @@ class _View:
 
     def __init__(self, cfg: Mapping[str, Any], label: str = "config.json", engine: str = "sglang") -> None:
         outer_type = cfg.get("model_type")
+        # SGLang loads some outer types' text with another class than transformers names
+        alias = _SGLANG_TEXT_CLASS.get(str(outer_type)) if engine == "sglang" else None
         self.label = label
         self.outer = cfg
         text = cfg.get("text_config")
@@ -181,9 +184,7 @@ class _View:
         if isinstance(text, Mapping):
             self.cfg: Mapping[str, Any] = text_config_of(cfg) or text
             self.prefix = "text_config."
-            inner_type = text.get("model_type")
-            if engine == "sglang" and str(outer_type) in _SGLANG_TEXT_CLASS:
-                inner_type = _SGLANG_TEXT_CLASS[str(outer_type)]  # SGLang loads it with another class
+            inner_type = alias or text.get("model_type")
             if not isinstance(inner_type, str):
                 inner_type = _TEXT_MODEL_TYPE.get(str(outer_type), outer_type)
             self.model_type = str(inner_type or "")
@@ -192,8 +193,7 @@ class _View:
             self.prefix = ""
             mt = str(outer_type or "")
             # A flattened multimodal config keeps the outer model_type.
-            self.model_type = _SGLANG_TEXT_CLASS[mt] if engine == "sglang" and mt in _SGLANG_TEXT_CLASS else (
-                _TEXT_MODEL_TYPE.get(mt, mt))  # fmt: skip
+            self.model_type = alias or _TEXT_MODEL_TYPE.get(mt, mt)
         table = _VLLM_CLASS_DEFAULTS if engine == "vllm" and self.model_type in _VLLM_CLASS_DEFAULTS else _CLASS_DEFAULTS
         self.defaults = table.get(self.model_type, {})
         self.aliases = _ATTRIBUTE_MAPS.get(self.model_type, {})

@@ -7,6 +7,7 @@ import gc
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,9 @@ from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
 
 import kvbudget  # noqa: E402
 from kvbudget import AllocationError, KVBudgetError  # noqa: E402
-from kvbudget import _alloc_layout  # noqa: E402
-from kvbudget.alloc import LayerKV, allocate  # noqa: E402
+from kvbudget.alloc import LayerKV, Strategy, allocate  # noqa: E402
 
-from alloc_cases import gemma3_27b, gemma3_six_layers  # noqa: E402
+from alloc_cases import gemma3_27b, gemma3_six_layers, small_state_plan, small_vllm_plan  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -185,10 +185,10 @@ def test_layout_is_derived_once_per_plan_and_records_have_slots() -> None:
 
 class _InterruptAtLine:
     """A trace function raising KeyboardInterrupt at the ``n``-th line event inside kvbudget's
-    allocation code (``alloc.py``, ``_alloc_layout.py``): an interrupt at any point, not only at
-    an allocator call."""
+    allocation code (``_allocate.py``, ``alloc.py``, ``vllm/alloc.py``, ``_alloc_layout.py``): an
+    interrupt at any point, not only at an allocator call."""
 
-    FILES = ("alloc.py", "_alloc_layout.py")
+    FILES = ("_allocate.py", "alloc.py", "_alloc_layout.py")
 
     def __init__(self, n: int) -> None:
         self.n, self.seen = n, 0
@@ -203,16 +203,29 @@ class _InterruptAtLine:
         return self
 
 
-def _interrupted(n: int, strategy: str) -> tuple[BaseException | None, FailAt, int]:
-    """``allocate`` interrupted at its ``n``-th line event: (the exception, held; the allocator; events)."""
-    plan = gemma3_six_layers(16).plan(8 << 20)
-    # Derived (and cached) first: a line event inside the cache's `with lock:` exit is no point a
-    # signal can land on (CPython runs signal handlers after calls and backward jumps only).
-    _alloc_layout.layout_of(plan)
+#: The plans interrupted, each with the strategy it is allocated with (``kvbudget.allocate``).
+_INTERRUPTED: dict[str, tuple[Callable[[], Any], Strategy]] = {
+    "slab": (lambda: gemma3_six_layers(16).plan(8 << 20), "slab"),
+    "per_layer": (lambda: gemma3_six_layers(16).plan(8 << 20), "per_layer"),
+    "state-slab": (small_state_plan, "slab"),
+    "state-per_layer": (small_state_plan, "per_layer"),
+    "vllm": (small_vllm_plan, "slab"),
+}
+
+
+def _interrupted(n: int, case: str) -> tuple[BaseException | None, FailAt, int]:
+    """``kvbudget.allocate`` interrupted at its ``n``-th line event: (the exception, held; the
+    allocator; events)."""
+    make, strategy = _INTERRUPTED[case]
+    plan = make()
+    # Allocated once on meta first: the modules are imported and the layout derived and cached (a
+    # line event inside the cache's `with lock:` exit is no point a signal can land on: CPython
+    # runs signal handlers after calls and backward jumps only), so every run has the same events.
+    kvbudget.allocate(plan, device="meta", strategy=strategy)
     made, trace = FailAt(0), _InterruptAtLine(n)
     sys.settrace(trace)
     try:
-        pools = allocate(plan, device="cpu", strategy=strategy, zero=False, _allocator=made)  # type: ignore[arg-type]
+        pools = kvbudget.allocate(plan, device="cpu", strategy=strategy, zero=False, _allocator=made)
     except KeyboardInterrupt as e:
         return e, made, trace.seen
     finally:
@@ -221,18 +234,20 @@ def _interrupted(n: int, strategy: str) -> tuple[BaseException | None, FailAt, i
     return None, made, trace.seen
 
 
-@pytest.mark.parametrize("strategy", ["slab", "per_layer"])
-def test_an_interrupt_at_any_line_leaves_no_tensor_alive(strategy: str) -> None:
-    """Issue 26: wherever a KeyboardInterrupt lands inside ``allocate`` (every line event, the
-    layer-record list included), no tensor it made is alive while the exception is held, and the
-    exception leaves as it is. The run without an interrupt counts the events."""
-    _, _, total = _interrupted(0, strategy)
-    assert total > 20
+@pytest.mark.parametrize("case", list(_INTERRUPTED))
+def test_an_interrupt_at_any_line_leaves_no_tensor_alive(case: str) -> None:
+    """Issue 26: wherever a KeyboardInterrupt lands inside ``kvbudget.allocate`` (every line
+    event: the dispatch, the layer-record list, a state pool's record, ``VllmKV``'s construction),
+    no tensor it made is alive while the exception is held, and the exception leaves as it is.
+    The run without an interrupt counts the events."""
+    _, made, total = _interrupted(0, case)
+    assert total > 20 and made.refs
     alive = []
     for n in range(1, total + 1):
-        exc, made, _ = _interrupted(n, strategy)
+        exc, made, _ = _interrupted(n, case)
         assert exc is not None and str(exc) == f"interrupted at line event {n}"
-        if any(not r.expired() for r in made.refs):
+        assert exc.__traceback__ is not None  # the frames are still referenced...
+        if any(not r.expired() for r in made.refs):  # ...but hold no tensor
             alive.append(n)
         del exc
     assert not alive, f"tensors alive after an interrupt at line events {alive} of {total}"

@@ -163,10 +163,12 @@ def allocate_vllm(plan: VllmPlan, device: str | torch.device | None = None, zero
     dev: torch.device | str | None = device
     try:
         dev = _resolve_device(device)
-        buf, views = _build(alloc, dev, zero and dev.type != "meta", size, tensors, at)
-        return VllmKV(plan, worker, dev, buf, views)
+        zero = zero and dev.type != "meta"
+        # The buffer and views go straight into VllmKV, never into a local of this frame: the
+        # traceback keeps this frame, which is still running when its frames are cleared.
+        return VllmKV(plan, worker, dev, *_build(alloc, dev, zero, size, tensors, at))
     except BaseException as exc:
-        _clear_traceback_frames(exc)  # _build's frame held the buffer and the views made
+        _clear_traceback_frames(exc)  # _build's and VllmKV.__init__'s frames held the tensors
         if not isinstance(exc, Exception):
             raise
         where = "the buffer" if at[0] == "buffer" else f"the view of layer {at[0]!r}"

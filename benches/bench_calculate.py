@@ -1,23 +1,30 @@
-"""One ``calculate_pool_sizes`` call: kvbudget's Rust path vs SGLang 0.5.23's own code.
+"""One ``calculate_pool_sizes`` call: kvbudget against SGLang 0.5.23's own code, in one run.
 
-SGLang's side is its released ``pool_configurator.py`` run by the test oracle
-(``tests/sglang_oracle``). SGLang has no configurator object that outlives a
-call here: each ``oracle.run`` builds the mock inputs, runs SGLang's factory
-and constructor, then ``calculate_pool_sizes``, so its time covers all of
-that (kvbudget's side reuses one configurator).
+Both sides call ``calculate_pool_sizes(available_bytes, page_size)`` on a configurator built
+once, as a server does: kvbudget's is ``create_pool_configurator(...)`` (a
+``HybridSWAPoolConfigurator``), SGLang's is built by its own factory from its released
+``pool_configurator.py`` (``tests/sglang_oracle``: ``Oracle.configurator``, with the case's
+runtime context active while it is timed). The case is REFERENCE example 1 at page size 64:
+a Gemma-3-27B-like hybrid (10 full + 52 window-1024 layers) with an EAGLE3 draft, 40 GiB.
 
-Run ``python benches/bench_calculate.py`` for the ratio (both measured in the
-same process, interleaved), or ``pytest benches --benchmark-enable`` for
-pytest-benchmark's table. Under plain ``pytest`` (``--benchmark-disable``) the
-benchmarks run once as smoke tests that both paths agree.
+Each round times a statement (``timeit``, no lambda around the call, so that both sides pay
+the same interpreter cost: one attribute lookup and one call) for kvbudget's configurator,
+for the native type it subclasses (``kvbudget._core.PoolConfigurator``, the floor a Python
+class can reach), and for SGLang's, interleaved; the report gives the median of the rounds
+and the ratio of the medians. Run ``python benches/bench_calculate.py [ROUNDS]``, or
+``pytest benches --benchmark-enable`` for pytest-benchmark's table; under plain ``pytest``
+the benchmarks run once as smoke tests that both sides agree.
 """
 
 from __future__ import annotations
 
+import contextlib
+import statistics
 import sys
 import timeit
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -25,6 +32,7 @@ import parity_cases  # noqa: E402
 import sglang_oracle  # noqa: E402
 
 import kvbudget  # noqa: E402
+from kvbudget import _core  # noqa: E402
 from kvbudget.fields import SCENARIO_FIELDS  # noqa: E402
 
 GIB = 1 << 30
@@ -35,44 +43,66 @@ SCENARIO: dict[str, Any] = {
            page_size=64, algorithm="eagle3", draft_num_layers=1),
 }
 AVAILABLE = 40 * GIB
+PAGE = SCENARIO["page_size"]
 
 
-def rust_call() -> Callable[[], Any]:
+def ours() -> kvbudget.PoolConfiguratorBase:
     sc = parity_cases.scenario_of(SCENARIO)
-    cfg = kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
-    return lambda: cfg.calculate_pool_sizes(AVAILABLE)
+    return kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec)
 
 
-def sglang_call() -> Callable[[], sglang_oracle.Outcome]:
-    oracle, case = sglang_oracle.load(), parity_cases.oracle_case(SCENARIO)
+@contextlib.contextmanager
+def theirs() -> Iterator[Any]:
+    """SGLang's configurator for the case, built once by its factory (context active)."""
+    case = parity_cases.oracle_case(SCENARIO)
     assert case is not None
-    return lambda: oracle.run(case, entry="bytes", amount=AVAILABLE)
+    with sglang_oracle.load().configurator(case) as cfg:
+        yield cfg
 
 
 def test_bench_rust_calculate_pool_sizes(benchmark: Any) -> None:
-    got = benchmark(rust_call())
-    want = sglang_call()().config
-    assert want is not None and got.full_max_total_num_tokens == want["full_max_total_num_tokens"]
+    cfg = ours()
+    got = benchmark(cfg.calculate_pool_sizes, AVAILABLE, PAGE)
+    with theirs() as sg:
+        assert got.full_max_total_num_tokens == sg.calculate_pool_sizes(AVAILABLE, PAGE).full_max_total_num_tokens
 
 
 def test_bench_sglang_calculate_pool_sizes(benchmark: Any) -> None:
-    got = benchmark(sglang_call()).config
-    assert got is not None and got["full_max_total_num_tokens"] == rust_call()().full_max_total_num_tokens
+    with theirs() as sg:
+        got = benchmark(sg.calculate_pool_sizes, AVAILABLE, PAGE)
+    assert got.full_max_total_num_tokens == ours().calculate_pool_sizes(AVAILABLE, PAGE).full_max_total_num_tokens
 
 
-def ratio(rounds: int = 7, number: int = 2_000) -> tuple[float, float]:
-    """Best-of-``rounds`` seconds per call for (rust, sglang), interleaved in one run."""
-    r, s = rust_call(), sglang_call()
-    best_r = best_s = float("inf")
-    for _ in range(rounds):
-        best_r = min(best_r, timeit.timeit(r, number=number) / number)
-        best_s = min(best_s, timeit.timeit(s, number=number) / number)
-    return best_r, best_s
+def ratio(rounds: int = 15, number: int = 100_000) -> dict[str, float]:
+    """Median seconds per call of each side over ``rounds`` interleaved rounds (SGLang's
+    rounds run ``number // 10`` calls: it is slower)."""
+    cfg = ours()
+    sc = parity_cases.scenario_of(SCENARIO)
+    native = _core.PoolConfigurator(sc.model, sc.serving, sc.spec, None)
+    times: dict[str, list[float]] = {"kvbudget": [], "native": [], "sglang": []}
+    stmt = "c.calculate_pool_sizes(a, p)"
+    with theirs() as sg:
+        want = sg.calculate_pool_sizes(AVAILABLE, PAGE)
+        for c in (cfg, native):
+            got = c.calculate_pool_sizes(AVAILABLE, PAGE)
+            assert (got.full_max_total_num_tokens, got.swa_max_total_num_tokens) == (
+                want.full_max_total_num_tokens, want.swa_max_total_num_tokens)  # fmt: skip
+        for _ in range(rounds):
+            for name, c, n in (("kvbudget", cfg, number), ("native", native, number), ("sglang", sg, number // 10)):
+                t = timeit.timeit(stmt, globals={"c": c, "a": AVAILABLE, "p": PAGE}, number=n)
+                times[name].append(t / n)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def main(rounds: int) -> None:
+    m = ratio(rounds)
+    print(f"calculate_pool_sizes, Gemma-3-27B-like hybrid + EAGLE3, 40 GiB: median of {rounds} interleaved rounds")
+    print(f"  SGLang 0.5.23's own code (its factory's configurator): {m['sglang'] * 1e9:8.0f} ns/call")
+    print(f"  kvbudget HybridSWAPoolConfigurator:                     {m['kvbudget'] * 1e9:8.0f} ns/call"
+          f"  ({m['sglang'] / m['kvbudget']:.1f}x)")
+    print(f"  kvbudget._core.PoolConfigurator (the native type):      {m['native'] * 1e9:8.0f} ns/call"
+          f"  ({m['sglang'] / m['native']:.1f}x)")
 
 
 if __name__ == "__main__":
-    r, s = ratio()
-    print(f"kvbudget (Rust via PyO3)           : {r * 1e9:10.0f} ns/call")
-    print(f"SGLang 0.5.23 (tests/sglang_oracle): {s * 1e9:10.0f} ns/call"
-          " (mock inputs + factory + constructor + calculate_pool_sizes)")
-    print(f"ratio (SGLang / kvbudget): {s / r:.0f}x")
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 15)

@@ -13,6 +13,8 @@ import numpy.typing as npt
 
 from typing_extensions import Self
 
+from kvbudget.types import Fit
+
 __all__ = [
     "DraftGeometry",
     "ModelGeometry",
@@ -570,9 +572,11 @@ class PoolPlan:
         """Rebuilds a plan from to_json output, after check()."""
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
 
-@final
 class PoolConfigurator:
-    """The native configurator handle that the Python configurator classes compose."""
+    """The native configurator. The Python configurator classes
+    (``DefaultPoolConfigurator``, ``HybridSWAPoolConfigurator``,
+    ``SWARequestCapPoolConfigurator``) subclass it, fixing ``kind``; what is documented here
+    is their surface, reached without a Python frame between the call and the core."""
 
     def __new__(
         cls,
@@ -581,12 +585,17 @@ class PoolConfigurator:
         spec: SpeculativeConfig | None = None,
         kind: str | None = None,
     ) -> Self: ...
+    @staticmethod
+    def factory_kind(model: ModelGeometry, serving: ServingConfig) -> str:
+        """The kind SGLang's factory picks for model and serving ("default", "hybrid_swa" or
+        "request_cap"), without building a configurator."""
     @property
     def kind(self) -> str:
-        """``"default"``, ``"hybrid_swa"`` or ``"chunk_cap"``."""
+        """``"default"``, ``"hybrid_swa"`` or ``"request_cap"``."""
     @property
     def cell_size(self) -> int | float:
-        """SGLang's coefficient C, bytes per token of max_total_num_tokens."""
+        """SGLang's coefficient: bytes per token of ``max_total_num_tokens``. A float where
+        the SWA ratio enters (hybrid models with full layers), else an int."""
     @property
     def full_per_token(self) -> int:
         """F, bytes per token of one full layer on this rank (SWA kinds; 0 for Default)."""
@@ -595,48 +604,65 @@ class PoolConfigurator:
         """S, bytes per token of one SWA layer on this rank (SWA kinds; 0 for Default)."""
     @property
     def swa_cap(self) -> int | None:
-        """ChunkCap's SWA token cap before page alignment, tokens."""
+        """RequestCap's SWA token cap before page alignment, tokens (REFERENCE 2.4 and 2.7)."""
     @property
     def draft_terms(self) -> tuple[int, int, int, int]:
-        """(d_f, d_s, d_sf, d_c): counted draft layers at full geometry, at SWA geometry and
-        capacity, banded depths at SWA geometry and full capacity, DFLASH bytes/token."""
+        """``(d_f, d_s, d_sf, d_c)``: counted draft layers at full geometry, at SWA geometry and
+        capacity, banded depths at SWA geometry and full capacity, and DFLASH bytes per token."""
     @property
-    def model(self) -> ModelGeometry: ...
+    def model(self) -> ModelGeometry:
+        """The target geometry."""
     @property
-    def serving(self) -> ServingConfig: ...
+    def serving(self) -> ServingConfig:
+        """The serving config."""
     @property
-    def spec(self) -> SpeculativeConfig: ...
-    def calculate_pool_sizes(self, available_bytes: int, page_size: int | None = None) -> MemoryPoolConfig: ...
+    def spec(self) -> SpeculativeConfig:
+        """The speculative config (algorithm ``"none"`` when none was given)."""
+    def calculate_pool_sizes(self, available_bytes: int, page_size: int | None = None) -> MemoryPoolConfig:
+        """The profiling path: pool sizes (tokens) from available bytes on this rank.
+        ``page_size`` defaults to ``serving.page_size``.
+
+        Raises:
+            NotEnoughMemoryError: no tokens fit.
+            SWAPoolTooSmallError: the SWA pool cannot admit one request.
+        """
     def calculate_pool_sizes_from_max_tokens(
         self, max_total_num_tokens: int, page_size: int | None = None
-    ) -> MemoryPoolConfig: ...
-    def plan(self, available_bytes: int, fit: str = "exact") -> PoolPlan: ...
-    def calculate_pool_sizes_with_state(
+    ) -> MemoryPoolConfig:
+        """The constraint path: pool sizes from a token count (a cap, or the MIN across ranks)."""
+    def plan(self, available_bytes: int, fit: Fit = "exact") -> PoolPlan:
+        """kvbudget's exact plan (the Python classes add ``state=``)."""
+    def _calculate_pool_sizes_with_state(
         self, available_bytes: int, state: StateConfig
     ) -> tuple[MemoryPoolConfig, dict[str, Any]]:
         """calculate_pool_sizes on the KV budget a hybrid model's state pool leaves, and the state budget."""
-    def plan_with_state(
+    def _plan_with_state(
         self, available_bytes: int, state: StateConfig, fit: str = "exact"
     ) -> tuple[PoolPlan, dict[str, Any]]:
         """The plan with a hybrid model's state pool, and SGLang's state budget as StateBudget's keywords."""
     def bytes_for_tokens(self, tokens: int) -> int:
-        """Exact bytes of the plan whose primary pool holds tokens (rounded up to a page), bytes."""
-    def plan_for_config(self, config: MemoryPoolConfig, available_bytes: int | None = None) -> PoolPlan: ...
-    def calculate_pool_sizes_many(
+        """Exact bytes of the plan whose primary pool holds ``tokens`` (rounded up to a page);
+        padding rows and the draft pool are included. The primary pool is the full pool, or
+        the SWA pool for an all-SWA model."""
+    def plan_for_config(self, config: MemoryPoolConfig, available_bytes: int | None = None) -> PoolPlan:
+        """The plan (every pool and tensor) of given pool sizes, e.g. the sizes agreed across
+        ranks. ``available_bytes=None`` sets the plan's budget to exactly the bytes it takes.
+        The plan's ``fit`` is ``"given"``."""
+    def _calculate_pool_sizes_many(
         self,
         available_bytes: npt.NDArray[np.int64],
         out: tuple[Any, Any, Any, Any] | None = None,
         threads: int | None = None,
     ) -> _Arrays: ...
-    def footprint(self, context_len: int) -> tuple[int, int]:
+    def _footprint(self, context_len: int) -> tuple[int, int]:
         """(full_tokens, swa_tokens) one request of context_len tokens holds."""
-    def concurrency(self, config: MemoryPoolConfig, context_len: int) -> int:
+    def _concurrency(self, config: MemoryPoolConfig, context_len: int) -> int:
         """Requests of context_len tokens that config's pools hold at once."""
-    def max_context_len(self, config: MemoryPoolConfig, requests: int) -> int | None:
+    def _max_context_len(self, config: MemoryPoolConfig, requests: int) -> int | None:
         """The longest context (tokens) at which config holds requests at once (None: unbounded)."""
-    def min_budget(self, requests: int, context_len: int) -> tuple[int, int]:
+    def _min_budget(self, requests: int, context_len: int) -> tuple[int, int]:
         """(bytes, primary_tokens): the smallest exact-fit budget for requests x context_len."""
-    def suggest_swa_ratio(
+    def _suggest_swa_ratio(
         self, context_lengths: list[int], weights: list[float] | None, available_bytes: int
     ) -> dict[str, Any]: ...
 

@@ -278,7 +278,7 @@ def _prepare(
             )
         c = configurator
         local.fp = _fingerprint(
-            c.handle.kind, c.model.to_json(), c.serving.to_json(), c.spec.to_json(), mode, fit
+            c.kind, c.model.to_json(), c.serving.to_json(), c.spec.to_json(), mode, fit
         )
     except Exception as e:  # noqa: BLE001 - every failure must reach the collective
         local.fail(_STAGE_INPUTS, e)

@@ -47,7 +47,7 @@ def bytes_for_tokens(configurator: PoolConfiguratorBase, tokens: int) -> int:
 
 def concurrency(configurator: PoolConfiguratorBase, pools: Pools, context_len: int) -> int:
     """Requests of ``context_len`` tokens that ``pools`` (a plan or SGLang's sizes) hold at once."""
-    return configurator.handle.concurrency(_config(pools), context_len)
+    return configurator._concurrency(_config(pools), context_len)
 
 
 def max_context_len(configurator: PoolConfiguratorBase, pools: Pools, requests: int) -> int | None:
@@ -55,7 +55,7 @@ def max_context_len(configurator: PoolConfiguratorBase, pools: Pools, requests: 
 
     ``None`` when no length bounds it (an all-SWA model), 0 when not even one token fits.
     """
-    return configurator.handle.max_context_len(_config(pools), requests)
+    return configurator._max_context_len(_config(pools), requests)
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def min_budget(configurator: PoolConfiguratorBase, requests: int, context_len: i
     Raises:
         NotEnoughMemoryError: no budget does (a RequestCap SWA pool capped below the need).
     """
-    available, tokens = configurator.handle.min_budget(requests, context_len)
+    available, tokens = configurator._min_budget(requests, context_len)
     return MinBudget(available, tokens, configurator.plan(available, fit="exact"))
 
 
@@ -123,7 +123,7 @@ def suggest_swa_ratio(
             or an empty workload.
         SWAPoolTooSmallError / NotEnoughMemoryError: no ratio plans at this budget.
     """
-    d = configurator.handle.suggest_swa_ratio(
+    d = configurator._suggest_swa_ratio(
         _integers("context_lengths", context_lengths),
         None if weights is None else _reals("weights", weights),
         available_bytes,

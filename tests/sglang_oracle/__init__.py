@@ -213,6 +213,14 @@ class Oracle:
             finally:
                 active.ctx, active.picked = None, None
 
+    @contextlib.contextmanager
+    def configurator(self, case: Mapping[str, object]) -> Iterator[Any]:
+        """SGLang's configurator for ``case``, built once by its factory, with the case's
+        runtime context active while the block runs (for timing SGLang's own
+        ``calculate_pool_sizes`` on a configurator that outlives the call)."""
+        with self._active(resolve_case(case)) as kvc:
+            yield self.sandbox.create_memory_pool_configurator(kvc)
+
     def config_from_budget(
         self, case: Mapping[str, object], budget: int, *, cap_tokens: int | None = None
     ) -> Outcome:

@@ -4,7 +4,7 @@
 core's values) and plans them with SGLang's factory (:meth:`Scenario.configurator`),
 so it lives beside the configurators it builds.
 
-Each class composes a native :class:`kvbudget._core.PoolConfigurator` handle;
+Each class subclasses the native :class:`kvbudget._core.PoolConfigurator`;
 all arithmetic is in the Rust core. The numbers are SGLang 0.5.23's
 (``sglang/srt/model_executor/pool_configurator.py``, :data:`kvbudget.SGLANG_VERSION`),
 checked against that released code on every CI run (tests/test_sglang_parity.py).
@@ -42,8 +42,14 @@ __all__ = [
     "create_pool_configurator",
 ]
 
-class PoolConfiguratorBase:
+class PoolConfiguratorBase(PoolConfigurator):
     """Common surface of the three configurators.
+
+    Each class is the native configurator (``kvbudget._core.PoolConfigurator``) fixed to
+    one kind: ``calculate_pool_sizes``, ``calculate_pool_sizes_from_max_tokens``,
+    ``plan_for_config``, ``bytes_for_tokens`` and the getters (``model``, ``serving``,
+    ``spec``, ``cell_size``, ``draft_terms``, ...) are the native methods themselves, with
+    no Python frame between the call and the Rust core (documented in ``_core.pyi``).
 
     Args:
         model: the target's attention geometry.
@@ -54,81 +60,28 @@ class PoolConfiguratorBase:
         InvalidConfigError: the configurator does not apply to these inputs.
     """
 
-    kind: ClassVar[str] = ""
+    kind: ClassVar[str] = ""  # the native getter, fixed per class
 
-    __slots__ = ("_cfg",)
+    __slots__ = ()
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         model: ModelGeometry,
         serving: ServingConfig,
         spec: SpeculativeConfig | None = None,
-    ) -> None:
-        self._cfg = PoolConfigurator(model, serving, spec, self.kind)
-
-    @classmethod
-    def _wrap(cls, handle: PoolConfigurator) -> PoolConfiguratorBase:
-        obj = object.__new__(cls)
-        obj._cfg = handle
-        return obj
+    ) -> PoolConfiguratorBase:
+        return super().__new__(cls, model, serving, spec, cls.kind)
 
     @property
     def handle(self) -> PoolConfigurator:
-        """The native configurator handle (``kvbudget._core.PoolConfigurator``) this class
-        composes; every method here is a thin wrapper of one of its methods."""
-        return self._cfg
+        """The native configurator (``kvbudget._core.PoolConfigurator``): this object itself,
+        kept for code written when the classes composed one."""
+        return self
 
     @property
     def scenario(self) -> Scenario:
         """The scenario this configurator plans (model, serving, spec)."""
         return Scenario(self.model, self.serving, self.spec)
-
-    @property
-    def model(self) -> ModelGeometry:
-        """The target geometry."""
-        return self._cfg.model
-
-    @property
-    def serving(self) -> ServingConfig:
-        """The serving config."""
-        return self._cfg.serving
-
-    @property
-    def spec(self) -> SpeculativeConfig:
-        """The speculative config (algorithm ``"none"`` when none was given)."""
-        return self._cfg.spec
-
-    @property
-    def cell_size(self) -> Union[int, float]:
-        """SGLang's coefficient: bytes per token of ``max_total_num_tokens``.
-
-        A float where the SWA ratio enters (hybrid models with full layers),
-        else an int.
-        """
-        return self._cfg.cell_size
-
-    @property
-    def draft_terms(self) -> tuple[int, int, int, int]:
-        """``(d_f, d_s, d_sf, d_c)``: counted draft layers at full geometry, at SWA geometry and
-        capacity, banded depths at SWA geometry and full capacity, and DFLASH bytes per token."""
-        return self._cfg.draft_terms
-
-    def calculate_pool_sizes(self, available_bytes: int, page_size: int | None = None) -> MemoryPoolConfig:
-        """The profiling path: pool sizes (tokens) from available bytes on this rank.
-
-        ``page_size`` defaults to ``serving.page_size``.
-
-        Raises:
-            NotEnoughMemoryError: no tokens fit.
-            SWAPoolTooSmallError: the SWA pool cannot admit one request.
-        """
-        return self._cfg.calculate_pool_sizes(available_bytes, page_size)
-
-    def calculate_pool_sizes_from_max_tokens(
-        self, max_total_num_tokens: int, page_size: int | None = None
-    ) -> MemoryPoolConfig:
-        """The constraint path: pool sizes from a token count (a cap, or the MIN across ranks)."""
-        return self._cfg.calculate_pool_sizes_from_max_tokens(max_total_num_tokens, page_size)
 
     def calculate_pool_sizes_many(
         self,
@@ -150,7 +103,7 @@ class PoolConfiguratorBase:
 
         one = isinstance(available_bytes, (int, np.integer)) and not isinstance(available_bytes, bool)
         arr = int_column("available_bytes", [available_bytes] if one else available_bytes, optional=False)
-        return BatchResult(*self._cfg.calculate_pool_sizes_many(arr, out_arrays(out), threads))
+        return BatchResult(*self._calculate_pool_sizes_many(arr, out_arrays(out), threads))
 
     def plan(self, available_bytes: int, fit: Fit = "exact", *, state: StateConfig | None = None) -> PoolPlan:
         """kvbudget's exact plan: every pool and tensor with its shape, dtype and bytes.
@@ -175,26 +128,10 @@ class PoolConfiguratorBase:
             InvalidConfigError: where SGLang asserts, and a fused draft's state entry.
         """
         if state is None:
-            return self._cfg.plan(available_bytes, fit)
+            return super().plan(available_bytes, fit)
         from kvbudget.sglang.state import plan_with_state
 
         return plan_with_state(self, available_bytes, state, fit)[0]
-
-    def plan_for_config(self, config: MemoryPoolConfig, available_bytes: int | None = None) -> PoolPlan:
-        """The plan (every pool and tensor) of given pool sizes, e.g. the sizes agreed across ranks.
-
-        ``available_bytes=None`` sets the plan's budget to exactly the bytes it takes.
-        The plan's ``fit`` is ``"given"``.
-        """
-        return self._cfg.plan_for_config(config, available_bytes)
-
-    def bytes_for_tokens(self, tokens: int) -> int:
-        """Exact bytes of the plan whose primary pool holds ``tokens`` (rounded up to a page).
-
-        The primary pool is the full pool, or the SWA pool for an all-SWA model;
-        padding rows and the draft pool are included.
-        """
-        return self._cfg.bytes_for_tokens(tokens)
 
     def __reduce__(self) -> tuple[object, ...]:
         """Pickles as its inputs; unpickling rebuilds (and re-validates) the configurator."""
@@ -240,7 +177,7 @@ class SWARequestCapPoolConfigurator(PoolConfiguratorBase):
     @property
     def swa_cap(self) -> int:
         """The SWA token cap before page alignment (REFERENCE 2.4 and 2.7)."""
-        cap = self._cfg.swa_cap
+        cap = super().swa_cap
         assert cap is not None
         return cap
 
@@ -290,8 +227,7 @@ def create_pool_configurator(
     size is set (outside PD decode), the window is set and the model has full
     layers.
     """
-    handle = PoolConfigurator(model, serving, spec, None)
-    return _BY_KIND[handle.kind]._wrap(handle)
+    return _BY_KIND[PoolConfigurator.factory_kind(model, serving)](model, serving, spec)
 
 
 _MODEL_IDS = ("full_attention_layer_ids", "swa_attention_layer_ids")

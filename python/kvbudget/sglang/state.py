@@ -243,7 +243,7 @@ def calculate_pool_sizes_with_state(
             configurator's own errors on the KV budget.
     """
     try:
-        config, budget = configurator._cfg.calculate_pool_sizes_with_state(available_bytes, state)
+        config, budget = configurator._calculate_pool_sizes_with_state(available_bytes, state)
     except NotEnoughMemoryError as e:
         if "state cache" in str(e):
             raise _too_small(e) from None
@@ -298,7 +298,7 @@ def plan_with_state(
             speculative model's state without ``conv_kernel``, a fused draft's state entry.
     """
     try:
-        plan, budget = configurator._cfg.plan_with_state(available_bytes, state, fit)
+        plan, budget = configurator._plan_with_state(available_bytes, state, fit)
     except NotEnoughMemoryError as e:
         if "state cache" in str(e):
             raise _too_small(e) from None

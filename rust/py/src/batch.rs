@@ -386,7 +386,7 @@ pub fn _plan_many_state<'py>(
 #[pymethods]
 impl PoolConfigurator {
     /// `calculate_pool_sizes` for many budgets (one setup): `(max_total, full, swa, status)` arrays.
-    #[pyo3(signature = (available_bytes, out=None, threads=None))]
+    #[pyo3(name = "_calculate_pool_sizes_many", signature = (available_bytes, out=None, threads=None))]
     fn calculate_pool_sizes_many<'py>(
         &self,
         py: Python<'py>,

@@ -10,8 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple, PyType};
 use std::sync::Arc;
 
-/// The native configurator handle that the Python configurator classes compose.
-#[pyclass(module = "kvbudget", frozen)]
+/// The native configurator: the Python configurator classes subclass it, so that their
+/// calls (`calculate_pool_sizes`, ...) reach Rust without a Python frame between.
+#[pyclass(module = "kvbudget", frozen, subclass)]
 pub struct PoolConfigurator(pub core::PoolConfigurator);
 
 fn cell_to_py(py: Python<'_>, c: core::CellSize) -> PyResult<Bound<'_, PyAny>> {
@@ -50,6 +51,12 @@ impl PoolConfigurator {
             serving.0,
             spec,
         )?))
+    }
+    /// The kind SGLang's factory picks for `model` and `serving` ("default", "hybrid_swa"
+    /// or "request_cap"), without building a configurator.
+    #[staticmethod]
+    fn factory_kind(model: &ModelGeometry, serving: &ServingConfig) -> &'static str {
+        core::select_kind(&model.0.shape, &serving.0).as_str()
     }
     #[getter]
     fn kind(&self) -> &'static str {
@@ -115,6 +122,7 @@ impl PoolConfigurator {
         Ok(PoolPlan(Arc::new(self.0.plan(available_bytes, fit)?)))
     }
     /// `calculate_pool_sizes` after a hybrid model's state pool, and SGLang's state budget (as a dict).
+    #[pyo3(name = "_calculate_pool_sizes_with_state")]
     fn calculate_pool_sizes_with_state<'py>(
         &self,
         py: Python<'py>,
@@ -127,7 +135,7 @@ impl PoolConfigurator {
         Ok((MemoryPoolConfig(c), budget_dict(py, budget)?))
     }
     /// The plan with a hybrid model's state pool, and SGLang's state budget (as a dict).
-    #[pyo3(signature = (available_bytes, state, fit="exact"))]
+    #[pyo3(name = "_plan_with_state", signature = (available_bytes, state, fit="exact"))]
     fn plan_with_state<'py>(
         &self,
         py: Python<'py>,

@@ -281,13 +281,36 @@ macro_rules! getters_for {
     };
     ($(#[doc = $tdoc:literal])* $T:ident [$($d:ident),*] { $($body:tt)* }) => {
         $(#[doc = $tdoc])*
-        #[pyclass(module = "kvbudget", frozen, eq, from_py_object)]
+        // A freelist: a value returned per call (`MemoryPoolConfig`) reuses a freed object's
+        // memory instead of a fresh allocation. `__eq__` is written out below because
+        // PyO3 0.29 cannot combine its `eq` option with `freelist`.
+        #[pyclass(module = "kvbudget", frozen, from_py_object, freelist = 32)]
         #[derive(Clone, PartialEq $(, $d)*)]
         pub struct $T(pub core::$T);
 
         impl $T {
             fn decl(&self) -> &core::$T {
                 &self.0
+            }
+        }
+
+        #[pymethods]
+        impl $T {
+            fn __richcmp__(
+                &self,
+                other: &Bound<'_, PyAny>,
+                op: pyo3::basic::CompareOp,
+            ) -> PyResult<Py<PyAny>> {
+                let py = other.py();
+                let Ok(other) = other.cast::<Self>() else {
+                    return Ok(py.NotImplemented());
+                };
+                let equal = self.0 == other.get().0;
+                Ok(match op {
+                    pyo3::basic::CompareOp::Eq => equal.into_pyobject(py)?.to_owned().into_any().unbind(),
+                    pyo3::basic::CompareOp::Ne => (!equal).into_pyobject(py)?.to_owned().into_any().unbind(),
+                    _ => py.NotImplemented(),
+                })
             }
         }
         getters!($T, { $($body)* });

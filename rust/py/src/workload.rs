@@ -10,11 +10,13 @@ use pyo3::types::PyDict;
 #[pymethods]
 impl PoolConfigurator {
     /// `(full_tokens, swa_tokens)` one request of `context_len` tokens holds.
+    #[pyo3(name = "_footprint")]
     fn footprint(&self, context_len: i64) -> Result<(u64, u64)> {
         let f = workload::footprint(&self.0, nonneg("context_len", context_len)?)?;
         Ok((f.full_tokens, f.swa_tokens))
     }
     /// Requests of `context_len` tokens that `config`'s pools hold at once.
+    #[pyo3(name = "_concurrency")]
     fn concurrency(&self, config: &MemoryPoolConfig, context_len: i64) -> Result<u64> {
         Ok(workload::concurrency(
             &self.0,
@@ -23,6 +25,7 @@ impl PoolConfigurator {
         )?)
     }
     /// The longest context at which `config` holds `requests` requests (None: unbounded).
+    #[pyo3(name = "_max_context_len")]
     fn max_context_len(&self, config: &MemoryPoolConfig, requests: i64) -> Result<Option<u64>> {
         Ok(workload::max_context_len(
             &self.0,
@@ -31,6 +34,7 @@ impl PoolConfigurator {
         )?)
     }
     /// `(bytes, primary_tokens)`: the smallest exact-fit budget for `requests` x `context_len`.
+    #[pyo3(name = "_min_budget")]
     fn min_budget(&self, requests: i64, context_len: i64) -> Result<(u64, i64)> {
         Ok(workload::min_budget(
             &self.0,
@@ -39,7 +43,7 @@ impl PoolConfigurator {
         )?)
     }
     /// The workload-aware SWA ratio, as a dict (see `kvbudget.workload.suggest_swa_ratio`).
-    #[pyo3(signature = (context_lengths, weights, available_bytes))]
+    #[pyo3(name = "_suggest_swa_ratio", signature = (context_lengths, weights, available_bytes))]
     fn suggest_swa_ratio<'py>(
         &self,
         py: Python<'py>,

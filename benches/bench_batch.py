@@ -351,6 +351,31 @@ def main(argv: Optional[list[str]] = None) -> None:
     print(f"  SGLang 0.5.23 loop        (sample)   {t_sglang1 * 1e9:8.1f} ns/row  -> "
           f"calculate_pool_sizes_many is {t_sglang1 / t_many:,.0f}x faster")
     print("    (a fresh SGLang configurator per call: mock inputs, factory, constructor, calculate_pool_sizes)")
+    small_batches(k)
+
+
+def small_batches(repeats: int) -> None:
+    """The fixed cost of a call: ``plan_many`` on 1, 8 and 64 varied rows, through the
+    Python API and through the binding alone (``_core._plan_many`` on prepared columns),
+    against one row of the scalar API (configurator + ``calculate_pool_sizes``) measured in
+    this run. The core's own share of a 1-row call is counted by ``benches/callgrind.sh``
+    (mode ``single``: instructions and nanoseconds per call)."""
+    from kvbudget.batch import _column
+
+    calls = 2_000
+    rows1 = row_dicts(varied_columns(1), 1)
+    t_scalar = best(lambda: scalar_api_loop(rows1 * calls), repeats) / calls
+    print(f"\nsmall batches, varied columns; one scalar-API row (ModelGeometry + ServingConfig + "
+          f"SpeculativeConfig + configurator + calculate_pool_sizes): {t_scalar * 1e6:.2f} us")
+    print(f"  {'rows':>6s} {'plan_many':>12s} {'binding alone':>14s} {'plan_many / scalar row':>24s}")
+    for n in (1, 8, 64):
+        cols = varied_columns(n)
+        avail = cols.pop("available_bytes")
+        prepared = {k: _column(BATCH_FIELDS[k], v) for k, v in cols.items()}
+        t_api = best(lambda: [kvbudget.plan_many(avail, **cols) for _ in range(calls)], repeats) / calls
+        t_core = best(lambda: [kvbudget._core._plan_many(avail, {}, prepared, None, None) for _ in range(calls)],
+                      repeats) / calls  # fmt: skip
+        print(f"  {n:6d} {t_api * 1e6:9.2f} us {t_core * 1e6:11.2f} us {t_api / t_scalar:23.2f}x")
 
 
 if __name__ == "__main__":

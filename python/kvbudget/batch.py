@@ -246,8 +246,18 @@ def _code_column(f: Field, v: object) -> npt.NDArray[np.uint8]:
     return np.ascontiguousarray(codes[inverse.reshape(-1)], dtype=np.uint8)
 
 
+#: The array dtypes the core reads in place for each cell dtype (an int64 field also takes int32).
+_IN_PLACE: dict[str, tuple[np.dtype[Any], ...]] = {
+    "int64": (np.dtype(np.int64), np.dtype(np.int32)), "float64": (np.dtype(np.float64),),
+    "bool": (np.dtype(np.bool_),), "uint8": (np.dtype(np.uint8),),
+}
+
+
 def _column(f: Field, v: object) -> np.ndarray:
     """The batch column of field ``f``, in its ``cell_dtype``."""
+    if (type(v) is np.ndarray and v.ndim == 1 and v.dtype in _IN_PLACE[f.cell_dtype]
+            and v.flags.c_contiguous):  # fmt: skip
+        return v  # what the conversions below return for it: the array itself
     if f.cell_dtype == "int64":
         return _int_cells(f.name, v, optional=f.py == "opt_int")
     if f.cell_dtype == "float64":
@@ -267,6 +277,10 @@ def _scalar(f: Field, v: object) -> object:
     if _is_int(v):
         return _check_i64(f.name, int(v))  # type: ignore[call-overload]
     return v
+
+
+#: The batch fields ``plan_many`` requires.
+_REQUIRED = tuple(name for name, f in BATCH_FIELDS.items() if f.required)
 
 
 def _is_array(v: object) -> bool:
@@ -340,9 +354,16 @@ def plan_many(
     arrays: dict[str, np.ndarray] = {}
     state_scalars: dict[str, object] = {}
     state_arrays: dict[str, np.ndarray] = {}
-    given: dict[str, Any] = dict(columns)
+    given: dict[str, Any] = columns  # type: ignore[assignment]  # a fresh dict of keywords
     for name, v in given.items():
         f = BATCH_FIELDS.get(name)
+        tv = type(v)
+        if f is not None and (tv is float or tv is str or tv is bool or v is None):
+            scalars[name] = v  # as _scalar leaves it: the core checks it
+            continue
+        if f is not None and tv is int and not f.choices:
+            scalars[name] = _check_i64(name, v)
+            continue
         into = (scalars, arrays)
         if f is None and name in STATE_BATCH_FIELDS:
             if state is None:
@@ -354,19 +375,21 @@ def plan_many(
             into[1][name] = _column(f, v)
         else:
             into[0][name] = _scalar(f, v)
-    missing = [name for name, f in BATCH_FIELDS.items() if f.required and name not in given]
+    missing = [name for name in _REQUIRED if name not in given]
     if missing:
         raise TypeError(f"plan_many() missing required keyword arguments: {', '.join(missing)}")
     budgets: Union[int, npt.NDArray[np.int64]]
-    if _is_array(available_bytes):
+    if type(available_bytes) is int:
+        budgets = _check_i64("available_bytes", available_bytes)
+    elif _is_array(available_bytes):
         budgets = int_column("available_bytes", available_bytes, optional=False)
     elif isinstance(available_bytes, (int, np.integer)) and not isinstance(available_bytes, (bool, np.bool_)):
         budgets = _check_i64("available_bytes", int(available_bytes))
     else:
         raise TypeError(f"plan_many: available_bytes must be an int or a 1-D array of ints, got {available_bytes!r:.80}")
-    out4 = out_arrays(out)
+    out4 = None if out is None else out_arrays(out)
     if state is None:
-        return BatchResult(*_core._plan_many(budgets, scalars, arrays, out4, threads))
+        return BatchResult._make(_core._plan_many(budgets, scalars, arrays, out4, threads))
     if not isinstance(state, StateConfig):
         raise TypeError(f"plan_many: state must be a StateConfig, got {type(state).__name__}")
     arrays4, slots = _core._plan_many_state(budgets, scalars, arrays, state, state_scalars, state_arrays, out4)

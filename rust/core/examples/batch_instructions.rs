@@ -10,7 +10,8 @@
 //! `--toggle-collect='kvbudget_core::batch::plan_many'` counts only the call;
 //! divide by the rows (`benches/callgrind.sh` does this). Modes: `varied` (18
 //! varying columns besides the budget), `varied32` (the same rows, their
-//! integer columns in int32 cells) and `budget` (only the budget varies).
+//! integer columns in int32 cells), `budget` (only the budget varies) and `single` (the
+//! varied rows, one `plan_many` call per row: the fixed cost of a call, per call).
 //! Arguments: `MODE ROWS [REPEATS [THREADS]]` (THREADS 0: automatic); it also
 //! prints the best wall time per row of REPEATS calls and the instruction set
 //! the fast path ran on (`KVBUDGET_SIMD` caps it).
@@ -25,11 +26,11 @@ fn main() {
     let mode = args.next().unwrap_or_else(|| "varied".into());
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let owner = match mode.as_str() {
-        "varied" => varied::varied(n, 7),
+        "varied" | "single" => varied::varied(n, 7),
         "varied32" => varied::varied(n, 7).narrowed(),
         "budget" => varied::one_setup(n, 11),
         other => {
-            eprintln!("unknown mode {other:?}: expected varied, varied32 or budget");
+            eprintln!("unknown mode {other:?}: expected varied, varied32, budget or single");
             std::process::exit(2);
         }
     };
@@ -45,7 +46,11 @@ fn main() {
     let mut best = f64::INFINITY;
     for _ in 0..repeats {
         let t = std::time::Instant::now();
-        owner.run(black_box(&columns), &mut out.views(), threads);
+        if mode == "single" {
+            owner.run_each_row(black_box(&mut out));
+        } else {
+            owner.run(black_box(&columns), &mut out.views(), threads);
+        }
         best = best.min(t.elapsed().as_secs_f64());
     }
     let ok = out

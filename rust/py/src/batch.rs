@@ -125,6 +125,14 @@ impl<'py> Outputs<'py> {
 
     fn into_py(self, py: Python<'py>) -> Out<'py> {
         match self {
+            // Small batches are copied into arrays numpy owns (one object each); large ones
+            // hand their vectors over (no copy, one more object each, the vector's owner).
+            Self::Fresh(b) if b.status.len() < DETACH_ROWS => (
+                PyArray1::from_slice(py, &b.max_total_num_tokens),
+                PyArray1::from_slice(py, &b.full_max_total_num_tokens),
+                PyArray1::from_slice(py, &b.swa_max_total_num_tokens),
+                PyArray1::from_slice(py, &b.status),
+            ),
             Self::Fresh(b) => (
                 b.max_total_num_tokens.into_pyarray(py),
                 b.full_max_total_num_tokens.into_pyarray(py),

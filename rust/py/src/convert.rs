@@ -25,8 +25,12 @@ pub fn to_value<'a>(owner: &str, f: &FieldInfo, obj: &'a Bound<'_, PyAny>) -> Re
                 .map_or_else(|_| "?".to_string(), |n| n.to_string())
         ))
     };
-    let is_bool =
-        obj.is_instance_of::<PyBool>() || obj.get_type().name().is_ok_and(|n| n == "bool_");
+    // Python's bool, or numpy's `bool_` (by name: numpy is not imported here). The name is
+    // looked up only for objects that are neither an exact int nor an exact float.
+    let is_bool = obj.is_instance_of::<PyBool>()
+        || (!obj.is_exact_instance_of::<PyInt>()
+            && !obj.is_exact_instance_of::<PyFloat>()
+            && obj.get_type().name().is_ok_and(|n| n == "bool_"));
     Ok(match f.py {
         PyRepr::Int | PyRepr::OptInt => {
             if obj.is_none() && f.py == PyRepr::OptInt {

@@ -8,7 +8,9 @@
 mod rng;
 
 pub use kvbudget_core::batch::Buffers as Outs;
-use kvbudget_core::batch::{Batch, BatchOutputs, Budgets, Cells as Owned, Column, Threads};
+use kvbudget_core::batch::{
+    Batch, BatchOutputs, Budgets, Cells as Owned, Column, ColumnData, Threads,
+};
 use kvbudget_core::fields::{ScenarioField, Value};
 use kvbudget_core::Scenario;
 use rng::Rng;
@@ -56,6 +58,43 @@ impl Owner {
 }
 
 impl Owner {
+    /// `plan_many` once per row, each call a batch of that one row (the fixed cost of a
+    /// call: what a caller planning one scenario at a time pays), into `out`.
+    ///
+    /// # Panics
+    /// On a malformed batch (it never is: the columns are built here).
+    pub fn run_each_row(&self, out: &mut Outs) {
+        for i in 0..self.budgets.len() {
+            let columns: Vec<Column<'_>> = self
+                .columns
+                .iter()
+                .map(|(field, o)| Column {
+                    field: *field,
+                    data: match o {
+                        Owned::I64(v) => ColumnData::I64(&v[i..=i]),
+                        Owned::I32(v) => ColumnData::I32(&v[i..=i]),
+                        Owned::F64(v) => ColumnData::F64(&v[i..=i]),
+                        Owned::Bool(v) => ColumnData::Bool(&v[i..=i]),
+                        Owned::U8(v) => ColumnData::U8(&v[i..=i]),
+                    },
+                })
+                .collect();
+            let batch = Batch {
+                base: self.base,
+                base_status: 0,
+                available_bytes: Budgets::Array(&self.budgets[i..=i]),
+                columns: &columns,
+                threads: Threads::Fixed(1),
+            };
+            let mut one = Outs::new(1);
+            kvbudget_core::batch::plan_many(&batch, &mut one.views()).expect("well-formed batch");
+            out.max_total_num_tokens[i] = one.max_total_num_tokens[0];
+            out.full_max_total_num_tokens[i] = one.full_max_total_num_tokens[0];
+            out.swa_max_total_num_tokens[i] = one.swa_max_total_num_tokens[0];
+            out.status[i] = one.status[0];
+        }
+    }
+
     /// The same rows with every int64 column given as int32 cells (the
     /// values all fit), as a caller that keeps small integers narrow would.
     ///

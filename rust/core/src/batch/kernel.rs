@@ -13,7 +13,7 @@
 //! so the same results, errors included (INV-7). The fast path's results
 //! are held to the scalar API's by its tests.
 
-use super::{Batch, BatchOutputs, Budgets, CellType, Column, ColumnData, STATUS_OK};
+use super::{Batch, BatchOutputs, Budgets, CellType, Column, ColumnData, FieldSet, STATUS_OK};
 use crate::error::{ErrorCode, PlanError, Result};
 use crate::fields::{Kind, MemoryPoolConfig, Named, ScenarioField};
 use crate::scenario::Scenario;
@@ -143,9 +143,10 @@ pub(super) fn check_columns(batch: &Batch<'_>) -> Result<()> {
 /// rejects) makes every row invalid. Checked once: every cell is checked as it
 /// is applied, so rows only need the rules across fields.
 pub(super) fn base_status(batch: &Batch<'_>) -> u8 {
+    let columns = FieldSet::of(batch.columns);
     let base_check = ScenarioField::ALL
         .iter()
-        .filter(|f| !batch.columns.iter().any(|c| c.field == **f))
+        .filter(|f| !columns.contains(**f))
         .try_for_each(|f| f.check(&batch.base));
     match base_check {
         _ if batch.base_status != STATUS_OK => batch.base_status,
@@ -153,6 +154,11 @@ pub(super) fn base_status(batch: &Batch<'_>) -> u8 {
         Ok(()) => STATUS_OK,
     }
 }
+
+/// Rows from which a lean batch takes the fast path: it fills a block of cells per field
+/// (tens of KB) before its first row, which a few rows do not repay (measured in
+/// `benches/bench_batch.py`'s small-batch table).
+pub const FAST_MIN_ROWS: usize = 64;
 
 /// The `n` rows of a well-formed batch (one thread's part), into `out`.
 fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
@@ -183,10 +189,10 @@ fn plan_rows(batch: &Batch<'_>, n: usize, out: &mut BatchOutputs<'_>) {
     // each at its default, every row holds them at their defaults too (rows
     // start as the base; columns set only their own field).
     let lean = is_lean(batch);
-    if lean && super::fast::plan_rows(batch, n, out) {
+    if lean && n >= FAST_MIN_ROWS && super::fast::plan_rows(batch, n, out) {
         return;
     }
-    let mut rows = vec![batch.base; BLOCK];
+    let mut rows = vec![batch.base; BLOCK.min(n)]; // a small batch copies only its rows
     let mut by_kind: [[u16; BLOCK]; 3] = [[0; BLOCK]; 3];
     let mut wide = [0i64; BLOCK];
     let mut start = 0;
@@ -301,7 +307,8 @@ pinned_fields!(
 fn is_lean(batch: &Batch<'_>) -> bool {
     let mut pinned = batch.base;
     pin(&mut pinned, &Scenario::default());
-    pinned == batch.base && !batch.columns.iter().any(|c| PINNED.contains(&c.field))
+    let columns = FieldSet::of(batch.columns);
+    pinned == batch.base && !PINNED.iter().any(|f| columns.contains(*f))
 }
 
 /// The valid rows of one block, one loop per configurator kind. With `LEAN`
@@ -429,7 +436,7 @@ pub(crate) fn apply_cells<K: Kind>(
 
 #[cfg(test)]
 mod tests {
-    use super::{is_lean, pin, Threads, PINNED};
+    use super::{is_lean, pin, FieldSet, Threads, PINNED};
     use crate::batch::{Batch, Budgets, Column, ColumnData};
     use crate::fields::{FieldInfo, ScenarioField, SCENARIO_FIELDS};
     use crate::Scenario;
@@ -503,5 +510,31 @@ mod tests {
         }];
         assert!(!is_lean(&batch(&Scenario::default(), &dcp)));
         assert!(is_lean(&batch(&Scenario::default(), &tp)));
+    }
+
+    /// A column given twice is an error of the call; every field is a distinct member of
+    /// the column set (its bit), the last one included.
+    #[test]
+    fn column_sets_and_duplicate_columns() {
+        let cells = [1i64];
+        let col = |field| Column {
+            field,
+            data: ColumnData::I64(&cells),
+        };
+        let twice = [col(ScenarioField::tp_size), col(ScenarioField::tp_size)];
+        let err = batch(&Scenario::default(), &twice).rows().unwrap_err();
+        assert!(err.message().contains("tp_size is given twice"), "{err}");
+        for (k, f) in ScenarioField::ALL.iter().enumerate() {
+            let set = FieldSet::of(&[col(*f)]);
+            assert!(set.contains(*f));
+            assert_eq!(
+                ScenarioField::ALL
+                    .iter()
+                    .filter(|g| set.contains(**g))
+                    .count(),
+                1,
+                "field {k}"
+            );
+        }
     }
 }

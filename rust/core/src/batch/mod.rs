@@ -440,6 +440,39 @@ impl BatchOutputs<'_> {
     }
 }
 
+/// A set of scenario fields, one bit each (the columns of a batch: membership tests in a
+/// call's fixed cost, not a scan of the columns per field).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FieldSet(u128);
+
+const _: () = assert!(ScenarioField::ALL.len() <= 128, "FieldSet holds 128 fields");
+
+impl FieldSet {
+    #[inline]
+    fn bit(f: ScenarioField) -> u128 {
+        1u128 << (f as usize)
+    }
+
+    /// The fields of `columns`.
+    #[inline]
+    pub(crate) fn of(columns: &[Column<'_>]) -> Self {
+        Self(columns.iter().fold(0, |m, c| m | Self::bit(c.field)))
+    }
+
+    #[inline]
+    pub(crate) fn contains(self, f: ScenarioField) -> bool {
+        self.0 & Self::bit(f) != 0
+    }
+
+    /// Adds `f`; false when it was already there.
+    #[inline]
+    fn insert(&mut self, f: ScenarioField) -> bool {
+        let new = !self.contains(f);
+        self.0 |= Self::bit(f);
+        new
+    }
+}
+
 impl Batch<'_> {
     /// The number of rows: the common length of the columns and budgets (1 if all are scalars).
     pub fn rows(&self) -> Result<usize> {
@@ -447,8 +480,9 @@ impl Batch<'_> {
             Budgets::Scalar(_) => None,
             Budgets::Array(a) => Some(a.len()),
         };
-        for (k, c) in self.columns.iter().enumerate() {
-            if self.columns[..k].iter().any(|o| o.field == c.field) {
+        let mut seen = FieldSet::default();
+        for c in self.columns {
+            if !seen.insert(c.field) {
                 return Err(PlanError::invalid(format!(
                     "batch column {} is given twice",
                     c.field.info().name

@@ -177,7 +177,7 @@ pub fn plan_many_with_state(
         STATUS_OK => state.base_status,
         st => st,
     };
-    let mut rows = vec![batch.base; BLOCK];
+    let mut rows = vec![batch.base; BLOCK.min(n)]; // a small batch copies only its rows
     let mut wide = [0i64; BLOCK];
     let mut start = 0;
     while start < n {

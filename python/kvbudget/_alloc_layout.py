@@ -3,12 +3,13 @@
 :func:`layout_of` runs the core's plan checker (``PoolPlan.check``) and walks the
 plan once, turning each pool into a :class:`PoolLayout`: the dtype views of its
 slab, one ``as_strided`` view per run of same-shaped tensors at a constant byte
-step (split by ``unbind``), and the getters that hand each layer record its
-tensors. The result is cached per ``PoolPlan`` object (the last
-:data:`CACHE_SIZE`, held by strong reference so an id is never reused while
-cached). A ``PoolPlan`` is an immutable native value, made only by the core's
-planner or by ``from_json``/unpickling (which check it), so a cached layout
-cannot go stale; objects that are not a ``PoolPlan`` are walked on every call.
+step (split by ``unbind``; a pool that is one such run is allocated in its dtype,
+``PoolLayout.one``), and the getters that hand each layer record its tensors.
+The result is cached per ``PoolPlan`` object (the last :data:`CACHE_SIZE`, held
+by strong reference so an id is never reused while cached). A ``PoolPlan`` is an
+immutable native value, made only by the core's planner or by
+``from_json``/unpickling (which check it), so a cached layout cannot go stale;
+objects that are not a ``PoolPlan`` are walked on every call.
 
 :class:`LayerKV`, the record of one layer's tensors, is here too: one read-only
 attribute per tensor kind the core declares (``kvbudget._core.TENSOR_KINDS``, documented
@@ -31,7 +32,8 @@ from kvbudget import _core
 from kvbudget._core import TENSOR_KIND_DOCS, PoolPlan, PoolSpec
 from kvbudget.errors import InvalidConfigError
 
-__all__ = ["CACHE", "CACHE_SIZE", "DTYPES", "KIND_RANK", "KINDS", "Getter", "Info", "LayerKV", "PoolLayout", "View", "layout_of"]
+__all__ = ["CACHE", "CACHE_SIZE", "DTYPES", "KIND_RANK", "KINDS", "Getter", "Info", "LayerKV",
+           "OneView", "PoolLayout", "View", "layout_of"]
 
 DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
@@ -58,6 +60,11 @@ View: TypeAlias = tuple[int, tuple[int, ...], tuple[int, ...], int, bool]
 """``(base, size, stride, storage_offset, many)``: ``bases[base].as_strided(size, stride,
 storage_offset)``, then ``unbind(0)`` when ``many`` (a run of tensors)."""
 
+OneView: TypeAlias = tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...], int, bool]
+"""A pool whose tensors are one run of one dtype that divides its bytes: ``(dtype, numel, size,
+stride, storage_offset, many)``. Its slab is allocated as ``numel`` elements of ``dtype`` (no
+dtype view to make), then its one :data:`View` is made of it."""
+
 
 class PoolLayout(NamedTuple):
     """One pool as :func:`allocate` builds it, derived once per plan object.
@@ -68,6 +75,9 @@ class PoolLayout(NamedTuple):
     are what ``"per_layer"`` allocates, in plan order; ``to_runs`` reorders
     those into run order. ``records``: each layer's info and the getter of its
     tensors out of the run-order tuple; ``keys``: each record's (pool, layer_id).
+    ``one``: the pool's allocation and only view when its tensors are one run
+    (:data:`OneView`; the common case, K and V of every layer in one run: one
+    allocation, one ``as_strided``, one ``unbind``), else None.
     """
 
     name: str
@@ -78,6 +88,7 @@ class PoolLayout(NamedTuple):
     to_runs: Getter
     records: tuple[tuple[Info, Getter], ...]
     keys: tuple[tuple[str, int], ...]
+    one: OneView | None
 
 
 CACHE_SIZE = 16
@@ -158,10 +169,14 @@ def _pool_layout(pool: PoolSpec, shared: dict[tuple[str, ...], dict[str, int]]) 
         kinds = tuple(KINDS[rank] for rank, _ in items)
         idx = shared.setdefault(kinds, {kind: j for j, kind in enumerate(kinds)})
         records.append(((name, layer_id, idx), _getter([pos for _, pos in items])))
+    one: OneView | None = None
+    if len(views) == 1 and nbytes % bases[views[0][0]][0].itemsize == 0:
+        b, size_, stride, off, many = views[0]
+        one = (bases[b][0], nbytes // bases[b][0].itemsize, size_, stride, off, many)
     return PoolLayout(
         name, nbytes, tuple(bases), tuple(views),
         tuple((shape, dtype, n, layer_id, kind) for layer_id, kind, shape, dtype, n, _ in specs),
-        _getter(order), tuple(records), tuple((name, layer_id) for layer_id in pool.layer_ids),
+        _getter(order), tuple(records), tuple((name, layer_id) for layer_id in pool.layer_ids), one,
     )
 
 

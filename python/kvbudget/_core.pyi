@@ -5,13 +5,13 @@ The value types (between the GENERATED markers) are rendered by
 by hand. Units: bytes for memory, tokens for pool capacity, elements for dims.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, final
 
 import numpy as np
 import numpy.typing as npt
 
-from typing_extensions import Self
+from typing_extensions import Self, disjoint_base
 
 from kvbudget.types import Fit
 
@@ -32,6 +32,9 @@ __all__ = [
     "_canonical_name",
     "simd_level",
     "_vllm_plan",
+    "_vllm_plan_typed",
+    "Layers",
+    "VllmResult",
     "_vllm_settings",
     "_vllm_state_shapes",
     "_mamba2_dims",
@@ -64,6 +67,40 @@ TENSOR_ALIGNMENT: int
 def _vllm_plan(request: str) -> str:
     """vLLM 0.33.0's plan of one JSON request ``{"layers", "available", "engine"}``, as JSON
     (the oracle's result form); use :func:`kvbudget.vllm.plan`."""
+
+@final
+class Layers:
+    """A model's vLLM layers converted once for planning (``kvbudget.vllm.layers``)."""
+
+    def __new__(cls, layers: Iterable[Any]) -> Self:
+        """From ``LayerSpec`` objects (the declared layer fields as attributes).
+
+        Raises:
+            InvalidConfigError: a layer the declaration refuses (the JSON form's message).
+        """
+    def __len__(self) -> int: ...
+
+@final
+class VllmResult:
+    """One vLLM plan or failure, held natively until its parts are read."""
+
+    @property
+    def ok(self) -> bool: ...
+    def failure(self) -> tuple[str, str, int | None] | None:
+        """``(error_type, message, estimated_max_model_len)``; None for a plan."""
+    def head(self) -> tuple[Any, ...] | None:
+        """The plan's scalar and per-worker parts in ``VllmPlan``'s field order (num_blocks,
+        max_model_len, bytes_per_block, per_request_bytes, allocated_bytes,
+        blocks_per_request, max_concurrency, kv_cache_size_tokens, kv_tp_replicas,
+        cache_block_size, warnings, log, and ``(mamba_cache_mode, block_size, mamba_block_size,
+        mamba_page_size_padded)`` or None); None for a failure."""
+    def raw(self) -> dict[str, Any]:
+        """The whole result in the JSON form's dict (``kvbudget.vllm.plan_raw``)."""
+
+def _vllm_plan_typed(layers: Layers, available: int | Sequence[int], engine: Any) -> VllmResult:
+    """vLLM 0.33.0's plan of converted layers, a budget and an ``EngineConfig`` (read by the
+    declaration's setting names); an engine setting the declaration refuses is an
+    ``"Input"`` failure of the result."""
 
 def _vllm_state_shapes(family: str, dims: Sequence[int]) -> list[list[int]]:
     """vLLM 0.33.0's state tensor shapes on one rank (``MambaStateShapeCalculator``, ``SD``
@@ -572,6 +609,7 @@ class PoolPlan:
         """Rebuilds a plan from to_json output, after check()."""
     def __reduce__(self) -> tuple[object, tuple[str]]: ...
 
+@disjoint_base
 class PoolConfigurator:
     """The native configurator. The Python configurator classes
     (``DefaultPoolConfigurator``, ``HybridSWAPoolConfigurator``,

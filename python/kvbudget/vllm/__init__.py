@@ -1,7 +1,8 @@
 """vLLM 0.33.0 mode: what vLLM allocates for a model, drafter and budget.
 
 * :mod:`.planner`: vLLM's KV-cache planner (restated in the Rust core):
-  :class:`LayerSpec`, :class:`EngineConfig`, :func:`plan` -> :class:`VllmPlan`.
+  :class:`LayerSpec`, :class:`EngineConfig`, :func:`plan` -> :class:`VllmPlan`;
+  :func:`layers` converts a model's layers once (:class:`Layers`) for re-planning.
 * :mod:`.models`: a checkpoint's attention layers as vLLM's model classes read
   them (:func:`layers_from_hf_config`).
 * :mod:`.budget`: vLLM's KV budget from a worker's memory.
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 from kvbudget.vllm.budget import vllm_available_bytes
 from kvbudget.vllm.models import layers_from_hf_config
-from kvbudget.vllm.planner import (VLLM_VERSION, EngineConfig, LayerSpec, VllmError, VllmGroup, VllmHybrid,
-                                   VllmPlan, VllmStartupError, VllmTensor, plan, plan_raw)  # fmt: skip
+from kvbudget.vllm.planner import (VLLM_VERSION, EngineConfig, Layers, LayerSpec, VllmError, VllmGroup,
+                                   VllmHybrid, VllmPlan, VllmStartupError, VllmTensor, layers, plan,
+                                   plan_raw)  # fmt: skip
 
-__all__ = ["VLLM_VERSION", "EngineConfig", "LayerSpec", "VllmError", "VllmGroup", "VllmHybrid", "VllmPlan",
-           "VllmStartupError", "VllmTensor", "layers_from_hf_config", "plan", "plan_raw",
+__all__ = ["VLLM_VERSION", "EngineConfig", "Layers", "LayerSpec", "VllmError", "VllmGroup", "VllmHybrid",
+           "VllmPlan", "VllmStartupError", "VllmTensor", "layers", "layers_from_hf_config", "plan", "plan_raw",
            "vllm_available_bytes"]  # fmt: skip

@@ -30,12 +30,12 @@ Example::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbudget import _core
+from kvbudget._core import Layers
 from kvbudget.errors import InvalidConfigError, NotEnoughMemoryError
 from kvbudget.vllm.settings import ENGINE_SETTINGS, LAYER_FIELDS, VLLM_VERSION, EngineConfig, LayerSpec
 from kvbudget.vllm.settings import LayerKind as LayerKind
@@ -50,6 +50,8 @@ __all__ = [
     "VllmPlan",
     "VllmStartupError",
     "VllmTensor",
+    "Layers",
+    "layers",
     "plan",
 ]
 
@@ -152,6 +154,22 @@ class VllmPlan:
     log: tuple[tuple[str, str], ...]
     mamba: VllmHybrid | None = None
 
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached for an attribute not yet made: a record part of a plan from
+            # plan(), made (all four at once) from the native result on first read.
+            native = self.__dict__.get("_native")
+            if native is None or name not in _LAZY:
+                raise AttributeError(f"'VllmPlan' object has no attribute {name!r}")
+            self.__dict__.update(_records(native.raw()))
+            del self.__dict__["_native"]
+            return self.__dict__[name]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Every field, the records made (the native result does not pickle)."""
+        return {f: getattr(self, f) for f in (*_HEAD, *_LAZY, "mamba")}
+
     @property
     def padding_bytes_per_request(self) -> int:
         """Bytes of one ``max_model_len`` request's blocks (worker 0) that hold no layer's KV:
@@ -183,15 +201,13 @@ class VllmStartupError(NotEnoughMemoryError):
         self.estimated_max_model_len = estimated_max_model_len
 
 
-def _layer_json(layer: LayerSpec) -> dict[str, Any]:
-    if not isinstance(layer, LayerSpec):
-        raise TypeError(f"layers: expected LayerSpec, got {type(layer).__name__}")
-    values = ((f.name, getattr(layer, f.name)) for f in LAYER_FIELDS)
-    return {k: v for k, v in values if v is not None}
-
-
-def _engine_json(engine: EngineConfig) -> dict[str, Any]:
-    return {s.name: getattr(engine, s.name) for s in ENGINE_SETTINGS}
+#: The parts of a plan :meth:`VllmResult.head` gives, in its order (the rest are made on
+#: first read, :data:`_LAZY`).
+_HEAD = ("num_blocks", "max_model_len", "bytes_per_block", "per_request_bytes", "allocated_bytes",
+         "blocks_per_request", "max_concurrency", "kv_cache_size_tokens", "kv_tp_replicas",
+         "cache_block_size", "warnings", "log")  # fmt: skip
+#: The parts of a plan made from the native result on first read (lists of records).
+_LAZY = ("tensors", "groups", "worker_groups")
 
 
 def _tensor(t: dict[str, Any]) -> VllmTensor:
@@ -203,54 +219,97 @@ def _group(g: dict[str, Any]) -> VllmGroup:
     return VllmGroup(**{**g, "layers": tuple(g["layers"])})
 
 
+def _records(r: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`_LAZY` parts of a plan from its dict form."""
+    return {
+        "tensors": tuple(tuple(_tensor(t) for t in w) for w in r["tensors"]),
+        "groups": tuple(_group(g) for g in r["groups"]),
+        "worker_groups": tuple(tuple(_group(g) for g in w) for w in r["worker_groups"]),
+    }
+
+
 #: How vLLM's startup memory failures begin: no block, not one request of ``max_model_len``, or
 #: ``--max-model-len auto`` fitting not one token.
 _STARTUP_FAILURES = ("To serve at least one request", "No available memory for the cache blocks",
                      "Cannot auto-fit max_model_len: not enough GPU memory")  # fmt: skip
 
 
-def _raise(r: dict[str, Any]) -> None:
-    message, kind = r["error"], r["error_type"]
+def _error(kind: str, message: str, estimated: int | None) -> VllmError | VllmStartupError:
     if kind == "ValueError" and message.startswith(_STARTUP_FAILURES):
-        raise VllmStartupError(message, r.get("estimated_max_model_len"))
-    raise VllmError(message, kind)
+        return VllmStartupError(message, estimated)
+    return VllmError(message, kind)
 
 
-def plan_raw(layers: Sequence[LayerSpec], available_bytes: int | Sequence[int],
-             engine: EngineConfig | None = None) -> dict[str, Any]:  # fmt: skip
-    """:func:`plan` as the plain dict the core returns (the oracle's form)."""
-    engine = engine or EngineConfig()
+def _input_failure(message: str) -> dict[str, Any]:
+    """An input the restatement refuses, in the result's dict form."""
+    return {"ok": False, "error_type": "Input", "error": message, "estimated_max_model_len": None,
+            "log": [], "warnings": []}  # fmt: skip
+
+
+def layers(specs: Sequence[LayerSpec] | Layers) -> Layers:
+    """``specs`` converted once for planning (:class:`Layers`): pass the result to :func:`plan`
+    to re-plan the same model (another budget, block size or ``max_model_len``) without
+    converting its layers again.
+
+    Raises:
+        TypeError: an item is not a :class:`LayerSpec`.
+        VllmError: a layer the restatement refuses (``vllm_error_type`` ``"Input"``).
+    """
+    if isinstance(specs, Layers):
+        return specs
+    for x in specs:
+        if not isinstance(x, LayerSpec):
+            raise TypeError(f"layers: expected LayerSpec, got {type(x).__name__}")
+    try:
+        return Layers(specs)
+    except VllmError:
+        raise
+    except InvalidConfigError as e:
+        raise VllmError(str(e), "Input") from None
+
+
+def _result(specs: Sequence[LayerSpec] | Layers, available_bytes: int | Sequence[int],
+            engine: EngineConfig | None) -> Any:  # fmt: skip
     if isinstance(available_bytes, bool) or not isinstance(available_bytes, (int, Sequence)):
         raise TypeError("available_bytes: expected an int or one int per worker")
-    request = {"layers": [_layer_json(x) for x in layers], "engine": _engine_json(engine),
-               "available": available_bytes if isinstance(available_bytes, int) else list(available_bytes)}  # fmt: skip
-    result: dict[str, Any] = json.loads(_core._vllm_plan(json.dumps(request)))
-    return result
+    return _core._vllm_plan_typed(layers(specs), available_bytes, engine or EngineConfig())
 
 
-def plan(layers: Sequence[LayerSpec], available_bytes: int | Sequence[int],
+def plan_raw(layers: Sequence[LayerSpec] | Layers, available_bytes: int | Sequence[int],
+             engine: EngineConfig | None = None) -> dict[str, Any]:  # fmt: skip
+    """:func:`plan` as the plain dict the core's JSON form gives (the oracle's form)."""
+    try:
+        result = _result(layers, available_bytes, engine)
+    except VllmError as e:
+        if e.vllm_error_type != "Input":
+            raise
+        return _input_failure(str(e))
+    raw: dict[str, Any] = result.raw()
+    return raw
+
+
+def plan(layers: Sequence[LayerSpec] | Layers, available_bytes: int | Sequence[int],
          engine: EngineConfig | None = None) -> VllmPlan:  # fmt: skip
-    """vLLM 0.33.0's plan for ``layers`` (registration order, drafter layers last) with
+    """vLLM 0.33.0's plan for ``layers`` (registration order, drafter layers last; a
+    :class:`Layers` from :func:`kvbudget.vllm.layers` skips their conversion) with
     ``available_bytes`` for KV on each worker (one int for all, one per PP stage, or one
     per worker, ``pp * tp`` of them, stage-major).
+
+    The plan's scalar and per-worker parts are made at once; its records (``tensors``,
+    ``groups``, ``worker_groups``) on first read.
 
     Raises:
         VllmStartupError: vLLM's startup check fails (a :class:`NotEnoughMemoryError`).
         VllmError: vLLM refuses the deployment otherwise (an :class:`InvalidConfigError`).
     """
-    r = plan_raw(layers, available_bytes, engine)
-    if not r["ok"]:
-        _raise(r)
-    return VllmPlan(
-        num_blocks=r["num_blocks"], max_model_len=r["max_model_len"],
-        bytes_per_block=tuple(r["bytes_per_block"]), per_request_bytes=tuple(r["per_request_bytes"]),
-        allocated_bytes=tuple(a[0] for a in r["allocated_bytes"]),
-        tensors=tuple(tuple(_tensor(t) for t in w) for w in r["tensors"]),
-        groups=tuple(_group(g) for g in r["groups"]),
-        worker_groups=tuple(tuple(_group(g) for g in w) for w in r["worker_groups"]),
-        blocks_per_request=tuple(r["blocks_per_request"]), max_concurrency=r["max_concurrency"],
-        kv_cache_size_tokens=r["kv_cache_size_tokens"], kv_tp_replicas=r["kv_tp_replicas"],
-        cache_block_size=r["cache_block_size"], warnings=tuple(r["warnings"]),
-        log=tuple((lvl, text) for lvl, text in r["log"]),
-        mamba=VllmHybrid(**r["mamba"]) if r["mamba"] is not None else None,
-    )  # fmt: skip
+    result = _result(layers, available_bytes, engine)
+    head = result.head()
+    if head is None:
+        raise _error(*result.failure())
+    p = object.__new__(VllmPlan)
+    d = p.__dict__
+    d.update(zip(_HEAD, head))
+    mamba = head[len(_HEAD)]
+    d["mamba"] = None if mamba is None else VllmHybrid(*mamba)
+    d["_native"] = result
+    return p

@@ -37,7 +37,9 @@ mod _core {
     };
 
     #[pymodule_export]
-    use crate::vllm::{_vllm_plan, _vllm_settings, _vllm_state_shapes};
+    use crate::vllm::{
+        _vllm_plan, _vllm_plan_typed, _vllm_settings, _vllm_state_shapes, VllmLayers, VllmResult,
+    };
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -24,6 +24,7 @@
 mod group;
 pub mod json;
 pub mod mamba;
+mod merge;
 mod place;
 mod plan;
 pub mod record;

@@ -1,7 +1,8 @@
 //! Formatting as vLLM's log and error texts print numbers, and the tensor
 //! placement of one worker's buffer (layer-outer `LBNHC`, VLLM.md section 3.5).
 
-use super::group::{Group, GroupSpec};
+use super::group::{GroupSpec, IdGroup};
+use super::merge::Merged;
 use super::spec::Spec;
 use super::{VllmError, VllmTensor};
 
@@ -34,27 +35,38 @@ pub(crate) fn thousands(n: u64) -> String {
     out
 }
 
-/// The worker's tensors at `num_blocks` (layer-outer `LBNHC`; every group from byte 0).
+/// The worker's tensors at `num_blocks` (layer-outer `LBNHC`; every group from
+/// byte 0); the groups' layers named as `merged` names them.
 pub(crate) fn tensors(
-    groups: &[Group],
+    groups: &[IdGroup],
+    merged: &Merged,
     bytes_per_block: u64,
     num_blocks: u64,
 ) -> Result<Vec<VllmTensor>, VllmError> {
     let ov = || VllmError::overflow("KV cache buffer");
     let size = bytes_per_block.checked_mul(num_blocks).ok_or_else(ov)?;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(groups.len()); // one a group, unless uniform-type
     for g in groups {
         let mut by_spec: Vec<(&Spec, Vec<String>)> = Vec::new();
-        match &g.spec {
+        match &*g.spec {
             GroupSpec::Uniform { specs, .. } => {
-                for (n, s) in specs {
+                for (m, s) in specs {
+                    let name = merged.name(*m).to_owned();
                     match by_spec.iter_mut().find(|(k, _)| *k == s) {
-                        Some((_, names)) => names.push(n.clone()),
-                        None => by_spec.push((s, vec![n.clone()])),
+                        Some((_, layers)) => layers.push(name),
+                        None => by_spec.push((s, vec![name])),
                     }
                 }
             }
-            GroupSpec::Single(s) if !g.layers.is_empty() => by_spec.push((s, g.layers.clone())),
+            GroupSpec::Single(s) if !g.layers.is_empty() => {
+                by_spec.push((
+                    s,
+                    g.layers
+                        .iter()
+                        .map(|&m| merged.name(m).to_owned())
+                        .collect(),
+                ));
+            }
             GroupSpec::Single(_) => {}
         }
         let mut offset: u64 = 0;

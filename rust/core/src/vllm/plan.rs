@@ -1,14 +1,16 @@
 //! vLLM 0.33.0's `get_global_kv_cache_groups` -> `get_kv_cache_configs` ->
 //! scheduler config -> capacity log, over plain inputs (VLLM.md sections 1, 3.5, 5-7).
 
-use super::group::{kv_cache_groups, Group, GroupSpec};
+use super::group::{kv_cache_groups, GroupSpec, IdGroup};
 use super::mamba::{align_hybrid_block_size, state_spec, HybridAlignment};
+use super::merge::{merge_stages, Merged};
 use super::place::{format_gib, py_repr, tensors, thousands};
 use super::spec::{ds_mla_row_bytes, resolve_storage, Spec, SpecClass};
 use super::{
     ErrorKind, LayerKind, LogLine, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan,
     VllmWorker,
 };
+use std::borrow::Cow;
 
 /// The layer's spec on its worker, as vLLM's attention layers build it (a
 /// drafter layer with the engine's `draft_kv_cache_dtype` when set).
@@ -123,71 +125,56 @@ fn check_domain(l: &VllmLayer, s: &Spec) -> Result<(), VllmError> {
     Ok(())
 }
 
-/// One worker's projection of the global groups.
-struct Worker {
-    groups: Vec<Group>,
+/// One stage's projection of the global groups (every TP rank of the stage holds it).
+struct Worker<'g> {
+    groups: Cow<'g, [IdGroup]>,
     bytes_per_block: u64,
 }
 
-fn project(global: &[Group], on_worker: &dyn Fn(&str) -> bool) -> Vec<Group> {
-    global
-        .iter()
-        .map(|g| {
-            let names: Vec<String> = g.layers.iter().filter(|n| on_worker(n)).cloned().collect();
-            if names.len() == g.layers.len() {
-                return g.clone();
-            }
-            let spec = match &g.spec {
-                GroupSpec::Uniform { block_size, specs } if !names.is_empty() => {
-                    GroupSpec::Uniform {
-                        block_size: *block_size,
-                        specs: specs
-                            .iter()
-                            .filter(|(n, _)| on_worker(n))
-                            .cloned()
-                            .collect(),
-                    }
-                }
-                other => other.clone(),
-            };
-            Group {
-                layers: names,
-                spec,
-                is_eagle_group: g.is_eagle_group,
-            }
-        })
-        .collect()
-}
-
-fn layer_pages(g: &Group) -> u64 {
-    g.layers
-        .iter()
-        .filter_map(|n| g.spec.layer_spec(n))
-        .map(Spec::page_size_bytes)
-        .sum()
+/// The sum of the group's layers' pages on its worker, bytes.
+fn layer_pages(g: &IdGroup) -> u64 {
+    match &*g.spec {
+        GroupSpec::Single(s) => s.page_size_bytes() * g.layers.len() as u64,
+        // The layers are the specs' layers or a part of them, in the same order.
+        GroupSpec::Uniform { specs, .. } => {
+            let mut rest = specs.iter();
+            g.layers
+                .iter()
+                .filter_map(|m| rest.by_ref().find(|(k, _)| k == m))
+                .map(|(_, s)| s.page_size_bytes())
+                .sum()
+        }
+    }
 }
 
 /// Blocks one request takes from a group (a uniform group: the most over its layers).
-fn group_pages(g: &GroupSpec, m: u64, f: u64, dcp: u64) -> Result<u64, VllmError> {
+fn group_pages(g: &GroupSpec<usize>, m: u64, f: u64, dcp: u64) -> Result<u64, VllmError> {
     let mut most = 0;
-    for s in g.layer_specs() {
+    for s in g.iter_specs() {
         most = most.max(s.pages_per_request(m, f, dcp)?);
     }
     Ok(most)
 }
 
-struct Ctx<'a> {
+struct Ctx<'a, 'g> {
     in_flight: u64,
     dcp: u64,
-    workers: &'a [Worker],
+    tp: usize,
+    /// Per stage.
+    stages: &'a [Worker<'g>],
 }
 
-impl Ctx<'_> {
+impl Ctx<'_, '_> {
+    /// Worker `w`'s part (stage-major, `pp × tp`).
+    fn worker(&self, w: usize) -> &Worker<'_> {
+        &self.stages[w / self.tp]
+    }
+
     /// `_max_memory_usage_bytes_from_groups` on worker `w` at `m` tokens.
     fn per_request(&self, w: usize, m: u64) -> Result<i128, VllmError> {
-        let wk = &self.workers[w];
+        let wk = self.worker(w);
         let mut total: i128 = 0;
-        for g in &wk.groups {
+        for g in wk.groups.iter() {
             total += i128::from(group_pages(&g.spec, m, self.in_flight, self.dcp)?);
         }
         Ok(i128::from(wk.bytes_per_block) * total)
@@ -212,12 +199,17 @@ impl Ctx<'_> {
     }
 }
 
-fn out_group(g: &Group, bytes_per_block: Option<u64>) -> VllmGroup {
+/// The group as the result reports it (its layers named as `merged` names them).
+fn out_group(g: &IdGroup, merged: &Merged, bytes_per_block: Option<u64>) -> VllmGroup {
     let pages = layer_pages(g);
     let page = g.spec.page_size_bytes();
     let unused = bytes_per_block.map(|b| b - pages);
     VllmGroup {
-        layers: g.layers.clone(),
+        layers: g
+            .layers
+            .iter()
+            .map(|&m| merged.name(m).to_owned())
+            .collect(),
         spec: g.spec.class_name().to_owned(),
         block_size: g.spec.block_size(),
         page_size_bytes: page,
@@ -323,72 +315,31 @@ fn plan_inner(
     };
     // vLLM's configuration of state layers: the Mamba cache mode, block sizes, padded page.
     let hybrid = align_hybrid_block_size(layers, e, start_len, log)?;
-    // One spec per layer per stage, in the oracle's checks' order.
-    let mut stages: Vec<Vec<(String, Spec, bool)>> = vec![Vec::new(); pp];
-    for l in layers {
-        let st = l.pp_stage as usize;
-        if st >= pp {
-            return Err(VllmError::new(
-                ErrorKind::ValueError,
-                format!(
-                    "layer {}: pp_stage {} outside 0..{}",
-                    py_repr(&l.name),
-                    l.pp_stage,
-                    pp - 1
-                ),
-            ));
-        }
-        if stages[st].iter().any(|(n, _, _)| *n == l.name) {
-            return Err(VllmError::new(
-                ErrorKind::ValueError,
-                format!("duplicate layer name {}", py_repr(&l.name)),
-            ));
-        }
-        let s = layer_spec(l, e, hybrid.as_ref())?;
-        stages[st].push((l.name.clone(), s, l.is_draft));
-    }
-    // Merge the workers' specs (stage-major), then tag the sliding specs.
-    let mut merged: Vec<(String, Spec)> = Vec::new();
-    let mut draft: Vec<String> = Vec::new();
-    for (name, s, is_draft) in stages.iter().flatten() {
-        match merged.iter().find(|(n, _)| n == name) {
-            Some((_, prev)) if prev != s => {
-                return Err(VllmError::new(
-                    ErrorKind::AssertionError,
-                    "The KV cache specs for the same layer are different across workers. This is not supported yet.",
-                ))
-            }
-            Some(_) => {}
-            None => {
-                merged.push((name.clone(), s.clone()));
-                if *is_draft {
-                    draft.push(name.clone());
-                }
-            }
-        }
-    }
+    // One spec per layer per stage, in the oracle's checks' order, merged by name.
+    let mut merged = merge_stages(layers, pp, |l| layer_spec(l, e, hybrid.as_ref()))?;
     let extra = e.num_prefill_lookahead_tokens().saturating_sub(1);
-    for (_, s) in &mut merged {
+    for s in &mut merged.kinds {
         if s.class == SpecClass::Sliding {
             s.extra_retained_tokens = extra;
         }
     }
-    if merged.is_empty() {
+    if merged.len() == 0 {
         return Err(input(
             "no attention layers (attention-free models are not modelled)".to_owned(),
         ));
     }
-    let mut global = kv_cache_groups(&merged, e.disable_hybrid_kv_cache_manager, log)?;
+    let merged = &merged;
+    let mut global = kv_cache_groups(
+        merged.specs(),
+        &|m| merged.name(m),
+        e.disable_hybrid_kv_cache_manager,
+        log,
+    )?;
     if e.use_eagle_block_drop() {
         for g in &mut global {
-            g.is_eagle_group = g.layers.iter().any(|n| draft.contains(n));
+            g.is_eagle_group = g.layers.iter().any(|&m| merged.is_draft(m));
         }
-        let has_state = |g: &Group| {
-            g.spec
-                .layer_specs()
-                .iter()
-                .any(|s| s.class == SpecClass::Mamba)
-        };
+        let has_state = |g: &IdGroup| g.spec.iter_specs().any(|s| s.class == SpecClass::Mamba);
         if !global.iter().any(|g| g.is_eagle_group) && global.iter().any(has_state) {
             log.push(LogLine::warning(format!(
                 "Speculative decoding (method={}) is enabled but no KV cache group could be identified as the draft model's.",
@@ -396,11 +347,11 @@ fn plan_inner(
             )));
         }
     }
-    // Project onto each worker (stage-major, TP ranks identical).
-    let workers: Vec<Worker> = (0..pp * tp)
-        .map(|w| {
-            let stage = &stages[w / tp];
-            let groups = project(&global, &|n: &str| stage.iter().any(|(k, _, _)| k == n));
+    // Project onto each stage (its TP ranks are identical).
+    let stages: Vec<Worker> = merged
+        .project(&global, pp)
+        .into_iter()
+        .map(|groups| {
             let bytes_per_block = groups.iter().map(layer_pages).max().unwrap_or(0);
             Worker {
                 groups,
@@ -419,12 +370,13 @@ fn plan_inner(
     let ctx = Ctx {
         in_flight,
         dcp: e.dcp,
-        workers: &workers,
+        tp,
+        stages: &stages,
     };
     let mut avail = budgets;
     if let Some(o) = e.num_gpu_blocks_override {
         for (w, a) in avail.iter_mut().enumerate() {
-            let b = i128::from(workers[w].bytes_per_block);
+            let b = i128::from(ctx.worker(w).bytes_per_block);
             if b == 0 {
                 return Err(no_layers(w));
             }
@@ -437,8 +389,8 @@ fn plan_inner(
     }
     let check: Vec<i128> = avail
         .iter()
-        .zip(&workers)
-        .map(|(a, w)| a - i128::from(w.bytes_per_block))
+        .enumerate()
+        .map(|(w, a)| a - i128::from(ctx.worker(w).bytes_per_block))
         .collect();
     let mut max_model_len = start_len;
     if auto_fit {
@@ -489,18 +441,20 @@ fn plan_inner(
         }
     }
     let mut num_blocks = u64::MAX;
-    for (w, wk) in workers.iter().enumerate() {
+    for (w, a) in avail.iter().enumerate() {
+        let wk = ctx.worker(w);
         if wk.bytes_per_block == 0 {
             return Err(no_layers(w));
         }
         let n = e
             .num_gpu_blocks_override
-            .unwrap_or_else(|| avail[w].div_euclid(i128::from(wk.bytes_per_block)) as u64);
+            .unwrap_or_else(|| a.div_euclid(i128::from(wk.bytes_per_block)) as u64);
         num_blocks = num_blocks.min(n);
     }
-    let mut out_workers = Vec::with_capacity(workers.len());
-    for (w, wk) in workers.iter().enumerate() {
-        let t = tensors(&wk.groups, wk.bytes_per_block, num_blocks)?;
+    let mut out_workers = Vec::with_capacity(pp * tp);
+    for w in 0..pp * tp {
+        let wk = ctx.worker(w);
+        let t = tensors(&wk.groups, merged, wk.bytes_per_block, num_blocks)?;
         let per_request = u64::try_from(ctx.per_request(w, max_model_len)?)
             .map_err(|_| VllmError::overflow("per-request bytes"))?;
         out_workers.push(VllmWorker {
@@ -511,14 +465,14 @@ fn plan_inner(
             groups: wk
                 .groups
                 .iter()
-                .map(|g| out_group(g, Some(wk.bytes_per_block)))
+                .map(|g| out_group(g, merged, Some(wk.bytes_per_block)))
                 .collect(),
         });
     }
-    let w0 = &workers[0].groups;
+    let w0: &[IdGroup] = &stages[0].groups;
     let replicas = w0
         .iter()
-        .flat_map(|g| g.spec.layer_specs())
+        .flat_map(|g| g.spec.iter_specs())
         .fold(e.tp, |acc, s| {
             let r = match s.max_tp_shards {
                 None => 1,
@@ -553,7 +507,7 @@ fn plan_inner(
         num_blocks,
         max_model_len,
         workers: out_workers,
-        groups: global.iter().map(|g| out_group(g, None)).collect(),
+        groups: global.iter().map(|g| out_group(g, merged, None)).collect(),
         blocks_per_request,
         max_concurrency,
         kv_cache_size_tokens,
@@ -565,6 +519,6 @@ fn plan_inner(
             .filter(|l| l.level == "warning")
             .map(|l| l.message.clone())
             .collect(),
-        log: log.clone(),
+        log: std::mem::take(log),
     })
 }

@@ -8,7 +8,9 @@ computation through vLLM's released code (``tests/vllm_oracle``: vLLM's
 ``get_global_kv_cache_groups``, ``get_kv_cache_configs``,
 ``generate_scheduler_kv_cache_config`` and ``update_kv_cache_capacity`` on
 vLLM's own spec classes), both in this process, best of a few repeats. The
-two plans are checked equal first. Run ``python benches/bench_vllm.py``; the
+two plans are checked equal first. ``kvbudget.vllm.plan_many`` (one model, 100,000
+budgets; then the same with three runs of ``max_model_len``) is timed per row, its first
+rows checked against ``plan`` first. Run ``python benches/bench_vllm.py``; the
 ratio is the figure (wall times vary on a shared machine, the ratio less).
 """
 
@@ -87,6 +89,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"    the same, then its records read (.groups):       {t_read * 1e6:9.1f} us/plan  ({t_vllm / t_read:.1f}x)")
     print(f"  kvbudget.vllm.plan, LayerSpec list each call:      {t_specs * 1e6:9.1f} us/plan  ({t_vllm / t_specs:.1f}x)")
     print(f"  kvbudget.vllm.plan, LayerSpecs built each call:    {t_typed * 1e6:9.1f} us/plan  ({t_vllm / t_typed:.1f}x)")
+    import numpy as np
+
+    rows = 100_000
+    budgets = np.random.default_rng(0).integers(20 << 30, 80 << 30, rows)
+    lengths = np.repeat(np.array([8192, 32768, 131072], dtype=np.int64), -(-rows // 3))[:rows]
+    batch = vllm.plan_many(model, budgets[:50], config)
+    if [int(x) for x in batch.num_blocks] != [vllm.plan(model, int(b), config).num_blocks for b in budgets[:50]]:
+        print("the batch rows differ from plan()")
+        return 1
+    t_batch = _best(lambda: vllm.plan_many(model, budgets, config), args.repeats, 1) / rows
+    t_runs = _best(lambda: vllm.plan_many(model, budgets, config, max_model_len=lengths), args.repeats, 1) / rows
+    print(f"  kvbudget.vllm.plan_many, {rows:,} budgets:            {t_batch * 1e6:9.3f} us/row   ({t_vllm / t_batch:,.0f}x)")
+    print(f"    the same, max_model_len in 3 runs:                {t_runs * 1e6:9.3f} us/row   ({t_vllm / t_runs:,.0f}x)")
     return 0
 
 

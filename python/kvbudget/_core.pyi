@@ -33,6 +33,8 @@ __all__ = [
     "simd_level",
     "_vllm_plan",
     "_vllm_plan_typed",
+    "_vllm_plan_many",
+    "VLLM_STATUS_CODES",
     "Layers",
     "VllmResult",
     "_vllm_settings",
@@ -101,6 +103,21 @@ def _vllm_plan_typed(layers: Layers, available: int | Sequence[int], engine: Any
     """vLLM 0.33.0's plan of converted layers, a budget and an ``EngineConfig`` (read by the
     declaration's setting names); an engine setting the declaration refuses is an
     ``"Input"`` failure of the result."""
+
+def _vllm_plan_many(
+    layers: Layers,
+    available: npt.NDArray[np.int64],
+    engine: Any,
+    max_model_len: npt.NDArray[np.uint64] | None = None,
+) -> tuple[
+    npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.float64], npt.NDArray[np.uint64],
+    npt.NDArray[np.uint8],
+]:
+    """One model for every row: num_blocks, max_model_len, max_concurrency,
+    kv_cache_size_tokens and status arrays (``kvbudget.vllm.plan_many``)."""
+
+VLLM_STATUS_CODES: dict[str, int]
+"""``kvbudget.vllm.plan_many``'s row statuses by name."""
 
 def _vllm_state_shapes(family: str, dims: Sequence[int]) -> list[list[int]]:
     """vLLM 0.33.0's state tensor shapes on one rank (``MambaStateShapeCalculator``, ``SD``

@@ -3,6 +3,7 @@
 * :mod:`.planner`: vLLM's KV-cache planner (restated in the Rust core):
   :class:`LayerSpec`, :class:`EngineConfig`, :func:`plan` -> :class:`VllmPlan`;
   :func:`layers` converts a model's layers once (:class:`Layers`) for re-planning.
+* :mod:`.batch`: one model for many budgets and lengths (:func:`plan_many`).
 * :mod:`.models`: a checkpoint's attention layers as vLLM's model classes read
   them (:func:`layers_from_hf_config`).
 * :mod:`.budget`: vLLM's KV budget from a worker's memory.
@@ -14,12 +15,14 @@ Nothing here imports vLLM or torch.
 
 from __future__ import annotations
 
+from kvbudget.vllm.batch import VLLM_STATUS_CODES, VllmBatchResult, plan_many
 from kvbudget.vllm.budget import vllm_available_bytes
 from kvbudget.vllm.models import layers_from_hf_config
 from kvbudget.vllm.planner import (VLLM_VERSION, EngineConfig, Layers, LayerSpec, VllmError, VllmGroup,
                                    VllmHybrid, VllmPlan, VllmStartupError, VllmTensor, layers, plan,
                                    plan_raw)  # fmt: skip
 
-__all__ = ["VLLM_VERSION", "EngineConfig", "Layers", "LayerSpec", "VllmError", "VllmGroup", "VllmHybrid",
-           "VllmPlan", "VllmStartupError", "VllmTensor", "layers", "layers_from_hf_config", "plan", "plan_raw",
+__all__ = ["VLLM_STATUS_CODES", "VLLM_VERSION", "EngineConfig", "Layers", "LayerSpec", "VllmError", "VllmGroup", "VllmHybrid",
+           "VllmBatchResult", "VllmPlan", "VllmStartupError", "VllmTensor", "layers", "layers_from_hf_config", "plan",
+           "plan_many", "plan_raw",
            "vllm_available_bytes"]  # fmt: skip

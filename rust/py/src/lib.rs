@@ -38,7 +38,8 @@ mod _core {
 
     #[pymodule_export]
     use crate::vllm::{
-        _vllm_plan, _vllm_plan_typed, _vllm_settings, _vllm_state_shapes, VllmLayers, VllmResult,
+        _vllm_plan, _vllm_plan_many, _vllm_plan_typed, _vllm_settings, _vllm_state_shapes,
+        VllmLayers, VllmResult,
     };
 
     #[pymodule_init]
@@ -58,6 +59,19 @@ mod _core {
         }
         m.add("TENSOR_KIND_DOCS", docs)?;
         m.add("DETACH_ROWS", crate::batch::DETACH_ROWS)?;
+        let codes = pyo3::types::PyDict::new(m.py());
+        {
+            use kvbudget_core::vllm::batch as b;
+            for (name, code) in [
+                ("ok", b::STATUS_OK),
+                ("startup", b::STATUS_STARTUP),
+                ("refused", b::STATUS_REFUSED),
+                ("input", b::STATUS_INPUT),
+            ] {
+                codes.set_item(name, code)?;
+            }
+        }
+        m.add("VLLM_STATUS_CODES", codes)?;
         m.add("FIELDS", crate::convert::fields_table(m.py())?)?;
         errors::register(m)
     }

@@ -269,3 +269,70 @@ pub fn _vllm_state_shapes(family: &str, dims: Vec<u64>) -> Result<Vec<Vec<u64>>>
     };
     shapes.map_err(|e| invalid(format!("vLLM state shape: {}", e.message)))
 }
+
+/// The outputs of [`_vllm_plan_many`]: num_blocks, max_model_len, max_concurrency,
+/// kv_cache_size_tokens, status.
+type BatchArrays<'py> = (
+    Bound<'py, numpy::PyArray1<u64>>,
+    Bound<'py, numpy::PyArray1<u64>>,
+    Bound<'py, numpy::PyArray1<f64>>,
+    Bound<'py, numpy::PyArray1<u64>>,
+    Bound<'py, numpy::PyArray1<u8>>,
+);
+
+/// vLLM 0.33.0's plan of one model for every row of `available` (bytes for every worker)
+/// and, where given, `max_model_len` (tokens per row): `kvbudget_core::vllm::batch`. An
+/// engine the declaration refuses makes every row an input failure.
+#[pyfunction]
+#[pyo3(signature = (layers, available, engine, max_model_len=None))]
+pub fn _vllm_plan_many<'py>(
+    py: Python<'py>,
+    layers: &VllmLayers,
+    available: numpy::PyReadonlyArray1<'py, i64>,
+    engine: &Bound<'py, PyAny>,
+    max_model_len: Option<numpy::PyReadonlyArray1<'py, u64>>,
+) -> Result<BatchArrays<'py>> {
+    use kvbudget_core::vllm::batch::{plan_many, VllmBatchOut, STATUS_INPUT};
+    let available = available
+        .as_slice()
+        .map_err(|_| invalid("available_bytes must be contiguous"))?;
+    let lengths = match &max_model_len {
+        Some(m) => Some(
+            m.as_slice()
+                .map_err(|_| invalid("max_model_len must be contiguous"))?,
+        ),
+        None => None,
+    };
+    let n = available.len();
+    let (mut blocks, mut lens, mut conc, mut tokens, mut status) = (
+        vec![0u64; n],
+        vec![0u64; n],
+        vec![0f64; n],
+        vec![0u64; n],
+        vec![0u8; n],
+    );
+    match record_from_attrs::<VllmEngine>(engine, "engine", "engine ")? {
+        Ok(e) => {
+            let mut out = VllmBatchOut {
+                num_blocks: &mut blocks,
+                max_model_len: &mut lens,
+                max_concurrency: &mut conc,
+                kv_cache_size_tokens: &mut tokens,
+                status: &mut status,
+            };
+            let layers = &layers.0;
+            crate::batch::without_gil(py, n, || {
+                plan_many(layers, &e, available, lengths, &mut out)
+            })
+            .map_err(invalid)?;
+        }
+        Err(_) => status.fill(STATUS_INPUT),
+    }
+    Ok((
+        numpy::PyArray1::from_vec(py, blocks),
+        numpy::PyArray1::from_vec(py, lens),
+        numpy::PyArray1::from_vec(py, conc),
+        numpy::PyArray1::from_vec(py, tokens),
+        numpy::PyArray1::from_vec(py, status),
+    ))
+}

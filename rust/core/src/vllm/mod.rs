@@ -21,6 +21,8 @@
 //! Units: bytes for memory, tokens for lengths and blocks' capacity, elements
 //! for head dims.
 
+pub mod batch;
+mod capacity;
 mod group;
 pub mod json;
 pub mod mamba;

@@ -1,15 +1,14 @@
 //! vLLM 0.33.0's `get_global_kv_cache_groups` -> `get_kv_cache_configs` ->
-//! scheduler config -> capacity log, over plain inputs (VLLM.md sections 1, 3.5, 5-7).
+//! scheduler config -> capacity log, over plain inputs (VLLM.md sections 1, 3.5, 5-7):
+//! the engine's checks, the budgets, and the layout every budget is priced against
+//! ([`Layout`]; its capacity step and the plan are in `capacity.rs`).
 
 use super::group::{kv_cache_groups, GroupSpec, IdGroup};
 use super::mamba::{align_hybrid_block_size, state_spec, HybridAlignment};
 use super::merge::{merge_stages, Merged};
-use super::place::{format_gib, py_repr, tensors, thousands};
+use super::place::py_repr;
 use super::spec::{ds_mla_row_bytes, resolve_storage, Spec, SpecClass};
-use super::{
-    ErrorKind, LayerKind, LogLine, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan,
-    VllmWorker,
-};
+use super::{ErrorKind, LayerKind, LogLine, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan};
 use std::borrow::Cow;
 
 /// The layer's spec on its worker, as vLLM's attention layers build it (a
@@ -126,9 +125,9 @@ fn check_domain(l: &VllmLayer, s: &Spec) -> Result<(), VllmError> {
 }
 
 /// One stage's projection of the global groups (every TP rank of the stage holds it).
-struct Worker<'g> {
-    groups: Cow<'g, [IdGroup]>,
-    bytes_per_block: u64,
+pub(super) struct Worker<'g> {
+    pub(super) groups: Cow<'g, [IdGroup]>,
+    pub(super) bytes_per_block: u64,
 }
 
 /// The sum of the group's layers' pages on its worker, bytes.
@@ -156,22 +155,22 @@ fn group_pages(g: &GroupSpec<usize>, m: u64, f: u64, dcp: u64) -> Result<u64, Vl
     Ok(most)
 }
 
-struct Ctx<'a, 'g> {
-    in_flight: u64,
-    dcp: u64,
-    tp: usize,
+pub(super) struct Ctx<'a, 'g> {
+    pub(super) in_flight: u64,
+    pub(super) dcp: u64,
+    pub(super) tp: usize,
     /// Per stage.
-    stages: &'a [Worker<'g>],
+    pub(super) stages: &'a [Worker<'g>],
 }
 
 impl Ctx<'_, '_> {
     /// Worker `w`'s part (stage-major, `pp × tp`).
-    fn worker(&self, w: usize) -> &Worker<'_> {
+    pub(super) fn worker(&self, w: usize) -> &Worker<'_> {
         &self.stages[w / self.tp]
     }
 
     /// `_max_memory_usage_bytes_from_groups` on worker `w` at `m` tokens.
-    fn per_request(&self, w: usize, m: u64) -> Result<i128, VllmError> {
+    pub(super) fn per_request(&self, w: usize, m: u64) -> Result<i128, VllmError> {
         let wk = self.worker(w);
         let mut total: i128 = 0;
         for g in wk.groups.iter() {
@@ -181,7 +180,7 @@ impl Ctx<'_, '_> {
     }
 
     /// `_estimate_max_model_len_from_groups`: binary search over `[1, max]`.
-    fn estimate(&self, w: usize, avail: i128, max: u64) -> Result<u64, VllmError> {
+    pub(super) fn estimate(&self, w: usize, avail: i128, max: u64) -> Result<u64, VllmError> {
         if self.per_request(w, 1)? > avail {
             return Ok(0);
         }
@@ -200,7 +199,7 @@ impl Ctx<'_, '_> {
 }
 
 /// The group as the result reports it (its layers named as `merged` names them).
-fn out_group(g: &IdGroup, merged: &Merged, bytes_per_block: Option<u64>) -> VllmGroup {
+pub(super) fn out_group(g: &IdGroup, merged: &Merged, bytes_per_block: Option<u64>) -> VllmGroup {
     let pages = layer_pages(g);
     let page = g.spec.page_size_bytes();
     let unused = bytes_per_block.map(|b| b - pages);
@@ -254,6 +253,17 @@ fn plan_inner(
     e: &VllmEngine,
     log: &mut Vec<LogLine>,
 ) -> Result<VllmPlan, VllmError> {
+    let lengths = check_engine(layers, e)?;
+    let mut budgets = expand_budgets(available, e)?;
+    with_layout(layers, e, lengths, log, |lay, log| {
+        let (num_blocks, max_model_len) = lay.capacity(&mut budgets, log)?;
+        lay.result(num_blocks, max_model_len, log)
+    })
+}
+
+/// The engine's own checks, before any layer or budget is read: the start
+/// `max_model_len` and whether it is auto-fit.
+pub(crate) fn check_engine(layers: &[VllmLayer], e: &VllmEngine) -> Result<(u64, bool), VllmError> {
     let input = |m: String| VllmError::new(ErrorKind::Input, m);
     if e.tp == 0 || e.pp == 0 || e.dcp == 0 || e.block_size == 0 {
         return Err(input(
@@ -291,28 +301,63 @@ fn plan_inner(
             e.pp, e.tp
         )));
     }
+    Ok((start_len, auto_fit))
+}
+
+/// Each worker's budget (stage-major, `pp × tp`) from one value, one per stage or one per
+/// worker, bytes.
+pub(crate) fn expand_budgets(available: &[i64], e: &VllmEngine) -> Result<Vec<i128>, VllmError> {
     let (pp, tp) = (e.pp as usize, e.tp as usize);
-    let budgets: Vec<i128> = match available.len() {
+    Ok(match available.len() {
         n if n == pp * tp => available.iter().map(|&a| i128::from(a)).collect(),
         n if n == pp => available
             .iter()
             .flat_map(|&a| std::iter::repeat_n(i128::from(a), tp))
             .collect(),
         1 => vec![i128::from(available[0]); pp * tp],
-        n => return Err(input(format!("{n} budgets for pp={pp} x tp={tp} workers"))),
-    };
+        n => {
+            return Err(VllmError::new(
+                ErrorKind::Input,
+                format!("{n} budgets for pp={pp} x tp={tp} workers"),
+            ))
+        }
+    })
+}
+
+/// A deployment's budget-independent part: the merged layers, the global groups and each
+/// stage's projection; [`Layout::capacity`] prices budgets against it.
+pub(crate) struct Layout<'a, 'g> {
+    pub(super) e: &'a VllmEngine,
+    pub(super) start_len: u64,
+    pub(super) auto_fit: bool,
+    pub(super) merged: &'a Merged<'a>,
+    pub(super) global: &'g [IdGroup],
+    pub(super) hybrid: Option<HybridAlignment>,
+    pub(super) ctx: Ctx<'a, 'g>,
+}
+
+/// Builds the layout of `layers` under `e` (checked by [`check_engine`], which gave
+/// `lengths`) and runs `k` on it.
+pub(crate) fn with_layout<R>(
+    layers: &[VllmLayer],
+    e: &VllmEngine,
+    (start_len, auto_fit): (u64, bool),
+    log: &mut Vec<LogLine>,
+    k: impl FnOnce(&Layout<'_, '_>, &mut Vec<LogLine>) -> Result<R, VllmError>,
+) -> Result<R, VllmError> {
+    let input = |m: String| VllmError::new(ErrorKind::Input, m);
     // `determine_available_memory` returns a non-zero `kv_cache_memory_bytes` as every
-    // worker's budget (a text model reserves nothing for multimodal IPC).
-    let budgets = match e.kv_cache_memory_bytes.filter(|&b| b > 0) {
-        Some(b) if i64::try_from(b).is_err() => {
+    // worker's budget (a text model reserves nothing for multimodal IPC): applied in
+    // `capacity`, checked here.
+    if let Some(b) = e.kv_cache_memory_bytes.filter(|&b| b > 0) {
+        if i64::try_from(b).is_err() {
             return Err(input(format!(
                 "kv_cache_memory_bytes={b} is above {}",
                 i64::MAX
-            )))
+            )));
         }
-        Some(b) => vec![i128::from(b); pp * tp],
-        None => budgets,
-    };
+    }
+    let (pp, tp) = (e.pp as usize, e.tp as usize);
     // vLLM's configuration of state layers: the Mamba cache mode, block sizes, padded page.
     let hybrid = align_hybrid_block_size(layers, e, start_len, log)?;
     // One spec per layer per stage, in the oracle's checks' order, merged by name.
@@ -359,166 +404,22 @@ fn plan_inner(
             }
         })
         .collect();
-    let no_layers = |w: usize| {
-        input(format!(
-            "worker {w} holds no KV-cache layers (vLLM divides by zero)"
-        ))
-    };
     let in_flight = e
         .max_in_flight_tokens()
         .ok_or_else(|| VllmError::overflow("in-flight tokens"))?;
-    let ctx = Ctx {
-        in_flight,
-        dcp: e.dcp,
-        tp,
-        stages: &stages,
-    };
-    let mut avail = budgets;
-    if let Some(o) = e.num_gpu_blocks_override {
-        for (w, a) in avail.iter_mut().enumerate() {
-            let b = i128::from(ctx.worker(w).bytes_per_block);
-            if b == 0 {
-                return Err(no_layers(w));
-            }
-            log.push(LogLine::info(format!(
-                "Overriding num_gpu_blocks={} with num_gpu_blocks_override={o}",
-                a.div_euclid(b)
-            )));
-            *a = i128::from(o) * b;
-        }
-    }
-    let check: Vec<i128> = avail
-        .iter()
-        .enumerate()
-        .map(|(w, a)| a - i128::from(ctx.worker(w).bytes_per_block))
-        .collect();
-    let mut max_model_len = start_len;
-    if auto_fit {
-        let derived = start_len;
-        let mut fit = derived;
-        let mut limiting = check[0];
-        for (w, &c) in check.iter().enumerate() {
-            let wm = ctx.estimate(w, c, derived)?;
-            if wm < fit {
-                fit = wm;
-                limiting = c;
-            }
-        }
-        if fit == 0 {
-            return Err(VllmError::new(
-                ErrorKind::ValueError,
-                "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. Try increasing `gpu_memory_utilization`.",
-            ));
-        }
-        let mem = format!("{} GiB GPU", format_gib(limiting));
-        if fit >= derived {
-            log.push(LogLine::info(format!("Auto-fit max_model_len: full model context length {derived} fits in available KV cache memory ({mem})")));
-        } else {
-            max_model_len = fit;
-            log.push(LogLine::info(format!("Auto-fit max_model_len: reduced from {derived} to {fit} to fit in available KV cache memory ({mem})")));
-        }
-    }
-    // Admission: one request of max_model_len per worker, the null block held back.
-    for (w, &c) in check.iter().enumerate() {
-        if c <= 0 {
-            return Err(VllmError::new(ErrorKind::ValueError, "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."));
-        }
-        let needed = ctx.per_request(w, max_model_len)?;
-        if needed > c {
-            let est = ctx.estimate(w, c, max_model_len)?;
-            let est_msg = if est > 0 {
-                format!(
-                    "Based on the available memory, the estimated maximum model length is {est}. "
-                )
-            } else {
-                String::new()
-            };
-            let mut err = VllmError::new(ErrorKind::ValueError, format!(
-                "To serve at least one request with the model's max seq len ({max_model_len}), ({} GiB KV cache is needed, which is larger than the available KV cache memory ({} GiB). {est_msg}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
-                format_gib(needed), format_gib(c)));
-            err.estimated_max_model_len = (est > 0).then_some(est);
-            return Err(err);
-        }
-    }
-    let mut num_blocks = u64::MAX;
-    for (w, a) in avail.iter().enumerate() {
-        let wk = ctx.worker(w);
-        if wk.bytes_per_block == 0 {
-            return Err(no_layers(w));
-        }
-        let n = e
-            .num_gpu_blocks_override
-            .unwrap_or_else(|| a.div_euclid(i128::from(wk.bytes_per_block)) as u64);
-        num_blocks = num_blocks.min(n);
-    }
-    let mut out_workers = Vec::with_capacity(pp * tp);
-    for w in 0..pp * tp {
-        let wk = ctx.worker(w);
-        let t = tensors(&wk.groups, merged, wk.bytes_per_block, num_blocks)?;
-        let per_request = u64::try_from(ctx.per_request(w, max_model_len)?)
-            .map_err(|_| VllmError::overflow("per-request bytes"))?;
-        out_workers.push(VllmWorker {
-            bytes_per_block: wk.bytes_per_block,
-            per_request_bytes: per_request,
-            allocated_bytes: wk.bytes_per_block * num_blocks,
-            tensors: t,
-            groups: wk
-                .groups
-                .iter()
-                .map(|g| out_group(g, merged, Some(wk.bytes_per_block)))
-                .collect(),
-        });
-    }
-    let w0: &[IdGroup] = &stages[0].groups;
-    let replicas = w0
-        .iter()
-        .flat_map(|g| g.spec.iter_specs())
-        .fold(e.tp, |acc, s| {
-            let r = match s.max_tp_shards {
-                None => 1,
-                Some(_) if e.dcp > 1 => 1,
-                Some(shards) => (e.tp / shards).max(1),
-            };
-            gcd(acc, r)
-        });
-    // The scheduler's view: worker 0's groups, a uniform group reduced to its first layer.
-    let mut blocks_per_request = Vec::with_capacity(w0.len());
-    for g in w0 {
-        blocks_per_request.push(g.spec.first_spec().pages_per_request(
-            max_model_len,
+    let lay = Layout {
+        e,
+        start_len,
+        auto_fit,
+        merged,
+        global: &global,
+        hybrid,
+        ctx: Ctx {
             in_flight,
-            e.dcp,
-        )?);
-    }
-    let total: u64 = blocks_per_request.iter().sum();
-    let max_concurrency = num_blocks as f64 / total as f64;
-    let kv_cache_size_tokens = (max_concurrency * max_model_len as f64) as u64;
-    let cache_block_size = w0
-        .iter()
-        .map(|g| g.spec.first_spec().block_size)
-        .min()
-        .unwrap_or(e.block_size);
-    log.push(LogLine::info(format!(
-        "GPU KV cache size: {} tokens, Maximum concurrency for {} tokens per request: {max_concurrency:.2}x",
-        thousands(kv_cache_size_tokens),
-        thousands(max_model_len)
-    )));
-    Ok(VllmPlan {
-        num_blocks,
-        max_model_len,
-        workers: out_workers,
-        groups: global.iter().map(|g| out_group(g, merged, None)).collect(),
-        blocks_per_request,
-        max_concurrency,
-        kv_cache_size_tokens,
-        kv_tp_replicas: replicas,
-        cache_block_size,
-        mamba: hybrid,
-        warnings: log
-            .iter()
-            .filter(|l| l.level == "warning")
-            .map(|l| l.message.clone())
-            .collect(),
-        log: std::mem::take(log),
-    })
+            dcp: e.dcp,
+            tp,
+            stages: &stages,
+        },
+    };
+    k(&lay, log)
 }

@@ -88,8 +88,9 @@ class VllmResult:
 
     @property
     def ok(self) -> bool: ...
-    def failure(self) -> tuple[str, str, int | None] | None:
-        """``(error_type, message, estimated_max_model_len)``; None for a plan."""
+    def failure(self) -> tuple[str, str, int | None, bool] | None:
+        """``(error_type, message, estimated_max_model_len, is_startup)``: ``is_startup`` for
+        vLLM's startup failures on the budget; None for a plan."""
     def head(self) -> tuple[Any, ...] | None:
         """The plan's scalar and per-worker parts in ``VllmPlan``'s field order (num_blocks,
         max_model_len, bytes_per_block, per_request_bytes, allocated_bytes,

@@ -246,10 +246,11 @@ def _code_column(f: Field, v: object) -> npt.NDArray[np.uint8]:
     return np.ascontiguousarray(codes[inverse.reshape(-1)], dtype=np.uint8)
 
 
-#: The array dtypes the core reads in place for each cell dtype (an int64 field also takes int32).
+#: The array dtypes the core reads in place for each declared cell dtype (an int64 field also
+#: takes int32 cells).
 _IN_PLACE: dict[str, tuple[np.dtype[Any], ...]] = {
-    "int64": (np.dtype(np.int64), np.dtype(np.int32)), "float64": (np.dtype(np.float64),),
-    "bool": (np.dtype(np.bool_),), "uint8": (np.dtype(np.uint8),),
+    d: (np.dtype(d), *((np.dtype(np.int32),) if d == "int64" else ()))
+    for d in {f.cell_dtype for f in BATCH_FIELDS.values()}
 }
 
 

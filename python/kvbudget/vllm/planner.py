@@ -228,16 +228,9 @@ def _records(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-#: How vLLM's startup memory failures begin: no block, not one request of ``max_model_len``, or
-#: ``--max-model-len auto`` fitting not one token.
-_STARTUP_FAILURES = ("To serve at least one request", "No available memory for the cache blocks",
-                     "Cannot auto-fit max_model_len: not enough GPU memory")  # fmt: skip
-
-
-def _error(kind: str, message: str, estimated: int | None) -> VllmError | VllmStartupError:
-    if kind == "ValueError" and message.startswith(_STARTUP_FAILURES):
-        return VllmStartupError(message, estimated)
-    return VllmError(message, kind)
+def _error(kind: str, message: str, estimated: int | None, startup: bool) -> VllmError | VllmStartupError:
+    """The exception of a failure (the core says which are startup failures)."""
+    return VllmStartupError(message, estimated) if startup else VllmError(message, kind)
 
 
 def _input_failure(message: str) -> dict[str, Any]:

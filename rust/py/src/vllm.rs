@@ -141,14 +141,20 @@ impl VllmResult {
     fn ok(&self) -> bool {
         self.0.is_ok()
     }
-    /// The failure `(error_type, message, estimated_max_model_len)`; None for a plan.
-    fn failure(&self) -> Option<(String, String, Option<u64>)> {
+    /// The failure `(error_type, message, estimated_max_model_len, is_startup)`; None for a
+    /// plan.
+    fn failure(&self) -> Option<(String, String, Option<u64>, bool)> {
         let e = self.0.as_ref().as_ref().err()?;
         let kind = serde_json::to_value(e.kind)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        Some((kind, e.message.clone(), e.estimated_max_model_len))
+        Some((
+            kind,
+            e.message.clone(),
+            e.estimated_max_model_len,
+            e.is_startup(),
+        ))
     }
     /// The plan's small parts in `VllmPlan`'s field order: num_blocks, max_model_len,
     /// bytes_per_block, per_request_bytes, allocated_bytes, blocks_per_request,

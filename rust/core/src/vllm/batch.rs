@@ -41,9 +41,11 @@ impl VllmBatchOut<'_> {
     }
 }
 
-fn layout_status(e: &VllmError) -> u8 {
+fn status_of(e: &VllmError) -> u8 {
     if e.kind == ErrorKind::Input {
         STATUS_INPUT
+    } else if e.is_startup() {
+        STATUS_STARTUP
     } else {
         STATUS_REFUSED
     }
@@ -103,18 +105,14 @@ pub fn plan_many(
                             out.kv_cache_size_tokens[r] = tokens;
                             out.status[r] = STATUS_OK;
                         }
-                        // The capacity step's own refusals are vLLM's startup failures.
-                        Err(err) if err.kind == ErrorKind::ValueError => {
-                            out.fail(r, STATUS_STARTUP);
-                        }
-                        Err(err) => out.fail(r, layout_status(&err)),
+                        Err(err) => out.fail(r, status_of(&err)),
                     }
                 }
                 Ok(())
             })
         });
         if let Err(err) = run {
-            let status = layout_status(&err);
+            let status = status_of(&err);
             (start..end).for_each(|r| out.fail(r, status));
         }
         start = end;

@@ -310,6 +310,17 @@ impl VllmError {
     pub(crate) fn overflow(what: &str) -> Self {
         Self::new(ErrorKind::Input, format!("{what} overflows"))
     }
+
+    /// vLLM's startup failure on the budget (`kvbudget.vllm.VllmStartupError`): no block,
+    /// not one request of `max_model_len`, or `--max-model-len auto` fitting not one token.
+    pub fn is_startup(&self) -> bool {
+        const STARTS: [&str; 3] = [
+            "To serve at least one request",
+            "No available memory for the cache blocks",
+            "Cannot auto-fit max_model_len: not enough GPU memory",
+        ];
+        self.kind == ErrorKind::ValueError && STARTS.iter().any(|p| self.message.starts_with(p))
+    }
 }
 
 impl fmt::Display for VllmError {

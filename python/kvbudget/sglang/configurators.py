@@ -13,10 +13,9 @@ checked against that released code on every CI run (tests/test_sglang_parity.py)
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from kvbudget._core import (
-    MemoryPoolConfig,
     ModelGeometry,
     PoolConfigurator,
     PoolPlan,

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from kvbudget import _core
 from kvbudget._core import Layers
 from kvbudget.errors import InvalidConfigError, NotEnoughMemoryError
-from kvbudget.vllm.settings import ENGINE_SETTINGS, LAYER_FIELDS, VLLM_VERSION, EngineConfig, LayerSpec
+from kvbudget.vllm.settings import VLLM_VERSION, EngineConfig, LayerSpec
 from kvbudget.vllm.settings import LayerKind as LayerKind
 
 __all__ = [

@@ -127,7 +127,8 @@ def cases(draw: st.DrawFn, small: bool = False) -> Case:
     serving: dict[str, Any] = {"page_size": page, "tp_size": tp}
     if draw(st.booleans()):
         serving["swa_full_tokens_ratio"] = draw(st.floats(0.05, 1.0))
-    serving["enable_unified_memory"] = draw(st.booleans())
+    # SGLang builds its unified pool for an MHA hybrid-SWA target only (of the kinds drawn here).
+    serving["enable_unified_memory"] = kind in ("hybrid", "request_cap") and draw(st.booleans())
 
     if kind in ("hybrid", "request_cap", "gemma_default", "mla_swa"):
         n = max(n, 2)
@@ -176,6 +177,8 @@ def cases(draw: st.DrawFn, small: bool = False) -> Case:
     dtypes = ["bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", "mxfp8", "auto", "nvfp4", "fp4_mx_block16"]
     serving["kv_cache_dtype"] = draw(st.sampled_from(dtypes))
     serving["model_dtype"] = draw(st.sampled_from(["bf16", "fp16", "fp32"]))
+    if serving["kv_cache_dtype"] in ("nvfp4", "fp4_mx_block16"):
+        serving["enable_unified_memory"] = False  # SGLang refuses an FP4 KV cache there at launch
     if serving["kv_cache_dtype"] == "nvfp4":
         backends = ["flashinfer", "trtllm_mha", "triton"]
         serving["prefill_attention_backend"] = draw(st.sampled_from(backends))

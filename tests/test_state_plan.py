@@ -21,7 +21,7 @@ import kvbudget
 from kvbudget import PoolPlan, ServingConfig, SpeculativeConfig, StateConfig
 from kvbudget.errors import InvalidConfigError, NotEnoughMemoryError
 from kvbudget.models.hybrid_state import get_hybrid_state_model
-from kvbudget.sglang.state import plan_with_state, state_budget, state_pool
+from kvbudget.sglang.state import kv_budget_bytes, plan_with_state, state_budget, state_pool, unified_entries
 from kvbudget.sglang.state_model import state_from_hf_config
 
 GIB = 1 << 30
@@ -123,6 +123,58 @@ def test_a_state_pool_leaving_nothing_for_kv_is_refused() -> None:
         spec = SpeculativeConfig(algorithm="eagle", draft_num_layers=1, num_steps=1, eagle_topk=1, num_draft_tokens=2)
         c, s = _qwen3_next(spec=spec, max_running_requests=8)
         c.plan(28 * GIB, state=s.replace(conv_kernel=None))
+
+
+def test_unified_memory_keeps_the_kv_tokens_and_the_state_in_one_buffer() -> None:
+    """``--enable-unified-memory`` (SGLang's ``init_unified_mamba_pools``), Qwen3-Next at TP 4 on 28 GiB:
+    SGLang's buffer is its KV budget floored to 4,096 bytes plus 736 state slots of 19,316,736 bytes,
+    30,045,454,336 bytes, one slot under the budget (its state charge counts a padding slot the buffer
+    does not hold); the exact buffer takes the whole budget (1,289,685 tokens of 12,288 bytes, the label)."""
+    cfg, state = _qwen3_next(enable_unified_memory=True)
+    plan, budget = plan_with_state(cfg, 28 * GIB, state)
+    sglang = cfg.plan(28 * GIB, "sglang", state=state)
+    assert [p.name for p in plan.pools] == [p.name for p in sglang.pools] == ["unified"]
+    assert budget.max_mamba_cache_size == 736 and unified_entries(cfg, state) == (12_288, 19_316_736)
+    assert (sglang.total_bytes, sglang.leftover_bytes) == (30_045_454_336, 19_316_736)
+    assert (plan.total_bytes, plan.config.max_total_num_tokens) == (28 * GIB, 1_289_685)
+    assert sglang.config.max_total_num_tokens == 1_288_113 == cfg.calculate_pool_sizes(kv_budget_bytes(budget)).max_total_num_tokens
+    assert plan.config.unified_memory_pool_bytes == plan.total_bytes
+    plan.check()
+    assert PoolPlan.from_json(plan.to_json()) == plan
+
+
+def test_a_unified_plan_allocates_its_one_buffer() -> None:
+    """INV-2 under unified memory: the buffer is one uint8 tensor of the plan's bytes, within the budget."""
+    pytest.importorskip("torch")
+    state = StateConfig(num_state_layers=6, conv_elems=96 * 3, conv_kernel=4, ssm_heads=2, ssm_head_dim=16,
+                        ssm_state_dim=16, mixer="gdn", max_mamba_cache_size=9)  # fmt: skip
+    model = kvbudget.ModelGeometry(full_attention_layer_ids=[1, 3], swa_attention_layer_ids=[], num_kv_heads=2,
+                                   head_dim=32)  # fmt: skip
+    cfg = kvbudget.create_pool_configurator(model, ServingConfig(page_size=16, enable_unified_memory=True))
+    plan = cfg.plan((8 << 20) + 1000, state=state)
+    assert plan.total_bytes <= (8 << 20) + 1000 and plan.total_bytes % 4 == 0
+    pools = kvbudget.allocate(plan, "cpu")
+    assert pools.nbytes == plan.total_bytes
+    pools.release()
+
+
+def test_unified_memory_refusals() -> None:
+    """SGLang builds its unified pool for hybrid-state and hybrid-SWA targets only (a Default target
+    is its ValueError; a draft worker keeps its own pools), refuses an FP4 KV cache at launch; kvbudget
+    refuses a draft on the unified state pool by name."""
+    model = kvbudget.ModelGeometry(full_attention_layer_ids=[0, 1], swa_attention_layer_ids=[], num_kv_heads=2,
+                                   head_dim=64)  # fmt: skip
+    unified = ServingConfig(enable_unified_memory=True)
+    with pytest.raises(InvalidConfigError, match="only supports hybrid Mamba and hybrid sliding-window"):
+        kvbudget.create_pool_configurator(model, unified).plan(GIB)
+    assert kvbudget.create_pool_configurator(model, unified.replace(is_draft_worker=True)).plan(GIB).pool("full")
+    cfg, state = _qwen3_next(enable_unified_memory=True, kv_cache_dtype="fp4_mx_block16")
+    with pytest.raises(InvalidConfigError, match="FP4 KV cache does not yet support --enable-unified-memory"):
+        cfg.plan(28 * GIB, state=state)
+    spec = SpeculativeConfig(algorithm="eagle", draft_num_layers=1, num_steps=1, eagle_topk=1, num_draft_tokens=2)
+    cfg, state = _qwen3_next(spec=spec, max_running_requests=8, enable_unified_memory=True)
+    with pytest.raises(InvalidConfigError, match="unified Mamba pool with a draft"):
+        cfg.plan(28 * GIB, state=state)
 
 
 # The state invariants' states, with a conv kernel (the deduplicated conv windows need one).

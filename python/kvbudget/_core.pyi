@@ -696,6 +696,8 @@ class PoolConfigurator:
         self, available_bytes: int, state: StateConfig, fit: str = "exact"
     ) -> tuple[PoolPlan, dict[str, Any]]:
         """The plan with a hybrid model's state pool, and SGLang's state budget as StateBudget's keywords."""
+    def _unified_state_entries(self, state: StateConfig) -> tuple[int, int]:
+        """``(full-side token, state slot)`` bytes in SGLang's unified buffer of a hybrid-state model."""
     def bytes_for_tokens(self, tokens: int) -> int:
         """Exact bytes of the plan whose primary pool holds ``tokens`` (rounded up to a page);
         padding rows and the draft pool are included. The primary pool is the full pool, or

@@ -56,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
     if sc.state_budget is not None:
         assert sc.available is not None
         render.state_lines(out, sc.state_budget, sc.available)
+        unified = plan.pool("unified")
+        if unified is not None and sc.state is not None:
+            from kvbudget.sglang.state import unified_entries
+
+            render.unified_lines(out, unified, sc.state_budget, unified_entries(cfg, sc.state))
     state = plan.pool("state")
     parts = "" if state is None else f" (state pool {b(state.nbytes)}, KV pools {b(plan.total_bytes - state.nbytes)})"
     out.print(
@@ -72,7 +77,13 @@ def run(args: argparse.Namespace) -> int:
         out.print("  draft's share: none (no draft pool)")
     out.print(f"  SGLang's numbers: {render.tokens_text(sglang)}")
     if args.fit == "exact":
-        if other.over_budget_bytes:
+        if other.pool("unified") is not None and sc.state is not None:
+            out.print(
+                f"  SGLang's unified buffer: {b(other.total_bytes)} bytes, "
+                + (f"[red]{b(other.over_budget_bytes)} over budget[/red]" if other.over_budget_bytes
+                   else f"within budget (leftover {b(other.leftover_bytes)}); the exact buffer holds those bytes too")
+            )  # fmt: skip
+        elif other.over_budget_bytes:
             out.print(
                 f"  SGLang allocates those tokens plus {plan.page_size} padding row(s) per layer: "
                 f"{b(other.total_bytes)} bytes, [red]{b(other.over_budget_bytes)} over "

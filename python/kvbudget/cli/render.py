@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Final
 
 import kvbudget
-from kvbudget import MemoryPoolConfig, PoolPlan, ServingConfig
+from kvbudget import MemoryPoolConfig, PoolPlan, PoolSpec, ServingConfig
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -205,6 +205,16 @@ def fixed_table(
     for r in rows:
         t.add_row(*r)
     return t, used + SOURCE_WIDTH + 3
+
+
+def unified_lines(out: Console, pool: PoolSpec, sb: StateBudget, entries: tuple[int, int]) -> None:
+    """SGLang's unified buffer of a hybrid-state model: what it holds, and how far each side can grow."""
+    e_f, e_m = entries
+    slots = sb.max_mamba_cache_size
+    out.print(f"  unified buffer (--enable-unified-memory): {b(pool.nbytes)} bytes = {b(pool.nbytes - slots * e_m)} "
+              f"token-side bytes + {b(slots)} state slots x {b(e_m)} bytes; full tokens take {b(e_f)} bytes each. "
+              f"The split floats: at most {b(pool.nbytes // e_f)} tokens with no state, "
+              f"{b(pool.nbytes // e_m)} state slots with no KV")  # fmt: skip
 
 
 def state_lines(out: Console, sb: StateBudget, total: int) -> None:

@@ -21,7 +21,9 @@ arithmetic is the Rust core's (``rust/core/src/state``,
 * :func:`max_num_reqs`: ``resolve_max_num_reqs``.
 * :func:`plan_with_state`: kvbudget's exact plan of a hybrid model, the state pool laid out as
   SGLang's ``MambaPool`` allocates it beside the KV pools (``rust/core/src/plan/state.rs``);
-  :func:`state_pool` that pool alone.
+  :func:`state_pool` that pool alone; under ``--enable-unified-memory`` one buffer of the KV
+  tokens and the state slots (``rust/core/src/plan/state_unified.rs``), :func:`unified_entries`
+  their bytes.
 
 ``tests/test_sglang_state.py`` holds every function to SGLang's own code,
 lifted from the pinned wheel.
@@ -59,6 +61,7 @@ __all__ = [
     "max_num_reqs",
     "calculate_pool_sizes_with_state",
     "plan_with_state",
+    "unified_entries",
     "state_budget",
     "state_pool",
 ]
@@ -265,6 +268,21 @@ def state_pool(state: StateConfig, serving: ServingConfig, spec: SpeculativeConf
         raise _too_small(e) from None
 
 
+def unified_entries(configurator: PoolConfiguratorBase, state: StateConfig) -> tuple[int, int]:
+    """Bytes of one full-side token and of one state slot, ``(E_f, E_m)``, in SGLang's unified
+    buffer of a hybrid-state model (``--enable-unified-memory``; ``MHASubPoolSpec`` /
+    ``MLASubPoolSpec`` and ``MambaSubPoolSpec``'s ``entry_bytes``): the full layers' K and V rows
+    rounded up to 32 bytes, and the state layers' conv and temporal rows. A buffer of ``B`` bytes
+    holds ``B // E_f`` full tokens with no state, or ``B // E_m`` state slots with no KV; SGLang
+    lets the split float between them.
+
+    Raises:
+        InvalidConfigError: what SGLang refuses of the entries (an FP4 KV cache, no full or no
+            state layer) and what kvbudget does not lay out (an mxfp8 KV cache, a DSA indexer).
+    """
+    return configurator._unified_state_entries(state)
+
+
 def plan_with_state(
     configurator: PoolConfiguratorBase, available_bytes: int, state: StateConfig, fit: Fit = "exact"
 ) -> tuple[PoolPlan, StateBudget]:
@@ -284,6 +302,15 @@ def plan_with_state(
       (deduplicated for a linear draft chain of a non-KDA mixer, as on CUDA);
     * with ReplaySSM spec-verify, its rings (and GDN's cursors) instead of the snapshots;
     * ``state_extra``, the caller's extra bytes per slot.
+
+    Under unified memory (``serving.enable_unified_memory`` on a target worker) SGLang keeps the
+    full-attention KV cache and the state slots in one byte buffer instead
+    (``init_unified_mamba_pools``): the plan's one pool is ``plan.pool("unified")``, a ``uint8``
+    tensor of ``unified_total_bytes + slots * E_m`` bytes (:func:`unified_entries`), its
+    ``tokens`` the Default configurator's count (SGLang's label: the split floats at run time).
+    ``"sglang"`` takes SGLang's buffer; ``"exact"`` the same construction on the whole budget.
+    SGLang's refusals of that buffer are raised (its bs=1 floor as :class:`NotEnoughMemoryError`);
+    a draft is refused by kvbudget (its fused entries are not laid out).
 
     With ``fit="exact"`` the KV pools fit ``available_bytes`` minus the state pool, so
     ``plan.total_bytes <= available_bytes`` and :func:`kvbudget.allocate` takes exactly

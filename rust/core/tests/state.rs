@@ -222,6 +222,64 @@ fn qwen3_next_exact_plan_holds_the_state_pool() {
     assert!(cfg.bytes_for_tokens(full + 1).unwrap() > a as u64 - pool.nbytes);
 }
 
+#[test]
+fn qwen3_next_unified_buffer_holds_kv_and_state() {
+    // TP 4, 28 GiB, --enable-unified-memory: SGLang's buffer is the KV budget floored to 4,096
+    // bytes plus 736 slots of 19,316,736 bytes; the exact one takes the whole budget.
+    let s = qwen3_next(4);
+    let serving = ServingConfig {
+        tp_size: 4,
+        enable_unified_memory: true,
+        ..ServingConfig::default()
+    };
+    let cfg = qwen3_next_kv(serving, SpeculativeConfig::default());
+    let a = 28i64 << 30;
+    assert_eq!(cfg.unified_state_entries(&s).unwrap(), (12_288, 19_316_736));
+    let (sglang, budget) = cfg.plan_with_state(a, Fit::Sglang, &s).unwrap();
+    let (exact, _) = cfg.plan_with_state(a, Fit::Exact, &s).unwrap();
+    let kv = budget.kv_budget_bytes().unwrap();
+    assert_eq!(
+        sglang.total_bytes,
+        (kv - kv % 4096) as u64 + 736 * 19_316_736
+    );
+    assert_eq!(sglang.total_bytes, 30_045_454_336);
+    assert_eq!(exact.total_bytes, a as u64);
+    for plan in [&sglang, &exact] {
+        plan.check().unwrap();
+        let names: Vec<_> = plan.pools.iter().map(|p| p.name).collect();
+        assert_eq!(names, vec![PoolName::Unified]);
+    }
+    // SGLang builds no unified pool for a model without state or sliding layers.
+    let e = qwen3_next_kv(serving, SpeculativeConfig::default())
+        .plan(a, Fit::Exact)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidConfig);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// Under unified memory: the exact buffer fits the budget within a 4,096-byte step and holds
+    /// SGLang's bytes where those fit; both are one byte buffer of the state slots and the tokens.
+    #[test]
+    fn unified_state_buffer_fits(s in state(), a in (1i64 << 28)..(1i64 << 38), page in prop::sample::select(vec![1u64, 16, 64])) {
+        let serving = ServingConfig { enable_unified_memory: true, page_size: page, ..ServingConfig::default() };
+        let cfg = qwen3_next_kv(serving, SpeculativeConfig::default());
+        match (cfg.plan_with_state(a, Fit::Exact, &s), cfg.plan_with_state(a, Fit::Sglang, &s)) {
+            (Ok((exact, budget)), Ok((sglang, _))) => {
+                prop_assert!(exact.check().is_ok() && sglang.check().is_ok());
+                prop_assert!(exact.total_bytes <= a as u64 && exact.total_bytes + 4096 > a as u64);
+                prop_assert!(exact.total_bytes >= sglang.total_bytes.min(a as u64 - 4095));
+                let (_, e_m) = cfg.unified_state_entries(&s).unwrap();
+                let kv = budget.kv_budget_bytes().unwrap();
+                prop_assert_eq!(sglang.total_bytes, (kv - kv % 4096) as u64 + budget.max_mamba_cache_size * e_m);
+            }
+            (Err(e), _) | (_, Err(e)) => prop_assert!(matches!(e.code, ErrorCode::NotEnoughMemory
+                                                          | ErrorCode::InvalidConfig | ErrorCode::Overflow)),
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
 

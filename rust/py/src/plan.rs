@@ -147,6 +147,11 @@ impl PoolConfigurator {
         let (plan, budget) = self.0.plan_with_state(available_bytes, fit, &state.0)?;
         Ok((PoolPlan(Arc::new(plan)), budget_dict(py, budget)?))
     }
+    /// `(full-side token, state slot)` bytes in SGLang's unified buffer of a hybrid-state model.
+    #[pyo3(name = "_unified_state_entries")]
+    fn unified_state_entries(&self, state: &StateConfig) -> Result<(u64, u64)> {
+        Ok(self.0.unified_state_entries(&state.0)?)
+    }
     /// The plan of given pool sizes (e.g. agreed across ranks); `available_bytes=None`: its own bytes.
     #[pyo3(signature = (config, available_bytes=None))]
     fn plan_for_config(

@@ -152,8 +152,10 @@ impl Geometry<'_> {
 impl<'a> PlanLayout<'a> {
     /// Lays out the pools of `cfg` (shapes per row; token counts come later).
     /// At most [`MAX_PLAN_LAYERS`] target and draft layers: a plan lists every
-    /// layer's tensors.
+    /// layer's tensors. Refuses the pools SGLang does not build under unified
+    /// memory ([`PoolConfigurator::check_unified_default`]).
     pub fn new(cfg: &'a PoolConfigurator) -> Result<Self> {
+        cfg.check_unified_default()?;
         let m = cfg.shape();
         let layers = m.num_layers() + cfg.spec().num_draft_layers();
         if layers > MAX_PLAN_LAYERS {

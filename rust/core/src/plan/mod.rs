@@ -20,6 +20,7 @@ mod check;
 mod kinds;
 mod layout;
 mod state;
+mod state_unified;
 mod tensors;
 
 pub use kinds::TensorKind;

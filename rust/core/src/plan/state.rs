@@ -291,7 +291,13 @@ impl PoolConfigurator {
             return Err(PlanError::overflow("available_bytes"));
         }
         let (serving, spec) = (self.serving(), self.spec());
+        self.check_unified_launch()?;
+        let unified = serving.enable_unified_memory && !serving.is_draft_worker;
         let budget = state_budget(&state, serving, spec, available_bytes as f64 / GIB)?;
+        if unified {
+            let plan = self.plan_unified_state(available_bytes, fit, &state, &budget)?;
+            return Ok((plan, budget));
+        }
         let pool = state_pool(&state, serving, spec, budget.max_mamba_cache_size)?;
         let kv_bytes = match fit {
             Fit::Exact => i128::from(available_bytes) - i128::from(pool.nbytes),

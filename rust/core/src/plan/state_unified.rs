@@ -1,0 +1,357 @@
+//! kvbudget's plan of a hybrid-state model under SGLang 0.5.23's unified memory
+//! (`--enable-unified-memory`: `KVCacheConfigurator._init_unified_mamba_pools`,
+//! `mem_cache/unified_memory_pool.py`'s `init_unified_mamba_pools` and
+//! `UnifiedKVPool`): the full-attention KV cache and the state slots share one
+//! `uint8` buffer, the state growing up from its low end and the KV tokens down
+//! from its high end, so the split between them floats at run time.
+//!
+//! SGLang's buffer holds `X + S * E_m` bytes: `X` the KV budget
+//! `_profile_available_bytes` returned (after the state charge) floored to 4096
+//! bytes (`config_from_budget`'s `unified_total_bytes`), `S` the state slots
+//! (`max_mamba_cache_size`) and `E_m` one slot over the stage's state layers
+//! (`MambaSubPoolSpec.entry_bytes`: every conv row, then the temporal row, per
+//! layer, unaligned). One full-side token takes `E_f` bytes, the stage's full
+//! layers' K and V rows rounded up to 32 bytes (`MHASubPoolSpec.entry_bytes`;
+//! MLA: the latent row). The Default configurator's `max_total_num_tokens` and
+//! `S` stay SGLang's boot labels.
+//!
+//! The plan lists one [`PoolName::Unified`] pool: one `uint8` tensor of the
+//! buffer's bytes, `tokens = rows` the full-side label, the state slots in the
+//! [`StateBudget`] beside it. `Fit::Sglang` takes SGLang's bytes; `Fit::Exact`
+//! the same construction on the whole budget, `X = floor_4096(available - S *
+//! E_m)`, so the buffer fits (SGLang's own leaves out at least the padding slot
+//! its state charge counts).
+//!
+//! SGLang's refusals, in its order: an FP4 KV cache (its launch check), a
+//! sub-pool without layers, the bs=1 floor (`3 * E_m` plus the slot-0 sink, the
+//! largest entry or a page of full tokens), a sub-pool with no slot past the
+//! sink (state first, then full), a state entry that is not a whole number of
+//! conv or temporal elements, a K, V or latent row that is not a multiple of 16
+//! bytes. Not planned (refused by name): a draft (SGLang fuses it into the
+//! entries and allocates the verify buffers beside the buffer), the tri-pool of
+//! a hybrid-SWA state model, an mxfp8 KV cache and a fused state entry. The
+//! extra bytes per slot and ReplaySSM's rings SGLang's state budget charges are
+//! not in the buffer (SGLang allocates neither there).
+
+use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
+use crate::arith::{add, mul, to_i64};
+use crate::cell::{kv_heads_per_rank, mla_cache_dim};
+use crate::configurator::PoolConfigurator;
+use crate::dtype::{KvDtype, StorageDtype};
+use crate::error::{PlanError, Result};
+use crate::sizing::state::StateBudget;
+use crate::sizing::ConfiguratorKind;
+use crate::state::StateConfig;
+
+/// `ENTRY_ALIGN_BYTES` (`layout/token_major.py`): a dense entry's rounding, bytes.
+const ENTRY_ALIGN: u64 = 32;
+/// `ROW_ALIGN_BYTES`: every K, V or latent row's granule, bytes.
+const ROW_ALIGN: u64 = 16;
+/// `config_from_budget` floors the profiled budget to this many bytes.
+const BUDGET_ALIGN: i64 = 4096;
+
+fn invalid(msg: impl Into<String>) -> PlanError {
+    PlanError::invalid(msg)
+}
+
+/// The full side of the buffer (`MHASubPoolSpec` / `MLASubPoolSpec`).
+struct FullSide {
+    /// One token over the stage's full layers, rounded up to [`ENTRY_ALIGN`], bytes.
+    entry: u64,
+    /// The per-layer rows SGLang checks (`K`, `V`; `latent`), bytes.
+    rows: Vec<(&'static str, u64)>,
+    /// The storage dtype's element, bytes.
+    itemsize: u64,
+}
+
+/// The full side of the buffer for `cfg`'s stage.
+fn full_entry(cfg: &PoolConfigurator) -> Result<FullSide> {
+    let (model, serving) = (cfg.shape(), cfg.serving());
+    let dtype = serving.kv_dtype();
+    if dtype == KvDtype::Mxfp8 {
+        return Err(invalid(
+            "kvbudget does not lay out SGLang's unified pool for an mxfp8 KV cache (its scale rows)",
+        ));
+    }
+    // `_store_dtype_for`: fp8 is stored as uint8, one byte either way.
+    let b = dtype.element_bytes();
+    let layers = model.num_layers();
+    let rows = if let Some(mla) = model.mla() {
+        for (what, v) in [
+            ("kv_lora_rank", mla.kv_lora_rank),
+            ("qk_rope_head_dim", mla.qk_rope_head_dim),
+        ] {
+            if v == 0 {
+                return Err(invalid(format!("{what} must be positive; got 0")));
+            }
+        }
+        if model.dsa().is_some() {
+            return Err(invalid(
+                "kvbudget does not lay out SGLang's unified pool for a DSA indexer",
+            ));
+        }
+        vec![(
+            "latent",
+            mul(
+                mla_cache_dim::<PlanError>(model, &mla, serving)?,
+                b,
+                "latent row",
+            )?,
+        )]
+    } else {
+        let n = kv_heads_per_rank(
+            model.num_kv_heads,
+            serving.tp_size,
+            serving.heads_dcp_size(),
+        );
+        vec![
+            ("K", mul(mul(n, model.head_dim, "K row")?, b, "K row")?),
+            ("V", mul(mul(n, model.v_dim(), "V row")?, b, "V row")?),
+        ]
+    };
+    if layers == 0 {
+        return Err(invalid("layer_num must be positive; got 0"));
+    }
+    let host = rows
+        .iter()
+        .try_fold(0u64, |acc, (_, r)| add(acc, *r, "full entry"))?;
+    let host = mul(host, layers, "full entry")?;
+    let entry = host
+        .checked_next_multiple_of(ENTRY_ALIGN)
+        .ok_or_else(|| PlanError::overflow("full entry"))?;
+    Ok(FullSide {
+        entry,
+        rows,
+        itemsize: b,
+    })
+}
+
+/// One state slot over the stage's state layers (`MambaSubPoolSpec.entry_bytes`), bytes.
+fn state_entry(state: &StateConfig) -> Result<u64> {
+    let layers = state.stage_state_layers.unwrap_or(state.num_state_layers);
+    if layers == 0 {
+        return Err(invalid("layer_num must be positive; got 0"));
+    }
+    mul(state.per_layer_bytes::<PlanError>()?, layers, "state entry")
+}
+
+/// SGLang's checks on a buffer of `total` bytes, in its order (see the module doc).
+fn check_buffer(
+    total: u64,
+    full: &FullSide,
+    e_m: u64,
+    state: &StateConfig,
+    page: u64,
+) -> Result<()> {
+    let e_f = full.entry;
+    // `_reserved_floor_bytes`: the slot-0 sink, the largest entry or a page of full tokens.
+    let sink = e_f.max(e_m).max(mul(page, e_f, "the slot-0 sink")?);
+    let slots = mul(3, e_m, "the bs=1 floor")?;
+    let floor = add(slots, sink, "the bs=1 floor")?;
+    if total < floor {
+        return Err(PlanError::not_enough_memory(format!(
+            "[unified-memory-pool] init_unified_mamba_pools: byte budget {total} cannot fit ONE worst-case \
+             request (bs=1 floor {floor} = bs1_state_slots={slots} + sink={sink}). A pool this size \
+             retract-livelocks at runtime. Raise --mem-fraction-static, lower the model context length, or \
+             reduce reserved memory."
+        )));
+    }
+    for (name, entry) in [("mamba", e_m), ("full", e_f)] {
+        let max_slots = total / entry;
+        let min_slot = sink.div_ceil(entry);
+        if max_slots <= min_slot {
+            return Err(PlanError::not_enough_memory(format!(
+                "UnifiedKVPool: sub-pool '{name}' fits only {max_slots} slots in {total} bytes, but \
+                 min_slot_index={min_slot} leaves no room for real data. Increase total_bytes."
+            )));
+        }
+        if name == "mamba" {
+            // `build_mamba_entry_views`: the entry in whole elements, then the buffer viewed as them.
+            for (what, size) in [
+                ("conv-state", state.conv_dtype),
+                ("temporal-state", state.ssm_dtype),
+            ] {
+                let item = size.itemsize();
+                if !e_m.is_multiple_of(item) {
+                    return Err(invalid(format!(
+                        "misaligned mamba spec: per-slot entry_bytes={e_m} is not a multiple of the {what} \
+                         itemsize {item} B"
+                    )));
+                }
+                viewable(total, item)?;
+            }
+        } else {
+            // `_build_mha_views` / `_build_mla_views`: int32 physical ids, the rows, the dtype view.
+            let ids = max_slots / page * page;
+            if ids >= 1 << 31 {
+                return Err(invalid(format!(
+                    "sub-pool 'full': {ids} physical ids exceed the int32 bound (2^31) that read-index \
+                     buffers assume. Reduce max_total_num_tokens."
+                )));
+            }
+            if let Some((part, bytes)) =
+                full.rows.iter().find(|(_, r)| !r.is_multiple_of(ROW_ALIGN))
+            {
+                return Err(invalid(format!(
+                    "--enable-unified-memory needs every per-rank KV row to be a multiple of {ROW_ALIGN} \
+                     bytes; sub-pool 'full' has a {bytes}-byte {part} row. Run this model without \
+                     --enable-unified-memory."
+                )));
+            }
+            viewable(total, full.itemsize)?;
+        }
+    }
+    Ok(())
+}
+
+/// torch's `raw.view(dtype)` of the `total`-byte buffer: whole elements of `item` bytes.
+fn viewable(total: u64, item: u64) -> Result<()> {
+    if total.is_multiple_of(item) {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "the unified buffer's {total} bytes are no whole number of {item}-byte elements, which SGLang views \
+         it as (torch refuses the view)"
+    )))
+}
+
+impl PoolConfigurator {
+    /// SGLang's launch check of `--enable-unified-memory` (`kv_cache_hook.py`): no FP4 KV cache.
+    pub fn check_unified_launch(&self) -> Result<()> {
+        let serving = self.serving();
+        if !serving.enable_unified_memory {
+            return Ok(());
+        }
+        if serving.kv_dtype().is_fp4() {
+            return Err(invalid(
+                "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not \
+                 allocate FP4 block scales or the prefill dequant workspace.",
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Self::check_unified_launch`], and `_init_pools`' refusals on a target worker: a model
+    /// that is neither hybrid-SWA nor hybrid-state (a Default plan; a state model's plan takes
+    /// [`Self::plan_unified_state`] instead), and MLA sliding-window pools
+    /// (`_init_unified_swa_pools`' assertion).
+    pub fn check_unified_default(&self) -> Result<()> {
+        self.check_unified_launch()?;
+        let serving = self.serving();
+        if !serving.enable_unified_memory || serving.is_draft_worker {
+            return Ok(());
+        }
+        if self.kind() != ConfiguratorKind::Default && self.shape().mla().is_some() {
+            return Err(invalid(
+                "unified memory pool does not support MLA-SWA hybrid yet",
+            ));
+        }
+        if self.kind() == ConfiguratorKind::Default {
+            return Err(invalid(
+                "--enable-unified-memory only supports hybrid Mamba and hybrid sliding-window-attention models \
+                 (DeepSeek-V4 excluded); the current model is neither, so the unified memory pool cannot be \
+                 built. Drop --enable-unified-memory for this model.",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of one full-side token and of one state slot in SGLang's unified buffer for
+    /// this model and `state`, `(E_f, E_m)` (see the module doc): the buffer holds
+    /// `bytes // E_f` full tokens with no state, `bytes // E_m` state slots with no KV.
+    ///
+    /// Errors: what SGLang refuses of the entries (an FP4 KV cache, a sub-pool without
+    /// layers, MLA dims of zero) and what kvbudget does not lay out (mxfp8, DSA).
+    pub fn unified_state_entries(&self, state: &StateConfig) -> Result<(u64, u64)> {
+        self.check_unified_launch()?;
+        let state = state.resolved()?;
+        Ok((full_entry(self)?.entry, state_entry(&state)?))
+    }
+
+    /// The plan of a hybrid-state model under unified memory (see the module doc), on
+    /// `available_bytes` with SGLang's state budget `budget` already taken.
+    ///
+    /// Errors: SGLang's refusals and what kvbudget does not plan (see the module doc);
+    /// the Default configurator's own (no KV token fits the token side).
+    pub(super) fn plan_unified_state(
+        &self,
+        available_bytes: i64,
+        fit: Fit,
+        state: &StateConfig,
+        budget: &StateBudget,
+    ) -> Result<PoolPlan> {
+        if self.spec().algorithm.is_speculative() {
+            return Err(invalid(
+                "kvbudget does not plan SGLang's unified Mamba pool with a draft (the draft's KV fused into \
+                 the entries, the verify buffers beside the buffer); plan without --enable-unified-memory",
+            ));
+        }
+        if self.kind() != ConfiguratorKind::Default {
+            return Err(invalid(
+                "kvbudget does not plan SGLang's unified tri-pool (state, SWA and full layers in one buffer)",
+            ));
+        }
+        if state.fused_state_entry_bytes.is_some() {
+            return Err(invalid(
+                "kvbudget does not lay out SGLang's unified pool with a fused state entry",
+            ));
+        }
+        let full = full_entry(self)?;
+        let e_m = state_entry(state)?;
+        let slots = budget.max_mamba_cache_size;
+        let state_bytes = to_i64(mul(slots, e_m, "state slots")?, "state slots")?;
+        let token_side = match fit {
+            Fit::Sglang => budget.kv_budget_bytes()?,
+            Fit::Exact => available_bytes.saturating_sub(state_bytes),
+            Fit::Given => return Err(invalid("plan_with_state takes fit \"exact\" or \"sglang\"")),
+        };
+        if token_side <= 0 {
+            return Err(PlanError::not_enough_memory(format!(
+                "Not enough memory: the state slots ({slots} x {e_m} bytes) leave no bytes of the \
+                 {available_bytes} for the KV tokens"
+            )));
+        }
+        let config = self.calculate_pool_sizes(token_side, None)?;
+        let x = token_side - token_side % BUDGET_ALIGN;
+        let total = add(
+            x.unsigned_abs(),
+            state_bytes.unsigned_abs(),
+            "unified pool bytes",
+        )?;
+        let page = self.resolve_page_size(None)?.unsigned_abs();
+        check_buffer(total, &full, e_m, state, page)?;
+        let tokens = u64::try_from(config.max_total_num_tokens)
+            .map_err(|_| PlanError::not_enough_memory("the full side holds no token"))?;
+        let mut config = config;
+        config.unified_memory_pool_bytes = Some(to_i64(total, "unified pool bytes")?);
+        let ids = self.layer_ids().full;
+        let first = ids.first().copied().unwrap_or(0);
+        let pool = PoolSpec {
+            name: PoolName::Unified,
+            tokens,
+            rows: tokens,
+            layer_ids: ids,
+            kv_cache_dtype: self.serving().kv_cache_dtype,
+            nbytes: total,
+            padding_bytes: 0,
+            tensors: vec![TensorSpec {
+                pool: PoolName::Unified,
+                layer_id: first,
+                kind: TensorKind::Bytes,
+                shape: vec![total],
+                dtype: StorageDtype::Uint8,
+                nbytes: total,
+                offset: 0,
+            }],
+        };
+        Ok(PoolPlan {
+            fit,
+            configurator: self.kind(),
+            available_bytes,
+            page_size: page,
+            config,
+            pools: vec![pool],
+            total_bytes: total,
+        })
+    }
+}

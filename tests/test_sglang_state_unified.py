@@ -1,0 +1,191 @@
+"""A hybrid-state model under SGLang's unified memory: kvbudget's plan against SGLang 0.5.23's own code.
+
+With ``--enable-unified-memory`` SGLang keeps a hybrid model's full-attention KV cache and its
+state slots in one byte buffer (``init_unified_mamba_pools``). :mod:`sglang_oracle.unified_mamba`
+runs SGLang's ``config_from_budget`` floor and that factory up to its ``UnifiedKVPool`` (on torch's
+meta device); :mod:`sglang_oracle.state` runs ``_handle_max_mamba_cache`` first, as SGLang does.
+Each seeded case is a state case of ``tests/test_sglang_state.py`` made unified, with a draw of
+the full-attention side (MHA or MLA, KV heads, head dims, KV dtype, page size, layers). kvbudget's
+``plan_with_state(..., fit="sglang")`` must give SGLang's buffer (``total_bytes``), its state
+slots, each sub-pool's capacity (``bytes // entry``: :func:`kvbudget.sglang.state.unified_entries`)
+and the same refusal kind; the exact plan must fit the budget and hold at least SGLang's
+bytes. Branch counts show every check was reached. A draft is refused by kvbudget by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+
+import test_sglang_state as S
+from sglang_oracle import state as oracle_state
+from sglang_oracle._fetch import sglang_root
+from sglang_oracle.state import StateCase, StateOracle
+from sglang_oracle.unified_mamba import UnifiedMambaOracle
+
+CASES = int(os.environ.get("KVBUDGET_UNIFIED_STATE_CASES", "10000"))
+GIB = 1 << 30
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+                "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def oracles() -> tuple[StateOracle, UnifiedMambaOracle]:
+    state = oracle_state.load(sglang_root())
+    return state, UnifiedMambaOracle(state.b)
+
+
+def case(seed: int) -> tuple[StateCase, dict[str, Any]]:
+    """State case ``seed`` made unified (a draft on 5%), and its full-attention side."""
+    r = random.Random(f"unified {seed}")
+    c = S.case(seed)
+    spec = r.random() < 0.05
+    rest = r.choice((c.rest_gib, 10 ** r.uniform(-3.5, -1), r.uniform(60, 260)))  # small buffers; 2^31 full slots
+    c = dataclasses.replace(c, unified_memory=True, spec=spec, num_draft_tokens=r.randint(1, 8) if spec else None,
+                            fused_bytes=None, rest_gib=rest)  # fmt: skip
+    odd = r.random() < 0.15  # a Mamba-1 state with odd conv rows: SGLang's entry and view checks
+    if odd:
+        n = r.randint(1, 4)
+        hf = dict(intermediate_size=c.tp * r.choice((501, 77, 1001)), state_size=r.choice((16, 3)), conv_kernel=2,
+                  num_hidden_layers=n)  # fmt: skip
+        c = dataclasses.replace(c, source="mamba1", hf=hf, pp=1, num_hidden_layers=n,
+                                env_conv_dtype=r.choice(("bfloat16", "float32")),
+                                env_ssm_dtype=r.choice(("float32", "bfloat16")))  # fmt: skip
+    n_state = len(S._layers(c))
+    full: dict[str, Any] = {"layers": r.choice((max(c.num_hidden_layers - n_state, 0), r.randint(0, 4))),
+                            "dtype": r.choice(("bf16", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp32")),
+                            "page": r.choice((1, 1, 16, 64, 256)), "dcp": 1}  # fmt: skip
+    if odd:  # a wide full entry on a small buffer (one full slot past the sink) or an fp32 view
+        full.update(layers=r.randint(1, 128), dtype=r.choice(("fp32", "fp32", "bf16")), page=r.choice((1, 1, 16)))
+        c = dataclasses.replace(c, rest_gib=r.choice((10 ** r.uniform(-4, -1.5), c.rest_gib)))
+    if r.random() < 0.2:
+        full.update(kv_lora_rank=r.choice((512, 256, 72, 1)), qk_rope_head_dim=r.choice((64, 32, 64, 3)))
+    else:
+        d = S._pick(r, (64, 128, 128, 256), (72, 40, 20, 3))
+        full.update(num_kv_heads=S._pick(r, (1, 2, 4, 8, 16, 32), (3, 5, 12)), head_dim=d,
+                    v_head_dim=r.choice((d, d, 128, S._pick(r, (64,), (12, 5)))))  # fmt: skip
+    if r.random() < 0.03:
+        full["dtype"] = r.choice(("fp4_mx_block16", "mxfp8"))
+    return c, full
+
+
+def _available(c: StateCase) -> int:
+    return max(int(c.rest_gib * GIB), 1)
+
+
+def kvbudget_side(c: StateCase, full: dict[str, Any], o: dict[str, Any], fit: str) -> dict[str, Any]:
+    """kvbudget's plan of ``c`` (its state as ``test_sglang_state`` builds it) on the full side ``full``."""
+    import kvbudget
+    from kvbudget.errors import InvalidConfigError, NotEnoughMemoryError
+    from kvbudget.sglang.state import plan_with_state, unified_entries
+
+    state, serving, spec = o["inputs"]
+    try:
+        mla = {k: full[k] for k in ("kv_lora_rank", "qk_rope_head_dim") if k in full}
+        model = kvbudget.ModelGeometry(
+            full_attention_layer_ids=list(range(full["layers"])), swa_attention_layer_ids=[],
+            num_kv_heads=full.get("num_kv_heads", 1), head_dim=full.get("head_dim", full.get("kv_lora_rank")),
+            v_head_dim=full.get("v_head_dim"), **mla)  # fmt: skip
+        serving = serving.replace(tp_size=c.tp, kv_cache_dtype=full["dtype"], page_size=full["page"])
+        cfg = kvbudget.create_pool_configurator(model, serving, spec)
+        plan, budget = plan_with_state(cfg, _available(c), state, fit=fit)  # type: ignore[arg-type]
+    except NotEnoughMemoryError as e:
+        return {"error": ("memory", str(e))}
+    except InvalidConfigError as e:
+        return {"error": ("invalid", str(e))}
+    pool = plan.pool("unified")
+    assert pool is not None and [p.name for p in plan.pools] == ["unified"], plan.pools
+    e_f, e_m = unified_entries(cfg, state)
+    return {"error": None, "plan": plan, "total_bytes": pool.nbytes, "slots": budget.max_mamba_cache_size,
+            "tokens": pool.tokens, "max_slots": {"mamba": pool.nbytes // e_m, "full": pool.nbytes // e_f}}  # fmt: skip
+
+
+def _full_args(full: dict[str, Any], tp: int) -> dict[str, Any]:
+    if "kv_lora_rank" in full:
+        return {k: full[k] for k in ("kv_lora_rank", "qk_rope_head_dim")}
+    return {"head_num": max(1, full["num_kv_heads"] // tp), "head_dim": full["head_dim"], "v_head_dim": full["v_head_dim"]}
+
+
+def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tuple[str, list[str]]:
+    """``(branch, differences)`` of seed ``seed``."""
+    sglang, unified = oracles
+    c, full = case(seed)
+    c = dataclasses.replace(c, rest_gib=_available(c) / GIB)
+    t = sglang.run(c)
+    o = S.kvbudget_run(c, t)
+    if t["error"] or o["error"]:  # the state budget's outcome is test_sglang_state's
+        return "state refused", S.compare(c, t, o)
+    ours = kvbudget_side(c, full, o, "sglang")
+    if full["dtype"] == "fp4_mx_block16" or full["layers"] == 0:  # SGLang's launch check; its layer_num assert
+        ok = ours["error"] and ours["error"][0] == "invalid"
+        return f"refused {full['dtype'] if full['layers'] else 'no full layer'}", [] if ok else [f"kvbudget: {ours}"]
+    if c.spec:
+        ok = ours["error"] and "with a draft" in ours["error"][1]
+        return "draft refused", [] if ok else [f"kvbudget planned a draft: {ours}"]
+    if full["dtype"] == "mxfp8":
+        ok = ours["error"] and "mxfp8" in ours["error"][1]
+        return "refused mxfp8", [] if ok else [f"kvbudget: {ours}"]
+    budget = int(t["rest_gib"] * GIB)  # SGLang's _profile_available_bytes: int(rest_memory * (1 << 30))
+    if budget <= 0:  # it raises "Loaded weights leave no GPU memory" before any pool is sized
+        ok = ours["error"] and ours["error"][0] == "memory" and "no bytes" in ours["error"][1]
+        return "no KV budget", [] if ok else [f"kvbudget: {ours}"]
+    stage = o["inputs"][0].stage_state_layers
+    # The Default configurator's count (a label; the parity tests hold it): 0 where kvbudget says none fits,
+    # so that SGLang's MemoryPoolConfig raises its own "Not enough memory".
+    none_fits = ours["error"] is not None and "max_total_num_tokens would be" in ours["error"][1]
+    theirs = unified.run(budget_bytes=budget, tokens=0 if none_fits else ours.get("tokens", 1), page_size=full["page"],
+                         kv_dtype=TORCH_DTYPES[full["dtype"]], full=_full_args(full, c.tp), params=t["params"],
+                         mamba_layers=list(range(stage)), full_layers=list(range(full["layers"])),
+                         max_mamba_cache_size=t["max_mamba_cache_size"])  # fmt: skip
+    t_err, o_err = theirs["error"] and theirs["error"][0], ours["error"] and ours["error"][0]
+    if t_err or o_err:
+        same = t_err == o_err
+        what = next((k for k, m in _CHECKS.items() if m in str(theirs["error"])), "other")
+        return f"error {t_err} ({what})", [] if same else [f"SGLang {theirs['error']} vs kvbudget {ours['error']}"]
+    diffs = [f"{k}: SGLang {a} vs kvbudget {b}" for k, a, b in (
+        ("total_bytes", theirs["total_bytes"], ours["total_bytes"]),
+        ("max_mamba_cache_size", t["max_mamba_cache_size"], ours["slots"]),
+        ("max_slots (bytes // entry, by sub-pool)", theirs["max_slots"], ours["max_slots"]),
+        ("unified_total_bytes + slots * entry", theirs["total_bytes"] - theirs["unified_total_bytes"],
+         ours["total_bytes"] - (budget - budget % 4096))) if a != b]  # fmt: skip
+    # The exact plan fits, and holds SGLang's bytes where those fit (SGLang prices a pipeline stage's state
+    # slot as int(per_req * share), which can be below the slot it lays out: its buffer may then overshoot).
+    exact, available = kvbudget_side(c, full, o, "exact"), _available(c)
+    if exact["error"] is None:
+        p = exact["plan"]
+        if p.total_bytes > available or p.total_bytes < min(ours["total_bytes"], available - 4095):
+            diffs.append(f"exact plan {p.total_bytes} bytes: not within [SGLang's {ours['total_bytes']}, {available}]")
+        p.check()
+    return "buffer" if ours["total_bytes"] <= available else "buffer (SGLang's over budget)", diffs
+
+
+#: SGLang's checks on the buffer, by a piece of their messages.
+_CHECKS = {"bs=1 floor": "bs=1 floor", "no slot past the sink": "leaves no room for real data",
+           "no token": "Not enough memory", "layer_num": "layer_num must be positive",
+           "row alignment": "per-rank KV row", "misaligned entry": "misaligned mamba spec",
+           "int32 ids": "int32 bound", "torch view": "divisible", "MLA dims": "MLA-hybrid-Mamba"}  # fmt: skip
+#: Every outcome the differential must reach.
+REQUIRED = ("buffer", "draft refused", "refused mxfp8", "refused fp4_mx_block16", "refused no full layer",
+            "no KV budget", "error memory (bs=1 floor)", "error memory (no slot past the sink)",
+            "error memory (no token)", "error invalid (row alignment)", "error invalid (misaligned entry)",
+            "error invalid (torch view)", "error invalid (int32 ids)", "error invalid (layer_num)")  # fmt: skip
+
+
+def test_unified_state_buffer_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle]) -> None:
+    hits: Counter[str] = Counter()
+    failures: list[str] = []
+    for seed in range(CASES):
+        branch, diffs = run_case(oracles, seed)
+        hits[branch] += 1
+        if diffs:
+            failures.append(f"seed {seed}: {'; '.join(diffs)}")
+    print(f"\nunified state cases: {dict(sorted(hits.items()))}")
+    assert not failures, f"{len(failures)} of {CASES} differ:\n" + "\n".join(failures[:15])
+    missing = [b for b in REQUIRED if not hits[b]]
+    assert not missing, f"never reached: {missing} ({dict(hits)})"

@@ -177,6 +177,31 @@ def test_hybrid_models_as_read_plan_as_vllm_does(oracle: vo.VllmOracle, prefix: 
     assert theirs["num_blocks"] > 0
 
 
+@pytest.mark.parametrize("prefix", [True, False])
+@pytest.mark.parametrize("tokens", [1, 3, 8])
+def test_lfm2_with_an_eagle_head_plans_as_vllm_does(oracle: vo.VllmOracle, prefix: bool, tokens: int) -> None:
+    """LFM2 (class defaults, conv dim 2,560) with a one-layer EAGLE head on 4 ranks at 20 GiB: its
+    ``ShortConv`` states keep ``tokens`` more conv rows while the model class sizes the attention
+    block without them (``config_state_shapes``); vLLM pads the state page to that block and, where
+    the page is smaller than the state (8 tokens here), fails to start on ``MambaSpec``'s
+    assertion. kvbudget's plan or refusal equals vLLM's own code on every compared field."""
+    engine = {"max_model_len": 32768, "tp": 4, "enable_prefix_caching": prefix, "speculative_method": "eagle",
+              "num_speculative_tokens": tokens}  # fmt: skip
+    head = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "hidden_size": 2048}  # fmt: skip
+    specs = vllm.layers_from_hf_config(_hybrid_configs()["lfm2 (class defaults)"], vllm.EngineConfig(**engine),
+                                       draft=head)  # fmt: skip
+    layers = [{k: getattr(x, k) for k in ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "kv_cache_dtype",
+                                          "model_dtype", "state_shapes", "config_state_shapes", "state_dtypes",
+                                          "mamba_type", "prefill_checkpoint", "is_draft")} for x in specs]  # fmt: skip
+    states = [x for x in layers if x["kind"] == "mamba"]
+    assert states and all(x["config_state_shapes"] == ((2, 640),) != x["state_shapes"] for x in states), states[0]
+    theirs = oracle.plan(layers, 20 * GIB, engine)
+    ours = vllm_differential.Ours.plan(layers, 20 * GIB, engine)
+    assert not vllm_differential.compare(ours, theirs), vllm_differential.compare(ours, theirs)
+    assert theirs["ok"] == (tokens < 8), theirs.get("error")
+
+
 def _mtp_config(model: str) -> dict[str, Any]:
     from kvbudget.models.hybrid_state import get_hybrid_state_model
 

@@ -42,7 +42,7 @@ from kvbudget.vllm.models import layers_from_hf_config
 N = int(os.environ.get("KVBUDGET_VLLM_STATE_MODEL_CASES", "300"))
 _ATTENTION = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "sliding_window", "attention_chunk_size",
               "is_draft", "pp_stage")  # fmt: skip
-_STATE = ("name", "kind", "is_draft", "pp_stage", "state_shapes", "state_dtypes")
+_STATE = ("name", "kind", "is_draft", "pp_stage", "state_shapes", "config_state_shapes", "state_dtypes")
 _CLASSES = [(T.Qwen3NextConfig, "Qwen3NextForCausalLM", False), (T.Qwen3_5TextConfig, "Qwen3_5ForCausalLM", False),
             (T.Qwen3_5MoeTextConfig, "Qwen3_5MoeForCausalLM", False),
             (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration", True),
@@ -109,6 +109,7 @@ def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
     for x in layers:
         d = {k: getattr(x, k) for k in set(_STATE) | set(_ATTENTION)}
         d["state_shapes"] = [list(s) for s in x.state_shapes]
+        d["config_state_shapes"] = [list(s) for s in x.config_state_shapes]
         d["state_dtypes"] = list(x.state_dtypes)
         out.append(_fields(d))
     return out
@@ -425,13 +426,15 @@ def _strip_mtp(case: tuple[dict[str, Any], dict[str, Any]]) -> tuple[dict[str, A
 
 
 def test_eagle_drafters_on_hybrid_state_targets_read_as_vllm_reads_them() -> None:
-    """EAGLE / EAGLE3 heads on every hybrid-state family but LFM2 (Qwen3-Next and Qwen3.5, Nemotron-H,
-    Granite-4.0-H, Falcon-H1, Jamba, Kimi-Linear): the drafter's layers after the target's, each
-    state's speculative conv rows, and vLLM's EAGLE3 startup check on the target's class, equal
-    vLLM's own reading (the drafter built by its ``Eagle(3)LlamaForCausalLM``, ``load_model``'s check
-    lifted)."""
+    """EAGLE / EAGLE3 heads on every hybrid-state family (Qwen3-Next and Qwen3.5, Nemotron-H,
+    Granite-4.0-H, Falcon-H1, Jamba, Kimi-Linear, LFM2 and LFM2-MoE): the drafter's layers after the
+    target's, each state's speculative conv rows (LFM2: its ``ShortConv`` layers' own shapes, and the
+    model class's without the rows as ``config_state_shapes``), and vLLM's EAGLE3 startup check on
+    the target's class, equal vLLM's own reading (the drafter built by its
+    ``Eagle(3)LlamaForCausalLM``, ``load_model``'s check lifted)."""
     rng = random.Random("vllm-state-eagle")
-    makers = (_case, _nemotron_h_case, _granite_case, _falcon_h1_case, _jamba_case, _kimi_linear_case)
+    makers = (_case, _nemotron_h_case, _granite_case, _falcon_h1_case, _jamba_case, _kimi_linear_case, _lfm2_case,
+              _lfm2_moe_case)  # fmt: skip
     cases = [_eagle(rng, _strip_mtp(makers[i % len(makers)](rng))) for i in range(max(N // 2, 2 * len(makers)))]
     for name in ("qwen3-next-80b-a3b-instruct", "nvidia-nemotron-nano-9b-v2", "falcon-h1-7b-instruct",
                  "kimi-linear-48b-a3b-instruct"):  # fmt: skip
@@ -443,22 +446,19 @@ def test_eagle_drafters_on_hybrid_state_targets_read_as_vllm_reads_them() -> Non
 
 
 def test_drafters_kvbudget_does_not_read_are_refused() -> None:
-    """EAGLE heads on LFM2, the Mamba hybrids' MTP drafters other than Nemotron-H's (and that one
-    where the checkpoint has no MTP layers) are refused by name, and so is an MTP or EAGLE drafter
+    """The Mamba hybrids' MTP drafters other than Nemotron-H's (and that one where the checkpoint
+    has no MTP layers) are refused by name, and so is an MTP or EAGLE drafter
     without ``num_speculative_tokens`` (vLLM would default an MTP's to the config's ``n_predict``,
     which the plan would not see)."""
     qwen = get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config
     nemotron = get_hybrid_state_model("nvidia-nemotron-nano-9b-v2").config
     falcon = get_hybrid_state_model("falcon-h1-7b-instruct").config
     mtp = vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-    lfm2 = get_hybrid_state_model("lfm2-1.2b").config
     head = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1, "num_attention_heads": 16,
             "num_key_value_heads": 8, "hidden_size": 2048}  # fmt: skip
-    eagle = vllm.EngineConfig(speculative_method="eagle", num_speculative_tokens=2)
     for saved, engine, draft, words in (
             (falcon, mtp, None, "drafter layers"),
             (nemotron, mtp, None, "num_nextn_predict_layers is 0"),  # Nano-9B-v2 ships no MTP layers
-            (lfm2, eagle, head, "ShortConv layers keep them"),
             (qwen, vllm.EngineConfig(speculative_method="eagle"), head, "needs num_speculative_tokens"),
             (qwen, vllm.EngineConfig(speculative_method="mtp"), None, "needs num_speculative_tokens")):  # fmt: skip
         try:

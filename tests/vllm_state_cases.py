@@ -48,8 +48,11 @@ def _state(r: random.Random, family: str, tp: int, spec: int) -> dict[str, Any]:
         shapes, ssm = [[k - 1 + spec, 3 * h * hd // tp], [max(1, h // tp), hd, hd]], "float32"
         extra = {"mamba_type": "gdn_attn", "prefill_checkpoint": "none"}
     elif family == "short_conv":
-        shapes = [[2 + spec, r.choice((1024, 2048, 1536)) // tp]]
-        return {"state_shapes": shapes, "state_dtypes": [conv], "mamba_type": "short_conv"}
+        dim = r.choice((1024, 2048, 1536)) // tp
+        out: dict[str, Any] = {"state_shapes": [[2 + spec, dim]], "state_dtypes": [conv], "mamba_type": "short_conv"}
+        if spec and r.random() < 0.5:  # LFM2's model class sizes the block without the drafter's rows
+            out["config_state_shapes"] = [[2, dim]]
+        return out
     elif family == "mamba1":
         i, ds = r.choice((4096, 8192)), 16
         shapes = [[k - 1, i // tp], [i // tp, ds]]

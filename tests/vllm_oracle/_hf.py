@@ -120,6 +120,13 @@ self.conv_kernel_size vllm_config compilation_config compilation_config.static_f
 self.prefix""".split())
 
 
+#: What ``ShortConv.get_state_shape`` reads: LFM2's layers keep a drafter's conv rows that the
+#: model class's ``get_mamba_state_shape_from_config`` leaves out, so the oracle reads this layer's
+#: own shape (the other state classes' equal their model class's, which the oracle takes).
+_SHORT_CONV_SHAPE = {"self.conv_dim", "self.L_cache", "self.num_spec"}
+_OWN_SHAPE = ("ShortConv",)
+
+
 @dataclass
 class _Env:
     cfg: dict[str, Any]  # the config-level namespace
@@ -320,7 +327,7 @@ def _env(root: Path) -> _Env:
         source("model_executor/layers/mamba/mamba_mixer.py"), ns("mamba_mixer", **common), "MambaMixer",
         keep=_STATE_KEEP)  # fmt: skip
     common["ShortConv"] = _lift_class(source("model_executor/layers/mamba/short_conv.py"), ns("short_conv", **common),
-                                      "ShortConv", keep=_STATE_KEEP)  # its registration  # fmt: skip
+                                      "ShortConv", ("get_state_shape",), keep=_STATE_KEEP | _SHORT_CONV_SHAPE)  # fmt: skip
     hooks = ns("models.config")
     config_py = source("model_executor/models/config.py")
     nemotron = config_py.lift_class(hooks, "NemotronHForCausalLMConfig",
@@ -374,7 +381,8 @@ def _env(root: Path) -> _Env:
                  models["model_executor/layers/mamba/gdn/kimi_gdn_linear_attn"]["KimiGatedDeltaNetAttention"]),
                 vllm_config_cls,
                 mu["STR_DTYPE_TO_TORCH_DTYPE"], mu["MambaBackendEnum"],
-                type("VllmConfig", (StrictConfig,), {"with_hf_config": with_hf_config}),
+                type("VllmConfig", (StrictConfig,), {"with_hf_config": with_hf_config,
+                                                     "num_speculative_tokens": vllm_config_cls.num_speculative_tokens}),
                 utils["init_vllm_registered_model"], utils["maybe_prefix"])  # fmt: skip
 
 
@@ -527,7 +535,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         vllm_config = env.engine_config_cls(
             model_config=mc, cache_config=cache_config, quant_config=None, load_config=None, lora_config=None,
             kernel_config=StrictConfig(moe_backend="auto"),
-            parallel_config=parallel, speculative_config=spec,
+            parallel_config=parallel, speculative_config=spec, diffusion_config=None,
             compilation_config=StrictConfig(static_forward_context=context))  # fmt: skip
         pp_group = StrictConfig(rank_in_group=rank, world_size=pp, is_first_rank=rank == 0,
                                 is_last_rank=rank == pp - 1)  # fmt: skip
@@ -538,6 +546,14 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
             target = set(context)
             if draft_mc is not None and rank == pp - 1:
                 _build(env, draft_mc.hf_config.architectures[0], vllm_config, draft_mc.hf_config)
+            # Each state layer's own shapes (MambaBase.get_kv_cache_spec reads get_state_shape()).
+            try:
+                own = {name: [list(x) for x in layer.get_state_shape()] for name, layer in context.items()
+                       if type(layer).__name__ in _OWN_SHAPE}  # fmt: skip
+            except StubError:
+                raise
+            except Exception as e:  # vLLM's refusal (its divisibility asserts)
+                raise _load_error(e) from e
         finally:
             _CTX.clear()
         if method in ("eagle", "eagle3") and rank == pp - 1:
@@ -556,7 +572,12 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
                     raise
                 except Exception as e:
                     raise _load_error(e) from e
+                # The class's shapes size the attention block; where the layer keeps others (LFM2's
+                # ShortConv with a drafter's rows), the layer's are its spec's.
+                config_shapes = state["state_shapes"]
+                state["state_shapes"] = own.get(name, config_shapes)
                 out.append({"name": name, "kind": "mamba", "is_draft": name not in target, "pp_stage": rank,
+                            "config_state_shapes": [] if config_shapes == state["state_shapes"] else config_shapes,
                             **state})  # fmt: skip
                 continue
             if isinstance(layer, env.models[_KIMI_MLA]["MultiHeadLatentAttention"]):

@@ -36,7 +36,8 @@ Restated glue (not vLLM text), as the oracle's inputs stand in for a model:
 * the model the platform reads: the first target attention layer gives
   ``get_num_kv_heads`` (1 for MLA), ``get_head_size``, ``use_mla``, the model
   dtype and ``cache_dtype``; ``ModelRegistry.resolve_model_cls`` gives a model
-  class whose ``get_mamba_specs_from_config`` lists the target state layers' specs;
+  class whose ``get_mamba_specs_from_config`` lists the target state layers' specs (their
+  ``config_state_shapes`` where given: the model class's own shapes);
 * the attention backend is FLASH_ATTN's CUDA default: ``customize_spec`` returns
   the spec, ``get_supported_kernel_block_sizes`` is ``[MultipleOf(k)]`` with ``k``
   the engine's ``attention_kernel_block_size``; ``_find_non_ssm_backends`` returns
@@ -176,10 +177,11 @@ class StateCode:
         self._layers = [self.layer(x, config) for x in states]
         if not hybrid:
             return self._layers
-        target = [o for o, x in zip(self._layers, states) if not x.get("is_draft")]
+        target = [(o, x) for o, x in zip(self._layers, states) if not x.get("is_draft")]
         mamba_spec = self.iface["MambaSpec"]
         self._model_cls = type("Model", (), {"get_mamba_specs_from_config": staticmethod(lambda config: [
-            mamba_spec(shapes=o.get_state_shape(), dtypes=o.get_state_dtype(), block_size=-1) for o in target])})
+            mamba_spec(shapes=tuple(map(tuple, x.get("config_state_shapes") or ())) or o.get_state_shape(),
+                       dtypes=o.get_state_dtype(), block_size=-1) for o, x in target])})  # fmt: skip
         multiple_of = self.multiple_of
         backend = type("FlashAttentionBackend", (), {
             "customize_spec": staticmethod(lambda spec: spec),

@@ -200,6 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(list(sys.argv[1:] if argv is None else argv))
     except KVBudgetError as exc:
+        kind = getattr(exc, "vllm_error_type", None)
+        if not str(exc) and kind:  # vLLM's bare assertion (e.g. MambaSpec's page check): name it
+            return _fail(f"{type(exc).__name__}: vLLM 0.33.0 fails to start with a bare {kind} (no message)", 1)
         return _fail(f"{type(exc).__name__}: {exc}", 1)
     except MissingDependency as exc:
         return _fail(str(exc), 1)

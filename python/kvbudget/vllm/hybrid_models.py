@@ -42,8 +42,9 @@ def hybrid_layers(arch: str, v: _View, engine: EngineConfig, *, kv_cache_dtype: 
         return _falcon_h1(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, num_spec)
     if arch == "JambaForCausalLM":  # Mamba-1 keeps no speculative rows
         return _jamba(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes)
-    if arch in ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"):  # no drafter here (the caller refuses it)
-        return _lfm2(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes[0], moe=arch == "Lfm2MoeForCausalLM")
+    if arch in ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"):
+        return _lfm2(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes[0], num_spec,
+                     moe=arch == "Lfm2MoeForCausalLM")  # fmt: skip
     return _granite_4_h(v, engine, prefix, kv_cache_dtype, model_dtype, cache_dtypes, num_spec)
 
 
@@ -226,14 +227,18 @@ def _falcon_h1(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str,
 
 # -- LFM2 (short convolutions) -------------------------------------------------------------------
 def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, model_dtype: str,
-          mamba_cache_dtype: str, moe: bool = False) -> list[LayerSpec]:  # fmt: skip
+          mamba_cache_dtype: str, num_spec: int, moe: bool = False) -> list[LayerSpec]:  # fmt: skip
     """``Lfm2Model``'s layers: ``layer_types`` as transformers' ``Lfm2Config`` leaves them (else
     full attention at ``full_attn_idxs``, default every layer, and ``conv`` elsewhere); a
     ``full_attention`` layer is an attention at ``<prefix>.<i>.self_attn.attn`` (head size
     ``hidden_size / num_attention_heads``), any other a ``ShortConv`` at ``<prefix>.<i>.short_conv``
     with one conv state ``(conv_L_cache - 1, conv_dim / tp)`` in the conv dtype. vLLM reads
     ``block_dim`` and ``conv_dim``, which transformers' class does not define: a config without
-    them fails to load (``AttributeError``). LFM2-MoE (``moe``, ``Lfm2MoeModel``): no
+    them fails to load (``AttributeError``). With a drafter each conv state keeps ``num_spec`` more
+    rows (``ShortConv.get_state_shape``) while the class's ``get_mamba_state_shape_from_config``,
+    which sizes the attention block, keeps none: that shape is the layer's ``config_state_shapes``
+    (vLLM then pads the state page to an attention page sized without the rows, and fails to start
+    where that page is smaller than the state). LFM2-MoE (``moe``, ``Lfm2MoeModel``): no
     ``full_attn_idxs`` rule (without ``layer_types`` vLLM fails), the conv over ``hidden_size``
     channels, and its MoE blocks (layers from ``num_dense_layers`` on) refuse a TP above
     ``num_experts``."""
@@ -264,12 +269,14 @@ def _lfm2(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtype: str, mode
     state: LayerSpec | None = None
     if "linear_attention" in kinds:
         try:
-            dim = v.req_int("hidden_size" if moe else "conv_dim")
-            shapes = _core._vllm_state_shapes("short_conv", [tp, dim, v.req_int("conv_L_cache"), 0])
+            dim, kernel = v.req_int("hidden_size" if moe else "conv_dim"), v.req_int("conv_L_cache")
+            shapes, config = (_core._vllm_state_shapes("short_conv", [tp, dim, kernel, s]) for s in (num_spec, 0))
         except ValueError as e:
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: {e}", "conv_dim") from None
         conv = _state_dtypes(model_dtype, mamba_cache_dtype, "auto")[0]
         state = _state_template(shapes, (conv,), "short_conv", model_dtype)
+        if num_spec:
+            state = replace(state, config_state_shapes=tuple(tuple(x) for x in config))
     return _hybrid_layers(kinds, engine, (f"{prefix}.%d.self_attn.attn", f"{prefix}.%d.short_conv"), attention,
                           state)  # fmt: skip
 

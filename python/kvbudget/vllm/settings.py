@@ -165,6 +165,12 @@ if TYPE_CHECKING:
         """
         state_dtypes: tuple[str, ...] = ()
         """Their torch dtypes, one per shape (`"float32"`, `"bfloat16"`, `"float16"`)."""
+        config_state_shapes: tuple[tuple[int, ...], ...] = ()
+        """The state shapes vLLM's model class reports for its configuration
+        (`get_mamba_state_shape_from_config`, which sizes the attention block), where they differ
+        from the layer's own (LFM2 with a drafter: no speculative conv rows); empty: the layer's,
+        elements per dim.
+        """
         mamba_type: Literal["mamba1", "mamba2", "short_conv", "linear", "gdn_attn"] = "mamba2"
         """A state layer's backend (`mamba_type`)."""
         prefill_checkpoint: Literal["none", "mamba2", "flashinfer_gdn"] = "none"

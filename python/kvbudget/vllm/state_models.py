@@ -101,12 +101,8 @@ _INTERVAL_DEFAULT: Final = 4  # transformers' Qwen3NextConfig / Qwen3_5TextConfi
 REPLAYSSM_ARCHITECTURES: Final = frozenset({"NemotronHForCausalLM", "KimiLinearForCausalLM"})
 
 
-#: The targets whose EAGLE / EAGLE3 drafter kvbudget reads: every one but LFM2's (below).
-_EAGLE_TARGETS: Final = frozenset(STATE_ARCHITECTURES) - {"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"}
-_NO_EAGLE: Final = dict.fromkeys(("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"), (
-    " (with speculation vLLM 0.33.0 sizes its blocks from LFM2's get_mamba_state_shape_from_config, "
-    "which has no speculative conv rows, while its ShortConv layers keep them: two state pages kvbudget's "
-    "LayerSpec does not tell apart)"))
+#: The targets whose EAGLE / EAGLE3 drafter kvbudget reads.
+_EAGLE_TARGETS: Final = frozenset(STATE_ARCHITECTURES)
 
 
 def _replayssm_startup(arch: str, engine: EngineConfig) -> None:
@@ -326,9 +322,8 @@ def state_layers_from_hf_config(
     mtp = method == "mtp" and (arch in _MTP_LAYERS or arch == "NemotronHForCausalLM")
     if method is not None and not mtp and not (method in ("eagle", "eagle3") and arch in _EAGLE_TARGETS):
         own = " (it reads the model's own MTP layers, speculative_method='mtp')" if arch in _MTP_LAYERS else ""
-        why = _NO_EAGLE.get(arch, "") if method in ("eagle", "eagle3") else ""
         raise ConfigError(f"speculative_method={method!r}: kvbudget does not read {arch}'s drafter layers yet"
-                          f"{own}{why}; plan the target alone or give the layers")  # fmt: skip
+                          f"{own}; plan the target alone or give the layers")  # fmt: skip
     num_spec = _eagle_tokens(engine) if method in ("eagle", "eagle3") else 0
     if arch in HYBRID_ARCHITECTURES:
         return hybrid_layers(arch, v, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,

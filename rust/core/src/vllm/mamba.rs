@@ -166,8 +166,9 @@ pub fn align_hybrid_block_size(
     let (page1, use_mla) = attention_page_per_token(reference)?;
     let mut mamba_page = 0u64;
     for l in states.iter().filter(|l| !l.is_draft) {
+        let shapes = sizing_shapes(l)?;
         let m = MambaState {
-            shapes: l.state_shapes.clone(),
+            shapes: shapes.clone(),
             dtypes: state_dtypes(l)?,
             mamba_type: l.mamba_type,
             align: false,
@@ -229,6 +230,26 @@ pub fn align_hybrid_block_size(
     Ok(Some(out))
 }
 
+/// The shapes `HybridAttentionMambaModelConfig` sizes the attention block from: the model
+/// class's (`config_state_shapes`) where given, else the layer's.
+fn sizing_shapes(l: &VllmLayer) -> Result<&Vec<Vec<u64>>, VllmError> {
+    if l.config_state_shapes.is_empty() {
+        return Ok(&l.state_shapes);
+    }
+    if l.config_state_shapes.len() != l.state_dtypes.len() {
+        return Err(VllmError::new(
+            ErrorKind::Input,
+            format!(
+                "layer {}: config_state_shapes needs one shape per state dtype (got {}, {} dtypes)",
+                py_repr(&l.name),
+                l.config_state_shapes.len(),
+                l.state_dtypes.len()
+            ),
+        ));
+    }
+    Ok(&l.config_state_shapes)
+}
+
 /// A state layer's `MambaSpec` fields under `a` (`MambaBase.get_kv_cache_spec`
 /// and its class's checkpoint override).
 fn mamba_state(
@@ -282,10 +303,15 @@ pub(crate) fn state_spec(
             l.state_dtypes.len()
         )));
     }
-    if l.state_shapes.len() > MAX_STATE_TENSORS
-        || l.state_shapes
-            .iter()
-            .any(|s| s.len() > MAX_STATE_TENSORS || s.iter().any(|&d| d > MAX_LAYER_SIZE))
+    sizing_shapes(l)?;
+    if [&l.state_shapes, &l.config_state_shapes]
+        .iter()
+        .any(|shapes| {
+            shapes.len() > MAX_STATE_TENSORS
+                || shapes
+                    .iter()
+                    .any(|s| s.len() > MAX_STATE_TENSORS || s.iter().any(|&d| d > MAX_LAYER_SIZE))
+        })
     {
         return Err(bad(format!(
             "at most {MAX_STATE_TENSORS} state tensors of at most {MAX_STATE_TENSORS} dims, each at most {MAX_LAYER_SIZE}"

@@ -68,6 +68,11 @@ macro_rules! for_each_vllm_record {
                 state_shapes: Vec<Vec<u64>> = Vec::new() => Shapes, "elements";
                 /// Their torch dtypes, one per shape (`"float32"`, `"bfloat16"`, `"float16"`).
                 state_dtypes: Vec<String> = Vec::new() => Names, "";
+                /// The state shapes vLLM's model class reports for its configuration
+                /// (`get_mamba_state_shape_from_config`, which sizes the attention block), where they
+                /// differ from the layer's own (LFM2 with a drafter: no speculative conv rows); empty:
+                /// the layer's, elements per dim.
+                config_state_shapes: Vec<Vec<u64>> = Vec::new() => Shapes, "elements";
                 /// A state layer's backend (`mamba_type`).
                 mamba_type: $crate::vllm::MambaType = $crate::vllm::MambaType::Mamba2 => Backend, "";
                 /// The prefill-checkpoint export a state layer's class adds to its spec.

@@ -291,6 +291,48 @@ def _lfm2_moe(rng: random.Random) -> Built:
     return _text(T.Lfm2MoeConfig, "Lfm2MoeForCausalLM", **kw)
 
 
+def _lfm2_vl(rng: random.Random) -> Built:
+    """LFM2-VL: an LFM2 or LFM2-MoE text config in transformers' wrapper; some files without the
+    text ``layer_types`` (LFM2: its class derives them from ``full_attn_idxs``; LFM2-MoE: SGLang's
+    LFM2-VL class enumerates the null list and fails)."""
+    built = _multimodal(T.Lfm2VlConfig, "Lfm2VlForConditionalGeneration",
+                        (_lfm2 if rng.random() < 0.7 else _lfm2_moe)(rng).config.to_dict())  # fmt: skip
+    if rng.random() < 0.7:
+        return built
+    saved = built.saved(False)
+    n = saved["text_config"]["num_hidden_layers"]
+    saved["text_config"].update(layer_types=None, full_attn_idxs=sorted(rng.sample(range(n), rng.randint(0, n))))
+    return Built(None, built.arch, saved)
+
+
+def _zaya(rng: random.Random) -> Built:
+    """ZAYA1, which SGLang loads with its own ``ZayaConfig``: as transformers' class saves it (no
+    ``num_query_groups``: SGLang's default 2 must equal the KV heads), as the released Megatron-style
+    file holds it (``zaya_layers`` alternating attention and MoE, per-layer head lists, ``kv_channels``),
+    or left to SGLang's class defaults. (Not built with SGLang's class here: executing its module
+    again would register a second ``ZayaConfig`` with ``AutoConfig``, which the oracle's
+    ``mambaish_config`` would not recognise.)"""
+    heads, kv = rng.choice([8, 16]), rng.choice([1, 2, 2, 4])
+    kw: dict[str, Any] = {"num_hidden_layers": rng.randint(1, 40), "num_attention_heads": heads,
+                          "num_key_value_heads": kv, "head_dim": rng.choice([64, 128]),
+                          "hidden_size": rng.choice([1024, 2048]), "cca_time0": rng.choice([1, 2, 3])}  # fmt: skip
+    if rng.random() < 0.4:
+        return _text(T.ZayaConfig, "ZayaForCausalLM", **kw)
+    if rng.random() < 0.1:  # SGLang's class defaults: 80 layers, 8 heads, 2 KV heads of 128
+        return Built(None, "ZayaForCausalLM", {"model_type": "zaya"})
+    pairs = rng.randint(1, 40)
+    released: dict[str, Any] = {**kw, "model_type": "zaya", "zaya_layers": ["a", 16] * pairs + ["a"] * rng.randint(0, 1)}
+    if rng.random() < 0.1:  # attention at odd layers too: the KV pool holds them, the model builds none
+        released["zaya_layers"] = ["a"] * len(released["zaya_layers"])
+    if rng.random() < 0.6:
+        released.update(cca_num_q_heads=[heads, 0] * pairs, num_query_groups_list=[kv, 0] * pairs)
+    else:
+        released["num_query_groups"] = rng.choice([kv, kv, kv, 2])
+    if rng.random() < 0.4:
+        released.update(head_dim=None, kv_channels=rng.choice([64, 128]))
+    return Built(None, "ZayaForCausalLM", released)
+
+
 _STEP3P5 = "Step3p5ForCausalLM"
 
 
@@ -442,6 +484,8 @@ FAMILIES: dict[str, _Builder] = {
     "falcon_h1": _falcon_h1,
     "granite_hybrid": _granite_hybrid,
     "lfm2_moe": _lfm2_moe,
+    "lfm2_vl": _lfm2_vl,
+    "zaya": _zaya,
     "step3p5": _step3p5,
     "deepseek_v3": _deepseek_v3,
     "deepseek_v32": _deepseek_v32,
@@ -502,6 +546,7 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "falcon_h1": (T.FalconH1Config, "FalconH1ForCausalLM"),
     "granite_hybrid": (T.GraniteMoeHybridConfig, "GraniteMoeHybridForCausalLM"),
     "lfm2_moe": (T.Lfm2MoeConfig, "Lfm2MoeForCausalLM"),
+    "lfm2_vl": (T.Lfm2VlConfig, "Lfm2VlForConditionalGeneration"), "zaya": (T.ZayaConfig, "ZayaForCausalLM"),
     "jamba": (T.JambaConfig, "JambaForCausalLM"), "olmo_hybrid": (T.OlmoHybridConfig, "OlmoHybridForCausalLM"),
     "step3p5": (T.Step3p7TextConfig, _STEP3P5), "mellum": (T.MellumConfig, "MellumForCausalLM"),
     "muse_glimmer": (T.MuseGlimmerConfig, _GLIMMER[1]), "muse_glimmer_text": (T.MuseGlimmerTextConfig, _GLIMMER[0]),

@@ -214,6 +214,23 @@ def test_step3p5_flash_itself_does_not_load_in_sglang() -> None:
         resolve_sglang(cfg)
 
 
+def test_zaya_resolves_as_sglangs_own_class(oracle: ModelOracle) -> None:
+    """ZAYA1 as its released Megatron-style file holds it (80 layers, attention at the even ones,
+    per-layer head lists, ``kv_channels``): SGLang's own ``ZayaConfig`` gives 40 attention layers of
+    2 KV heads of 128. Attention at odd layers only, the config class still plans, but SGLang's model
+    builds attention at every even layer, which the pools then lack: kvbudget refuses."""
+    cfg = {"model_type": "zaya", "architectures": ["ZayaForCausalLM"], "zaya_layers": ["a", 16] * 40,
+           "cca_num_q_heads": [8, 0] * 40, "num_query_groups_list": [2, 0] * 40, "head_dim": None,
+           "kv_channels": 128, "num_hidden_layers": 40}  # fmt: skip
+    m = resolve_sglang(cfg)
+    assert (m.num_attention_layers, m.num_kv_heads, m.head_dim, m.state_pool) == (40, 2, 128, True)
+    assert not _differs(_fields(m), oracle.resolve(cfg, False))
+    odd = {**cfg, "zaya_layers": [16, "a"] * 40}
+    assert isinstance(oracle.resolve(odd, False), dict)
+    with pytest.raises(ConfigError, match="every even layer"):
+        resolve_sglang(odd)
+
+
 def test_published_hybrid_state_checkpoints_match_sglang(oracle: ModelOracle) -> None:
     """The released configs of the hybrid-state families (``kvbudget/models/data/hybrid_state_models.json``:
     Qwen3-Next, Qwen3.5 dense and MoE, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2, each with its

@@ -308,6 +308,29 @@ def _kimi(r: random.Random) -> dict[str, Any]:
             "text_config": {**t, "model_type": "kimi_linear"}}  # fmt: skip
 
 
+def _zaya(r: random.Random) -> dict[str, Any]:
+    """ZAYA1 (SGLang's own ``ZayaConfig``): scalar keys as transformers' class saves them, or the
+    released Megatron-style lists (``zaya_layers``, per-layer heads, ``kv_channels``)."""
+    heads, kv, n = r.choice((8, 16)), r.choice((1, 2, 2, 4, 8)), r.randint(1, 40)
+    d: dict[str, Any] = {
+        "model_type": "zaya", "architectures": ["ZayaForCausalLM"], "num_hidden_layers": n,
+        "num_attention_heads": heads, "num_key_value_heads": kv, "num_query_groups": kv,
+        "head_dim": r.choice((64, 128)), "hidden_size": r.choice((1024, 2048)),
+        "cca_time0": r.choice((1, 2, 2, 3)), "cca_time1": r.choice((1, 2, 2)),
+    }  # fmt: skip
+    if r.random() < 0.5:
+        pairs = r.randint(1, 40)
+        d.update(zaya_layers=["a", 16] * pairs + ["a"] * r.randint(0, 1), cca_num_q_heads=[heads, 0] * pairs,
+                 num_query_groups_list=[kv, 0] * pairs)  # fmt: skip
+        del d["num_query_groups"]
+        if r.random() < 0.3:
+            d.update(head_dim=None, kv_channels=r.choice((64, 128)))
+    for k in ("num_key_value_heads", "head_dim", "hidden_size", "cca_time0", "num_hidden_layers"):
+        _maybe(r, d, k, 0.1)
+    _dtype(r, d)
+    return d
+
+
 def _stateless(r: random.Random) -> dict[str, Any]:
     mt, arch = r.choice((("llama", "LlamaForCausalLM"), ("qwen3", "Qwen3ForCausalLM"),
                          ("jamba", "JambaForCausalLM"), ("mistral", "MistralForCausalLM")))  # fmt: skip
@@ -317,7 +340,7 @@ def _stateless(r: random.Random) -> dict[str, Any]:
 
 FAMILIES: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "qwen": _qwen, "jet": _jet, "nemotron_h": _nemotron_h, "falcon_h1": _falcon_h1, "granite": _granite,
-    "lfm2": _lfm2, "mamba": _mamba, "kimi": _kimi, "stateless": _stateless,
+    "lfm2": _lfm2, "mamba": _mamba, "kimi": _kimi, "zaya": _zaya, "stateless": _stateless,
 }  # fmt: skip
 
 
@@ -343,6 +366,9 @@ def test_generated_configs_match_sglang(oracle: StateModelOracle, family: str) -
     bad: list[str] = []
     for _ in range(PER_FAMILY):
         cfg, par = FAMILIES[family](r), _parallel(r)
+        if family == "zaya":  # as its model class asserts (test_zaya_model_class_asserts_are_refused)
+            groups = next((g for g in cfg.get("num_query_groups_list") or () if g), cfg.get("num_query_groups", 2))
+            par.update(dp=1, tp=math.gcd(par["tp"], groups))
         _split(r, oracle, cfg, par)
         kind, diff = _compare(oracle, cfg, par)
         seen[kind] += 1
@@ -455,9 +481,71 @@ def test_unread_state_architectures_are_refused(model_type: str) -> None:
 def test_sglang_plans_a_state_for_the_refused_architectures_it_can_load(oracle: StateModelOracle) -> None:
     """The refusals are not vacuous: on a config SGLang's class loads with its defaults, its
     ``mambaish_config`` answers (a lightning or registry state, or one kvbudget does not read)."""
-    for mt in ("bailing_hybrid", "gigachat3_5", "zaya", "qwen4_exp_text", "glm5_next"):
+    for mt in ("bailing_hybrid", "gigachat3_5", "qwen4_exp_text", "glm5_next"):
         r = oracle.state({"model_type": mt, "architectures": ["X"], "full_attention_interval": 4})
         assert r.get("mixer") is not None, (mt, r)
+
+
+# -- ZAYA1: its model class's checks, and its two conv states in SGLang's MambaPool ---------------
+_ZAYA = {"model_type": "zaya", "architectures": ["ZayaForCausalLM"], "num_hidden_layers": 8}
+
+
+def test_zaya_model_class_asserts_are_refused(oracle: StateModelOracle) -> None:
+    """ZAYA1's config class sizes the conv state on the global TP group and plans these; its model
+    class (``models/zaya.py``, its assertions read here) asserts no attention DP and TP dividing both
+    head counts, and builds attention at every even layer: kvbudget refuses where those fail."""
+    src = (sglang_root() / "sglang/srt/models/zaya.py").read_text(encoding="utf-8")
+    assert "attention DP is not supported for ZAYA1" in src and "layer_id % 2 == 0" in src
+    assert "must be divisible " in src and "num_q_heads must be a multiple of num_k_heads" in src
+    base = {"split": None, "ssm": None, "conv": None, "pp": 1}
+    odd = {**_ZAYA, "zaya_layers": [16, "a"] * 4}
+    for cfg, par, needle in ((_ZAYA, {"tp": 1, "dp": 2}, "attention DP"), (_ZAYA, {"tp": 4, "dp": 1}, "divisible"),
+                             (odd, {"tp": 1, "dp": 1}, "even layer"),
+                             ({**_ZAYA, "num_key_value_heads": 3, "num_query_groups": 3}, {"tp": 1, "dp": 1},
+                              "multiple")):  # fmt: skip
+        assert isinstance(_theirs(oracle, cfg, {**base, **par}), dict), (cfg, par)  # the config class plans it
+        ours = _ours(cfg, {**base, **par})
+        assert isinstance(ours, str) and needle in ours, (needle, ours)
+
+
+@pytest.mark.parametrize("cca_time1", [1, 2])
+@pytest.mark.parametrize("topk", [None, 1, 4], ids=["no-spec", "chain", "tree"])
+def test_zaya_state_pool_is_sglangs(oracle: StateModelOracle, cca_time1: int, topk: int | None) -> None:
+    """ZAYA1's state pool against SGLang's ``MambaPool`` (:mod:`sglang_oracle.mamba_pool`, on meta)
+    over its config class's cache params: SGLang's two conv states, one flat tensor in kvbudget of
+    the same (layers, rows) and elements; with a linear draft chain SGLang's deduplicated conv
+    window fails on the two shapes unless both windows are 1, and kvbudget refuses the same."""
+    from kvbudget import ServingConfig, SpeculativeConfig
+    from kvbudget.sglang.state import mamba_ratio, state_pool
+    from sglang_oracle import state as oracle_state
+
+    cfg = {**_ZAYA, "cca_time1": cca_time1}
+    oracle.b.active.ctx = oracle._ctx(2, 2, None, None)
+    try:
+        params = oracle.mixer(oracle.parse(cfg))[1].mamba2_cache_params
+    finally:
+        oracle.b.active.ctx = None
+    state = state_from_hf_config(cfg, tp_size=2)
+    assert state is not None and state.num_state_layers == 4
+    spec = SpeculativeConfig() if topk is None else SpeculativeConfig(
+        algorithm="eagle", draft_num_layers=1, num_steps=3, eagle_topk=topk, num_draft_tokens=4)  # fmt: skip
+    serving, slots = ServingConfig(tp_size=2, max_running_requests=8), 32
+    requests = min(8, slots // mamba_ratio(state, serving))
+    try:
+        theirs = oracle_state.load(sglang_root()).pool.tensors(
+            params, size=slots, spec_state_size=requests, layers=4, draft_tokens=None if topk is None else 4,
+            topk=topk, replay=False, replay_len=16)  # fmt: skip
+    except ValueError as e:
+        assert "no axis of length conv_kernel-1" in str(e) and (topk, cca_time1) == (1, 2), e
+        with pytest.raises(InvalidConfigError, match="conv_kernel"):
+            state_pool(state, serving, spec, slots)
+        return
+    ours = {t.kind: [(tuple(t.shape), t.dtype)] for t in state_pool(state, serving, spec, slots).tensors}
+    assert set(ours) == set(theirs)
+    for kind, shapes in theirs.items():
+        lead = {s[:2] for s, _ in shapes} | {s[:2] for s, _ in ours[kind]}
+        assert len(lead) == 1 and sum(math.prod(s) for s, _ in shapes) == math.prod(ours[kind][0][0]), kind
+        assert {d for _, d in shapes} == {ours[kind][0][1]}, kind
 
 
 def test_arguments_are_checked() -> None:

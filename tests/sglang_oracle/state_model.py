@@ -5,8 +5,8 @@ What SGLang derives, from a config folder, up to the state pool's inputs:
 1. ``get_config``: ``HfModelConfigParser.parse`` (:func:`._configs.parser`) over the real
    transformers 5.19.0, with SGLang's own config classes (``configs/<module>.py``, executed
    whole by :class:`._configs.ConfigClasses`), the raw state-spaces Mamba path included.
-   ``configs/lfm2*.py`` put their classes in transformers' ``CONFIG_MAPPING`` at import;
-   here they are in it for the parse only (:meth:`StateModelOracle._mapping`), so no other
+   ``configs/lfm2*.py`` and ``configs/zaya.py`` put their classes in transformers'
+   ``CONFIG_MAPPING`` at import; here they are in it for the parse only (:meth:`StateModelOracle._mapping`), so no other
    oracle in the process sees this one's classes.
 2. ``configs/hybrid_arch.py`` lifted unchanged: ``mamba2_config``, ``hybrid_gdn_config``,
    ``hybrid_kda_config`` (``kimi_linear_config``, ``glm5_next_config``),
@@ -52,8 +52,9 @@ from ._plumbing import Builder, Envs, pick
 from ._strict import StrictNamespace, StubError, poison_class
 
 _TYPING = pick(vars(typing), "Any Callable Dict Iterable List Optional Set Tuple Union")
-#: The model types whose SGLang class ``configs/lfm2*.py`` put in ``CONFIG_MAPPING._extra_content``.
-_MAPPED = ("lfm2", "lfm2_moe", "lfm2_vl")
+#: The model types whose SGLang class ``configs/lfm2*.py`` and ``configs/zaya.py`` put in
+#: ``CONFIG_MAPPING._extra_content``.
+_MAPPED = ("lfm2", "lfm2_moe", "lfm2_vl", "zaya")
 _FAULTS = (StubError, NameError, ImportError)
 _LOG = logging.getLogger("sglang_oracle.sandbox.state_model")
 _LOG.propagate = False

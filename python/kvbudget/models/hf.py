@@ -156,6 +156,7 @@ _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
     "gemma4": "gemma4_text",
     "gemma4_unified": "gemma4_unified_text",
     "llama4": "llama4_text",
+    "lfm2_vl": "lfm2",
     "qwen3_5": "qwen3_5_text",
     "qwen3_5_moe": "qwen3_5_moe_text",
 }

@@ -48,11 +48,12 @@ whose layer ids SGLang leaves None) resolves as ``ModelConfig`` has it, and
 :meth:`SGLangModel.model_geometry` refuses it with SGLang's reason.
 
 Models SGLang plans with a Mamba or linear-attention state pool beside the KV
-pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2 and LFM2-MoE, Nemotron-H,
-Falcon-H1, Granite-4.0-H) resolve to the full-attention layers that pool counts
+pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2, LFM2-MoE and LFM2-VL, Nemotron-H,
+Falcon-H1, Granite-4.0-H, ZAYA1) resolve to the full-attention layers that pool counts
 (``state_pool=True``; the Mamba-2-shaped families' from the layer kinds their
-state layers are read with, :func:`kvbudget.sglang.state_model.attention_layer_ids`); the
-other model types SGLang plans a state pool for (:data:`UNRESOLVED_STATE_TYPES`: Zaya,
+state layers are read with, :func:`kvbudget.sglang.state_model.attention_layer_ids`;
+ZAYA1's config as SGLang's own class derives it, :mod:`kvbudget.sglang.zaya`); the
+other model types SGLang plans a state pool for (:data:`UNRESOLVED_STATE_TYPES`:
 Qwen4-Exp, the Bailing hybrids, Jet-Nemotron, ...) are refused by name. DSA models (DeepSeek-V3.2,
 GLM-5: an MLA architecture whose config has ``index_topk``) carry their
 indexer (:mod:`kvbudget.sglang.dsa`). Architectures SGLang cannot
@@ -82,8 +83,9 @@ from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types, is_kda_layer
 from kvbudget.sglang.dsa import MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
-from kvbudget.sglang.state_model import attention_layer_ids
+from kvbudget.sglang.state_model import QWEN4_EXP_UNMODELLED, attention_layer_ids
 from kvbudget.sglang.window import sglang_window
+from kvbudget.sglang.zaya import zaya_config
 
 __all__ = ["UNRESOLVED_STATE_TYPES", "SGLangModel", "resolve_sglang", "sglang_architectures"]
 
@@ -102,7 +104,7 @@ _DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN",
 UNRESOLVED_STATE_TYPES: frozenset[str] = frozenset({
     "bailing_hybrid", "qwen4_exp", "qwen4_exp_text", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
     "nemotron_h_omni", "intern_s2_preview", "interns2_mobius", "interns2_mobius_text", "jet_nemotron", "jet_vlm",
-    "minicpm_sala", "inkling_model", "inkling_mm_model", "lfm2_vl", "zaya", "glm5_next",
+    "minicpm_sala", "inkling_model", "inkling_mm_model", "glm5_next",
 })  # fmt: skip
 #: Architectures whose SGLang pools are not (only) the KV pools kvbudget plans.
 UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | UNCHECKED_MLA_ARCHITECTURES | _DEEPSEEK_V4
@@ -125,10 +127,11 @@ def _kda_ids(text: Mapping[str, Any], n: int) -> list[int]:
 
 def _mamba2_shaped_ids(model_type: str) -> Callable[[Mapping[str, Any], int], list[int]]:
     """The Mamba-2-shaped families' layers, read with their state layers' kinds
-    (:func:`kvbudget.sglang.state_model.attention_layer_ids`)."""
+    (:func:`kvbudget.sglang.state_model.attention_layer_ids`; LFM2-VL's from its text config)."""
 
     def ids(text: Mapping[str, Any], n: int) -> list[int]:
-        got = attention_layer_ids({**text, "model_type": model_type})
+        wrapped = {"text_config": text} if model_type == "lfm2_vl" else text
+        got = attention_layer_ids({**wrapped, "model_type": model_type})
         assert got is not None, model_type
         return got
 
@@ -136,11 +139,13 @@ def _mamba2_shaped_ids(model_type: str) -> Callable[[Mapping[str, Any], int], li
 
 
 #: The full-attention layers of the models SGLang plans with a Mamba/linear-attention state pool
-#: beside the KV pool, by the config class SGLang loads them with (its ``model_type``).
+#: beside the KV pool, by the config class SGLang loads them with (its ``model_type``: the outer
+#: one where that class reads the layers, LFM2-VL's, else the text config's).
 _STATE_MODELS: dict[str, Callable[[Mapping[str, Any], int], list[int]]] = {
     "qwen3_next": _interval_ids, "qwen3_5_text": _interval_ids, "qwen3_5_moe_text": _interval_ids,
     "kimi_linear": _kda_ids,
-    **{t: _mamba2_shaped_ids(t) for t in ("lfm2", "lfm2_moe", "nemotron_h", "nemotron_h_puzzle", "falcon_h1")},
+    **{t: _mamba2_shaped_ids(t) for t in ("lfm2", "lfm2_moe", "lfm2_vl", "nemotron_h", "nemotron_h_puzzle",
+                                          "falcon_h1", "zaya")},
 }  # fmt: skip
 _GEMMA4_TYPES = frozenset({
     "gemma4", "gemma4_assistant", "gemma4_unified", "gemma4_unified_assistant", "diffusion_gemma",
@@ -465,6 +470,10 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     cfg = load_hf_config(path_or_dict)
     if cfg.get("model_type") == "muse_glimmer":
         cfg = _muse_glimmer_loads(cfg)
+    elif cfg.get("model_type") == "zaya":
+        cfg = zaya_config(cfg)
+    elif cfg.get("model_type") == "lfm2_vl" and cfg.get("text_config") is None:
+        cfg = {**cfg, "text_config": {}}  # Lfm2VlConfig builds its default (LFM2) text config
     archs = cfg.get("architectures")
     if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
         raise ConfigError("config.json: SGLang 0.5.23 picks the model class from 'architectures', "
@@ -494,8 +503,10 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     v = _View(cfg)
     state_type = next((t for t in (cfg.get("model_type"), v.model_type) if t in UNRESOLVED_STATE_TYPES), None)
     if state_type is not None:
+        why = f"kvbudget does not model: {QWEN4_EXP_UNMODELLED}" if state_type.startswith("qwen4_exp") \
+            else "whose layers kvbudget does not resolve"
         raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} (model type {state_type}) with a state pool "
-                          "whose layers kvbudget does not resolve", "model_type")  # fmt: skip
+                          f"{why}", "model_type")  # fmt: skip
     text = {**v.defaults, **(v.cfg if v.prefix else cfg)}
     n = v.req_int("num_hidden_layers")
     types = derived_layer_types(v.model_type, n, text.get("layer_types"))
@@ -509,7 +520,7 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         raise ConfigError(f"config.json: {exc}", "architectures") from None
     common: dict[str, Any] = {"architecture": arch, "pools": pools, "num_attention_layers": _attention_layers(archs, v, n),
                               "native_class": any(a in sglang_architectures() for a in archs)}  # fmt: skip
-    state = _STATE_MODELS.get(v.model_type)
+    state = _STATE_MODELS.get("lfm2_vl" if cfg.get("model_type") == "lfm2_vl" else v.model_type)
     if v.model_type == "granitemoehybrid" and attention_layer_ids(text) is not None:
         state = _mamba2_shaped_ids("granitemoehybrid")  # a state pool only with Mamba layers
     if state is not None and not pools.hybrid_swa:

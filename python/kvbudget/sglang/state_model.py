@@ -15,18 +15,19 @@ class ``get_config`` loads) and ``configs/hybrid_arch.py``'s ``mambaish_config``
 * Mamba-2 shapes (``mamba2_config``: ``mixer="mamba2"``): Nemotron-H (``layers_block_type``,
   else ``hybrid_override_pattern``: ``M`` layers), Falcon-H1 (every layer), Granite-4.0-H
   (``layer_types`` ``mamba``; none: no state pool), LFM2, LFM2-MoE and LFM2-VL (the
-  ``conv`` / ``short_conv`` layers: a conv state only, ``ssm_state_dim=0``), Mamba-2,
-  and Mamba-1 / Falcon-Mamba / raw state-spaces Mamba (``create_full_rank``).
+  ``conv`` / ``short_conv`` layers: a conv state only, ``ssm_state_dim=0``), ZAYA1 (its
+  attention layers' two conv states, :mod:`kvbudget.sglang.zaya`), Mamba-2, and Mamba-1 /
+  Falcon-Mamba / raw state-spaces Mamba (``create_full_rank``).
 * Kimi delta attention (``hybrid_kda_config``: ``mixer="kda"``): Kimi-Linear and Kimi-K3's
   ``text_config`` (``linear_attn_config.kda_layers``, 1-based).
 
 The TP width is SGLang's: attention TP (``get_parallel().attn_tp_size``, kvbudget's
 ``tp_size``; ``linear_attn_tp_size()`` is the same for these models, as CP-TP group
 sharing is only for GLM-5-Next and Qwen4-Exp), but the full TP group
-(``tp_size * attn_dp_size``) for Mamba-1 and Mamba-2. The dtypes are
+(``tp_size * attn_dp_size``) for Mamba-1, Mamba-2 and ZAYA1. The dtypes are
 ``mamba2_state_dtype``'s: the temporal state ``mamba_ssm_dtype`` (``--mamba-ssm-dtype`` /
 ``SGLANG_MAMBA_SSM_DTYPE``), else the config's ``mamba_ssm_dtype`` for the classes that pass
-themselves (Qwen, Jet, Nemotron-H, Falcon-H1, LFM2; an unknown name there reads as
+themselves (Qwen, Jet, Nemotron-H, Falcon-H1, LFM2, ZAYA1; an unknown name there reads as
 float32, as SGLang warns), else float32; the conv state ``conv_dtype``
 (``SGLANG_MAMBA_CONV_DTYPE``), else bfloat16. ``stage_state_layers`` is
 ``_handle_max_mamba_cache``'s largest per-stage share of the state layers over SGLang's
@@ -51,8 +52,10 @@ from kvbudget.models.config_io import ConfigError, PathOrDict, load_hf_config
 from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN, is_kda_layer
 from kvbudget.sglang.pipeline import stage_ranges
 from kvbudget.sglang.state import StateConfig, StateDims, full_rank_dims, kda_dims, mamba2_dims
+from kvbudget.sglang.zaya import zaya_attention_ids, zaya_config, zaya_state
 
-__all__ = ["READ_FIELDS", "STATE_MODEL_TYPES", "UNREAD_STATE_MODEL_TYPES", "attention_layer_ids", "state_from_hf_config"]
+__all__ = ["QWEN4_EXP_UNMODELLED", "READ_FIELDS", "STATE_MODEL_TYPES", "UNREAD_STATE_MODEL_TYPES", "attention_layer_ids",
+           "state_from_hf_config"]
 
 _DTYPES = ("float32", "bfloat16", "float16")
 #: StateConfig fields this module sets from the config (not serving inputs).
@@ -69,6 +72,7 @@ class _Read:
     layers: list[int]
     num_hidden_layers: int  # ModelConfig.num_hidden_layers (the pipeline split's layer count)
     dtype_source: Mapping[str, Any] | None  # the config mamba2_state_dtype(self) reads, or None
+    one_window: bool = True  # every conv shape's window is conv_kernel - 1 (else: conv_kernel unknown)
 
 
 @dataclass(frozen=True)
@@ -319,8 +323,10 @@ def _lfm2_kinds(c: _Cfg, moe: bool) -> list[str]:
     return ["full_attention" if i in full else "conv" for i in range(n)]
 
 
-def _lfm2(c: _Cfg, tp: _Tp, *, moe: bool = False, dtype_source: bool = True) -> _Read:
-    """``Lfm2Config`` / ``Lfm2MoeConfig``: a conv state of ``hidden_size`` channels over the conv layers."""
+def _lfm2(c: _Cfg, moe: bool, tp: _Tp) -> _Read:
+    """``Lfm2Config`` / ``Lfm2MoeConfig`` (the text config of ``Lfm2VlConfig``): a conv state of
+    ``hidden_size`` channels over the conv layers; only ``Lfm2Config`` passes itself to
+    ``mamba2_state_dtype``."""
     layers = [i for i, t in enumerate(_lfm2_kinds(c, moe)) if t in ("conv", "short_conv")]
     if not layers:
         raise ConfigError("config.json: this LFM2 config has no conv layer; SGLang 0.5.23 still plans a state "
@@ -328,11 +334,12 @@ def _lfm2(c: _Cfg, tp: _Tp, *, moe: bool = False, dtype_source: bool = True) -> 
     hidden = c.num("hidden_size", 2048 if moe else 2560)
     dims = mamba2_dims(tp.attn, hidden, 1, tp.attn, hidden, 0, c.num("conv_L_cache", 3))
     n = c.num("num_hidden_layers", 32)
-    return _Read("mamba2", dims, layers, n, c.cfg if dtype_source else None)
+    return _Read("mamba2", dims, layers, n, c.cfg if c.label == "" and not moe else None)
 
 
-def _lfm2_vl(c: _Cfg, tp: _Tp) -> _Read:
-    """``Lfm2VlConfig``: its ``text_config`` (an LFM2 or LFM2-MoE config), default dtypes."""
+def _lfm2_vl_text(c: _Cfg) -> tuple[_Cfg, bool]:
+    """``Lfm2VlConfig``'s ``text_config`` (an LFM2 or LFM2-MoE config, whose ``layer_types`` SGLang's
+    class enumerates) and whether it is LFM2-MoE."""
     text = c.sub("text_config", required="without one SGLang builds an all-attention LFM2 and its state "
                                          "pool fails")  # fmt: skip
     kind = text.get("model_type", "lfm2")
@@ -342,7 +349,17 @@ def _lfm2_vl(c: _Cfg, tp: _Tp) -> _Read:
     if kind == "lfm2_moe" and text.get("layer_types") is None:
         raise ConfigError("config.json: SGLang 0.5.23's LFM2-VL enumerates text_config.layer_types, which this "
                           "LFM2-MoE text config lacks", text.key("layer_types"))  # fmt: skip
-    return _lfm2(text, tp, moe=kind == "lfm2_moe", dtype_source=False)
+    return text, kind == "lfm2_moe"
+
+
+def _zaya(c: _Cfg, tp: _Tp) -> _Read:
+    """``ZayaConfig``: two conv states per attention layer, no SSM state, over the global TP group
+    (``conv_kernel`` unknown unless both windows are 1: :mod:`kvbudget.sglang.zaya`)."""
+    z = zaya_config(c.cfg)
+    conv, padding = zaya_state(z, tp.full, tp.attn)
+    dims = StateDims(conv_elems=conv, ssm_heads=1, ssm_head_dim=1, ssm_state_dim=0, k_heads_per_tp=1,
+                     conv_kernel=padding + 1)  # fmt: skip
+    return _Read("mamba2", dims, zaya_attention_ids(z), z["num_hidden_layers"], c.cfg, one_window=padding == 1)
 
 
 def _mamba1(c: _Cfg, tp: _Tp, hidden_default: int = 768) -> _Read:
@@ -416,8 +433,9 @@ _READERS: dict[str, Callable[[_Cfg, _Tp], _Read | None]] = {
     "jet_nemotron": _jet,
     "jet_vlm": _text(_jet, "without one SGLang builds a Jet-Nemotron config without layer_types and fails"),
     "nemotron_h": _nemotron_h, "nemotron_h_puzzle": _nemotron_h_puzzle, "falcon_h1": _falcon_h1,
-    "granitemoehybrid": _granite, "lfm2": _lfm2, "lfm2_moe": lambda c, tp: _lfm2(c, tp, moe=True, dtype_source=False),
-    "lfm2_vl": _lfm2_vl, "mamba": _mamba1, "falcon_mamba": lambda c, tp: _mamba1(c, tp, 768), "mamba2": _mamba2,
+    "granitemoehybrid": _granite, "lfm2": lambda c, tp: _lfm2(c, False, tp),
+    "lfm2_moe": lambda c, tp: _lfm2(c, True, tp), "lfm2_vl": lambda c, tp: _lfm2(*_lfm2_vl_text(c), tp),
+    "zaya": _zaya, "mamba": _mamba1, "falcon_mamba": lambda c, tp: _mamba1(c, tp, 768), "mamba2": _mamba2,
     "kimi_linear": _kimi_linear,
     "kimi_k3": _text(_kimi_linear, "without one SGLang builds a Kimi-Linear config without linear_attn_config "
                                    "and fails"),
@@ -435,17 +453,19 @@ _ATTENTION: dict[str, Callable[[_Cfg], list[int]]] = {
     "granitemoehybrid": lambda c: _kind_ids(_granite_kinds(c), "attention"),
     "lfm2": lambda c: _kind_ids(_lfm2_kinds(c, False), "full_attention"),
     "lfm2_moe": lambda c: _kind_ids(c.str_list("layer_types"), "full_attention") if c.get("layer_types") else [],
+    "lfm2_vl": lambda c: _kind_ids(_lfm2_kinds(*_lfm2_vl_text(c)), "full_attention"),
+    "zaya": lambda c: zaya_attention_ids(zaya_config(c.cfg)),
 }  # fmt: skip
 
 
 def attention_layer_ids(config: Mapping[str, Any]) -> list[int] | None:
     """The full-attention layers SGLang 0.5.23's KV pool counts for a Mamba-2-shaped hybrid
-    (Nemotron-H, Falcon-H1, Granite-4.0-H, LFM2, LFM2-MoE: the config class's
+    (Nemotron-H, Falcon-H1, Granite-4.0-H, LFM2, LFM2-MoE, LFM2-VL, ZAYA1: the config class's
     ``full_attention_layer_ids``), read with the layer kinds of its state layers; None for any
     other model type, and for a Granite-4.0-H without Mamba layers (no state pool).
 
     Raises:
-        ConfigError: layer kinds SGLang's config class refuses.
+        ConfigError: layer kinds SGLang's config class refuses, or (ZAYA1) its model class fails on.
     """
     model_type = config.get("model_type")
     reader = _ATTENTION.get(model_type) if isinstance(model_type, str) else None
@@ -457,14 +477,17 @@ def attention_layer_ids(config: Mapping[str, Any]) -> list[int] | None:
     return reader(c)
 
 
+#: Why kvbudget refuses Qwen4-Exp (its state layers read as Qwen3-Next's, layer_types-driven).
+QWEN4_EXP_UNMODELLED = ("Qwen4-Exp's PLE short-conv and N-gram states, which SGLang allocates for every state slot "
+                        "beside the pool it sizes (Qwen3-Next's mamba_cache_per_req) without budgeting them, and "
+                        "its QSA indexer KV pool (QSATokenToKVPool, where the config has indexer_n_heads)")  # fmt: skip
 #: Model types whose SGLang config class plans a state kvbudget does not read, and why.
 UNREAD_STATE_MODEL_TYPES: Mapping[str, str] = {
-    **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "Qwen4-Exp's PLE short-conv state and CP-TP group sharing"),
+    **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), QWEN4_EXP_UNMODELLED),
     **dict.fromkeys(("glm5_next", "glm5_next_text"), "GLM-5-Next's KDA state (CP-TP group sharing, its own "
                                                      "layer kinds)"),
     **dict.fromkeys(("bailing_hybrid", "bailing_moe_v3_vl"), "Bailing hybrid's lightning-attention or KDA state"),
     "minicpm_sala": "MiniCPM hybrid's lightning-attention state",
-    "zaya": "ZAYA1's CCA conv states (two conv tensors, no SSM state)",
     **dict.fromkeys(("inkling_model", "inkling_mm_model"), "Inkling's Mamba state"),
     "gigachat3_5": "GigaChat-3.5's linear-attention state (SGLang's linear-attention model registry)",
     **dict.fromkeys(("NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3", "nemotron_h_omni"),
@@ -569,7 +592,8 @@ def state_from_hf_config(
     ssm = ssm_override or _config_ssm_dtype(read.dtype_source)
     stage = _stage_layers(read.layers, read.num_hidden_layers, pp_size,
                           None if pp_layer_split is None else list(pp_layer_split))  # fmt: skip
+    dims: dict[str, Any] = {**read.dims} if read.one_window else {**read.dims, "conv_kernel": None}
     return StateConfig(
         num_state_layers=len(read.layers), stage_state_layers=stage, mixer=read.mixer, conv_dtype=conv,
-        ssm_dtype=ssm, **read.dims, **serving_state_inputs,
+        ssm_dtype=ssm, **dims, **serving_state_inputs,
     )  # fmt: skip

@@ -127,3 +127,14 @@ def test_compare_caps_the_requests_sglang_holds_by_its_state_pool() -> None:
     assert doc["state"]["budget"]["max_mamba_cache_size"] == 736
     assert rows[4096]["sglang"] == rows[4096]["exact"] == 736 // 3
     assert rows[8192]["sglang"] == 157  # below the cap: the KV pool's count
+
+
+def test_plan_shows_the_unified_buffer_as_the_readme_does() -> None:
+    """``--enable-unified-memory``: one buffer of the KV tokens and the state slots, the README's
+    two lines word for word (each side's reach; SGLang's buffer one state slot under the budget)."""
+    r = run("plan", "qwen3-next-80b-a3b-instruct", "--tp-size", "4", "--available", "28GiB", "--enable-unified-memory")
+    assert r.returncode == 0, r.stderr
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    lines = [x for x in r.stdout.splitlines() if "unified buffer" in x]
+    assert len(lines) == 2 and all(x in readme for x in lines), lines
+    assert re.search(r"│ unified │ +1,289,685 │", r.stdout), r.stdout

@@ -168,7 +168,8 @@ fn state_tensors(
             let kernel = state.conv_kernel.ok_or_else(|| {
                 invalid(
                     "the exact plan lays a speculative model's conv windows out as SGLang does on CUDA, \
-                     which needs StateConfig.conv_kernel (state_from_hf_config sets it)",
+                     which needs StateConfig.conv_kernel, the one conv kernel of every conv state (state_from_hf_config \
+                     sets it; ZAYA1's two conv shapes leave it unset)",
                 )
             })?;
             let win = kernel.saturating_sub(1);

@@ -19,15 +19,19 @@
 //! buffer's bytes, `tokens = rows` the full-side label, the state slots in the
 //! [`StateBudget`] beside it. `Fit::Sglang` takes SGLang's bytes; `Fit::Exact`
 //! the same construction on the whole budget, `X = floor_4096(available - S *
-//! E_m)`, so the buffer fits (SGLang's own leaves out at least the padding slot
-//! its state charge counts).
+//! E_m)`, so the buffer fits. SGLang's own is mostly one state slot under the
+//! budget (its state charge counts a padding slot the buffer does not hold); a
+//! pipeline stage's share priced as `int(per_req * share)`, a byte under the
+//! slot it lays out, can make it overshoot by about a byte a slot.
 //!
 //! SGLang's refusals, in its order: an FP4 KV cache (its launch check), a
 //! sub-pool without layers, the bs=1 floor (`3 * E_m` plus the slot-0 sink, the
-//! largest entry or a page of full tokens), a sub-pool with no slot past the
-//! sink (state first, then full), a state entry that is not a whole number of
-//! conv or temporal elements, a K, V or latent row that is not a multiple of 16
-//! bytes. Not planned (refused by name): a draft (SGLang fuses it into the
+//! largest entry or a page of full tokens); then per sub-pool, state first: no
+//! slot past the sink, a state entry that is not a whole number of conv or
+//! temporal elements, the buffer not a whole number of them (torch's dtype
+//! view); on the full side 2^31 physical ids or more, a K, V or latent row that
+//! is not a multiple of 16 bytes, the buffer not a whole number of KV elements.
+//! Not planned (refused by name): a draft (SGLang fuses it into the
 //! entries and allocates the verify buffers beside the buffer), the tri-pool of
 //! a hybrid-SWA state model, an mxfp8 KV cache and a fused state entry. The
 //! extra bytes per slot and ReplaySSM's rings SGLang's state budget charges are

@@ -101,6 +101,32 @@ def test_installed_factory_plans_state_models_with_sglangs_numbers(
     assert errors >= 1 and drafted >= 10 and mla >= 10, (errors, drafted, mla)
 
 
+def test_an_exact_install_of_a_unified_state_worker_gives_sglangs_labels(
+    oracles: tuple[sglang_oracle.Oracle, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``install(fit="exact")`` on a hybrid-state worker under ``--enable-unified-memory``: its one
+    buffer is sized from the byte budget, so the installed configurator answers with SGLang's token
+    labels itself (an exact plan of the attention layers alone is not a pool SGLang builds)."""
+    sglang, _ = oracles
+    exact = _installed(sglang, "exact")
+    caplog.set_level(logging.WARNING, "kvbudget.sglang.install")
+    seen = 0
+    for seed in range(CASES):
+        got = _state_case(seed)
+        if got is None or not got[0]["enable_unified_memory"] or got[0]["is_draft_worker"] or not got[3]:
+            continue  # a draft worker keeps its own pools (its exact fit is kvbudget's)
+        c, entry, amount, _ = got
+        a = sglang.run(c, entry=entry, amount=amount)
+        caplog.clear()
+        b = exact.run(c, entry=entry, amount=amount)
+        assert b.class_name == "_Configurator" and (a.config, a.error and a.error[0]) == (b.config, b.error and b.error[0])
+        assert (a.config or {}).get("max_total_num_tokens", 0) <= 0 or "handed to SGLang" not in caplog.text, seed
+        seen += 1
+        if seen == 40:
+            break
+    assert seen == 40, seen
+
+
 def _gdn_state() -> StateConfig:
     """Qwen3-Next-80B-A3B's state on one rank, from its published config (the bundled table)."""
     entries = hybrid_state_entries()

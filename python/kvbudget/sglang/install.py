@@ -348,7 +348,12 @@ def install(fit: Fit = "sglang", *, pool_configurator: Any = None, runtime: Runt
         if reason is not None:
             logger.info("kvbudget: SGLang's own pool configurator plans this worker (%s)", reason)
             return original(kvc)
-        return _Configurator(cfg, config_cls, fit, lambda: original(kvc))
+        # Under unified memory a hybrid-state worker's buffer is sized from its byte budget
+        # (init_unified_mamba_pools): the tokens are SGLang's labels, with no padding rows for an
+        # exact fit to take back, and its Default configurator alone plans no pools SGLang builds.
+        serving = sc.serving
+        unified_state = kvc.mambaish_config is not None and serving.enable_unified_memory and not serving.is_draft_worker
+        return _Configurator(cfg, config_cls, "sglang" if unified_state else fit, lambda: original(kvc))
 
     module.create_memory_pool_configurator = create_memory_pool_configurator
 

@@ -64,6 +64,14 @@ VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_ke
              "n_groups", "conv_kernel", "ssm_state_size", "mamba_ssm_cache_dtype", "mamba_n_heads", "mamba_n_groups",
              "mamba_d_state", "mamba_d_head", "mamba_d_conv", "mamba_expand", "mamba_d_ssm", "conv_L_cache", "num_dense_layers",
              "num_experts", "attn_layer_period", "attn_layer_offset", "global_attn_every_n_layers")  # fmt: skip
+#: The classic decoders' model types (``kvbudget.vllm.classic``: transformers' classes, vLLM's loader) and
+#: the keys that reader uses; read through the class's ``attribute_map`` (GPT-2 saves ``hidden_size``
+#: as ``n_embd``).
+VLLM_CLASSIC_TYPES = ("gpt2", "gptj", "opt", "bloom", "falcon")
+VLLM_CLASSIC_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "sliding_window", "layer_types",
+                     "rotary_dim", "multi_query", "add_cross_attention", "scale_attn_by_inverse_layer_idx",
+                     "reorder_and_upcast_attn", "tie_word_embeddings", "new_decoder_architecture",
+                     "num_kv_heads", "alibi")  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2, "qk_rope_head_dim": 2}  # fmt: skip
@@ -97,20 +105,22 @@ def _vllm_config_class(model_type: str) -> Any:
     return vllm_config_class(model_type)
 
 
-def _values(cls: Any, keys: tuple[str, ...], **kw: Any) -> dict[str, Any]:
+def _values(cls: Any, keys: tuple[str, ...], aliased: bool = False, **kw: Any) -> dict[str, Any]:
     saved = cls(**kw).to_dict()  # the base values (a per-layer spec hides them from getattr)
-    return {k: saved.get(k) for k in keys}
+    alias = (getattr(cls, "attribute_map", None) or {}) if aliased else {}
+    return {k: saved.get(k, saved.get(alias.get(k, k))) for k in keys}
 
 
-def defaults_of(cls: Any, keys: tuple[str, ...] = KEYS) -> dict[str, Any]:
-    """The plain (not derived) non-null defaults of ``keys``."""
-    base = _values(cls, keys)
+def defaults_of(cls: Any, keys: tuple[str, ...] = KEYS, aliased: bool = False) -> dict[str, Any]:
+    """The plain (not derived) non-null defaults of ``keys`` (``aliased``: a key saved under its
+    ``attribute_map`` name is read by that name)."""
+    base = _values(cls, keys, aliased)
     derived: set[str] = set()
     for key, step in _PERTURB.items():
         if isinstance(base.get(key), int):
             value = base[key] * step if step > 1 else base[key] + step
             try:
-                other = _values(cls, keys, **{key: value})
+                other = _values(cls, keys, aliased, **{key: value})
             except ValueError:  # the class ties the key to others (Granite-4.0-H's Mamba dims): nothing
                 continue  # derives from it alone; its own default stands
             derived |= {k for k in keys if k != key and other[k] != base[k]}
@@ -167,7 +177,9 @@ def generate() -> dict[str, Any]:
         "generated_by": "tools/gen_hf_defaults.py",
         "transformers": TRANSFORMERS_VERSION,
         "model_types": {mt: defaults_of(_config_class(mt)) for mt in MODEL_TYPES},
-        "vllm_model_types": {mt: defaults_of(_vllm_config_class(mt), VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
+        "vllm_model_types": {**{mt: defaults_of(_vllm_config_class(mt), VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
+                             **{mt: defaults_of(_vllm_config_class(mt), VLLM_CLASSIC_KEYS, aliased=True)
+                                for mt in VLLM_CLASSIC_TYPES}},
         "attribute_maps": attribute_maps(),
         "causal_lm_names": causal_lm_names(),
         "text_config_defaults": text_config_defaults(),

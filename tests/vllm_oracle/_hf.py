@@ -30,7 +30,7 @@ What is vLLM's (lifted with :mod:`ast` from the verified files and executed)
 * from ``Attention.__init__`` / ``ChunkedLocalAttention.__init__`` /
   ``MLAAttention.__init__``: their signatures and the statements assigning the
   window fallback (``per_layer_sliding_window`` else ``cache_config.sliding_window``),
-  ``num_kv_heads``, ``head_size``, ``head_size_v``, ``attn_type``,
+  ``num_kv_heads``, ``head_size``, ``head_size_v``, ``attn_type``, ``kv_cache_dtype`` (Attention's),
   ``kv_sharing_target_layer_name`` and the registration into
   ``static_forward_context`` (with its duplicate-name ``ValueError``);
   ``MLAAttentionSpec.head_size_v`` (0) from ``v1/kv_cache_interface.py``.
@@ -43,7 +43,9 @@ What is restated here (glue, not vLLM text)
   Gemma3ForConditionalGeneration, whose text model is built from ``text_config``);
   for Llama / Mistral / Llama4 their own ``_init_model`` picks the model class
   (Llama4ForConditionalGeneration's text model is Llama4ForCausalLM's, from
-  ``text_config`` at ``language_model.model``).
+  ``text_config`` at ``language_model.model``). GPT-2, GPT-J, OPT, BLOOM, Falcon and TeleFLM are
+  entered at the registered class, its ``__init__`` kept to the decoder it builds and its asserts
+  (TeleFLM's base ``LlamaForCausalLM`` likewise, lifted into its file's namespace: ``"file:Class"``).
   The DeepSeek MTP drafter is entered at ``DeepSeekMultiTokenPredictor``, Qwen3-Next's and
   Qwen3.5's at their ``*MultiTokenPredictor`` (prefix ``mtp``).
   A class outside ``ENTRY`` whose ``__init__`` builds its text model with one
@@ -90,16 +92,17 @@ import transformers
 from oracle_kit.lift import Source
 from oracle_kit.strict import Poison, StrictModule, StubError, fail
 from ._strict import RecordingLogger, StrictConfig
-from ._hf_lift import (VllmLoadError, _Module, _Rope, _StateLayer, _inert, _lift_class, _lift_nested,
+from ._hf_lift import (VllmLoadError, _Module, _StateLayer, _inert, _lift_class, _lift_nested,
                        _lift_stmts, _load_error, _run, _stores, _unlifted)  # fmt: skip
 from ._interfaces import eagle3_startup, eagle3_startup_v2
+from ._hf_records import attention_record
 from ._hf_state import replayssm_startup, state_of
 from ._wrappers import run_with_hf_config, with_hf_config_code, wrapper_call
 
 __all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
                   "itertools pydantic transformers torch".split())  # fmt: skip
-from ._hf_tables import _KIMI_MLA, DEFAULT_ARCH, ENTRY, MODELS as _MODELS  # noqa: E402
+from ._hf_tables import DEFAULT_ARCH, ENTRY, NAMESPACES, MODELS as _MODELS  # noqa: E402
 
 _INERT = """QKVParallelLinear RowParallelLinear ColumnParallelLinear MergedColumnParallelLinear
 ReplicatedLinear DCPGroupColumnParallelLinear VocabParallelEmbedding ParallelLMHead LogitsProcessor
@@ -234,7 +237,7 @@ def _env(root: Path) -> _Env:
     multimodal = frozenset(reg["_MULTIMODAL_MODELS"])  # ModelConfig.is_multimodal_model (restated)
 
     inert_nn = {n: _inert(f"nn.{n}") for n in ("Identity", "Sequential", "GELU", "Linear",
-                                               "Parameter", "LayerNorm")}  # fmt: skip
+                                               "Parameter", "LayerNorm", "Embedding")}  # fmt: skip
     nn = StrictModule("torch.nn", {"Module": _Module, "ModuleList": list, "ModuleDict": dict,
                                    **inert_nn})  # fmt: skip
     real = ("float32", "float16", "int32", "long", "bfloat16", "tensor", "zeros", "empty", "ones", "Tensor")
@@ -290,7 +293,8 @@ def _env(root: Path) -> _Env:
     for cls, file in (("Attention", "attention"), ("MLAAttention", "mla_attention"),
                       ("ChunkedLocalAttention", "chunked_local_attention")):  # fmt: skip
         src = source(f"model_executor/layers/attention/{file}.py")
-        attn[cls] = _lift_class(src, lns, cls, keep=_ATTN_KEEP)
+        kv_dtype = {"kv_cache_dtype", "self.kv_cache_dtype"} if cls == "Attention" else set()  # cache_config's or auto
+        attn[cls] = _lift_class(src, lns, cls, keep=_ATTN_KEEP | kv_dtype)
     mla = attn["MLAAttention"]
 
     def mla_wrapper(hidden_size: int, num_heads: int, scale: float, qk_nope_head_dim: int,
@@ -352,8 +356,7 @@ def _env(root: Path) -> _Env:
                                         "cuda": StrictModule("torch.cuda", {"Stream": _inert("torch.cuda.Stream")})})
     for module, (names, inert, imports) in _MODELS.items():
         mns = ns(f"models.{module.replace('/', '.')}", **common, **{n: _inert(n) for n in inert.split()})
-        if module in ("qwen3_next", "qwen3_5"):  # their attention probes its rope with getattr defaults
-            mns.update(get_rope=lambda **kw: _Rope(), MRotaryEmbedding=_Rope)
+        mns.update(NAMESPACES.get(module, {}))  # per-file names (see _hf_tables.NAMESPACES)
         if module.startswith(("models/kimi_k3/", "model_executor/layers/mamba/gdn/")):
             # restated: a CUDA stream object (never used), vLLM's `divide`, and the GEMM-RS/AR
             # kernels off (they own no KV)
@@ -365,12 +368,14 @@ def _env(root: Path) -> _Env:
         src = source(f"{module}.py" if "/" in module else f"model_executor/models/{module}.py")
         for entry in names:
             name, *extra = (entry,) if isinstance(entry, str) else entry
-            node = next((n for n in src.tree.body if getattr(n, "name", None) == name), None)
+            other, _, name = name.rpartition(":")  # "file:Class": lifted from another model file into this one
+            src_n = source(f"model_executor/models/{other}.py") if other else src
+            node = next((n for n in src_n.tree.body if getattr(n, "name", None) == name), None)
             if not isinstance(node, ast.ClassDef):  # a function or a module-level table
-                src.lift(mns, name)
+                src_n.lift(mns, name)
             else:
                 keep = next((e for e in extra if isinstance(e, frozenset)), None)  # __init__'s kept names
-                _lift_class(src, mns, name, tuple(e for e in extra if isinstance(e, str)), keep=keep)
+                _lift_class(src_n, mns, name, tuple(e for e in extra if isinstance(e, str)), keep=keep)
         models[module] = mns
     kvi = source("v1/kv_cache_interface.py").lift_class_values(
         {"__name__": "vllm_oracle.hf.kvi"}, "MLAAttentionSpec", "head_size_v")
@@ -482,7 +487,8 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
                 draft_config: Any = None, method: str | None = None,
                 num_speculative_tokens: int | None = None, model_dtype: str = "bfloat16",
                 use_replayssm: bool = False, replayssm_buffer_len: int = 16, mamba_backend: str = "triton",
-                enable_prefix_caching: bool = True, use_v2_model_runner: bool = True) -> list[dict[str, Any]]:
+                enable_prefix_caching: bool = True, use_v2_model_runner: bool = True,
+                kv_cache_dtype: str = "auto") -> list[dict[str, Any]]:
     """vLLM 0.33.0's KV-cache layers for ``config`` in registration order (target layers, per
     PP stage, then drafter layers); see the module docstring. Inputs are not modified. A state
     layer is ``kind="mamba"`` with its ``state_shapes`` and ``state_dtypes`` (``model_dtype``: what
@@ -508,7 +514,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         raise
     except Exception as e:
         raise _load_error(e) from e
-    cache_config = StrictConfig(sliding_window=window, cache_dtype="auto")
+    cache_config = StrictConfig(sliding_window=window, cache_dtype=kv_cache_dtype)
     spec = None if method is None else StrictConfig(
         method=method, draft_model_config=draft_mc, parallel_drafting=False,
         num_speculative_tokens=num_speculative_tokens)  # fmt: skip
@@ -522,7 +528,6 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
     if use_replayssm:
         replayssm_startup(env, _root(), config.architectures[0], spec, pp, replay, enable_prefix_caching,
                            use_v2_model_runner)  # fmt: skip
-    decoder = (env.attn["AttentionType"].DECODER,)
     out: list[dict[str, Any]] = []
     for rank in range(pp):
         parallel = StrictConfig(
@@ -559,7 +564,8 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         if method in ("eagle", "eagle3") and rank == pp - 1:
             try:  # load_model's checks on the last rank, both models built
                 if use_v2_model_runner:
-                    eagle3_startup_v2(_root(), env.registry, config.architectures[0], spec, pp, type(built))
+                    eagle3_startup_v2(_root(), env.registry, config.architectures[0], spec, pp,
+                                      type(vars(built).get("model", built)))  # the decoder of a built *ForCausalLM
                 else:
                     eagle3_startup(_root(), env.registry, config.architectures[0], method, draft_mc)
             except (RuntimeError, ValueError) as e:  # vLLM's refusals; any other error is the oracle's own
@@ -580,28 +586,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
                             "config_state_shapes": [] if config_shapes == state["state_shapes"] else config_shapes,
                             **state})  # fmt: skip
                 continue
-            if isinstance(layer, env.models[_KIMI_MLA]["MultiHeadLatentAttention"]):
-                # Kimi's own MLA layer: MLAAttentionSpec with one KV head of its latent size
-                out.append({"name": name, "kind": "mla", "num_kv_heads": 1, "head_size": layer.head_size,
-                            "head_size_v": env.mla_head_size_v, "sliding_window": None, "attention_chunk_size": None,
-                            "is_draft": name not in target, "pp_stage": rank})  # fmt: skip
-                continue
-            if isinstance(layer, env.attn["MLAAttention"]):
-                kind = "mla"
-            elif layer.kv_sharing_target_layer_name is not None or layer.attn_type not in decoder:
-                continue  # no spec: shares another layer's KV, or encoder-only
-            elif isinstance(layer, env.attn["ChunkedLocalAttention"]):
-                kind = "chunked"
-            else:
-                kind = "sliding" if layer.sliding_window is not None else "full"
-            out.append({
-                "name": name, "kind": kind, "num_kv_heads": layer.num_kv_heads,
-                "head_size": layer.head_size,
-                # MLA: MLAAttentionSpec's own; chunked: the spec passes none (so head_size)
-                "head_size_v": env.mla_head_size_v if kind == "mla" else
-                layer.head_size if kind == "chunked" else layer.head_size_v,
-                "sliding_window": layer.sliding_window if kind in ("sliding", "mla") else None,
-                "attention_chunk_size": layer.attention_chunk_size if kind == "chunked" else None,
-                "is_draft": name not in target, "pp_stage": rank,
-            })  # fmt: skip
+            record = attention_record(env, name, layer, name not in target, rank)
+            if record is not None:  # None: no spec (a KV-sharing or encoder-only layer)
+                out.append(record)
     return out

@@ -5,6 +5,7 @@
 * :data:`MODELS`: per model file, what is lifted (functions, classes, ``(class, extra
   methods[, the frozenset of names its __init__ keeps])``), the inert names (MLP / MoE / norm classes: no KV) and names taken from
   another file;
+* :data:`NAMESPACES`: names a model file's namespace gets besides the common stand-ins;
 * :data:`STATE_CLASSES`: where a hybrid-state architecture's ``get_mamba_state_shape_from_config``
   / ``get_mamba_state_dtype_from_config`` (the state layers' shapes and dtypes) are not on the
   class the registry names (Qwen3.5's base and wrapper classes); elsewhere the registered class.
@@ -12,7 +13,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import torch
+
+from ._hf_lift import _Rope
 
 #: Oracle convenience for configs without ``architectures`` (vLLM would refuse them).
 DEFAULT_ARCH = {
@@ -234,3 +240,39 @@ MODELS.update({
     "stablelm": (["StablelmAttention", "StablelmDecoderLayer", "StableLMEpochModel"], "StablelmMLP", {}),
     "afmoe": (["AfmoeAttention", "AfmoeDecoderLayer", "AfmoeModel"], "AfmoeMoE AfmoeMLP", {}),
 })  # fmt: skip
+# Classic MHA / MQA decoders, entered at the registered class: its __init__ kept to what builds
+# the decoder and the asserts on the config (GPT-J refuses tied embeddings there), no LM head.
+_WRAP = "config quant_config self.config self.quant_config".split()
+_TRANSFORMER, _MODEL = frozenset([*_WRAP, "self.transformer"]), frozenset([*_WRAP, "self.model"])
+ENTRY.update({
+    ("gpt2", "GPT2LMHeadModel"): ("GPT2LMHeadModel", None, "", False),
+    ("gpt_j", "GPTJForCausalLM"): ("GPTJForCausalLM", None, "", False),
+    ("opt", "OPTForCausalLM"): ("OPTForCausalLM", None, "", False),
+    ("bloom", "BloomForCausalLM"): ("BloomForCausalLM", None, "", False),
+    ("falcon", "FalconForCausalLM"): ("FalconForCausalLM", None, "", False),
+})  # fmt: skip
+MODELS.update({
+    "gpt2": (["GPT2Attention", "GPT2Block", "GPT2Model", ("GPT2LMHeadModel", _TRANSFORMER)], "GPT2MLP", {}),
+    "gpt_j": (["GPTJAttention", "GPTJBlock", "GPTJModel", ("GPTJForCausalLM", _TRANSFORMER)], "GPTJMLP", {}),
+    "opt": (["OPTAttention", "OPTDecoderLayer", "OPTDecoder", "OPTModel", ("OPTForCausalLM", _MODEL)],
+            "OPTLearnedPositionalEmbedding get_act_fn", {}),
+    "bloom": (["_get_alibi_slopes", "BloomAttention", "BloomBlock", "BloomModel", ("BloomForCausalLM", _TRANSFORMER)],
+              "BloomMLP", {}),
+    "falcon": (["_get_alibi_slopes", "FalconAttention", "FalconDecoderLayer", "FalconModel",
+                ("FalconForCausalLM", _TRANSFORMER)], "FalconMLP", {}),
+})  # fmt: skip
+#: Model file -> names its namespace gets besides the common stand-ins (restated): Qwen3-Next's and
+#: Qwen3.5's attention probes its rope with getattr defaults; Bloom and Falcon compute their ALiBi
+#: slopes (``_get_alibi_slopes``, lifted) with torch and math.
+NAMESPACES: dict[str, dict[str, Any]] = {
+    **{m: {"get_rope": lambda **kw: _Rope(), "MRotaryEmbedding": _Rope} for m in ("qwen3_next", "qwen3_5")},
+    **{m: {"torch": torch, "math": math} for m in ("bloom", "falcon")},
+}
+# TeleFLM: vLLM's Llama class and its own muP statements; LlamaForCausalLM lifted into its namespace
+# with its __init__ kept to what builds the decoder (no LM head).
+ENTRY[("teleflm", "TeleFLMForCausalLM")] = ("TeleFLMForCausalLM", None, "", False)
+MODELS["teleflm"] = ([("llama:LlamaForCausalLM", "_init_model", frozenset([*_WRAP, "self.model"])),
+                      ("TeleFLMForCausalLM", frozenset(
+                          """self.use_mup self.mup_scale_factor self.output_mult logit_scale
+                          self.logits_processor""".split()))],
+                     "", {"LlamaModel": "llama", "LlamaDecoderLayer": "llama"})  # fmt: skip

@@ -27,12 +27,16 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   Qwen2/Qwen3, MiMo, GLM-4, HyperCLOVAX, StableLM and the MoE decoders (Qwen2/3-MoE, Mixtral, GLM-4-MoE,
   MiniMax-M2, OLMoE, ERNIE-4.5-MoE) pass no per-layer window; Granite (and Granite-SWA,
   Granite-MoE), Phi-3, ERNIE 4.5, EXAONE 4, Apertus and Afmoe read ``layer_types`` as Llama does
-  (EXAONE 4 without it: every fourth layer full; Afmoe: every ``global_attn_every_n_layers``-th). A layer without its own window takes
-  the model-wide one, which is ``sliding_window`` only when ``layer_types`` is
+  (EXAONE 4 without it: every fourth layer full; Afmoe: every ``global_attn_every_n_layers``-th);
+  TeleFLM is vLLM's Llama class with muP keys it reads (``use_mup``, then ``mup_scale_factor`` and
+  ``output_mult``): a config without them is refused as vLLM fails on it. A layer without its own
+  window takes the model-wide one, which is ``sliding_window`` only when ``layer_types`` is
   absent or all sliding (so a Mistral-7B-v0.1 config is sliding on every
   layer, drafter layers included), and never with ``disable_sliding_window`` (which leaves an
   EAGLE drafter's own sliding layers as they are: its ModelConfig is built without the flag).
 * **Chunked layers** (Llama 4): ``no_rope_layers[i] != 0`` with ``attention_chunk_size``.
+* **Classic decoders** (GPT-2, GPT-J, OPT, BLOOM, Falcon): :mod:`kvbudget.vllm.classic` (one
+  ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
 * **Multimodal wrappers** (LLaVA, Mistral 3, Qwen2-VL, ...; :mod:`kvbudget.vllm.wrappers`):
   the text model the wrapper builds, read as itself, its layer names under the wrapper's
   prefix (``language_model.``); a drafter or a state model inside one is refused as unchecked.
@@ -68,6 +72,7 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types
+from kvbudget.vllm.classic import CLASSIC, classic_layers, teleflm_checks
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm.registry import registry, served_as
@@ -83,7 +88,7 @@ _BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
     # decoders whose sliding layers are ``layer_types``' (with the config's window as it is)
     "llama": ("LlamaForCausalLM", "MistralForCausalLM", "GraniteForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM",
               "Exaone4ForCausalLM", "ApertusForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
-              "AfmoeForCausalLM"),
+              "AfmoeForCausalLM", "TeleFLMForCausalLM"),
     # decoders whose attention takes no per-layer window: every layer the model's window, if any
     "uniform": ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Glm4MoeForCausalLM",
                 "MiniMaxM2ForCausalLM", "OlmoeForCausalLM", "Glm4ForCausalLM", "Ernie4_5_MoeForCausalLM",
@@ -108,10 +113,12 @@ _FAMILIES: Final[dict[str, tuple[str, str]]] = {
 #: reads a Puzzle config's heterogeneous blocks, which kvbudget does not).
 SERVED_AS: Final[dict[str, str]] = {
     **{a: served_as(a, _FAMILIES) for a in registry() if served_as(a, _FAMILIES) in _FAMILIES},
+    **{a: served_as(a, CLASSIC) for a in registry() if served_as(a, CLASSIC) in CLASSIC},
     **{a: a for a in STATE_ARCHITECTURES},
 }
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
-ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _FAMILIES)
+ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items()
+                                                 if s in _FAMILIES or s in CLASSIC)  # fmt: skip
 #: ``EngineConfig.speculative_method`` values whose drafter layers are read.
 DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: The architectures kvbudget reads whose vLLM 0.33.0 class implements ``SupportsEagle3``
@@ -122,7 +129,8 @@ _EAGLE3: Final = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "GraniteForCausalLM", "KimiLinearForCausalLM",
     "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM", "MiMoForCausalLM",
     "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM", "AfmoeForCausalLM",
-    "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "MistralForCausalLM",
+    "TeleFLMForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
+    "MistralForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip
 EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _EAGLE3)
@@ -133,7 +141,7 @@ EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.
 _EAGLE3_PP: Final = frozenset({
     "KimiLinearForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
     "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM",
-    "MiMoForCausalLM"})  # fmt: skip
+    "MiMoForCausalLM", "TeleFLMForCausalLM"})  # fmt: skip
 EAGLE3_PP_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _EAGLE3_PP)
 # The drafter architectures (after EAGLEConfig's renaming) vLLM builds with its Llama EAGLE heads.
 _LLAMA_DRAFTERS: Final[dict[str, frozenset[str]]] = {
@@ -311,8 +319,9 @@ def _family(cfg: Mapping[str, Any], label: str) -> tuple[str, str]:
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch not in _FAMILIES:
-        raise ConfigError(f"{label}: kvbudget reads vLLM 0.33.0's layers for {', '.join(sorted(_FAMILIES))}; "
-                          f"not {arch!r}", "architectures")  # fmt: skip
+        read = ", ".join(sorted({**_FAMILIES, **CLASSIC}))
+        raise ConfigError(f"{label}: kvbudget reads vLLM 0.33.0's layers for {read}; not {arch!r}",
+                          "architectures")  # fmt: skip
     return _FAMILIES[arch]
 
 
@@ -399,6 +408,12 @@ def layers_from_hf_config(
             n, window = state_target_layers(cfg)
             out += _eagle_drafter(load_hf_config(draft), engine, out, (n, window), (dtype_d, dtype_m), archs[0])
         return out
+    if isinstance(archs, list) and archs and archs[0] in CLASSIC:  # GPT-2, GPT-J, OPT, BLOOM, Falcon
+        if method is not None:
+            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {archs[0]}",
+                              "architectures")  # fmt: skip
+        window = _Reader(cfg, "uniform", "config.json", disable_sliding_window).model_window
+        return classic_layers(cfg, engine, window, kv_cache_dtype, dtype_m)
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
     if family == "mla" and target.v.has("index_topk"):
@@ -410,6 +425,8 @@ def layers_from_hf_config(
         for i in range(start, end):
             name = f"{prefix}.{i}.attn.attn" if family == "gpt_oss" else f"{prefix}.{i}.self_attn.attn"
             out.append(_spec(name, target.layer(i, i, tp), kv_cache_dtype, dtype_m, False, stage))
+    if cfg["architectures"][0] == "TeleFLMForCausalLM":  # its muP keys, read after the Llama model is built
+        teleflm_checks(target.v)
     if method == "mtp":
         if family != "mla":
             raise ConfigError(f"speculative_method='mtp': kvbudget reads DeepSeek's MTP layers, not {family}")

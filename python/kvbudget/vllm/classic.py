@@ -1,0 +1,147 @@
+"""vLLM 0.33.0's classic decoders: GPT-2, GPT-J, OPT, BLOOM and Falcon, read as their model files read them
+(and TeleFLM's muP keys, which vLLM's Llama-derived TeleFLM class reads: :func:`teleflm_checks`).
+
+Each registers one ``Attention`` per block, under the name its model class gives it, with the
+config's ``hidden_size // num_attention_heads`` as head size whatever else the config says (no
+``head_dim``, no per-layer window):
+
+============================  ==============================================  =======================
+architecture                  layer names                                     KV heads (total)
+============================  ==============================================  =======================
+``GPT2LMHeadModel``           ``transformer.h.{i}.attn.attn``                 the query heads
+``GPTJForCausalLM``           ``transformer.h.{i}.attn.attn``                 the query heads
+``OPTForCausalLM``            ``model.decoder.layers.{i}.self_attn.attn``     the query heads
+``BloomForCausalLM``          ``transformer.h.{i}.self_attention.attn``       the query heads (ALiBi)
+``FalconForCausalLM``         ``transformer.h.{i}.self_attention.attn``       ``num_kv_heads`` with
+                                                                              ``new_decoder_architecture``,
+                                                                              else 1 with ``multi_query``,
+                                                                              else the query heads
+============================  ==============================================  =======================
+
+Per rank: the query heads over ``tp`` (each class asserts ``tp`` divides them) and, for Falcon,
+``max(1, kv // tp)`` after its asserts that the KV heads and ``tp`` divide one another (and
+``Attention``'s that the rank's KV heads divide its query heads). The window is the model-wide one
+(vLLM's ``CacheConfig.sliding_window``, which these configs normally lack), except for Falcon:
+its rotary and ALiBi layers (``FalconConfig.rotary`` is ``not alibi``: every layer is one of them)
+are built without the ``cache_config``, so they take no window and store ``"auto"`` (the model
+dtype) whatever ``--kv-cache-dtype`` says. BLOOM's and Falcon's config classes take a legacy
+``n_embed`` over ``hidden_size``. The classes' own refusals are kept, with vLLM's assertion named:
+GPT-2's ``add_cross_attention``, ``scale_attn_by_inverse_layer_idx`` and ``reorder_and_upcast_attn``,
+GPT-J's tied embeddings, ``rotary`` off or an odd ``rotary_dim``, BLOOM's and Falcon's
+``hidden_size`` not a multiple of the heads; and Falcon's odd fully rotated head, which
+transformers' ``FalconConfig`` refuses to load. Held to vLLM's classes by ``tests/test_vllm_classic.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kvbudget.models.hf import ConfigError, _View
+from kvbudget.vllm.pipeline import pp_stage_layers
+from kvbudget.vllm.planner import EngineConfig, LayerSpec
+
+__all__ = ["CLASSIC", "classic_layers", "teleflm_checks"]
+
+#: Architecture -> (the blocks' prefix, the attention layer's name inside a block).
+CLASSIC: Final[dict[str, tuple[str, str]]] = {
+    "GPT2LMHeadModel": ("transformer.h", "attn.attn"),
+    "GPTJForCausalLM": ("transformer.h", "attn.attn"),
+    "OPTForCausalLM": ("model.decoder.layers", "self_attn.attn"),
+    "BloomForCausalLM": ("transformer.h", "self_attention.attn"),
+    "FalconForCausalLM": ("transformer.h", "self_attention.attn"),
+}
+
+
+def _refused(v: _View, what: str, key: str | None = None) -> ConfigError:
+    return ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AssertionError: {what}", v.name(key) if key else None)
+
+
+def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
+    """(KV heads per rank, head size), with the class's asserts in its order."""
+    heads = v.req_int("num_attention_heads")
+    hidden = v.req_int("hidden_size")
+    if arch in ("BloomForCausalLM", "FalconForCausalLM") and v.cfg.get("n_embed") is not None:
+        hidden = v.req_int("n_embed")  # the config class's __post_init__: n_embed over hidden_size
+    dim = hidden // heads
+    if arch == "BloomForCausalLM" and dim * heads != hidden:
+        raise _refused(v, f"BloomAttention: hidden_size ({hidden}) is not a multiple of n_head ({heads})",
+                       "hidden_size")  # fmt: skip
+    if arch == "FalconForCausalLM":  # transformers' RoPE check, which FalconConfig runs on loading
+        rope = v.raw("rope_parameters")
+        partial = rope.get("partial_rotary_factor", 1.0) if isinstance(rope, Mapping) else 1.0
+        full = isinstance(partial, (int, float)) and int(dim * partial) == dim  # an unset rope gets the default one
+        if (rope is None or rope) and dim > 4 and dim % 2 and full:
+            raise ConfigError(f"{v.label}: transformers 5.19.0's FalconConfig (vLLM's loader) refuses it: RoPE "
+                              f"requires an even rotary dimension, but got `head_dim`={dim}",
+                              v.name("hidden_size"))  # fmt: skip
+    if heads % tp:
+        raise _refused(v, f"tp ({tp}) does not divide num_attention_heads ({heads})", "num_attention_heads")
+    if arch == "GPTJForCausalLM":
+        if not v.cfg.get("rotary", True):
+            raise _refused(v, "GPTJAttention asserts getattr(config, 'rotary', True)", "rotary")
+        if v.req_int("rotary_dim", 0) % 2:
+            raise _refused(v, f"GPTJAttention: rotary_dim ({v.raw('rotary_dim')}) is odd", "rotary_dim")
+    if arch != "FalconForCausalLM":
+        return heads // tp, dim
+    if dim * heads != hidden:
+        raise _refused(v, f"FalconAttention: hidden_size ({hidden}) is not a multiple of num_attention_heads "
+                          f"({heads})", "hidden_size")  # fmt: skip
+    if v.raw("new_decoder_architecture"):
+        kv = v.opt_int("num_kv_heads") or heads  # FalconConfig: num_kv_heads null -> the query heads
+    else:
+        kv = 1 if v.raw("multi_query") else heads
+    if kv >= tp and kv % tp or kv < tp and tp % kv:
+        raise _refused(v, f"FalconAttention: the {kv} KV heads and tp={tp} do not divide one another", "num_kv_heads")
+    per_rank = max(1, kv // tp)
+    if (heads // tp) % per_rank:
+        raise _refused(v, f"Attention: num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
+                       "num_kv_heads")  # fmt: skip
+    return per_rank, dim
+
+
+def _model_checks(v: _View, arch: str) -> None:
+    """The asserts vLLM's model classes make before building a layer."""
+    if arch == "GPTJForCausalLM" and v.raw("tie_word_embeddings"):
+        raise _refused(v, "GPTJForCausalLM asserts not config.tie_word_embeddings", "tie_word_embeddings")
+    if arch == "GPT2LMHeadModel":
+        for key in ("add_cross_attention", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
+            if v.raw(key):
+                raise _refused(v, f"GPT2Model asserts not config.{key}", key)
+
+
+def classic_layers(cfg: Mapping[str, Any], engine: EngineConfig, window: int | None, kv_cache_dtype: str,
+                   model_dtype: str, label: str = "config.json") -> list[LayerSpec]:  # fmt: skip
+    """The layers vLLM 0.33.0 registers for a config of :data:`CLASSIC` (its first architecture), per
+    PP stage: ``window`` is the model-wide sliding window (vLLM's ``CacheConfig.sliding_window``)."""
+    v = _View(cfg, label, engine="vllm")
+    arch = v.architectures[0]
+    prefix, suffix = CLASSIC[arch]
+    _model_checks(v, arch)
+    n = v.req_int("num_hidden_layers")
+    heads, dim = _geometry(v, arch, engine.tp)
+    falcon = arch == "FalconForCausalLM"  # its layers are built without the cache_config
+    window = None if falcon else window
+    dtype = "auto" if falcon else kv_cache_dtype
+    return [LayerSpec(f"{prefix}.{i}.{suffix}", "sliding" if window else "full", num_kv_heads=heads, head_size=dim,
+                      head_size_v=dim, kv_cache_dtype=dtype, model_dtype=model_dtype, sliding_window=window or None,
+                      pp_stage=stage)
+            for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)) for i in range(start, end)]  # fmt: skip
+
+
+def teleflm_checks(v: _View) -> None:
+    """What ``TeleFLMForCausalLM.__init__`` reads after building vLLM's Llama model: ``use_mup``, and
+    with it ``output_mult / mup_scale_factor`` (a config without a key fails on the attribute)."""
+    for key in ("use_mup", "mup_scale_factor", "output_mult"):
+        if not v.has(key):
+            raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AttributeError: TeleFLMForCausalLM reads "
+                              f"config.{key}, which the config lacks", v.name(key))  # fmt: skip
+        if key == "use_mup" and not v.raw(key):
+            return
+    scale, mult = v.raw("mup_scale_factor"), v.raw("output_mult")
+    if not all(isinstance(x, (int, float)) for x in (scale, mult)):
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: TypeError: TeleFLMForCausalLM divides output_mult "
+                          f"({mult!r}) by mup_scale_factor ({scale!r})", v.name("mup_scale_factor"))  # fmt: skip
+    if scale == 0:
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: ZeroDivisionError: TeleFLMForCausalLM divides "
+                          "output_mult by mup_scale_factor 0", v.name("mup_scale_factor"))  # fmt: skip

@@ -1,0 +1,41 @@
+"""The oracle's record of one attention layer's KV-cache spec (:mod:`._hf`): restated glue.
+
+A spec's kind follows the attention class (``MLAAttention`` -> mla, ``ChunkedLocalAttention`` ->
+chunked, ``Attention`` -> sliding iff its ``sliding_window`` is set; Kimi's own MLA layer ->
+mla); encoder-only and KV-sharing layers get none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._hf_tables import _KIMI_MLA
+
+
+def attention_record(env: Any, name: str, layer: Any, is_draft: bool, rank: int) -> dict[str, Any] | None:
+    """The spec fields of the attention layer ``layer`` registered as ``name`` on PP stage ``rank``
+    (None: it gets no spec). ``kv_cache_dtype`` is what the layer keeps (``Attention``: its
+    ``cache_config``'s, or ``"auto"`` for a layer built without one; None for MLA)."""
+    if isinstance(layer, env.models[_KIMI_MLA]["MultiHeadLatentAttention"]):
+        # Kimi's own MLA layer: MLAAttentionSpec with one KV head of its latent size
+        return {"name": name, "kind": "mla", "num_kv_heads": 1, "head_size": layer.head_size,
+                "head_size_v": env.mla_head_size_v, "sliding_window": None, "attention_chunk_size": None,
+                "kv_cache_dtype": None, "is_draft": is_draft, "pp_stage": rank}  # fmt: skip
+    if isinstance(layer, env.attn["MLAAttention"]):
+        kind = "mla"
+    elif layer.kv_sharing_target_layer_name is not None or layer.attn_type != env.attn["AttentionType"].DECODER:
+        return None  # no spec: shares another layer's KV, or encoder-only
+    elif isinstance(layer, env.attn["ChunkedLocalAttention"]):
+        kind = "chunked"
+    else:
+        kind = "sliding" if layer.sliding_window is not None else "full"
+    return {
+        "name": name, "kind": kind, "num_kv_heads": layer.num_kv_heads, "head_size": layer.head_size,
+        # MLA: MLAAttentionSpec's own; chunked: the spec passes none (so head_size)
+        "head_size_v": env.mla_head_size_v if kind == "mla" else
+        layer.head_size if kind == "chunked" else layer.head_size_v,
+        "sliding_window": layer.sliding_window if kind in ("sliding", "mla") else None,
+        "attention_chunk_size": layer.attention_chunk_size if kind == "chunked" else None,
+        "kv_cache_dtype": None if kind == "mla" else layer.kv_cache_dtype,
+        "is_draft": is_draft, "pp_stage": rank,
+    }  # fmt: skip

@@ -264,3 +264,16 @@ def test_teleflm_read_as_vllms_llama_class_with_its_mup_keys() -> None:
     assert not mismatches, f"{len(mismatches)} configs differ:\n" + "\n".join(mismatches[:12])
     assert counts["drafted"] > 0 and counts["muP refused"] > 0, counts
     assert counts["refused"] < counts["compared"] * 3 // 5, counts
+
+
+def test_a_config_class_kvbudget_has_not_checked_is_refused() -> None:
+    """Falcon's ``RefinedWeb`` / ``RefinedWebModel`` types load with vLLM's own ``RWConfig`` (one
+    KV head by default, the new decoder forced at width 8192), not transformers' ``FalconConfig``;
+    kvbudget refuses them (and other types of a classic architecture) by name."""
+    falcon = {**T.FalconConfig(num_hidden_layers=2).to_dict(), "architectures": ["FalconForCausalLM"]}
+    assert not isinstance(_ours(falcon, {"tp": 1, "pp": 1}), str)
+    for model_type in ("RefinedWeb", "RefinedWebModel"):
+        with pytest.raises(InvalidConfigError, match=f"model_type '{model_type}' with another class"):
+            layers_from_hf_config({**falcon, "model_type": model_type})
+    sw3 = {**T.GPT2Config(n_layer=2).to_dict(), "model_type": "gpt-sw3", "architectures": ["GPT2LMHeadModel"]}
+    assert _ours(sw3, {"tp": 2, "pp": 1}) == _theirs(sw3, {"tp": 2, "pp": 1})  # GPT-SW3 borrows GPT2Config

@@ -29,7 +29,9 @@ dtype) whatever ``--kv-cache-dtype`` says. BLOOM's and Falcon's config classes t
 GPT-2's ``add_cross_attention``, ``scale_attn_by_inverse_layer_idx`` and ``reorder_and_upcast_attn``,
 GPT-J's tied embeddings, ``rotary`` off or an odd ``rotary_dim``, BLOOM's and Falcon's
 ``hidden_size`` not a multiple of the heads; and Falcon's odd fully rotated head, which
-transformers' ``FalconConfig`` refuses to load. Held to vLLM's classes by ``tests/test_vllm_classic.py``.
+transformers' ``FalconConfig`` refuses to load. A config of another ``model_type`` (Falcon's
+``RefinedWeb``, which vLLM loads with its own ``RWConfig``; remote code) is refused as unchecked.
+Held to vLLM's classes by ``tests/test_vllm_classic.py``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,15 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
     "OPTForCausalLM": ("model.decoder.layers", "self_attn.attn"),
     "BloomForCausalLM": ("transformer.h", "self_attention.attn"),
     "FalconForCausalLM": ("transformer.h", "self_attention.attn"),
+}
+
+
+#: Architecture -> the model types whose config class kvbudget reads it with (transformers' own; GPT-SW3
+#: borrows GPT2Config). Another type is another class: vLLM's own RWConfig for Falcon's ``RefinedWeb`` /
+#: ``RefinedWebModel`` (one KV head by default, the new decoder forced at width 8192), or remote code.
+_MODEL_TYPES: Final[dict[str, tuple[str, ...]]] = {
+    "GPT2LMHeadModel": ("gpt2", "gpt-sw3"), "GPTJForCausalLM": ("gptj",), "OPTForCausalLM": ("opt",),
+    "BloomForCausalLM": ("bloom",), "FalconForCausalLM": ("falcon",),
 }
 
 
@@ -117,6 +128,10 @@ def classic_layers(cfg: Mapping[str, Any], engine: EngineConfig, window: int | N
     v = _View(cfg, label, engine="vllm")
     arch = v.architectures[0]
     prefix, suffix = CLASSIC[arch]
+    if v.model_type not in _MODEL_TYPES[arch]:
+        raise ConfigError(f"{label}: kvbudget reads {arch} from a model_type {' or '.join(_MODEL_TYPES[arch])} config "
+                          f"(transformers' class); vLLM 0.33.0 loads model_type {v.model_type!r} with another class, "
+                          "which kvbudget has not checked", "model_type")  # fmt: skip
     _model_checks(v, arch)
     n = v.req_int("num_hidden_layers")
     heads, dim = _geometry(v, arch, engine.tp)

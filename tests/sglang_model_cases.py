@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import transformers as T
+from sglang_mla_cases import hy_v4, longcat_flash
 
 Case = tuple[str, dict[str, Any]]
 _Builder = Callable[[random.Random], "Built"]
@@ -491,6 +492,8 @@ FAMILIES: dict[str, _Builder] = {
     "deepseek_v32": _deepseek_v32,
     "glm_moe_dsa": _glm_moe_dsa,
     "minicpm3": _minicpm3,
+    "hy_v4": hy_v4,
+    "longcat_flash": longcat_flash,
     # MoE and dense decoders whose attention layers are all alike (GLM-4 MoE: head_dim given or null)
     "qwen3_moe": _plain(T.Qwen3MoeConfig, "Qwen3MoeForCausalLM"),
     "qwen2_moe": _plain(T.Qwen2MoeConfig, "Qwen2MoeForCausalLM"),
@@ -530,6 +533,7 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "deepseek_v3": (T.DeepseekV3Config, "DeepseekV3ForCausalLM"),
     "deepseek_v32": (T.DeepseekV32Config, "DeepseekV32ForCausalLM"),
     "glm_moe_dsa": (T.GlmMoeDsaConfig, "GlmMoeDsaForCausalLM"), "minicpm3": (T.MiniCPM3Config, "MiniCPM3ForCausalLM"),
+    "hy_v4": (T.HYV4Config, "HYV4ForCausalLM"), "longcat_flash": (T.LongcatFlashConfig, "LongcatFlashForCausalLM"),
     "qwen3_moe": (T.Qwen3MoeConfig, "Qwen3MoeForCausalLM"), "qwen2_moe": (T.Qwen2MoeConfig, "Qwen2MoeForCausalLM"),
     "mixtral": (T.MixtralConfig, "MixtralForCausalLM"), "glm4_moe": (T.Glm4MoeConfig, "Glm4MoeForCausalLM"),
     "minimax_m2": (T.MiniMaxM2Config, "MiniMaxM2ForCausalLM"), "gemma": (T.GemmaConfig, "GemmaForCausalLM"),

@@ -22,7 +22,7 @@ from sglang_model_cases import cases
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle.model import FIELDS, ModelOracle, load
 
-PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "100"))  # 2,938 configs per variant
+PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "100"))  # 5,964 configs per variant
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_every_resolution_builds_its_geometry() -> None:
 
 @pytest.mark.parametrize(("arch", "needle"), [
     ("MambaForCausalLM", "no attention layer"), ("JambaForCausalLM", "no model class"),
-    ("LongcatFlashForCausalLM", "has not checked"),
+    ("Dots3NoteForCausalLM", "has not checked"),
 ])  # fmt: skip
 def test_pools_kvbudget_does_not_model_are_refused(arch: str, needle: str) -> None:
     cfg = {"architectures": [arch], "num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512}
@@ -147,6 +147,93 @@ def test_shared_topk_layers_store_no_index_keys() -> None:
     with pytest.raises(kvbudget.InvalidConfigError, match="ids of the DSA layers sharing top-k"):
         kvbudget.create_pool_configurator(m.model_geometry(), kvbudget.ServingConfig(page_size=64),
                                           kvbudget.SpeculativeConfig()).plan(1 << 30)  # fmt: skip
+
+
+def test_longcat_flash_counts_two_attention_blocks_per_decoder_layer(oracle: ModelOracle) -> None:
+    """LongCat-Flash-Chat's file (``num_layers`` 28, two MLA blocks per decoder layer): 56 layers of
+    512 + 64 latent elements, 64,512 bytes per token in bf16. SGLang loads it with its own class,
+    whose ``qk_rope_head_dim`` default is 128 (transformers': 64), and serves the NextN and n-gram
+    names, and a file without a model type, as ``LongcatFlashForCausalLM``."""
+    cfg = {"model_type": "longcat_flash", "architectures": ["LongcatFlashForCausalLM"], "num_layers": 28,
+           "num_attention_heads": 64, "hidden_size": 6144, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+           "qk_nope_head_dim": 128, "v_head_dim": 128}  # fmt: skip
+    m = resolve_sglang(cfg)
+    assert (m.num_attention_layers, m.kv_lora_rank, m.qk_rope_head_dim, m.index_head_dim) == (56, 512, 64, None)
+    serving, spec = kvbudget.ServingConfig(page_size=64), kvbudget.SpeculativeConfig()
+    assert kvbudget.create_pool_configurator(m.model_geometry(), serving, spec).cell_size == (512 + 64) * 2 * 56
+    variants = [{**cfg, "architectures": ["LongcatFlashForCausalLMNextN"]},
+                {**cfg, "architectures": ["LongcatFlashNgramForCausalLM"], "oe_vocab_size_ratio": 0.5},
+                {k: v for k, v in cfg.items() if k not in ("model_type", "qk_rope_head_dim")}]  # fmt: skip
+    for c in (cfg, *variants):
+        assert not _differs(_ours(c), oracle.resolve(c, False)), c
+    assert [resolve_sglang(c).architecture for c in variants] == ["LongcatFlashForCausalLM"] * 3
+    assert resolve_sglang(variants[2]).qk_rope_head_dim == 128
+    other = {**cfg, "model_type": "longcat_flash_ngram", "architectures": ["LongcatFlashNgramForCausalLM"]}
+    with pytest.raises(ConfigError, match="keeps model type 'longcat_flash_ngram'"):
+        resolve_sglang(other)
+
+
+def test_longcat_flash_draft_takes_sglangs_class_default(tmp_path: Any) -> None:
+    """A LongCat-Flash file without ``num_nextn_predict_layers``: SGLang's class defaults it to 1,
+    and its EAGLE-family pool prices that one MTP layer (SGLang's draft-mode ``ModelConfig`` and
+    ``_resolve_eagle_aux_hidden_state``, :mod:`sglang_oracle.draft`, on kvbudget's resolved flags)."""
+    import json
+
+    import transformers
+    from sglang_oracle import draft as sglang_draft
+
+    from kvbudget.sglang.launch import from_server_args
+
+    saved = {k: v for k, v in transformers.LongcatFlashConfig(num_layers=4).to_dict().items()
+             if k != "num_nextn_predict_layers"}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "architectures": ["LongcatFlashForCausalLM"]}))
+    draft_layers = sglang_draft.load(sglang_root())
+    for algo in ("NEXTN", "EAGLE"):
+        launch = from_server_args(["--model-path", str(tmp_path), "--speculative-algorithm", algo,
+                                   "--speculative-draft-model-path", str(tmp_path)])  # fmt: skip
+        theirs = draft_layers({"speculative_draft_model_revision": None, **launch.resolved}, str(tmp_path))
+        assert launch.scenario.spec.draft_num_layers == theirs["draft_num_layers"] == 1, (algo, theirs)
+
+
+def test_hy_v4_is_dsa_on_every_layer_with_shared_indexers(oracle: ModelOracle, tmp_path: Any) -> None:
+    """HunYuan-V4's class defaults: 34 DSA layers, the indexer ``full`` at layer 0 and every fourth
+    from layer 1 (10), ``shared`` elsewhere (24 layers keep no index key). SGLang's ``HYV4Config``
+    refuses a first ``shared`` indexer; its launch refuses ``--dcp-size`` above 1."""
+    import json
+
+    import transformers
+
+    from kvbudget.sglang.launch import from_server_args
+    from kvbudget.sglang.resolve import LaunchRefused
+
+    cfg = {"model_type": "hy_v4", "architectures": ["HYV4ForCausalLM"]}
+    m = resolve_sglang(cfg)
+    assert (m.num_attention_layers, m.index_head_dim, m.index_shared_layers, m.v_head_dim) == (34, 128, 24, 256)
+    assert not _differs(_fields(m), oracle.resolve(cfg, False))
+    serving = kvbudget.ServingConfig(kv_cache_dtype="fp8_e4m3", page_size=64)
+    g = m.model_geometry()
+    cell = kvbudget.create_pool_configurator(g, serving, kvbudget.SpeculativeConfig()).cell_size
+    assert cell == (512 + 512 // 128 * 4 + 2 * 64) * 34 + (128 + 4) * 10
+    bad = {**cfg, "num_hidden_layers": 2, "indexer_types": ["shared", "full"]}
+    assert isinstance(oracle.resolve(bad, False), tuple)
+    with pytest.raises(ConfigError, match="must start with a full indexer"):
+        resolve_sglang(bad)
+    saved = {**transformers.HYV4Config(num_hidden_layers=4).to_dict(), "architectures": ["HYV4ForCausalLM"]}
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert from_server_args(["--model-path", str(tmp_path)]).resolved["page_size"] == 64
+    with pytest.raises(LaunchRefused, match="HYV4"):
+        from_server_args(["--model-path", str(tmp_path), "--tp", "2", "--dcp-size", "2"])
+
+
+def test_longcat_and_hy_v4_defaults_are_sglangs_classes() -> None:
+    """The class defaults kvbudget reads the two families with are SGLang's own classes'."""
+    from oracle_kit.tools import load_tool
+
+    from kvbudget.sglang.mla_configs import HY_V4_DEFAULTS, LONGCAT_DEFAULTS
+
+    tool = load_tool("gen_hf_defaults")
+    for model_type, ours in (("longcat_flash", LONGCAT_DEFAULTS), ("hy_v4", HY_V4_DEFAULTS)):
+        assert dict(ours) == tool.defaults_of(tool._config_class(model_type)), model_type
 
 
 def test_a_config_without_architectures_is_refused() -> None:

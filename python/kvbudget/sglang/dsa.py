@@ -20,13 +20,15 @@ __all__ = ["DSA_ARCHITECTURES", "DSA_KEYS", "MLA_ARCHITECTURES", "MLA_DEFAULT_V_
 
 
 #: Architectures SGLang 0.5.23 serves with MLA (``_derive_model_shapes``' list) that
-#: kvbudget resolves: the latent dims of the text config, one geometry for every layer.
+#: kvbudget resolves: the latent dims of the text config, one geometry for every layer (LongCat-Flash
+#: and HunYuan-V4 read as SGLang's own config classes read them, :mod:`kvbudget.sglang.mla_configs`).
 MLA_ARCHITECTURES = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN", "DeepseekV32ForCausalLM",
     "Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
     "KimiK25ForConditionalGeneration", "KimiLinearForCausalLM",
     "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "Eagle3DeepseekV2ForCausalLM",
-    "MiniCPM3ForCausalLM",
+    "MiniCPM3ForCausalLM", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN",
 })  # fmt: skip
 #: Of :data:`MLA_ARCHITECTURES`, those whose ``_derive_model_shapes`` branch leaves ``v_head_dim``
 #: at its generic default (the config's nonzero ``v_head_dim``, else the head dim).
@@ -37,8 +39,7 @@ MLA_DEFAULT_V_HEAD_DIM = frozenset({"MiniCPM3ForCausalLM"})
 #: draft: by keys of the config); kvbudget refuses them whole. ``tests/test_sglang_model.py``
 #: holds this set and :data:`MLA_ARCHITECTURES` to the branches of the wheel's ``_derive_model_shapes``.
 UNCHECKED_MLA_ARCHITECTURES = frozenset({
-    "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "LongcatFlashForCausalLM",
-    "LongcatFlashForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "DotsVLMForCausalLM",
+    "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "DotsVLMForCausalLM",
     "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "GigaChat35ForCausalLM", "GigaChat35ForCausalLMNextN",
     "PixtralForConditionalGeneration", "DeepseekVL2ForCausalLM", "KimiVLForConditionalGeneration",
     "KimiK3LinearForCausalLM", "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM",

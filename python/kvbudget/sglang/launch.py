@@ -35,6 +35,7 @@ from kvbudget.fields import FIELDS, canonical_name
 from kvbudget.models.hf import config_dtype, text_part
 from kvbudget.sglang.dsa import dsa_raw_kv_layout
 from kvbudget.sglang.hybrid import off_by_override
+from kvbudget.sglang.mla_configs import longcat_config
 from kvbudget.sglang.model import SGLangModel, resolve_sglang
 from kvbudget.sglang.resolve import EAGLE_FAMILY, draft_kv_layers, resolve_launch
 from kvbudget.sglang.state import StateBudget
@@ -361,7 +362,8 @@ def _speculative(v: dict[str, Any], model: SGLangModel, cfg: dict[str, Any]) -> 
         # The draft's own ModelConfig decides its sliding-window layers (an EAGLE head's is not hybrid).
         draft_model = resolve_sglang(draft_cfg).model_geometry()
     if algo in EAGLE_FAMILY:  # _resolve_eagle_aux_hidden_state
-        layers = draft_kv_layers(text_part(draft_cfg), arch, path_given=path is not None)
+        # LongCat-Flash's text as SGLang's own class holds it (its num_nextn_predict_layers default: 1)
+        layers = draft_kv_layers(text_part(longcat_config(draft_cfg) or draft_cfg), arch, path_given=path is not None)
     else:
         layers = int(text_part(draft_cfg).get("num_hidden_layers") or 1)
     counts = sglang_draft_layers(name, layers, target=target, draft_model=draft_model)

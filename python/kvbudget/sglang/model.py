@@ -27,12 +27,15 @@ attention models:
   ``multi_query_group_num``, ``num_attention_groups``, else the attention
   heads); SWA heads from ``swa_num_key_value_heads`` or Step3p5's
   ``attention_other_setting``;
-* the layer count: ``num_hidden_layers``, times the loops of IQuest's loop coder and
-  Nanbeige; Whisper's encoder layers plus twice its decoder layers;
+* the layer count: ``num_hidden_layers``, twice it for LongCat-Flash (two MLA blocks per
+  decoder layer), times the loops of IQuest's loop coder and Nanbeige; Whisper's encoder
+  layers plus twice its decoder layers;
 * head dims: ``head_dim`` or ``hidden_size // num_attention_heads``;
   ``v_head_dim`` (0 or missing) defaults to it, ``swa_head_dim`` to ``head_dim``,
   ``swa_v_head_dim`` to ``swa_head_dim``; MLA for SGLang's MLA architectures
-  (``kv_lora_rank`` + ``qk_rope_head_dim``; MiniCPM3 keeps the generic ``v_head_dim``);
+  (``kv_lora_rank`` + ``qk_rope_head_dim``; MiniCPM3 keeps the generic ``v_head_dim``;
+  LongCat-Flash and HunYuan-V4 read as SGLang's own config classes read them,
+  :mod:`kvbudget.sglang.mla_configs`);
 * the window, read for a hybrid model only (the configurators use it only
   there), by the model class (:mod:`kvbudget.sglang.window`): HF
   ``sliding_window`` minus one where SGLang's class defines
@@ -55,12 +58,12 @@ state layers are read with, :func:`kvbudget.sglang.state_model.attention_layer_i
 ZAYA1's config as SGLang's own class derives it, :mod:`kvbudget.sglang.zaya`); the
 other model types SGLang plans a state pool for (:data:`UNRESOLVED_STATE_TYPES`:
 Qwen4-Exp, the Bailing hybrids, Jet-Nemotron, ...) are refused by name. DSA models (DeepSeek-V3.2,
-GLM-5: an MLA architecture whose config has ``index_topk``) carry their
-indexer (:mod:`kvbudget.sglang.dsa`). Architectures SGLang cannot
+GLM-5, HunYuan-V4, LongCat-Flash with ``index_topk``: an MLA architecture whose config has
+``index_topk``) carry their indexer (:mod:`kvbudget.sglang.dsa`). Architectures SGLang cannot
 serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4, the
 pure state models Mamba, Mamba-2 and Falcon-Mamba: no KV pool), MLA architectures kvbudget has not
-checked (LongCat-Flash, Dots3, HunYuan-V4, GigaChat-3.5, GLM-5-Next, Kimi-VL, Kimi-K3,
-Bailing V2.5/V3, Sarvam-MLA, DeepSeek-VL2), an MLA
+checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-VL, Kimi-K3, Bailing V2.5/V3, Sarvam-MLA,
+DeepSeek-VL2), an MLA
 model opting in to hybrid SWA, and hybrid models whose class's window rule
 kvbudget has not checked against SGLang's code are refused with a
 :class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a
@@ -83,6 +86,7 @@ from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types, is_kda_layer
 from kvbudget.sglang.dsa import MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
+from kvbudget.sglang.mla_configs import hy_v4_config, longcat_config
 from kvbudget.sglang.state_model import QWEN4_EXP_UNMODELLED, attention_layer_ids
 from kvbudget.sglang.window import sglang_window
 from kvbudget.sglang.zaya import zaya_config
@@ -272,10 +276,11 @@ def sglang_architectures() -> frozenset[str]:
 
 
 def _attention_layers(archs: list[str], v: _View, n: int) -> int:
-    """``ModelConfig.__init__``'s ``num_attention_layers``: the layer count, times the loops of
-    IQuest's loop coder (``loop_num``) and Nanbeige (``num_loops``); Whisper's encoder layers and
-    twice its decoder layers (self- and cross-attention ids)."""
-    layers = n
+    """``ModelConfig.__init__``'s ``num_attention_layers``: the layer count, twice it for
+    LongCat-Flash (two attention blocks per decoder layer), times the loops of IQuest's loop coder
+    (``loop_num``) and Nanbeige (``num_loops``); Whisper's encoder layers and twice its decoder
+    layers (self- and cross-attention ids)."""
+    layers = 2 * n if "LongcatFlashForCausalLM" in archs else n
     for arch, key in (("IQuestLoopCoderForCausalLM", "loop_num"), ("NanbeigeForCausalLM", "num_loops")):
         if arch in archs:
             loops = v.opt_int(key, 0)
@@ -474,6 +479,10 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         cfg = zaya_config(cfg)
     elif cfg.get("model_type") == "lfm2_vl" and cfg.get("text_config") is None:
         cfg = {**cfg, "text_config": {}}  # Lfm2VlConfig builds its default (LFM2) text config
+    elif cfg.get("model_type") == "hy_v4":
+        cfg = hy_v4_config(cfg)
+    else:
+        cfg = longcat_config(cfg) or cfg
     archs = cfg.get("architectures")
     if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
         raise ConfigError("config.json: SGLang 0.5.23 picks the model class from 'architectures', "

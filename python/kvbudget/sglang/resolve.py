@@ -16,7 +16,8 @@ taken for:
    ``gpt_oss.py``, and ``overrides._dsa_kv_cache_dtype_default``): a DSA
    model (DeepSeek-V3.2, GLM-5) takes the ``dsa`` attention backend when none
    is given, a page of ``64 * index_kpool`` tokens, whatever ``--page-size``
-   says, and a bfloat16 KV cache for ``auto``; gpt-oss takes ``fa3``; Gemma 2/3,
+   says, and a bfloat16 KV cache for ``auto``; HunYuan-V4 refuses ``--dcp-size``
+   above 1; gpt-oss takes ``fa3``; Gemma 2/3,
    OLMo 2 and EXAONE 4 turn hybrid SWA memory off (``gemma2_gemma3.py``, ...);
    then ``handle_mamba_radix_cache``: a hybrid-state model's
    ``--mamba-radix-cache-strategy auto`` (:func:`_mamba_radix_cache`) and its checks.
@@ -103,7 +104,10 @@ def _model_overrides(v: dict[str, Any], arch: str, dsa_kpool: int | None, hybrid
         v["disable_hybrid_swa_memory"] = True
     unset = v["attention_backend"] is None and v["prefill_attention_backend"] is None and (
         v["decode_attention_backend"] is None)
-    if dsa_kpool is not None:  # is_deepseek_dsa: DeepSeek-V3.2, GLM-5
+    if arch in ("HYV4ForCausalLM", "HYV4ForCausalLMNextN") and v["dcp_size"] > 1:
+        raise _refuse("model_overrides/deepseek_v2.py", "--dcp-size > 1 is not supported for HYV4 (decode "
+                      "context parallelism gives its learnable attention sinks no single owner)")  # fmt: skip
+    if dsa_kpool is not None:  # is_deepseek_dsa: DeepSeek-V3.2, GLM-5, HunYuan-V4, LongCat-Flash with index_topk
         if unset:
             v["attention_backend"] = "dsa"
         if dsa_kpool > 1 and v["dcp_size"] > 1:

@@ -259,3 +259,17 @@ def test_a_qwen_moe_sliding_window_is_refused_as_unchecked() -> None:
         assert [x.kind for x in layers_from_hf_config(cfg)] == ["full"] * 4
         with pytest.raises(InvalidConfigError, match="has not checked.*use_sliding_window"):
             layers_from_hf_config({**cfg, "use_sliding_window": True, "sliding_window": 4096})
+
+
+def test_heads_a_rank_cannot_group_over_its_kv_heads_are_refused_as_vllm_refuses_them() -> None:
+    """vLLM's ``Attention`` asserts each rank's query heads divide by its KV heads: 12 heads over 8 KV
+    heads (TP 1) or 24 over 16 at TP 2 fail to build; 12 over 4 plan. kvbudget refuses the same."""
+    import transformers as T
+
+    for heads, kv, tp, ok in ((12, 8, 1, False), (24, 16, 2, False), (12, 4, 1, True), (16, 8, 2, True)):
+        saved = {**T.LlamaConfig(num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=kv,
+                                 hidden_size=heads * 64).to_dict(), "architectures": ["LlamaForCausalLM"]}  # fmt: skip
+        ours, theirs = _ours(saved, {"tp": tp, "pp": 1}), _theirs(saved, {"tp": tp, "pp": 1})
+        assert isinstance(ours, str) == isinstance(theirs, str) == (not ok), (heads, kv, tp, ours, theirs)
+        if not ok:
+            assert "is not divisible by num_kv_heads" in ours and "is not divisible by num_kv_heads" in theirs

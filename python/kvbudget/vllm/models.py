@@ -209,7 +209,11 @@ def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
     per_rank = total // tp
     if per_rank == 0 and not replicate:
         raise ConfigError(f"{v.label}: vLLM 0.33.0's gpt-oss gives {total} KV heads // tp={tp} = 0 per rank")
-    return max(1, per_rank)
+    per_rank = max(1, per_rank)
+    if (heads // tp) % per_rank:  # Attention's own assertion
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: num_heads ({heads // tp}) is not divisible by "
+                          f"num_kv_heads ({per_rank})", v.name("num_key_value_heads"))  # fmt: skip
+    return per_rank
 
 
 #: Classes whose attention takes ``hidden_size // num_attention_heads`` whatever ``head_dim`` says.

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import test_vllm_models
 import transformers as T
 from huggingface_hub.errors import StrictDataclassClassValidationError
 from vllm_oracle._hf import VllmLoadError, vllm_layers
@@ -124,13 +125,7 @@ def cases(per_family: int, seed: int = 0) -> Iterator[Case]:
 
 
 def _ours(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
-    s = dict(settings)
-    dtype, off = s.pop("kv_cache_dtype", "auto"), s.pop("disable_sliding_window", False)
-    try:
-        layers = layers_from_hf_config(saved, vllm.EngineConfig(**s), kv_cache_dtype=dtype, disable_sliding_window=off)
-    except InvalidConfigError as e:
-        return f"refused: {e}"
-    return [{k: getattr(x, k) for k in _FIELDS} for x in layers]
+    return test_vllm_models._ours(saved, settings, _FIELDS)
 
 
 def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:

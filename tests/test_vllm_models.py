@@ -101,14 +101,19 @@ def cases(per_family: int, seed: int = 0) -> Iterator[Case]:
                 yield family, saved, engine
 
 
-def _ours(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
+def _ours(saved: dict[str, Any], settings: dict[str, Any],
+          fields: tuple[str, ...] = _FIELDS) -> list[dict[str, Any]] | str:  # fmt: skip
+    """kvbudget's layers of ``saved`` (``fields`` of each), or its refusal; ``settings`` are the
+    engine's, plus ``draft``, ``disable_sliding_window`` and ``kv_cache_dtype`` (default ``auto``)."""
     s = dict(settings)
     draft, off = s.pop("draft", None), s.pop("disable_sliding_window", False)
+    dtype = s.pop("kv_cache_dtype", "auto")
     try:
-        layers = layers_from_hf_config(saved, vllm.EngineConfig(**s), draft=draft, disable_sliding_window=off)
+        layers = layers_from_hf_config(saved, vllm.EngineConfig(**s), draft=draft, kv_cache_dtype=dtype,
+                                       disable_sliding_window=off)  # fmt: skip
     except InvalidConfigError as e:
         return f"refused: {e}"
-    return [{k: getattr(x, k) for k in _FIELDS} for x in layers]
+    return [{k: getattr(x, k) for k in fields} for x in layers]
 
 
 def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:

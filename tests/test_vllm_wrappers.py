@@ -92,7 +92,12 @@ def _ours(saved: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]] | st
                                        disable_sliding_window=s["disable_sliding_window"])  # fmt: skip
     except InvalidConfigError as e:
         return f"refused: {e}"
-    return [{k: getattr(x, k) for k in _FIELDS} for x in layers]
+    return [{k: _listed(k, getattr(x, k)) for k in _fields(x.kind)} for x in layers]
+
+
+def _listed(key: str, value: Any) -> Any:
+    """A state layer's shapes and dtypes as the oracle lists them."""
+    return [list(s) for s in value] if key == "state_shapes" else list(value) if key == "state_dtypes" else value
 
 
 def _theirs(saved: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]] | str:
@@ -100,7 +105,13 @@ def _theirs(saved: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]] | 
         layers = vllm_layers(_load(saved), tp=s["tp"], pp=s["pp"], disable_sliding_window=s["disable_sliding_window"])
     except VllmLoadError as e:
         return f"refused: {e}"
-    return [{k: x[k] for k in _FIELDS} for x in layers]
+    return [{k: x[k] for k in _fields(x["kind"])} for x in layers]
+
+
+def _fields(kind: str) -> tuple[str, ...]:
+    """A layer's compared fields: a state layer's (LFM2-VL's and Nemotron-H VL's, whose wrapper
+    classes tests/test_vllm_state_wrappers.py holds in full) are its name, stage and states."""
+    return ("name", "kind", "pp_stage", "state_shapes", "state_dtypes") if kind == "mamba" else _FIELDS
 
 
 def test_wrappers_read_as_vllm_builds_their_text_models() -> None:

@@ -343,9 +343,19 @@ def _env(root: Path) -> _Env:
         "qwen3_5": config_py.lift_member(hooks, "Qwen3_5ForConditionalGenerationConfig", "verify_and_update_config"),
         "nemotron_h": nemotron.verify_and_update_config,
     }
+    # Nemotron-H VL / Omni: MODELS_CONFIG_MAP keys its hook by architecture name, and names one of the
+    # four registry names of NemotronH_Nano_VL_V2's class (read from the map: the others get none).
+    hooks["NemotronHForCausalLMConfig"] = nemotron
+    nano = config_py.lift_class(hooks, "NemotronHNanoVLV2Config", ("verify_and_update_config",), ("object",))
+    config_map = next(n.value for n in config_py.tree.body if isinstance(n, ast.AnnAssign | ast.Assign)
+                      and "MODELS_CONFIG_MAP" in ast.unparse(n.target if isinstance(n, ast.AnnAssign) else n.targets[0]))
+    assert isinstance(config_map, ast.Dict), "models/config.py: MODELS_CONFIG_MAP is no longer a dict literal"
+    config_hooks.update({k.value: nano.verify_and_update_config for k, v in zip(config_map.keys, config_map.values)
+                         if isinstance(k, ast.Constant) and ast.unparse(v) == "NemotronHNanoVLV2Config"})  # fmt: skip
     vllm_py = source("config/vllm.py")
     vllm_config_cls = type("VllmConfig", (StrictConfig,), {
         "num_speculative_tokens": vllm_py.lift_member(cfg, "VllmConfig", "num_speculative_tokens"),
+        "with_hf_config": with_hf_config,  # a wrapper's state classmethods read their text model's class
         # --use-replayssm's startup checks (a pydantic "after" validator: MambaModelConfig has set
         # the cache mode by then)
         "validate_mamba_cached_kernel": vllm_py.lift_member(

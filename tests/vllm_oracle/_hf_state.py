@@ -29,8 +29,9 @@ def state_of(env: Any, arch: str, mc: Any, tp: int, spec: Any, model_dtype: str,
     config = env.vllm_config_cls(model_config=model, cache_config=cache, speculative_config=spec,
                                  diffusion_config=None, parallel_config=StrictConfig(tensor_parallel_size=tp),
                                  mamba_config=StrictConfig(backend=replay["backend"]))  # fmt: skip
-    if file in env.hooks:  # the architecture's config hook, run when VllmConfig is built
-        env.hooks[file](config)
+    hook = env.hooks.get(arch, env.hooks.get(file))  # by architecture name (MODELS_CONFIG_MAP), else file
+    if hook is not None:  # the architecture's config hook, run when VllmConfig is built
+        hook(config)
     shapes = cls.get_mamba_state_shape_from_config(config)
     dtypes = cls.get_mamba_state_dtype_from_config(config)
     return {"state_shapes": [list(x) for x in shapes], "state_dtypes": [str(d).removeprefix("torch.") for d in dtypes]}

@@ -162,6 +162,14 @@ MODELS.update({
              "KimiLinearGatedDeltaNetAttention": "model_executor/layers/mamba/gdn/kimi_gdn_linear_attn:"
                                                  "KimiGatedDeltaNetAttention"}),
 })  # fmt: skip
+# Multimodal wrappers of a hybrid-state text model: their text model is built through
+# ``init_vllm_registered_model`` (:mod:`._wrappers`); only the wrapper's own state classmethods are
+# lifted (LFM2-VL's own short-conv shape over the text config's hidden size; Nemotron-H VL / Omni's
+# NemotronHForCausalLM's, on ``with_hf_config(text_config)``). Their ``__init__`` is never run.
+MODELS.update({
+    "lfm2_vl": ([("Lfm2VLForConditionalGeneration", *_STATE)], "", {}),
+    "nano_nemotron_vl": ([("NemotronH_Nano_VL_V2", *_STATE)], "", {"NemotronHForCausalLM": "nemotron_h"}),
+})  # fmt: skip
 #: Hybrid-state architecture -> (model file, the class holding its state classmethods), where that
 #: is not the registered class (vLLM's registry gives the rest; the MoE wrapper's classmethods are
 #: the dense wrapper's, which it derives from).

@@ -39,7 +39,9 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
 * **Multimodal wrappers** (LLaVA, Mistral 3, Qwen2-VL, ...; :mod:`kvbudget.vllm.wrappers`):
   the text model the wrapper builds, read as itself, its layer names under the wrapper's
-  prefix (``language_model.``); a drafter or a state model inside one is refused as unchecked.
+  prefix (``language_model.``); a drafter inside one is refused as unchecked, and a state model
+  but inside LFM2-VL and Nemotron-H VL / Omni (:mod:`kvbudget.vllm.state_wrappers`: the wrapper
+  class's own state shape and config hook).
 * **Pipeline stages**: vLLM's ``get_pp_indices`` (an even split, the remainder
   to the stages before the last); drafter layers sit on the last stage.
 * **Drafters**, after the target's layers: EAGLE numbers its layers from the
@@ -75,6 +77,7 @@ from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.vllm.classic import CLASSIC, classic_layers, teleflm_checks
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
+from kvbudget.vllm import state_wrappers
 from kvbudget.vllm.registry import registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 from kvbudget.vllm.wrappers import unwrap
@@ -396,11 +399,17 @@ def layers_from_hf_config(
         if method is not None:
             raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {wrapper} (a "
                               "multimodal wrapper of its text model)", "architectures")  # fmt: skip
-        if served_as(text["architectures"][0], STATE_ARCHITECTURES) in STATE_ARCHITECTURES:
+        state = served_as(text["architectures"][0], STATE_ARCHITECTURES) in STATE_ARCHITECTURES
+        if state and not state_wrappers.reads(wrapper, served_as(text["architectures"][0], STATE_ARCHITECTURES)):
             raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's state layers inside {wrapper} "
                               f"(a wrapper of {text['architectures'][0]})", "architectures")  # fmt: skip
+        ssm = state_wrappers.config_ssm_dtype(wrapper, mamba_cache_dtype, mamba_ssm_cache_dtype, dtype_m) if state \
+            else mamba_ssm_cache_dtype  # fmt: skip
         inner = layers_from_hf_config(text, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                                      disable_sliding_window=disable_sliding_window)  # fmt: skip
+                                      disable_sliding_window=disable_sliding_window,
+                                      mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=ssm)  # fmt: skip
+        if state:  # the wrapper class's own state classmethods (kvbudget.vllm.state_wrappers)
+            inner = state_wrappers.wrapper_state_shapes(wrapper, text, engine.tp, inner)
         return [replace(x, name=f"{prefix}.{x.name}") for x in inner]
     if isinstance(archs, list) and archs and archs[0] in STATE_ARCHITECTURES:
         out = state_layers_from_hf_config(

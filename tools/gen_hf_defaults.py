@@ -53,12 +53,13 @@ MODEL_TYPES = (
     "whisper", "nanbeige", "qwen2_moe", "qwen3_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite",
     "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe", "hyperclovax", "apertus",
     "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text",
-    "beam", "gemma4_unified_text", "stablelm", "afmoe",
+    "beam", "gemma4_unified_text", "stablelm", "afmoe", "qwen2_5_omni_text", "qwen3_omni_moe_text", "mamba",
+    "mamba2", "falcon_mamba",
 )  # fmt: skip
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
 #: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.
 VLLM_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "granitemoehybrid",
-                    "falcon_h1", "lfm2", "lfm2_moe", "jamba", "kimi_linear", "afmoe")
+                    "falcon_h1", "lfm2", "lfm2_moe", "jamba", "kimi_linear", "afmoe", "qwen3_asr_text")
 VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
              "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_ssm_dtype", "mamba_num_heads", "mamba_head_dim",
              "n_groups", "conv_kernel", "ssm_state_size", "mamba_ssm_cache_dtype", "mamba_n_heads", "mamba_n_groups",
@@ -114,6 +115,8 @@ def _values(cls: Any, keys: tuple[str, ...], aliased: bool = False, **kw: Any) -
 def defaults_of(cls: Any, keys: tuple[str, ...] = KEYS, aliased: bool = False) -> dict[str, Any]:
     """The plain (not derived) non-null defaults of ``keys`` (``aliased``: a key saved under its
     ``attribute_map`` name is read by that name)."""
+    from huggingface_hub.errors import StrictDataclassClassValidationError
+
     base = _values(cls, keys, aliased)
     derived: set[str] = set()
     for key, step in _PERTURB.items():
@@ -121,7 +124,8 @@ def defaults_of(cls: Any, keys: tuple[str, ...] = KEYS, aliased: bool = False) -
             value = base[key] * step if step > 1 else base[key] + step
             try:
                 other = _values(cls, keys, aliased, **{key: value})
-            except ValueError:  # the class ties the key to others (Granite-4.0-H's Mamba dims): nothing
+            except (ValueError, StrictDataclassClassValidationError):  # the class ties the key to others
+                # (Granite-4.0-H's, Mamba-2's Mamba dims): nothing
                 continue  # derives from it alone; its own default stands
             derived |= {k for k in keys if k != key and other[k] != base[k]}
     return {k: v for k, v in base.items() if v is not None and k not in derived}

@@ -50,7 +50,7 @@ def registry(root: Path) -> dict[str, dict[str, list[str]]]:
 
 #: The forms of ``init_vllm_registered_model``'s arguments a wrapper entry may take (anything
 #: else, and the wrapper is left out: kvbudget refuses it).
-HF_CONFIG_FORMS = (None, "config.text_config", "config.get_text_config()")
+HF_CONFIG_FORMS = (None, "config.text_config", "config.get_text_config()", "config.thinker_config.text_config")
 ARCHITECTURES_FORMS = (None, "config.text_config.architectures")
 
 
@@ -92,17 +92,39 @@ def _text_rule(stmt: ast.stmt) -> tuple[str, dict[str, list[str]]] | None:
     return None
 
 
+def _assigned(init: ast.FunctionDef, name: str) -> list[ast.Assign | ast.AnnAssign]:
+    return [a for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AnnAssign))
+            and name in [ast.unparse(x) for x in (a.targets if isinstance(a, ast.Assign) else [a.target])]]
+
+
 def _config_is_hf_config(init: ast.FunctionDef) -> bool:
     """``config`` is the model's ``hf_config`` (``vllm_config.model_config.hf_config``, or through
-    ``model_config = vllm_config.model_config``), assigned once."""
+    ``model_config = vllm_config.model_config``), assigned once; or ``config`` is never assigned
+    (the thinker wrappers name their configs otherwise: :func:`_rooted`)."""
     values = {ast.unparse(a.targets[0] if isinstance(a, ast.Assign) else a.target): ast.unparse(a.value)
               for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AnnAssign)) and a.value is not None
               and len(getattr(a, "targets", [None])) == 1}  # fmt: skip
-    assigned = [a for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AnnAssign))
-                and "config" in [ast.unparse(x) for x in (a.targets if isinstance(a, ast.Assign) else [a.target])]]
+    assigned = _assigned(init, "config")
     config = values.get("config")
-    return len(assigned) == 1 and (config == "vllm_config.model_config.hf_config" or (
-        config == "model_config.hf_config" and values.get("model_config") == "vllm_config.model_config"))
+    return not assigned or (len(assigned) == 1 and (config == "vllm_config.model_config.hf_config" or (
+        config == "model_config.hf_config" and values.get("model_config") == "vllm_config.model_config")))
+
+
+def _rooted(init: ast.FunctionDef, expr: str | None) -> str | None:
+    """``expr`` with a leading local assigned once from an attribute of the model's ``hf_config``
+    written out as ``config.<attribute>`` (Qwen2.5-Omni's ``thinker_config =
+    vllm_config.model_config.hf_config.thinker_config``, so ``thinker_config.text_config`` is
+    ``config.thinker_config.text_config``); other expressions as they are."""
+    if expr is None:
+        return None
+    head, dot, rest = expr.partition(".")
+    if head == "config" or not dot:
+        return expr
+    assigned = _assigned(init, head)
+    if len(assigned) != 1 or assigned[0].value is None:
+        return expr
+    m = re.fullmatch(r"vllm_config\.model_config\.hf_config\.(\w+)", ast.unparse(assigned[0].value))
+    return f"config.{m.group(1)}.{rest}" if m else expr
 
 
 def _by_model_type(stmt: ast.stmt) -> dict[str, list[str] | None] | None:
@@ -130,31 +152,40 @@ def _by_model_type(stmt: ast.stmt) -> dict[str, list[str] | None] | None:
     return out or None
 
 
-def _text_model(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: dict[str, str]) -> ast.Call | None:
+def _text_model(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: dict[str, str],
+                imported: dict[str, str] | None = None) -> ast.Call | None:  # fmt: skip
     """The one call that builds the wrapper's text model: ``init_vllm_registered_model(...)``, or a
-    class of the same file built on ``vllm_config.with_hf_config(...)`` that subclasses the class
-    vLLM's registry serves the ``architectures`` it names with (Qwen3-VL's ``Qwen3LLMForCausalLM``)."""
+    class built on ``vllm_config.with_hf_config(...)`` that is (Qwen3-ASR's ``Qwen3ForCausalLM``,
+    imported from the module the registry serves it from: ``imported``, name -> ``module:class``)
+    or, in the same file, subclasses (Qwen3-VL's ``Qwen3LLMForCausalLM``) the class vLLM's
+    registry serves the ``architectures`` it names with (``served``: architecture -> ``module:class``)."""
     ivrm = [c for c in ast.walk(init) if isinstance(c, ast.Call) and ast.unparse(c.func) == "init_vllm_registered_model"]
     direct = []
     for c in ast.walk(init):
-        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in classes:
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and (c.func.id in classes or c.func.id in (imported or {})):
             kw = {k.arg: k.value for k in c.keywords}
             inner = kw.get("vllm_config")
             if isinstance(inner, ast.Call) and ast.unparse(inner.func) == "vllm_config.with_hf_config":
                 archs = {k.arg: k.value for k in inner.keywords}.get("architectures")
                 named = ast.literal_eval(archs) if archs is not None else None
-                bases = {ast.unparse(b) for b in classes[c.func.id].bases}
-                if isinstance(named, list) and named and served.get(named[0]) in bases:
+                if not (isinstance(named, list) and named and named[0] in served):
+                    continue
+                if c.func.id in classes:
+                    bases = {ast.unparse(b) for b in classes[c.func.id].bases}
+                    if served[named[0]].partition(":")[2] in bases:
+                        direct.append(c)
+                elif (imported or {})[c.func.id] == served[named[0]]:
                     direct.append(c)
     calls = ivrm + direct
     return calls[0] if len(calls) == 1 else None
 
 
-def _wrapper(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: dict[str, str]) -> dict[str, Any] | None:
+def _wrapper(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: dict[str, str],
+             imported: dict[str, str] | None = None) -> dict[str, Any] | None:  # fmt: skip
     """What a wrapper's ``__init__`` hands the text model it builds (:func:`_text_model`), when its
     ``config`` is the model's ``hf_config`` and it edits the text config only by the rules of
     :func:`_text_rule` (and names ``architectures`` only by :func:`_by_model_type`)."""
-    call = _text_model(init, classes, served)
+    call = _text_model(init, classes, served, imported)
     rules = [r for r in map(_text_rule, init.body) if r is not None]
     edits = [a for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AugAssign))
              and any(ast.unparse(x).startswith(("config.text_config.", "text_config."))
@@ -170,7 +201,7 @@ def _wrapper(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: di
         kw = {**{k.arg: k.value for k in with_hf.keywords}, "prefix": kw.get("prefix")}
         if with_hf.args:
             kw["hf_config"] = with_hf.args[0]
-    hf = ast.unparse(kw["hf_config"]) if "hf_config" in kw else None
+    hf = _rooted(init, ast.unparse(kw["hf_config"])) if "hf_config" in kw else None
     archs_node = kw.get("architectures")
     archs: Any = None
     if isinstance(archs_node, ast.Name) and archs_node.id == "architectures":
@@ -199,7 +230,7 @@ def wrappers(root: Path, tables: dict[str, dict[str, list[str]]]) -> dict[str, d
     where it builds one directly."""
     out: dict[str, dict[str, Any]] = {}
     trees: dict[str, ast.Module | None] = {}
-    served = {arch: cls for table in TABLES for arch, (_, cls) in tables[table].items()}
+    served = {arch: f"{module}:{cls}" for table in TABLES for arch, (module, cls) in tables[table].items()}
     for table in TABLES:
         for arch, (module, cls) in tables[table].items():
             if module not in trees:
@@ -210,7 +241,9 @@ def wrappers(root: Path, tables: dict[str, dict[str, list[str]]]) -> dict[str, d
                 continue
             classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
             init = _init_of(tree, cls)
-            found = None if init is None else _wrapper(init, classes, served)
+            imported = {a.asname or a.name: f"{(n.module or '').removeprefix('vllm.model_executor.models.')}:{a.name}"
+                        for n in tree.body if isinstance(n, ast.ImportFrom) and n.level <= 1 for a in n.names}  # fmt: skip
+            found = None if init is None else _wrapper(init, classes, served, imported)
             if found is not None:
                 out[arch] = found
     return dict(sorted(out.items()))

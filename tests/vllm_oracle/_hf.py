@@ -113,7 +113,8 @@ SparseMLAIndexGroupBuilder get_sparse_mla_index_group_max_rows""".split()
 _ATTN_KEEP = set("""sliding_window num_kv_heads vllm_config compilation_config
 compilation_config.static_forward_context[prefix] self.layer_name self.num_heads self.head_size
 self.head_size_v self.num_kv_heads self.sliding_window self.attn_type
-self.kv_sharing_target_layer_name self.attention_chunk_size""".split())
+self.kv_sharing_target_layer_name self.attention_chunk_size""".split()) | {
+    "if kv_sharing_target_layer_name is not None"}  # validate_kv_sharing_target (Gemma 3n / 4: same build, before)
 #: What the state layers' ``__init__`` keep (``MambaMixer2`` / ``Mixer2RMSNormGated``,
 #: ``MambaMixer``, ``ShortConv``): the TP size, the values their asserts read, the norm, and the
 #: registration into ``static_forward_context``.
@@ -210,6 +211,11 @@ def _env(root: Path) -> _Env:
     source("distributed/utils.py").lift(cfg, "get_pp_indices")
     source("transformers_utils/configs/eagle.py").lift(cfg, "EAGLEConfig")
     source("transformers_utils/configs/kimi_linear.py").lift(cfg, "KimiLinearConfig")  # vLLM's own class
+    asr = ns("qwen3_asr_config", PreTrainedConfig=transformers.PreTrainedConfig,
+             rope_config_validation=transformers.modeling_rope_utils.rope_config_validation)  # fmt: skip
+    source("transformers_utils/configs/qwen3_asr.py").lift(
+        asr, "Qwen3ASRAudioEncoderConfig", "Qwen3ASRTextConfig", "Qwen3ASRThinkerConfig", "Qwen3ASRConfig")
+    cfg.update({n: asr[n] for n in ("Qwen3ASRTextConfig", "Qwen3ASRConfig")})  # vLLM's own classes
     spec_py = source("config/speculative.py")
     cfg["hf_config_override"] = spec_py.lift_member(cfg, "SpeculativeConfig", "hf_config_override")
     # SpeculativeConfig.__post_init__: n_predict read from the drafter, and its `elif n_predict is
@@ -270,6 +276,7 @@ def _env(root: Path) -> _Env:
         "vllm.distributed.parallel_state": StrictModule("ps", {"get_pp_group": pp_group}),
         "vllm.model_executor.offloader": StrictModule("ol", {"get_offloader": lambda: offloader}),
         "vllm.model_executor.model_loader.utils": StrictModule("mlu", {"initialize_model": _initialize}),
+        "vllm.model_executor.models.utils": StrictModule("mu", {"extract_layer_index": utils["extract_layer_index"]}),
     })  # fmt: skip
     bns = ns("backend", Enum=__import__("enum").Enum)
     source("v1/attention/backend.py").lift(bns, "AttentionType")
@@ -277,7 +284,7 @@ def _env(root: Path) -> _Env:
     common.update(
         torch=torch_stub, nn=nn, typing=__import__("typing"), Any=Any, _Module=_Module,
         _unlifted=_unlifted, AttentionType=bns["AttentionType"],
-        CohereConfig=transformers.CohereConfig,
+        CohereConfig=transformers.CohereConfig, getattr_iter=cfg["getattr_iter"],
         get_tensor_model_parallel_world_size=lambda: _ctx("tp"), get_pp_group=pp_group,
         get_tensor_model_parallel_rank=lambda: 0,  # restated: the oracle builds rank 0 (KV alike on every rank)
         get_current_vllm_config=lambda: _ctx("vllm_config"),
@@ -289,6 +296,7 @@ def _env(root: Path) -> _Env:
     # The attention layers: their signatures and the statements fixing geometry, window and
     # registration (ChunkedLocalAttention hands its backend, never read, to Attention).
     lns = ns("attention", **common, attn_backend=Poison("attn_backend"))
+    source("model_executor/layers/attention/attention.py").lift(lns, "validate_kv_sharing_target")
     attn: dict[str, Any] = {"AttentionType": bns["AttentionType"]}
     for cls, file in (("Attention", "attention"), ("MLAAttention", "mla_attention"),
                       ("ChunkedLocalAttention", "chunked_local_attention")):  # fmt: skip
@@ -428,6 +436,9 @@ def vllm_config_class(model_type: str) -> Any:
     (``kimi_linear``, lifted from the wheel), else transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
+    own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig"}  # registered over transformers'
+    if model_type in own:
+        return _env(_root()).cfg[own[model_type]]
     # transformers' own class, whatever another oracle registered over it (SGLang's classes)
     name = transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES.get(model_type)
     if name is None:
@@ -456,6 +467,17 @@ def _initialize(vllm_config: Any, prefix: str = "") -> Any:
         _CTX["vllm_config"] = outer
 
 
+def _served(env: _Env, where: tuple[str, str], *, vllm_config: Any, prefix: str = "") -> Any:
+    """Restated: a wrapper building ``where`` (``(module, class)``, imported) itself on
+    ``vllm_config.with_hf_config(..., architectures=[...])`` (Qwen3-ASR's ``Qwen3ForCausalLM``)
+    builds what ``initialize_model`` builds for those architectures, where the registry serves
+    them with that very class."""
+    archs = vllm_config.model_config.hf_config.architectures
+    if env.registry.get(archs[0]) != where:
+        raise LookupError(f"vllm_oracle._hf: {'.'.join(where)} is not the class vLLM serves {archs[0]} with")
+    return _initialize(vllm_config, prefix)
+
+
 def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = "") -> Any:
     if arch not in env.registry:
         raise VllmLoadError(f"Model architectures ['{arch}'] are not supported for now.")
@@ -466,7 +488,9 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = 
             raise LookupError(f"vllm_oracle._hf: {arch} ({'.'.join(key)}) is not covered")
         scope = {"config": hf_config, "vllm_config": vllm_config, "prefix": outer, "maybe_prefix": env.maybe_prefix,
                  "init_vllm_registered_model": env.wrapped}  # fmt: skip
-        if call.builds != "init_vllm_registered_model":  # a class of the wrapper's file, lifted
+        if call.builds != "init_vllm_registered_model" and call.builds in call.imported:  # the registry's own class
+            scope[call.builds] = functools.partial(_served, env, call.imported[call.builds])
+        elif call.builds != "init_vllm_registered_model":  # a class of the wrapper's file, lifted
             if call.builds not in env.models.get(key[0], {}):
                 raise LookupError(f"vllm_oracle._hf: {arch} builds {call.builds}, which is not lifted")
             scope[call.builds] = env.models[key[0]][call.builds]

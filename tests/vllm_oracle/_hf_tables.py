@@ -239,6 +239,9 @@ MODELS.update({
     "qwen3_vl_moe": (["Qwen3VLMoeDecoderLayer", "Qwen3MoeLLMModel", ("Qwen3MoeLLMForCausalLM", _LLM_KEEP)], "",
                      {"Qwen3MoeDecoderLayer": "qwen3_moe", "Qwen3MoeModel": "qwen3_moe",
                       "mrope_positions_factor": "qwen3_vl"}),
+    # Qwen3-Omni's thinker: its own Qwen3MoeLLMModel over Qwen3-MoE's decoder layers
+    "qwen3_omni_moe_thinker": (["Qwen3MoeLLMModel", ("Qwen3MoeLLMForCausalLM", _LLM_KEEP)], "",
+                               {"Qwen3MoeModel": "qwen3_moe"}),
 })  # fmt: skip
 ENTRY.update({
     ("stablelm", "StablelmForCausalLM"): ("StableLMEpochModel", None, "model", False),
@@ -284,3 +287,61 @@ MODELS["teleflm"] = ([("llama:LlamaForCausalLM", "_init_model", frozenset([*_WRA
                           """self.use_mup self.mup_scale_factor self.output_mult logit_scale
                           self.logits_processor""".split()))],
                      "", {"LlamaModel": "llama", "LlamaDecoderLayer": "llama"})  # fmt: skip
+# Gemma 4 and Gemma 3n (KV sharing; Gemma 4's per-layer head sizes): entered at the text model, its
+# __init__ kept to the decoder layers it builds (no embeddings, PLE / AltUp projections or the YOCO
+# split, which own no KV); the decoder layers and attention whole (Gemma 3n's: its asserts, AltUp,
+# attention and MLP, whose activation check is a refusal).
+_G_MODEL = frozenset("""config cache_config quant_config self.config self.quant_config self.start_layer self.end_layer
+self.layers""".split())
+ENTRY.update({
+    ("gemma4", "Gemma4ForCausalLM"): ("Gemma4Model", None, "model", False),
+    ("gemma3n", "Gemma3nForCausalLM"): ("Gemma3nTextModel", None, "model", False),
+})  # fmt: skip
+MODELS.update({
+    "gemma4": (["_get_text_config", ("Gemma4Router", frozenset()), "Gemma4Attention", "Gemma4DecoderLayer",
+                ("Gemma4Model", _G_MODEL)], "Gemma4MLP FusedMoEFactory", {}),  # the router: its methods, unbuilt
+    "gemma3n": (["Gemma3nMLP", "Gemma3nAttention", ("Gemma3nDecoderLayer", frozenset(
+        "isinstance Gemma3nTextConfig self.altup_active_idx self.altup self.self_attn self.mlp".split())),
+                 ("Gemma3nTextModel", _G_MODEL)],
+                "Gemma3nAltUp Gemma3nLaurelBlock GeluAndMul GeluAndMulSparse", {}),
+})  # fmt: skip
+NAMESPACES["gemma3n"] = {"Gemma3nTextConfig": __import__("transformers").Gemma3nTextConfig}
+# MLA-attention families beside DeepSeek's (tests/test_vllm_mla_families.py): MiniCPM3 (its own
+# attention: a plain Attention of the decompressed heads), GLM-4.7-Flash (Glm4MoeLite: DeepSeek-V2's
+# MLA attention in its own decoder layer) and LongCat-Flash (two DeepSeek-V2 MLA attentions per
+# decoder layer, ``config.num_layers`` of them; the n-gram variant's model on the same decoder).
+# MLP / MoE blocks and embeddings are inert (no KV).
+ENTRY.update({
+    ("minicpm3", "MiniCPM3ForCausalLM"): ("MiniCPM3Model", None, "model", False),
+    ("glm4_moe_lite", "Glm4MoeLiteForCausalLM"): ("Glm4MoeLiteModel", None, "model", False),
+    ("longcat_flash", "LongcatFlashForCausalLM"): ("FlashModel", None, "model", False),
+    ("longcat_flash_ngram", "LongcatFlashNgramForCausalLM"): ("FlashNgramModel", None, "model", False),
+})  # fmt: skip
+MODELS.update({
+    "minicpm": ([("MiniCPMDecoderLayer", "_init_ffn_block"), "MiniCPMModel"], "MiniCPMMLP MiniCPMMoE", {}),
+    "minicpm3": (["MiniCPM3Attention", ("MiniCPM3DecoderLayer", "_init_attn_block"),
+                  ("MiniCPM3Model", "_init_layers")], "",
+                 {"MiniCPMDecoderLayer": "minicpm", "MiniCPMModel": "minicpm"}),
+    "glm4_moe_lite": (["Glm4MoeLiteAttention", "Glm4MoeLiteMLAAttention", "Glm4MoeLiteDecoderLayer",
+                       "Glm4MoeLiteModel"], "Glm4MoeLiteMLP Glm4MoeLite Glm4LiteMixtureOfExperts",
+                      {"DeepseekV2Attention": "deepseek_v2", "DeepseekV2MLAAttention": "deepseek_v2"}),
+    "longcat_flash": (["FlashDecoderLayer", "FlashModel"], "FlashMLP LongcatMoe LongcatRouter",
+                      {"DeepseekV2MLAAttention": "deepseek_v2"}),
+    "longcat_flash_ngram": (["uses_ngram_embedding", "FlashNgramModel"], "NgramEmbedding",
+                            {"FlashModel": "longcat_flash"}),
+})  # fmt: skip
+
+
+def _longcat_lora_scales(self_attn: Any, config: Any) -> None:
+    """Restated ``scale_mla_lora_norms_on_load`` (``longcat_flash.py``) without its weight loaders:
+    the tuple it builds (the norms, ``q_lora_rank`` / ``kv_lora_rank`` and ``mla_scale_q_lora`` /
+    ``mla_scale_kv_lora``, which a config without them fails on) and the scale of each enabled one."""
+    for _norm, rank, enabled in (
+        (self_attn.q_a_layernorm, config.q_lora_rank, config.mla_scale_q_lora),
+        (self_attn.kv_a_layernorm, config.kv_lora_rank, config.mla_scale_kv_lora),
+    ):
+        if enabled:
+            _ = (config.hidden_size / rank) ** 0.5
+
+
+NAMESPACES["longcat_flash"] = {"scale_mla_lora_norms_on_load": _longcat_lora_scales}

@@ -44,9 +44,11 @@ class WrapperCall:
     or a class of its file on ``vllm_config.with_hf_config(...)``) and the statements its
     ``__init__`` runs first to name the text architectures."""
 
-    def __init__(self, src: Source, call: ast.Call, edits: list[ast.stmt]) -> None:
+    def __init__(self, src: Source, call: ast.Call, edits: list[ast.stmt], imported: dict[str, tuple[str, str]]) -> None:
         self.path = str(src.path)
         self.builds = ast.unparse(call.func)
+        #: name -> (module, class) of the classes the file imports from a model file (``from .x import C``)
+        self.imported = imported
         self.call = compile(ast.Expression(call), self.path, "eval", flags=_FLAGS, dont_inherit=True)
         self.edits = compile(ast.Module(body=edits, type_ignores=[]), self.path, "exec", flags=_FLAGS,
                              dont_inherit=True)  # fmt: skip
@@ -82,8 +84,12 @@ def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
     if init is None:
         return None
     classes = {n.name for n in src.tree.body if isinstance(n, ast.ClassDef)}
-    def text_model_class(c: ast.Call) -> bool:  # a class of the file on with_hf_config(..., architectures=...)
-        return ast.unparse(c.func) in classes and any(
+    models = "vllm.model_executor.models."
+    imported = {a.asname or a.name: (n.module.removeprefix(models), a.name) for n in src.tree.body
+                if isinstance(n, ast.ImportFrom) and n.module and (n.level == 1 or (
+                    n.level == 0 and n.module.startswith(models))) for a in n.names}  # fmt: skip
+    def text_model_class(c: ast.Call) -> bool:  # a class on with_hf_config(..., architectures=...)
+        return ast.unparse(c.func) in classes | set(imported) and any(
             isinstance(k.value, ast.Call) and ast.unparse(k.value.func) == "vllm_config.with_hf_config"
             and any(kk.arg == "architectures" for kk in k.value.keywords) for k in c.keywords)  # fmt: skip
 
@@ -96,7 +102,17 @@ def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
         return any(isinstance(a, ast.Assign) and {_ARCHS, "architectures"} & set(map(ast.unparse, a.targets))
                    for a in ast.walk(stmt))  # fmt: skip
 
-    return WrapperCall(src, calls[0], [s for s in init.body if sets_archs(s)])
+    # the locals the call reads that __init__ takes from the model's hf_config (the thinkers'
+    # `thinker_config = vllm_config.model_config.hf_config.thinker_config`)
+    reads = {n.id for n in ast.walk(calls[0]) if isinstance(n, ast.Name)}
+    def names_config(stmt: ast.stmt) -> bool:
+        target = stmt.target if isinstance(stmt, ast.AnnAssign) else stmt.targets[0] if isinstance(
+            stmt, ast.Assign) and len(stmt.targets) == 1 else None  # fmt: skip
+        return (isinstance(target, ast.Name) and target.id in reads - {"config", "vllm_config", "prefix"}
+                and ast.unparse(stmt.value).startswith("vllm_config.model_config.hf_config"))  # type: ignore[union-attr]
+
+    edits = [s for s in init.body if names_config(s) or sets_archs(s)]
+    return WrapperCall(src, calls[0], edits, imported)
 
 
 def with_hf_config_code(src: Source) -> Any:

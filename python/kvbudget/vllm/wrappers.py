@@ -7,8 +7,9 @@ names, under the prefix the wrapper gives. What each class hands over is read fr
 (``data/vllm_architectures.json``, ``wrappers``; ``tools/gen_vllm_archs.py`` takes only a single
 call of the plain forms below):
 
-* ``hf_config``: ``config.text_config`` (or ``config.get_text_config()``), else the model's
-  own config;
+* ``hf_config``: ``config.text_config`` (or ``config.get_text_config()``), the thinker's
+  ``config.thinker_config.text_config`` (:mod:`kvbudget.vllm.thinkers`), else the model's own
+  config;
 * ``architectures``: a fixed list (Qwen2-VL's ``["Qwen2ForCausalLM"]``; GLM-4.1V's by its own
   ``model_type``), else the text config's own ``architectures``; where those are unset,
   ``VllmConfig.with_hf_config`` names the class transformers maps the text ``model_type`` to
@@ -30,6 +31,8 @@ from typing import Any, Final
 
 from kvbudget.models.hf import CAUSAL_LM_NAMES, ConfigError, text_config_of
 from kvbudget.vllm.registry import wrapper_table
+from kvbudget.vllm.thinkers import THINKER as _THINKER
+from kvbudget.vllm.thinkers import thinker_text_config
 
 __all__ = ["WRAPPERS", "unwrap"]
 
@@ -56,6 +59,9 @@ def unwrap(cfg: Mapping[str, Any], label: str = "config.json") -> tuple[dict[str
     if w["hf_config"] is None:  # the model's own config, built as the named class
         text: dict[str, Any] = dict(cfg)
         model_type = cfg.get("model_type")
+    elif w["hf_config"] == _THINKER:  # Qwen2.5-Omni, Qwen3-Omni, Qwen3-ASR: the thinker's text model
+        text = thinker_text_config(cfg, arch or "", label)
+        model_type = text["model_type"]
     else:
         inner = text_config_of(cfg)
         if inner is None:

@@ -242,6 +242,15 @@ MODELS.update({
     # Qwen3-Omni's thinker: its own Qwen3MoeLLMModel over Qwen3-MoE's decoder layers
     "qwen3_omni_moe_thinker": (["Qwen3MoeLLMModel", ("Qwen3MoeLLMForCausalLM", _LLM_KEEP)], "",
                                {"Qwen3MoeModel": "qwen3_moe"}),
+    # Idefics3 (and SmolVLM, an Idefics3 class): Idefics3Model builds vLLM's LlamaModel itself on
+    # with_hf_config(config.text_config); its __init__ kept to that (no vision tower or connector)
+    "idefics3": ([("Idefics3Model", frozenset("config self.config self.text_model".split()))], "",
+                 {"LlamaModel": "llama"}),
+})  # fmt: skip
+# Restated glue: Idefics3ForConditionalGeneration.__init__ builds Idefics3Model under ``model``.
+ENTRY.update({
+    ("idefics3", "Idefics3ForConditionalGeneration"): ("Idefics3Model", None, "model", False),
+    ("smolvlm", "SmolVLMForConditionalGeneration"): ("idefics3:Idefics3Model", None, "model", False),
 })  # fmt: skip
 ENTRY.update({
     ("stablelm", "StablelmForCausalLM"): ("StableLMEpochModel", None, "model", False),

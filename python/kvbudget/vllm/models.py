@@ -80,6 +80,7 @@ from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
 from kvbudget.vllm.registry import registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
+from kvbudget.vllm import bare_text_models
 from kvbudget.vllm.wrappers import unwrap
 
 __all__ = ["ARCHITECTURES", "DRAFT_METHODS", "EAGLE3_ARCHITECTURES", "EAGLE3_PP_ARCHITECTURES", "SERVED_AS",
@@ -410,7 +411,7 @@ def layers_from_hf_config(
                                       mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=ssm)  # fmt: skip
         if state:  # the wrapper class's own state classmethods (kvbudget.vllm.state_wrappers)
             inner = state_wrappers.wrapper_state_shapes(wrapper, text, engine.tp, inner)
-        return [replace(x, name=f"{prefix}.{x.name}") for x in inner]
+        return [replace(x, name=bare_text_models.layer_name(wrapper, prefix, x.name)) for x in inner]
     if isinstance(archs, list) and archs and archs[0] in STATE_ARCHITECTURES:
         out = state_layers_from_hf_config(
             cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,

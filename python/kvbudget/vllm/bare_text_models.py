@@ -1,0 +1,51 @@
+"""vLLM 0.33.0's wrappers that build a bare text *model* class themselves: Idefics3 and SmolVLM.
+
+``models/idefics3.py``: ``Idefics3ForConditionalGeneration.__init__`` builds ``Idefics3Model``
+under ``model``, whose ``__init__`` builds ``LlamaModel(vllm_config=
+vllm_config.with_hf_config(config.text_config), prefix=maybe_prefix(prefix, "text_model"))``:
+not through ``init_vllm_registered_model``, so whatever its text config's ``model_type`` or
+``architectures`` say, the decoder is vLLM's ``LlamaModel`` (``with_hf_config`` is given no
+architectures: the text config keeps its own, unread), and its layers are named
+``model.text_model.layers.<i>.self_attn.attn`` (no ``...ForCausalLM`` level in between).
+``models/smolvlm.py``: ``SmolVLMForConditionalGeneration`` is an ``Idefics3ForConditionalGeneration``
+whose ``__init__`` only calls its base's.
+
+Held to vLLM's classes by ``tests/test_vllm_bare_text_models.py`` (the oracle enters
+``Idefics3Model``, lifted, under ``model``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kvbudget.models.hf import ConfigError, text_config_of
+
+__all__ = ["BARE", "bare_text_model", "layer_name"]
+
+#: Wrapper architecture -> (the architecture whose reading is the bare model's: the class vLLM
+#: serves it with builds that very model class; the prefix the bare model's layers take).
+BARE: Final[dict[str, tuple[str, str]]] = {
+    "Idefics3ForConditionalGeneration": ("LlamaForCausalLM", "model.text_model"),
+    "SmolVLMForConditionalGeneration": ("LlamaForCausalLM", "model.text_model"),
+}
+
+
+def bare_text_model(cfg: Mapping[str, Any], arch: str, label: str = "config.json") -> tuple[dict[str, Any], str]:
+    """``(text config named as the class whose model vLLM builds, layer-name prefix)``.
+
+    Raises:
+        ConfigError: the config has no ``text_config``.
+    """
+    named, prefix = BARE[arch]
+    inner = text_config_of(cfg)
+    if inner is None:
+        raise ConfigError(f"{label}: vLLM 0.33.0 builds {arch}'s text model from text_config, which this "
+                          "config lacks (its config class would fill it in)", "text_config")  # fmt: skip
+    return {**inner, "architectures": [named]}, prefix
+
+
+def layer_name(arch: str, prefix: str, name: str) -> str:
+    """A text layer's name under the wrapper: the bare model's (its ``...ForCausalLM``'s name less
+    the leading ``model.``) under ``prefix`` for :data:`BARE`, else the whole name under it."""
+    return f"{prefix}.{name.removeprefix('model.')}" if arch in BARE else f"{prefix}.{name}"

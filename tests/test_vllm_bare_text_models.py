@@ -1,0 +1,88 @@
+"""vLLM mode's Idefics3 and SmolVLM (:mod:`kvbudget.vllm.bare_text_models`) against vLLM 0.33.0's
+own classes: ``Idefics3Model`` (lifted from the pinned ``models/idefics3.py``) building vLLM's
+``LlamaModel`` on ``with_hf_config(config.text_config)``.
+
+The cases per wrapper: transformers 5.19.0's class defaults with the text config's geometry
+seeded (layers, heads, KV heads, head size, Llama's ``layer_types`` and window), or a seeded
+config of another text family (Mistral, Qwen2, Qwen3: vLLM builds ``LlamaModel`` on it all the
+same), with and without its ``architectures``, every key or sparse; over TP, PP,
+``--kv-cache-dtype`` and ``--disable-sliding-window``. ``KVBUDGET_VLLM_BARE_CASES`` sets the
+cases per wrapper.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import transformers as T
+from sglang_model_cases import FAMILIES
+from test_vllm_thinkers import FIELDS, _ours, _theirs
+from test_vllm_wrappers import _varied
+
+from kvbudget.vllm.models import layers_from_hf_config
+
+N = int(os.environ.get("KVBUDGET_VLLM_BARE_CASES", "40"))
+_ARCHS = {"Idefics3ForConditionalGeneration": "idefics3", "SmolVLMForConditionalGeneration": "smolvlm"}
+
+
+def cases(per_wrapper: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(wrapper, config.json, engine settings), seeded per wrapper."""
+    for arch, model_type in _ARCHS.items():
+        rng = random.Random(f"vllm-bare:{seed}:{arch}")
+        base = T.CONFIG_MAPPING[model_type]().to_dict()
+        for _ in range(per_wrapper):
+            saved = {**copy.deepcopy(base), "architectures": [arch]}
+            if rng.random() < 0.6:
+                text = _varied(rng, saved["text_config"])
+                if rng.random() < 0.3:  # Llama's per-layer windows
+                    text["layer_types"] = [rng.choice(["sliding_attention", "full_attention"])
+                                           for _ in range(text["num_hidden_layers"])]  # fmt: skip
+                    text["sliding_window"] = rng.choice([256, 4096])
+            else:
+                text = FAMILIES[rng.choice(["llama", "mistral", "qwen2", "qwen3"])](rng).saved(rng.random() < 0.3)
+            if rng.random() < 0.5:
+                text.pop("architectures", None)
+            saved["text_config"] = text
+            engine = {"tp": rng.choice([1, 1, 2, 4, 8]), "pp": rng.choice([1, 1, 2, 3]),
+                      "kv_cache_dtype": rng.choice(["auto", "auto", "fp8"]),
+                      "disable_sliding_window": rng.random() < 0.2}  # fmt: skip
+            yield arch, saved, engine
+
+
+def test_bare_text_models_read_as_vllm_builds_them() -> None:
+    counts = {"unloadable": 0, "compared": 0, "refused": 0, "planned": 0, "layers": 0}
+    mismatches: list[str] = []
+    for i, (arch, saved, engine) in enumerate(cases(N)):
+        try:
+            loaded = T.CONFIG_MAPPING[saved["model_type"]].from_dict(copy.deepcopy(saved))
+        except Exception:  # noqa: BLE001 - the config class refuses the seeded text config
+            counts["unloadable"] += 1
+            continue
+        counts["compared"] += 1
+        if loaded.get_text_config().num_attention_heads % engine["tp"]:
+            continue  # vLLM's QKVParallelLinear asserts TP divides the heads (held in test_vllm_models)
+        ours, theirs = _ours(saved, engine), _theirs(loaded, engine)
+        if isinstance(ours, str) or isinstance(theirs, str):
+            if isinstance(ours, str) != isinstance(theirs, str):
+                mismatches.append(f"case {i} ({arch}, {engine}): kvbudget {str(ours)[:200]} vs vLLM {str(theirs)[:200]}")
+            counts["refused"] += 1
+            continue
+        counts["planned"] += 1
+        counts["layers"] += len(theirs)
+        if ours != theirs:
+            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
+            mismatches.append(f"case {i} ({arch}, {engine}): {diff}")
+    print(f"\nvLLM bare text models: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert counts["planned"] > counts["compared"] // 3, counts
+
+
+def test_idefics3_names_its_layers_under_model_text_model() -> None:
+    saved = {**T.Idefics3Config().to_dict(), "architectures": ["Idefics3ForConditionalGeneration"]}
+    layers = layers_from_hf_config(saved)
+    assert layers[0].name == "model.text_model.layers.0.self_attn.attn" and len(layers) == 32
+    assert set(FIELDS) >= {"name"}

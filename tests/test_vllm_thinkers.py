@@ -57,6 +57,8 @@ def _text(rng: random.Random, base: dict[str, Any], model_type: str) -> dict[str
             text["layer_types"] = [rng.choice(["sliding_attention", "full_attention"]) for _ in range(n)]
     elif rng.random() < 0.2:
         text["sliding_window"] = rng.choice([None, 1024])
+    if model_type == "qwen3_asr" and rng.random() < 0.3:  # layer_types all full (a window unchecked)
+        text["layer_types"] = [rng.choice(["full_attention"] * 5 + ["sliding_attention"]) for _ in range(n)]
     if rng.random() < 0.4:  # sparse: keys left to the text class's defaults
         for key in rng.sample(sorted(text), k=rng.randint(1, len(text))):
             if key not in ("layer_types",):

@@ -22,7 +22,7 @@ What the config classes make of a saved ``thinker_config.text_config``:
   class is vLLM's ``Qwen3ASRTextConfig`` (32 KV heads, head size 128 by default). That class
   keeps a ``sliding_window`` whatever ``use_sliding_window`` says (vLLM's Qwen3 model then slides
   every layer), where transformers' Qwen3 class drops it: kvbudget refuses a Qwen3-ASR text config
-  with a window or ``layer_types`` as unchecked (released checkpoints carry none).
+  with a window or a sliding ``layer_types`` entry as unchecked (released checkpoints carry none).
 """
 
 from __future__ import annotations
@@ -66,8 +66,10 @@ def thinker_text_config(cfg: Mapping[str, Any], arch: str, label: str = "config.
         raise ConfigError(f"{label}: vLLM 0.33.0 builds {arch}'s text model from thinker_config.text_config, "
                           "which this config lacks (its config class would fill it in)",
                           "thinker_config.text_config")  # fmt: skip
-    if outer == "qwen3_asr" and any(text.get(k) is not None for k in ("sliding_window", "layer_types")):
-        key = "sliding_window" if text.get("sliding_window") is not None else "layer_types"
+    types = text.get("layer_types")
+    sliding = isinstance(types, list) and any(t != "full_attention" for t in types)
+    if outer == "qwen3_asr" and (text.get("sliding_window") is not None or sliding):
+        key = "layer_types" if sliding else "sliding_window"
         raise ConfigError(f"{label}: kvbudget has not checked vLLM 0.33.0's sliding window on {arch}'s text "
                           "config (vLLM's Qwen3ASRTextConfig keeps sliding_window whatever use_sliding_window "
                           "says, unlike transformers' Qwen3 class)", f"thinker_config.text_config.{key}")  # fmt: skip

@@ -88,8 +88,9 @@ def _stores(stmt: ast.stmt) -> set[str]:
 
 def _picker(fn: ast.FunctionDef, keep: set[str]) -> Any:
     """Statements of ``fn``'s body that assign only names in ``keep``, ``super().__init__(...)``,
-    local functions named in ``keep``, asserts on the parameters and kept names, and ``if ...:
-    raise`` guards on kept names (``self.<x>`` included)."""
+    local functions named in ``keep``, ``if`` blocks whose ``"if <test>"`` is in ``keep``, asserts
+    on the parameters and kept names, and ``if ...: raise`` guards on kept names (``self.<x>``
+    included)."""
     params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
 
     def pick(s: ast.stmt) -> bool:
@@ -97,6 +98,8 @@ def _picker(fn: ast.FunctionDef, keep: set[str]) -> Any:
             return ast.unparse(s.value.func) == "super().__init__"
         if isinstance(s, ast.FunctionDef):  # a local helper (a layer factory) that is kept
             return s.name in keep
+        if isinstance(s, ast.If) and f"if {ast.unparse(s.test)}" in keep:  # a block kept by its test
+            return True
         names = {n.id for n in ast.walk(getattr(s, "test", s)) if isinstance(n, ast.Name)}
         if isinstance(s, ast.Assert):
             return names <= params | keep

@@ -35,6 +35,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   layer, drafter layers included), and never with ``disable_sliding_window`` (which leaves an
   EAGLE drafter's own sliding layers as they are: its ModelConfig is built without the flag).
 * **Chunked layers** (Llama 4): ``no_rope_layers[i] != 0`` with ``attention_chunk_size``.
+* **KV sharing and per-layer heads** (Gemma 4, Gemma 3n): :mod:`kvbudget.vllm.text_families` (a layer
+  reading another's cache owns none and is not listed, as vLLM's ``get_kv_cache_spec`` skips it).
 * **Classic decoders** (GPT-2, GPT-J, OPT, BLOOM, Falcon): :mod:`kvbudget.vllm.classic` (one
   ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
 * **Multimodal wrappers** (LLaVA, Mistral 3, Qwen2-VL, ...; :mod:`kvbudget.vllm.wrappers`):
@@ -62,8 +64,7 @@ are read by :mod:`kvbudget.vllm.state_models`, their state layers included.
 Scope: the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with one of
 the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
 ``MistralForCausalLM``); others raise
-:class:`~kvbudget.models.ConfigError`. KV sharing (Gemma 3n), per-layer KV dtype
-skips and quantisation schemes are not read.
+:class:`~kvbudget.models.ConfigError`. Per-layer KV dtype skips and quantisation schemes are not read.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
 from kvbudget.vllm.registry import registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
+from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
 from kvbudget.vllm import bare_text_models
 from kvbudget.vllm.wrappers import unwrap
 
@@ -118,11 +120,12 @@ _FAMILIES: Final[dict[str, tuple[str, str]]] = {
 SERVED_AS: Final[dict[str, str]] = {
     **{a: served_as(a, _FAMILIES) for a in registry() if served_as(a, _FAMILIES) in _FAMILIES},
     **{a: served_as(a, CLASSIC) for a in registry() if served_as(a, CLASSIC) in CLASSIC},
+    **{a: served_as(a, TEXT_FAMILIES) for a in registry() if served_as(a, TEXT_FAMILIES) in TEXT_FAMILIES},
     **{a: a for a in STATE_ARCHITECTURES},
 }
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
 ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items()
-                                                 if s in _FAMILIES or s in CLASSIC)  # fmt: skip
+                                                 if s in _FAMILIES or s in CLASSIC or s in TEXT_FAMILIES)  # fmt: skip
 #: ``EngineConfig.speculative_method`` values whose drafter layers are read.
 DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: The architectures kvbudget reads whose vLLM 0.33.0 class implements ``SupportsEagle3``
@@ -327,7 +330,7 @@ def _family(cfg: Mapping[str, Any], label: str) -> tuple[str, str]:
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch not in _FAMILIES:
-        read = ", ".join(sorted({**_FAMILIES, **CLASSIC}))
+        read = ", ".join(sorted({*_FAMILIES, *CLASSIC, *TEXT_FAMILIES}))
         raise ConfigError(f"{label}: kvbudget reads vLLM 0.33.0's layers for {read}; not {arch!r}",
                           "architectures")  # fmt: skip
     return _FAMILIES[arch]
@@ -428,6 +431,11 @@ def layers_from_hf_config(
                               "architectures")  # fmt: skip
         window = _Reader(cfg, "uniform", "config.json", disable_sliding_window).model_window
         return classic_layers(cfg, engine, window, kv_cache_dtype, dtype_m)
+    if isinstance(archs, list) and archs and archs[0] in TEXT_FAMILIES:  # Gemma 4, Gemma 3n (KV sharing)
+        if method is not None:
+            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {archs[0]}",
+                              "architectures")  # fmt: skip
+        return text_family_layers(cfg, engine, kv_cache_dtype, dtype_m, disable_sliding_window)
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
     if family == "mla" and target.v.has("index_topk"):

@@ -1,0 +1,259 @@
+"""vLLM 0.33.0's text decoders with KV sharing or per-layer geometry: Gemma 4 and Gemma 3n, read as
+their model files (``model_executor/models/gemma4.py``, ``gemma3n.py``) build them.
+
+Each registers one ``Attention`` per decoder layer, ``model.layers.{i}.self_attn.attn``, with the
+config's ``--kv-cache-dtype``; a layer whose ``layer_types`` entry is ``"sliding_attention"`` takes
+``sliding_window``, the others none (the model-wide window is None: Gemma 4's last layer is always
+full). ``--disable-sliding-window`` (or a window of 0) does not start: ``ModelConfig`` sets
+``sliding_window`` to None, which transformers 5.19.0's classes (the field typed ``int``, strict)
+refuse. Per rank: the query heads over ``tp`` and ``max(1, kv // tp)`` after the
+classes' asserts (``tp`` divides the heads; the KV heads and ``tp`` divide one another) and
+``Attention``'s (the rank's KV heads divide its query heads).
+
+KV sharing: the last ``num_kv_shared_layers`` layers read another layer's cache. Their
+``Attention`` gets ``kv_sharing_target_layer_name``, and vLLM's ``get_kv_cache_spec`` skips such a
+layer (``v1/worker/gpu/attn_utils.py``; ``add_kv_sharing_layers_to_kv_cache_groups`` later adds it
+to its target's group, which holds no more memory): it owns no KV cache and is not listed here.
+``validate_kv_sharing_target`` needs the target registered before the layer in the same model
+build, so a pipeline split that puts a shared layer on another stage than its target fails
+(``ValueError: ... is not a valid Attention layer in the model``).
+
+* **Gemma 4** (``Gemma4ForCausalLM``; its multimodal wrappers through :mod:`kvbudget.vllm.wrappers`):
+  a layer's head size and KV heads are its ``per_layer_config`` entry's (transformers 5.19.0's
+  heterogeneous config: a full layer takes ``global_head_dim``, default 512, and, with
+  ``attention_k_eq_v``, ``num_global_key_value_heads``, when the file carries no
+  ``per_layer_config``), else the config's. transformers forces the last layer to full attention
+  and halves the window (``// 2 + 1``) under ``use_bidirectional_attention: "all"``. A shared
+  layer reads the last earlier unshared layer of its own type (``ValueError`` when there is none).
+* **Gemma 3n** (``Gemma3nForCausalLM``, and ``Gemma3nForConditionalGeneration``'s text model): one
+  head size and KV head count; a shared layer reads layer ``first - 2`` if it is sliding, else
+  ``first - 1`` (fixed offsets, whatever those layers' types),
+  ``first`` being ``num_hidden_layers - num_kv_shared_layers``; a target below 0 means no sharing
+  (the layer keeps its own cache). The decoder asserts a ``gemma3n_text`` config and
+  ``altup_correct_scale``, its MLP refuses a ``hidden_activation`` other than
+  ``gelu_pytorch_tanh``, and the class does not implement ``SupportsPP`` (vLLM refuses more than
+  one pipeline stage).
+
+What transformers' classes refuse on loading (``layer_types`` of another length or kind, a width
+the heads do not divide, Gemma 3n's per-layer lists of another length) is refused too. Drafters on
+these targets (Gemma 4's MTP and DSpark heads, EAGLE3) are refused as unchecked. Held to vLLM's
+classes by ``tests/test_vllm_text_families.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kvbudget.models.hf import ConfigError, _View
+from kvbudget.models.layer_kinds import derived_layer_types
+from kvbudget.vllm.pipeline import pp_stage_layers
+from kvbudget.vllm.planner import EngineConfig, LayerSpec
+
+__all__ = ["TEXT_FAMILIES", "text_family_layers"]
+
+_TYPES: Final = ("full_attention", "sliding_attention")
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """One registered ``Attention``: its geometry, and the layer whose cache it reads (if any)."""
+
+    heads: int
+    dim: int
+    window: int | None
+    shares: int | None = None
+
+
+def _refused(v: _View, what: str, key: str | None = None) -> ConfigError:
+    return ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: {what}", v.name(key) if key else None)
+
+
+def _per_rank(v: _View, heads: int, kv: int, tp: int, attention: bool = True) -> int:
+    """KV heads per rank after the attention class's asserts and (``attention``) ``Attention``'s."""
+    if heads % tp:
+        raise _refused(v, f"AssertionError: tp ({tp}) does not divide num_attention_heads ({heads})",
+                       "num_attention_heads")  # fmt: skip
+    if kv >= tp and kv % tp or kv < tp and tp % kv:
+        raise _refused(v, f"AssertionError: the {kv} KV heads and tp={tp} do not divide one another",
+                       "num_key_value_heads")  # fmt: skip
+    per_rank = max(1, kv // tp)
+    if attention and (heads // tp) % per_rank:
+        raise _refused(v, f"AssertionError: num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
+                       "num_key_value_heads")  # fmt: skip
+    return per_rank
+
+
+def _layer_types(v: _View, n: int) -> list[str]:
+    """``layer_types`` as transformers' class leaves them (its ``validate_layer_type`` refusals kept;
+    a kind other than full or sliding attention is refused as unchecked)."""
+    given = v.raw("layer_types")
+    if given is None and v.model_type == "gemma3n_text":  # Gemma3nTextConfig: every fifth layer full
+        given = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(n)]
+    types = derived_layer_types(v.model_type, n, given)
+    if not isinstance(types, list) or len(types) != n:
+        got = len(types) if isinstance(types, list) else type(types).__name__
+        raise ConfigError(f"{v.label}: transformers 5.19.0's {v.model_type} class (vLLM's loader) refuses it: "
+                          f"num_hidden_layers ({n}) must equal the number of layer_types ({got})",
+                          v.name("layer_types"))  # fmt: skip
+    other = sorted({str(t) for t in types} - set(_TYPES))
+    if other:
+        raise ConfigError(f"{v.label}: kvbudget has not checked vLLM 0.33.0's {v.model_type} layers of kind {other}",
+                          v.name("layer_types"))  # fmt: skip
+    return types
+
+
+def _window(v: _View, disable_sliding_window: bool, halve: bool = False) -> int:
+    """The sliding layers' window (``halve``: transformers' bidirectional ``// 2 + 1``).
+
+    ``ModelConfig.__post_init__`` sets ``hf_text_config.sliding_window = None`` under
+    ``--disable-sliding-window`` or for a window of 0, and these classes type the field ``int``:
+    transformers' strict dataclass refuses the assignment, so vLLM fails to start."""
+    window = v.opt_int("sliding_window", 0)
+    if window is None:
+        raise ConfigError(f"{v.label}: transformers 5.19.0's {v.model_type} class (vLLM's loader) refuses a null "
+                          "sliding_window", v.name("sliding_window"))  # fmt: skip
+    if disable_sliding_window or not window:
+        raise _refused(v, f"StrictDataclassFieldValidationError: {'--disable-sliding-window' if window else 'a window of 0'} "
+                          f"makes ModelConfig set sliding_window to None, which transformers 5.19.0's {v.model_type} "
+                          "class (typed int) refuses", "sliding_window")  # fmt: skip
+    return window // 2 + 1 if halve else window
+
+
+def _gemma4_shapes(v: _View, n: int, types: list[str]) -> list[tuple[int, int]]:
+    """Each layer's ``(head_dim, num_key_value_heads)``: transformers' ``per_layer_config`` view."""
+    base = (v.req_int("head_dim"), v.req_int("num_key_value_heads"))
+    if "per_layer_config" in v.cfg:
+        given = v.cfg["per_layer_config"] or {}
+    else:  # Gemma4TextConfig.__post_init__: the full layers' overrides from the popped keys
+        over: dict[str, Any] = {"head_dim": v.opt_int("global_head_dim") or 512}
+        kv = v.opt_int("num_global_key_value_heads")
+        if kv is not None and v.raw("attention_k_eq_v"):
+            over["num_key_value_heads"] = kv
+        given = {i: over for i, t in enumerate(types) if t == "full_attention"}
+    if not isinstance(given, Mapping) or not all(isinstance(o, Mapping) for o in given.values()):
+        raise v.fail("per_layer_config", "must map layer indices to objects")
+    try:
+        layers = {int(k): o for k, o in given.items()}
+    except (TypeError, ValueError):
+        raise v.fail("per_layer_config", "must map layer indices to objects") from None
+    if any(not 0 <= i < n for i in layers):
+        raise v.fail("per_layer_config", f"has a layer index outside [0, {n}); transformers refuses it")
+    bad = sorted({k for o in layers.values() for k in o} - {"head_dim", "num_key_value_heads"})
+    if bad:
+        raise ConfigError(f"{v.label}: kvbudget has not checked vLLM 0.33.0's Gemma 4 per-layer {bad} (the class "
+                          "reads them as global attributes, which transformers makes per-layer)",
+                          v.name("per_layer_config"))  # fmt: skip
+    out = []
+    for i in range(n):
+        o = layers.get(i, {})
+        dim, kv = o.get("head_dim", base[0]), o.get("num_key_value_heads", base[1])
+        if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in (dim, kv)):
+            raise v.fail("per_layer_config", f"layer {i}: head_dim and num_key_value_heads must be positive integers")
+        out.append((dim, kv))
+    return out
+
+
+def _pipeline(v: _View, engine: EngineConfig, supports_pp: bool) -> None:
+    """``ModelConfig.verify_with_parallel_config``: more than one stage needs ``SupportsPP``."""
+    if engine.pp > 1 and not supports_pp:
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: NotImplementedError: Pipeline parallelism is not "
+                          f"supported for this model ({v.architectures[0]} does not implement SupportsPP)", "pp")  # fmt: skip
+
+
+def _gemma4(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    n = v.req_int("num_hidden_layers")
+    heads = v.req_int("num_attention_heads")
+    types = _layer_types(v, n)
+    shapes = _gemma4_shapes(v, n, types)
+    window = _window(v, disable_sliding_window, halve=v.raw("use_bidirectional_attention") == "all")
+    tp = engine.tp  # Gemma4ForCausalLM implements SupportsPP
+    shared = v.opt_int("num_kv_shared_layers", 0) or 0
+    first = n - shared
+    out = []
+    for i, (t, (dim, kv)) in enumerate(zip(types, shapes)):
+        per_rank = _per_rank(v, heads, kv, tp, attention=False)
+        target = None
+        if shared > 0 and i >= first:  # the last earlier unshared layer of this layer's type
+            earlier = types[:max(first, 0)]
+            if t not in earlier:
+                raise _refused(v, f"ValueError: Gemma 4's shared layer {i} ({t}) finds no {t} layer before "
+                                  f"layer {first} to read (list.index)", "num_kv_shared_layers")  # fmt: skip
+            target = len(earlier) - 1 - earlier[::-1].index(t)
+        _per_rank(v, heads, kv, tp)  # then Attention's own assert
+        # after the attention, Gemma4DecoderLayer's MoE block reads getattr_iter(config,
+        # ("moe_intermediate_size", ...)): the class always has the first
+        if v.raw("num_experts") is not None and v.cfg.get("moe_intermediate_size") is None:
+            raise _refused(v, "ValueError: Gemma4 MoE requires an expert intermediate size", "moe_intermediate_size")
+        out.append(_Layer(per_rank, dim, window if t == "sliding_attention" else None, target))
+    return out
+
+
+def _gemma3n(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    n = v.req_int("num_hidden_layers")
+    heads = v.req_int("num_attention_heads")
+    if v.req_int("hidden_size") % heads:
+        raise ConfigError(f"{v.label}: transformers 5.19.0's gemma3n_text class (vLLM's loader) refuses it: the "
+                          "hidden size is not a multiple of the number of attention heads", v.name("hidden_size"))  # fmt: skip
+    for key in ("intermediate_size", "activation_sparsity_pattern"):
+        given = v.cfg.get(key)
+        if isinstance(given, list) and len(given) != n:
+            raise ConfigError(f"{v.label}: transformers 5.19.0's gemma3n_text class (vLLM's loader) refuses it: "
+                              f"{key} has {len(given)} entries for {n} layers", v.name(key))  # fmt: skip
+    types = _layer_types(v, n)
+    window = _window(v, disable_sliding_window)
+    _pipeline(v, engine, False)
+    if v.model_type != "gemma3n_text" or v.prefix:
+        raise _refused(v, "AssertionError: Gemma3nDecoderLayer asserts a Gemma3nTextConfig (model_type "
+                          f"'gemma3n_text'), not {v.outer.get('model_type')!r}", "model_type")  # fmt: skip
+    if not v.cfg.get("altup_correct_scale", True):
+        raise _refused(v, "AssertionError: Gemma3nDecoderLayer asserts config.altup_correct_scale",
+                       "altup_correct_scale")  # fmt: skip
+    per_rank = _per_rank(v, heads, v.req_int("num_key_value_heads"), engine.tp)  # the attention, then the MLP
+    activation = v.cfg.get("hidden_activation", "gelu_pytorch_tanh")
+    if activation != "gelu_pytorch_tanh":
+        raise _refused(v, f"ValueError: Gemma3nMLP takes gelu_pytorch_tanh as the hidden activation, not "
+                          f"{activation!r}", "hidden_activation")  # fmt: skip
+    dim = v.req_int("head_dim")
+    first = n - (v.opt_int("num_kv_shared_layers", 0) or 0)
+    out = []
+    for i, t in enumerate(types):
+        own = window if t == "sliding_attention" else None
+        target = first - (2 if own is not None else 1) if i >= first else -1  # the class's fixed offsets
+        out.append(_Layer(per_rank, dim, own, target if target >= 0 else None))
+    return out
+
+
+#: Architecture -> its reader (which runs vLLM's checks in vLLM's order: transformers' loading,
+#: ``ModelConfig``, the parallel config, then the model classes).
+_READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] = {
+    "Gemma4ForCausalLM": _gemma4,
+    "Gemma3nForCausalLM": _gemma3n,
+}
+#: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
+TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)
+
+
+def text_family_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str, model_dtype: str,
+                       disable_sliding_window: bool, label: str = "config.json") -> list[LayerSpec]:  # fmt: skip
+    """The KV-owning layers vLLM 0.33.0 registers for a config of :data:`TEXT_FAMILIES` (its first
+    architecture), per PP stage, in registration order."""
+    v = _View(cfg, label, engine="vllm")
+    arch = v.architectures[0]
+    layers = _READERS[arch](v, engine, disable_sliding_window)
+    out = []
+    for stage, (start, end) in enumerate(pp_stage_layers(len(layers), engine.pp)):
+        for i in range(start, end):
+            x = layers[i]
+            if x.shares is not None:
+                if not start <= x.shares < i:  # validate_kv_sharing_target: registered before, in this build
+                    raise _refused(v, f"ValueError: Specified KV sharing target layer for layer {i} is not valid: "
+                                      f"target layer {x.shares} is not a valid Attention layer in the model (pipeline "
+                                      f"stage {stage} holds layers {start}-{end - 1})", "num_kv_shared_layers")  # fmt: skip
+                continue  # it reads its target's cache: no KV cache spec of its own
+            out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", "sliding" if x.window else "full",
+                                 num_kv_heads=x.heads, head_size=x.dim, head_size_v=x.dim,
+                                 kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
+                                 sliding_window=x.window, pp_stage=stage))  # fmt: skip
+    return out

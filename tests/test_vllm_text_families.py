@@ -1,0 +1,223 @@
+"""``kvbudget.vllm.layers_from_hf_config`` on vLLM 0.33.0's text decoders of :mod:`kvbudget.vllm.text_families`
+(Gemma 4, Gemma 3n), held to vLLM's own model classes (``tests/vllm_oracle``: ``Gemma4Model`` and
+``Gemma3nTextModel``, their decoder layers and attention whole, ``Attention``'s
+``validate_kv_sharing_target`` included; the multimodal wrappers through their own
+``init_vllm_registered_model`` call).
+
+The configs are transformers 5.19.0's classes: the defaults, then seeded variants of the layer count,
+heads, KV heads, head sizes (Gemma 4's ``global_head_dim`` / ``num_global_key_value_heads`` with
+``attention_k_eq_v``, or an explicit ``per_layer_config``), ``layer_types``, the window, the KV-shared
+layers (some with no earlier layer of a shared layer's type, which Gemma 4 refuses), and some with what
+the classes refuse (Gemma 3n's activation or ``altup_correct_scale``), saved with every key, as the
+released checkpoints carry them (Gemma 4's popped ``global_head_dim`` keys instead of
+``per_layer_config``) and sparse, some inside their ``...ForConditionalGeneration`` wrapper; each with a
+seeded TP, PP (a stage boundary between a shared layer and its target is vLLM's ``ValueError``;
+Gemma 3n's class is not ``SupportsPP``), ``--kv-cache-dtype`` and ``--disable-sliding-window``. Every
+layer's name, kind, stage, heads per rank, head sizes, window and KV dtype are compared; a refusal on
+one side only is a mismatch. ``KVBUDGET_VLLM_TEXT_CASES`` sets the variants per family.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import test_vllm_models
+import transformers as T
+from vllm_oracle._fetch import vllm_root
+from vllm_oracle._hf import VllmLoadError, _env, vllm_layers
+from vllm_oracle._interfaces import supports
+
+from kvbudget import InvalidConfigError, vllm
+from kvbudget.vllm.models import ARCHITECTURES, layers_from_hf_config
+
+N = int(os.environ.get("KVBUDGET_VLLM_TEXT_CASES", "30"))
+_FIELDS = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "sliding_window", "attention_chunk_size",
+           "is_draft", "pp_stage", "kv_cache_dtype")  # fmt: skip
+_KINDS = ("sliding_attention", "full_attention")
+Case = tuple[str, dict[str, Any], dict[str, Any]]
+
+
+def _types(rng: random.Random, n: int, every: int) -> list[str] | None:
+    if rng.random() < 0.4:
+        return None  # the class's pattern
+    if rng.random() < 0.3:
+        return [_KINDS[rng.random() < 0.3] for _ in range(n)]
+    return ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n)]
+
+
+def _gemma4(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(1, 42)
+    heads = rng.choice([4, 8, 8, 16, 32])
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads,
+                          "num_key_value_heads": rng.choice([1, 2, 4, heads, 3 if rng.random() < 0.2 else 1]),
+                          "head_dim": rng.choice([128, 256, 256]), "sliding_window": rng.choice([512, 1024, 4096]),
+                          "layer_types": _types(rng, n, rng.choice([5, 6])),
+                          "num_kv_shared_layers": rng.choice([0, rng.randint(1, max(1, n // 3)), rng.randint(0, n)]),
+                          "attention_k_eq_v": rng.random() < 0.4,
+                          "global_head_dim": rng.choice([256, 512, 512]),
+                          "num_global_key_value_heads": rng.choice([None, 1, 2, 4])}  # fmt: skip
+    if rng.random() < 0.1:
+        kw["use_bidirectional_attention"] = rng.choice(["all", "vision"])
+    if rng.random() < 0.1:  # MoE: vLLM needs an expert size
+        kw.update(enable_moe_block=True, num_experts=8, top_k_experts=2,
+                  moe_intermediate_size=rng.choice([None, 704]))  # fmt: skip
+    if rng.random() < 0.1:  # an explicit per-layer spec
+        kw["per_layer_config"] = {str(i): {"head_dim": rng.choice([256, 512])} for i in range(n) if rng.random() < 0.3}
+    d = T.Gemma4TextConfig(**{k: x for k, x in kw.items() if x is not None}).to_dict()
+    if "per_layer_config" not in kw and rng.random() < 0.5:  # as the released checkpoints save it
+        d.pop("per_layer_config", None)
+        d.update(global_head_dim=kw["global_head_dim"], num_global_key_value_heads=kw["num_global_key_value_heads"])
+    return d
+
+
+def _gemma3n(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(1, 40)
+    heads = rng.choice([4, 8, 8, 16])
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * 256,
+                          "num_key_value_heads": rng.choice([1, 2, 2, 4, heads, heads, 3 if rng.random() < 0.2 else 2]),
+                          "head_dim": rng.choice([128, 256]), "sliding_window": rng.choice([256, 512, 1024]),
+                          "layer_types": _types(rng, n, 5),
+                          "num_kv_shared_layers": rng.choice([0, rng.randint(0, n), 15, n + 2])}  # fmt: skip
+    if rng.random() < 0.1:
+        kw.update(rng.choice([{"hidden_activation": "gelu"}, {"altup_correct_scale": False}]))
+    return T.Gemma3nTextConfig(**kw).to_dict()
+
+
+def _wrap4(text: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    arch = rng.choice(["Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"])
+    outer = T.Gemma4Config if arch.startswith("Gemma4For") else T.Gemma4UnifiedConfig
+    return {**outer(text_config=text).to_dict(), "architectures": [arch]}
+
+
+def _wrap3n(text: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    return {**T.Gemma3nConfig(text_config=text).to_dict(), "architectures": ["Gemma3nForConditionalGeneration"]}
+
+
+#: family -> (transformers class, architecture, seeded config builder, its wrapper)
+FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]],
+                          Callable[[dict[str, Any], random.Random], dict[str, Any]] | None]] = {
+    "gemma4": (T.Gemma4TextConfig, "Gemma4ForCausalLM", _gemma4, _wrap4),
+    "gemma3n": (T.Gemma3nTextConfig, "Gemma3nForCausalLM", _gemma3n, _wrap3n),
+}
+
+
+def _sparse(d: dict[str, Any], cls: Any) -> dict[str, Any]:
+    defaults = cls().to_dict()
+    return {k: v for k, v in d.items() if k == "model_type" or k not in defaults or defaults[k] != v}
+
+
+def cases(per_family: int, seed: int = 0) -> Iterator[Case]:
+    """Class defaults, then ``per_family`` seeded variants (every key and sparse) per family."""
+    for family, (cls, arch, build, wrap) in FAMILIES.items():
+        yield family, {**cls().to_dict(), "architectures": [arch]}, {"tp": 1, "pp": 1}
+        rng = random.Random(f"vllm-text:{seed}:{family}")
+        for _ in range(per_family):
+            full = build(rng)
+            for sparse in (False, True):
+                saved = {**(_sparse(full, cls) if sparse else full), "architectures": [arch]}
+                if wrap is not None and rng.random() < 0.2:
+                    saved = wrap(full, rng)
+                engine = {"tp": rng.choice([1, 1, 2, 4, 8]), "pp": rng.choice([1, 1, 1, 2, 3]),
+                          "kv_cache_dtype": rng.choice(["auto", "auto", "fp8"]),
+                          "disable_sliding_window": rng.random() < 0.1}  # fmt: skip
+                yield family, saved, engine
+
+
+def _ours(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
+    return test_vllm_models._ours(saved, settings, _FIELDS)
+
+
+def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
+    arch = saved["architectures"][0]
+    try:  # what vLLM loads config.json with
+        loaded = T.CONFIG_MAPPING[saved["model_type"]].from_dict(dict(saved))
+    except Exception as e:  # noqa: BLE001 - transformers refuses to load it
+        return f"refused: transformers: {type(e).__name__}: {e}"
+    try:
+        layers = vllm_layers(loaded, tp=settings["tp"], pp=settings["pp"],
+                             kv_cache_dtype=settings.get("kv_cache_dtype", "auto"),
+                             disable_sliding_window=settings.get("disable_sliding_window", False))  # fmt: skip
+    except VllmLoadError as e:
+        if "StrictDataclass" in str(e):  # ModelConfig.__post_init__'s sliding_window edit: before the checks below
+            return f"refused: {e}"
+        layers = e  # type: ignore[assignment]
+    # ModelConfig.verify_with_parallel_config, before the model is built
+    if settings["pp"] > 1 and not supports(vllm_root(), _env(vllm_root()).registry, arch, "SupportsPP"):
+        return "refused: NotImplementedError: Pipeline parallelism is not supported for this model"
+    if isinstance(layers, VllmLoadError):
+        return f"refused: {layers}"
+    return [{k: x[k] for k in _FIELDS} for x in layers]
+
+
+def compare(per_family: int) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Per family: configs compared, refused by both, layers compared; and the mismatches."""
+    counts = {f: {"compared": 0, "refused": 0, "layers": 0, "shared": 0} for f in FAMILIES}
+    mismatches: list[str] = []
+    for i, (family, saved, settings) in enumerate(cases(per_family)):
+        ours, theirs = _ours(saved, settings), _theirs(saved, settings)
+        c = counts[family]
+        c["compared"] += 1
+        if isinstance(ours, str) or isinstance(theirs, str):
+            # both refuse, and for the same kind of failure (vLLM's AssertionError / ValueError, transformers' load)
+            kind = str(theirs).removeprefix("refused: ").split(":")[0]
+            if isinstance(ours, str) != isinstance(theirs, str) or kind not in str(ours):
+                mismatches.append(f"case {i} ({family}, {settings}): kvbudget {str(ours)[:300]} vs "
+                                  f"vLLM {str(theirs)[:300]}")  # fmt: skip
+            c["refused"] += 1
+            continue
+        c["layers"] += len(theirs)
+        text = saved.get("text_config", saved)
+        c["shared"] += len(theirs) < text.get("num_hidden_layers", FAMILIES[family][0]().num_hidden_layers)
+        if ours != theirs:
+            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
+            mismatches.append(f"case {i} ({family}, {settings}): {diff}")
+    return counts, mismatches
+
+
+def test_text_family_layers_equal_vllms_reading_of_the_config() -> None:
+    counts, mismatches = compare(N)
+    print(f"\nvLLM text families: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} configs differ:\n" + "\n".join(mismatches[:12])
+    for family, c in counts.items():  # each family planned on most configs (some KV-shared), refused on some
+        assert 0 < c["refused"] < c["compared"] * 3 // 5 and c["layers"] > 0 and c["shared"] > 0, (family, c)
+
+
+def test_the_text_families_are_read() -> None:
+    assert {arch for _, arch, _, _ in FAMILIES.values()} <= ARCHITECTURES
+
+
+@pytest.mark.parametrize(("shared", "planned"), [(2, True), (7, False)])
+def test_a_kv_shared_layer_reads_its_target_on_its_own_stage(shared: int, planned: bool) -> None:
+    """Gemma 4, 12 layers over two stages (0-5, 6-11): the last two layers read layers 9 and 11's
+    earlier namesakes on their own stage (planned); with seven shared, layer 6 reads layer 4 on the
+    first stage, which ``validate_kv_sharing_target`` refuses."""
+    text = T.Gemma4TextConfig(num_hidden_layers=12, num_kv_shared_layers=shared,
+                              layer_types=["sliding_attention", "full_attention"] * 6).to_dict()  # fmt: skip
+    saved = {**text, "architectures": ["Gemma4ForCausalLM"]}
+    ours, theirs = _ours(saved, {"tp": 1, "pp": 2}), _theirs(saved, {"tp": 1, "pp": 2})
+    assert isinstance(ours, str) == isinstance(theirs, str) == (not planned), (ours, theirs)
+    if planned:
+        assert ours == theirs and len(ours) == 12 - shared
+
+
+def test_a_kv_shared_layer_owns_no_kv_cache() -> None:
+    """Gemma 3n's released geometry: 35 layers, the last 15 read layers 18 (sliding) and 19 (full);
+    vLLM's get_kv_cache_spec lists the 20 that own a cache."""
+    saved = {**T.Gemma3nTextConfig().to_dict(), "architectures": ["Gemma3nForCausalLM"]}
+    ours = _ours(saved, {"tp": 1, "pp": 1})
+    assert ours == _theirs(saved, {"tp": 1, "pp": 1})
+    assert not isinstance(ours, str) and [x["name"] for x in ours] == [f"model.layers.{i}.self_attn.attn" for i in range(20)]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_drafter_on_a_text_family_is_refused_as_unchecked(family: str) -> None:
+    cls, arch, _, _ = FAMILIES[family]
+    head = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1,
+            "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 1024}  # fmt: skip
+    with pytest.raises(InvalidConfigError, match=f"has not checked vLLM 0.33.0's drafters on {arch}"):
+        layers_from_hf_config({**cls().to_dict(), "architectures": [arch]},
+                              vllm.EngineConfig(speculative_method="eagle3", num_speculative_tokens=2), draft=head)

@@ -39,6 +39,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   reading another's cache owns none and is not listed, as vLLM's ``get_kv_cache_spec`` skips it).
 * **Classic decoders** (GPT-2, GPT-J, OPT, BLOOM, Falcon): :mod:`kvbudget.vllm.classic` (one
   ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
+* **MiniCPM3, GLM-4.7-Flash, LongCat-Flash** (:mod:`kvbudget.vllm.mla_families`): MiniCPM3's plain
+  attention of the decompressed heads; DeepSeek-V2's MLA in GLM's decoder and twice per LongCat layer.
 * **Multimodal wrappers** (LLaVA, Mistral 3, Qwen2-VL, ...; :mod:`kvbudget.vllm.wrappers`):
   the text model the wrapper builds, read as itself, its layer names under the wrapper's
   prefix (``language_model.``); a drafter inside one is refused as unchecked, and a state model
@@ -79,6 +81,7 @@ from kvbudget.vllm.classic import CLASSIC, classic_layers, teleflm_checks
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
+from kvbudget.vllm.mla_families import MLA_FAMILIES, mla_family_layers
 from kvbudget.vllm.registry import registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
@@ -122,10 +125,12 @@ SERVED_AS: Final[dict[str, str]] = {
     **{a: served_as(a, CLASSIC) for a in registry() if served_as(a, CLASSIC) in CLASSIC},
     **{a: served_as(a, TEXT_FAMILIES) for a in registry() if served_as(a, TEXT_FAMILIES) in TEXT_FAMILIES},
     **{a: a for a in STATE_ARCHITECTURES},
+    **{a: a for a in MLA_FAMILIES},
 }
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
 ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items()
-                                                 if s in _FAMILIES or s in CLASSIC or s in TEXT_FAMILIES)  # fmt: skip
+                                                 if s in _FAMILIES or s in CLASSIC or s in TEXT_FAMILIES
+                                                 or s in MLA_FAMILIES)  # fmt: skip
 #: ``EngineConfig.speculative_method`` values whose drafter layers are read.
 DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: The architectures kvbudget reads whose vLLM 0.33.0 class implements ``SupportsEagle3``
@@ -431,6 +436,8 @@ def layers_from_hf_config(
                               "architectures")  # fmt: skip
         window = _Reader(cfg, "uniform", "config.json", disable_sliding_window).model_window
         return classic_layers(cfg, engine, window, kv_cache_dtype, dtype_m)
+    if isinstance(archs, list) and archs and archs[0] in MLA_FAMILIES:  # MiniCPM3, GLM-4.7-Flash, LongCat-Flash
+        return mla_family_layers(cfg, engine, disable_sliding_window, kv_cache_dtype, dtype_m)
     if isinstance(archs, list) and archs and archs[0] in TEXT_FAMILIES:  # Gemma 4, Gemma 3n (KV sharing)
         if method is not None:
             raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {archs[0]}",

@@ -210,7 +210,8 @@ def test_a_kv_shared_layer_owns_no_kv_cache() -> None:
     saved = {**T.Gemma3nTextConfig().to_dict(), "architectures": ["Gemma3nForCausalLM"]}
     ours = _ours(saved, {"tp": 1, "pp": 1})
     assert ours == _theirs(saved, {"tp": 1, "pp": 1})
-    assert not isinstance(ours, str) and [x["name"] for x in ours] == [f"model.layers.{i}.self_attn.attn" for i in range(20)]
+    assert not isinstance(ours, str)
+    assert [x["name"] for x in ours] == [f"model.layers.{i}.self_attn.attn" for i in range(20)]
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

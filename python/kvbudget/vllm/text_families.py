@@ -115,7 +115,8 @@ def _window(v: _View, disable_sliding_window: bool, halve: bool = False) -> int:
         raise ConfigError(f"{v.label}: transformers 5.19.0's {v.model_type} class (vLLM's loader) refuses a null "
                           "sliding_window", v.name("sliding_window"))  # fmt: skip
     if disable_sliding_window or not window:
-        raise _refused(v, f"StrictDataclassFieldValidationError: {'--disable-sliding-window' if window else 'a window of 0'} "
+        why = "--disable-sliding-window" if window else "a window of 0"
+        raise _refused(v, f"StrictDataclassFieldValidationError: {why} "
                           f"makes ModelConfig set sliding_window to None, which transformers 5.19.0's {v.model_type} "
                           "class (typed int) refuses", "sliding_window")  # fmt: skip
     return window // 2 + 1 if halve else window
@@ -159,7 +160,8 @@ def _pipeline(v: _View, engine: EngineConfig, supports_pp: bool) -> None:
     """``ModelConfig.verify_with_parallel_config``: more than one stage needs ``SupportsPP``."""
     if engine.pp > 1 and not supports_pp:
         raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: NotImplementedError: Pipeline parallelism is not "
-                          f"supported for this model ({v.architectures[0]} does not implement SupportsPP)", "pp")  # fmt: skip
+                          f"supported for this model ({v.architectures[0]} does not implement SupportsPP)",
+                          "pp")  # fmt: skip
 
 
 def _gemma4(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
@@ -195,7 +197,8 @@ def _gemma3n(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> li
     heads = v.req_int("num_attention_heads")
     if v.req_int("hidden_size") % heads:
         raise ConfigError(f"{v.label}: transformers 5.19.0's gemma3n_text class (vLLM's loader) refuses it: the "
-                          "hidden size is not a multiple of the number of attention heads", v.name("hidden_size"))  # fmt: skip
+                          "hidden size is not a multiple of the number of attention heads",
+                          v.name("hidden_size"))  # fmt: skip
     for key in ("intermediate_size", "activation_sparsity_pattern"):
         given = v.cfg.get(key)
         if isinstance(given, list) and len(given) != n:
@@ -250,7 +253,8 @@ def text_family_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dt
                 if not start <= x.shares < i:  # validate_kv_sharing_target: registered before, in this build
                     raise _refused(v, f"ValueError: Specified KV sharing target layer for layer {i} is not valid: "
                                       f"target layer {x.shares} is not a valid Attention layer in the model (pipeline "
-                                      f"stage {stage} holds layers {start}-{end - 1})", "num_kv_shared_layers")  # fmt: skip
+                                      f"stage {stage} holds layers {start}-{end - 1})",
+                                   "num_kv_shared_layers")  # fmt: skip
                 continue  # it reads its target's cache: no KV cache spec of its own
             out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", "sliding" if x.window else "full",
                                  num_kv_heads=x.heads, head_size=x.dim, head_size_v=x.dim,

@@ -21,8 +21,8 @@ import pytest
 import transformers as T
 from census import census_configs
 from sglang_model_cases import FAMILIES
-from test_vllm_models import _FIELDS, _load
-from vllm_oracle._hf import VllmLoadError, vllm_layers
+from test_vllm_models import _FIELDS
+from vllm_oracle._hf import VllmLoadError, vllm_config_class, vllm_layers
 
 from kvbudget import InvalidConfigError, vllm
 from kvbudget.vllm.models import ARCHITECTURES, layers_from_hf_config
@@ -84,6 +84,12 @@ def _varied(rng: random.Random, base: dict[str, Any]) -> dict[str, Any]:
     if "sliding_window" in text and rng.random() < 0.5:
         text["sliding_window"] = rng.choice([None, 512, 4096])
     return text
+
+
+def _load(saved: dict[str, Any]) -> Any:
+    """The config object vLLM loads ``saved`` as: its own class where it registers one (Qwen3-ASR's
+    ``Qwen3ASRConfig``), else transformers'."""
+    return vllm_config_class(saved["model_type"]).from_dict(dict(saved))
 
 
 def _ours(saved: dict[str, Any], s: dict[str, Any]) -> list[dict[str, Any]] | str:

@@ -53,7 +53,7 @@ MODEL_TYPES = (
     "whisper", "nanbeige", "qwen2_moe", "qwen3_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite",
     "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe", "hyperclovax", "apertus",
     "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text",
-    "beam", "gemma4_unified_text", "stablelm", "afmoe", "qwen2_5_omni_text", "qwen3_omni_moe_text", "mamba",
+    "beam", "gemma4_unified_text", "stablelm", "afmoe", "qwen2_5_omni_text", "qwen3_omni_moe_text", "glm_ocr_text", "mamba",
     "mamba2", "falcon_mamba",
 )  # fmt: skip
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
@@ -73,6 +73,10 @@ VLLM_CLASSIC_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", 
                      "rotary_dim", "multi_query", "add_cross_attention", "scale_attn_by_inverse_layer_idx",
                      "reorder_and_upcast_attn", "tie_word_embeddings", "new_decoder_architecture",
                      "num_kv_heads", "alibi")  # fmt: skip
+#: The text families of ``kvbudget.vllm.text_families`` (transformers' classes, vLLM's loader) and the keys
+#: that reader uses.
+VLLM_TEXT_TYPES = ("exaone_moe",)
+VLLM_TEXT_KEYS = (*VLLM_KEYS, "first_k_dense_replace", "sliding_window_pattern", "mlp_layer_types")
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2, "qk_rope_head_dim": 2}  # fmt: skip
@@ -183,7 +187,8 @@ def generate() -> dict[str, Any]:
         "model_types": {mt: defaults_of(_config_class(mt)) for mt in MODEL_TYPES},
         "vllm_model_types": {**{mt: defaults_of(_vllm_config_class(mt), VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
                              **{mt: defaults_of(_vllm_config_class(mt), VLLM_CLASSIC_KEYS, aliased=True)
-                                for mt in VLLM_CLASSIC_TYPES}},
+                                for mt in VLLM_CLASSIC_TYPES},
+                             **{mt: defaults_of(_vllm_config_class(mt), VLLM_TEXT_KEYS) for mt in VLLM_TEXT_TYPES}},
         "attribute_maps": attribute_maps(),
         "causal_lm_names": causal_lm_names(),
         "text_config_defaults": text_config_defaults(),

@@ -224,26 +224,67 @@ def _wrapper(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: di
             **({"builds": builds} if builds else {}), **{f"text_{kind}": table for kind, table in rules}}
 
 
+#: What an inheriting class's own ``__init__`` may not do (:func:`inherited_base`): build or name
+#: a text model, or edit the text config.
+_TEXT_CALLS = ("init_vllm_registered_model", "vllm_config.with_hf_config")
+_TEXT_TARGETS = ("self.language_model", "self.model", "config.text_config", "text_config")
+
+
+def inherited_base(tree: ast.Module, cls: str) -> tuple[str, str] | None:
+    """``(module, class)`` of the base a class takes its text model from: its first base, imported
+    from another model file, where the class has no ``__init__`` of its own (GraniteSpeechPlus)
+    or one that calls ``super().__init__(vllm_config=vllm_config, prefix=prefix)`` and otherwise
+    builds no text model and edits no text config (GLM-OCR rebuilds its vision tower; QianfanOCR
+    renames vision-config fields); None otherwise."""
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    if node is None or not node.bases or not isinstance(node.bases[0], ast.Name):
+        return None
+    models = "vllm.model_executor.models."
+    imported = {a.asname or a.name: (n.module.removeprefix(models), a.name) for n in tree.body
+                if isinstance(n, ast.ImportFrom) and n.module and (n.level == 1 or (
+                    n.level == 0 and n.module.startswith(models))) for a in n.names}  # fmt: skip
+    base = imported.get(node.bases[0].id)
+    init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if base is None or init is None:
+        return base
+    calls = [ast.unparse(c) for c in ast.walk(init) if isinstance(c, ast.Call)]
+    targets = [ast.unparse(t) for a in ast.walk(init) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+               for t in (a.targets if isinstance(a, ast.Assign) else [a.target])]  # fmt: skip
+    if ("super().__init__(vllm_config=vllm_config, prefix=prefix)" not in calls
+            or any(c.startswith(_TEXT_CALLS) for c in calls) or any(t.startswith(_TEXT_TARGETS) for t in targets)):
+        return None
+    return base
+
+
 def wrappers(root: Path, tables: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, Any]]:
     """Architecture -> how its class builds its text model (:func:`_wrapper`): the ``hf_config``
     and ``architectures`` it passes (as written), the prefix it names, and the class it builds
-    where it builds one directly."""
+    where it builds one directly; a class that inherits its text model from a wrapper of another
+    file (:func:`inherited_base`) takes that wrapper's entry, ``inherits`` naming it."""
     out: dict[str, dict[str, Any]] = {}
     trees: dict[str, ast.Module | None] = {}
     served = {arch: f"{module}:{cls}" for table in TABLES for arch, (module, cls) in tables[table].items()}
+
+    def entry(module: str, cls: str, depth: int = 0) -> dict[str, Any] | None:
+        if module not in trees:
+            path = root / "vllm/model_executor/models" / f"{module}.py"
+            trees[module] = ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else None
+        tree = trees[module]
+        if tree is None or depth > 3:
+            return None
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        init = _init_of(tree, cls)
+        imported = {a.asname or a.name: f"{(n.module or '').removeprefix('vllm.model_executor.models.')}:{a.name}"
+                    for n in tree.body if isinstance(n, ast.ImportFrom) and n.level <= 1 for a in n.names}  # fmt: skip
+        found = None if init is None else _wrapper(init, classes, served, imported)
+        if found is None and (base := inherited_base(tree, cls)) is not None:
+            inner = entry(*base, depth + 1)
+            found = None if inner is None else {**inner, "inherits": inner.get("inherits", f"{base[0]}:{base[1]}")}
+        return found
+
     for table in TABLES:
         for arch, (module, cls) in tables[table].items():
-            if module not in trees:
-                path = root / "vllm/model_executor/models" / f"{module}.py"
-                trees[module] = ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else None
-            tree = trees[module]
-            if tree is None:
-                continue
-            classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-            init = _init_of(tree, cls)
-            imported = {a.asname or a.name: f"{(n.module or '').removeprefix('vllm.model_executor.models.')}:{a.name}"
-                        for n in tree.body if isinstance(n, ast.ImportFrom) and n.level <= 1 for a in n.names}  # fmt: skip
-            found = None if init is None else _wrapper(init, classes, served, imported)
+            found = entry(module, cls)
             if found is not None:
                 out[arch] = found
     return dict(sorted(out.items()))

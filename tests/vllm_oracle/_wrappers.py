@@ -72,6 +72,29 @@ def _init(tree: ast.Module, cls: str) -> ast.FunctionDef | None:
     return None
 
 
+def _inherited(tree: ast.Module, cls: str, imported: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
+    """Restated: the ``(module, class)`` a class of ``tree`` inherits its text model from: its first
+    base, imported from another model file, where the class's own ``__init__`` is absent or calls
+    ``super().__init__(vllm_config=vllm_config, prefix=prefix)`` and builds no text model nor
+    assigns a language model or a text config (GLM-OCR's rebuilds its vision tower; QianfanOCR's
+    renames vision-config fields: no KV)."""
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    if node is None or not node.bases or not isinstance(node.bases[0], ast.Name):
+        return None
+    base = imported.get(node.bases[0].id)
+    init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if base is None or init is None:
+        return base
+    calls = {ast.unparse(c.func): ast.unparse(c) for c in ast.walk(init) if isinstance(c, ast.Call)}
+    stores = {ast.unparse(n) for n in ast.walk(init) if isinstance(n, (ast.Attribute, ast.Name))
+              and isinstance(n.ctx, ast.Store)}  # fmt: skip
+    builds = {"init_vllm_registered_model", "vllm_config.with_hf_config"} & set(calls)
+    if calls.get("super().__init__") != "super().__init__(vllm_config=vllm_config, prefix=prefix)" or builds or any(
+            t.startswith(("self.language_model", "self.model", "config.text_config", "text_config")) for t in stores):
+        return None
+    return base
+
+
 @functools.cache
 def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
     """The wrapper call of ``module.cls`` (a pinned model file), or None when the class makes no
@@ -80,14 +103,17 @@ def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
     if not path.is_file():
         return None
     src = Source(root, f"vllm/model_executor/models/{module}.py")
-    init = _init(src.tree, cls)
-    if init is None:
-        return None
     classes = {n.name for n in src.tree.body if isinstance(n, ast.ClassDef)}
     models = "vllm.model_executor.models."
     imported = {a.asname or a.name: (n.module.removeprefix(models), a.name) for n in src.tree.body
                 if isinstance(n, ast.ImportFrom) and n.module and (n.level == 1 or (
                     n.level == 0 and n.module.startswith(models))) for a in n.names}  # fmt: skip
+    base = _inherited(src.tree, cls, imported)
+    if base is not None:  # its text model is the base's, built by the base's __init__ (its super() call)
+        return wrapper_call(root, *base)
+    init = _init(src.tree, cls)
+    if init is None:
+        return None
     def text_model_class(c: ast.Call) -> bool:  # a class on with_hf_config(..., architectures=...)
         return ast.unparse(c.func) in classes | set(imported) and any(
             isinstance(k.value, ast.Call) and ast.unparse(k.value.func) == "vllm_config.with_hf_config"

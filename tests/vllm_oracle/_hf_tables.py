@@ -354,3 +354,8 @@ def _longcat_lora_scales(self_attn: Any, config: Any) -> None:
 
 
 NAMESPACES["longcat_flash"] = {"scale_mla_lora_norms_on_load": _longcat_lora_scales}
+# EXAONE-MoE: its model's __init__ kept to the decoder layers; the MoE block's TP check (tp above the
+# experts raises) and nothing else of it.
+ENTRY[("exaone_moe", "ExaoneMoeForCausalLM")] = ("ExaoneMoeModel", None, "model", False)
+MODELS["exaone_moe"] = ([("ExaoneMoe", frozenset({"self.tp_size"})), "ExaoneMoeAttention", "ExaoneMoeDecoderLayer",
+                         ("ExaoneMoeModel", _G_MODEL)], "ExaoneMoeGatedMLP", {})  # fmt: skip

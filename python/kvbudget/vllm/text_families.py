@@ -228,11 +228,52 @@ def _gemma3n(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> li
     return out
 
 
+def _model_window(types: list[str], window: int | None) -> int | None:
+    """vLLM's ``CacheConfig.sliding_window``: the config's window only when every layer slides
+    (``Attention``'s fallback for a layer given no window of its own)."""
+    return window if all(t == "sliding_attention" for t in types) else None
+
+
+def _exaone_moe(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    n = v.req_int("num_hidden_layers")
+    heads = v.req_int("num_attention_heads")
+    kv = v.opt_int("num_key_value_heads") or heads
+    window = _window(v, disable_sliding_window)
+    if v.raw("layer_types") is None:  # ExaoneMoeConfig: every sliding_window_pattern-th layer full
+        pattern = v.raw("sliding_window_pattern")
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+            raise ConfigError(f"{v.label}: kvbudget has not checked vLLM 0.33.0's EXAONE-MoE with "
+                              f"sliding_window_pattern {pattern!r}", v.name("sliding_window_pattern"))  # fmt: skip
+        v = _View({**v.cfg, "layer_types": ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
+                                            for i in range(n)]}, v.label, engine="vllm")  # fmt: skip
+    types = _layer_types(v, n)
+    dense = v.req_int("first_k_dense_replace", 0)
+    mlp = v.raw("mlp_layer_types") or ["dense" if i < dense else "sparse" for i in range(n)]
+    windows = v.cfg.get("sliding_windows")
+    if not isinstance(mlp, list) or len(mlp) < n or windows is not None and (
+            not isinstance(windows, list) or len(windows) < n):  # fmt: skip
+        raise _refused(v, "IndexError: ExaoneMoeDecoderLayer reads mlp_layer_types[i] (and sliding_windows[i]) "
+                          "for every layer", "mlp_layer_types")  # fmt: skip
+    dim = v.cfg.get("head_dim")  # getattr(config, "head_dim", None): the class has none
+    dim = v.req_int("hidden_size") // heads if dim is None else v.req_int("head_dim")
+    fallback = _model_window(types, window)
+    out = []
+    for i, t in enumerate(types):
+        per_rank = _per_rank(v, heads, kv, engine.tp)
+        own = None if t == "full_attention" else windows[i] if windows is not None else window
+        if mlp[i] == "sparse" and engine.tp > v.req_int("num_experts"):
+            raise _refused(v, f"ValueError: Tensor parallel size {engine.tp} is greater than the number of experts "
+                              f"{v.raw('num_experts')}", "num_experts")  # fmt: skip
+        out.append(_Layer(per_rank, dim, own if own is not None else fallback))
+    return out
+
+
 #: Architecture -> its reader (which runs vLLM's checks in vLLM's order: transformers' loading,
 #: ``ModelConfig``, the parallel config, then the model classes).
 _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] = {
     "Gemma4ForCausalLM": _gemma4,
     "Gemma3nForCausalLM": _gemma3n,
+    "ExaoneMoeForCausalLM": _exaone_moe,
 }
 #: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
 TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)

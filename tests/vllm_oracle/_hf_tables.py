@@ -354,6 +354,13 @@ def _longcat_lora_scales(self_attn: Any, config: Any) -> None:
 
 
 NAMESPACES["longcat_flash"] = {"scale_mla_lora_norms_on_load": _longcat_lora_scales}
+# Zamba2 (tests/test_vllm_zamba2.py): the model class whole (its shared attention blocks, each
+# registering one Attention per hybrid layer it serves, and a MambaMixer2 per layer); LoRA adapters
+# and MLPs inert; ``cycle`` is itertools'.
+ENTRY[("zamba2", "Zamba2ForCausalLM")] = ("Zamba2Model", None, "model", False)
+MODELS["zamba2"] = (["Zamba2Attention", "Zamba2AttentionDecoderLayer", "Zamba2MambaDecoderLayer", "Zamba2HybridLayer",
+                     "Zamba2Model", ("Zamba2ForCausalLM", *_STATE)], "Zamba2LoRA Zamba2MLP", {})  # fmt: skip
+NAMESPACES["zamba2"] = {"cycle": __import__("itertools").cycle}
 # EXAONE-MoE: its model's __init__ kept to the decoder layers; the MoE block's TP check (tp above the
 # experts raises) and nothing else of it.
 ENTRY[("exaone_moe", "ExaoneMoeForCausalLM")] = ("ExaoneMoeModel", None, "model", False)

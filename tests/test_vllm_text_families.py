@@ -115,12 +115,32 @@ def _exaone_moe(rng: random.Random) -> dict[str, Any]:
     return d
 
 
+def _laguna(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(1, 48)
+    heads = rng.choice([8, 16, 32, 48])
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * 64,
+                          "num_key_value_heads": rng.choice([1, 4, 8, 8]), "sliding_window": rng.choice([512, 4096]),
+                          "layer_types": _types(rng, n, 4), "num_experts": rng.choice([0, 4, 256]),
+                          "head_dim": rng.choice([64, 128, 128])}  # fmt: skip
+    if rng.random() < 0.3:  # Laguna-XS: per-layer query heads
+        kw["num_attention_heads_per_layer"] = [rng.choice([heads, heads // 2, 8]) for _ in range(n)]
+    if rng.random() < 0.2:
+        kw["mlp_layer_types"] = [rng.choice(["dense", "sparse"]) for _ in range(n)]
+    if rng.random() < 0.05:
+        kw["hidden_act"] = "gelu"
+    d = T.LagunaConfig(**kw).to_dict()
+    if rng.random() < 0.2:
+        d.pop("head_dim")  # vLLM: hidden_size over the layer's heads
+    return d
+
+
 #: family -> (transformers class, architecture, seeded config builder, its wrapper)
 FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]],
                           Callable[[dict[str, Any], random.Random], dict[str, Any]] | None]] = {
     "gemma4": (T.Gemma4TextConfig, "Gemma4ForCausalLM", _gemma4, _wrap4),
     "gemma3n": (T.Gemma3nTextConfig, "Gemma3nForCausalLM", _gemma3n, _wrap3n),
     "exaone_moe": (T.ExaoneMoeConfig, "ExaoneMoeForCausalLM", _exaone_moe, None),
+    "laguna": (T.LagunaConfig, "LagunaForCausalLM", _laguna, None),
 }
 
 

@@ -366,3 +366,9 @@ NAMESPACES["zamba2"] = {"cycle": __import__("itertools").cycle}
 ENTRY[("exaone_moe", "ExaoneMoeForCausalLM")] = ("ExaoneMoeModel", None, "model", False)
 MODELS["exaone_moe"] = ([("ExaoneMoe", frozenset({"self.tp_size"})), "ExaoneMoeAttention", "ExaoneMoeDecoderLayer",
                          ("ExaoneMoeModel", _G_MODEL)], "ExaoneMoeGatedMLP", {})  # fmt: skip
+# Laguna: its model's __init__ kept to the decoder layers and its edit of the cache config (no
+# model-wide window); the decoder, attention and dense MLP whole, the MoE block's TP check.
+ENTRY[("laguna", "LagunaForCausalLM")] = ("LagunaModel", None, "model", False)
+MODELS["laguna"] = (["get_mlp_layer_types", "LagunaMLP", ("LagunaMoE", frozenset({"self.tp_size"})),
+                     "LagunaAttention", "LagunaDecoderLayer",
+                     ("LagunaModel", _G_MODEL | {"cache_config.sliding_window", "enable_eplb"})], "", {})  # fmt: skip

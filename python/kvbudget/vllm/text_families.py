@@ -261,10 +261,51 @@ def _exaone_moe(v: _View, engine: EngineConfig, disable_sliding_window: bool) ->
     for i, t in enumerate(types):
         per_rank = _per_rank(v, heads, kv, engine.tp)
         own = None if t == "full_attention" else windows[i] if windows is not None else window
-        if mlp[i] == "sparse" and engine.tp > v.req_int("num_experts"):
-            raise _refused(v, f"ValueError: Tensor parallel size {engine.tp} is greater than the number of experts "
-                              f"{v.raw('num_experts')}", "num_experts")  # fmt: skip
+        if mlp[i] == "sparse":
+            _moe_tp(v, engine.tp)
         out.append(_Layer(per_rank, dim, own if own is not None else fallback))
+    return out
+
+
+def _per_layer_list(v: _View, key: str, n: int, default: list[Any]) -> list[Any]:
+    """A per-layer list of transformers' class (its default when absent; another length refused)."""
+    given = v.raw(key)
+    if given is None:
+        return default
+    if not isinstance(given, list) or len(given) != n:
+        raise ConfigError(f"{v.label}: transformers 5.19.0's {v.model_type} class (vLLM's loader) refuses it: {key} "
+                          f"must have num_hidden_layers ({n}) entries", v.name(key))  # fmt: skip
+    return given
+
+
+def _moe_tp(v: _View, tp: int) -> None:
+    """A MoE block's check (EXAONE-MoE, Laguna): no more TP ranks than experts."""
+    if tp > v.req_int("num_experts"):
+        raise _refused(v, f"ValueError: Tensor parallel size {tp} is greater than the number of experts "
+                          f"{v.raw('num_experts')}", "num_experts")  # fmt: skip
+
+
+def _laguna(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    n = v.req_int("num_hidden_layers")
+    heads = v.req_int("num_attention_heads")
+    per_layer = _per_layer_list(v, "num_attention_heads_per_layer", n, [heads] * n)
+    types = _layer_types(v, n)
+    mlp = _per_layer_list(v, "mlp_layer_types", n, ["dense"] + ["sparse"] * (n - 1))
+    window = _window(v, disable_sliding_window)
+    kv = v.req_int("num_key_value_heads")
+    out = []
+    for i, t in enumerate(types):  # LagunaModel sets CacheConfig.sliding_window to None: no fallback window
+        h = per_layer[i]
+        if isinstance(h, bool) or not isinstance(h, int) or h < 1:
+            raise v.fail("num_attention_heads_per_layer", f"layer {i}: must be a positive integer, got {h!r}")
+        per_rank = _per_rank(v, h, kv, engine.tp)
+        dim = v.opt_int("head_dim") or v.req_int("hidden_size") // h
+        if mlp[i] == "sparse" and v.req_int("num_experts", 0) > 0:
+            _moe_tp(v, engine.tp)
+        elif v.raw("hidden_act") not in (None, "silu"):
+            raise _refused(v, f"ValueError: Unsupported activation: {v.raw('hidden_act')}. Only silu is supported.",
+                           "hidden_act")  # fmt: skip
+        out.append(_Layer(per_rank, dim, window if t == "sliding_attention" else None))
     return out
 
 
@@ -274,6 +315,7 @@ _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] 
     "Gemma4ForCausalLM": _gemma4,
     "Gemma3nForCausalLM": _gemma3n,
     "ExaoneMoeForCausalLM": _exaone_moe,
+    "LagunaForCausalLM": _laguna,
 }
 #: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
 TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)

@@ -53,7 +53,7 @@ MODEL_TYPES = (
     "whisper", "nanbeige", "qwen2_moe", "qwen3_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite",
     "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe", "hyperclovax", "apertus",
     "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text",
-    "beam", "gemma4_unified_text", "stablelm", "afmoe", "qwen2_5_omni_text", "qwen3_omni_moe_text", "glm_ocr_text", "mamba",
+    "beam", "gemma4_unified_text", "stablelm", "afmoe", "qwen2_5_omni_text", "qwen3_omni_moe_text", "glm_ocr_text", "paddleocr_vl_text", "mamba",
     "mamba2", "falcon_mamba",
 )  # fmt: skip
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
@@ -75,8 +75,9 @@ VLLM_CLASSIC_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", 
                      "num_kv_heads", "alibi")  # fmt: skip
 #: The text families of ``kvbudget.vllm.text_families`` (transformers' classes, vLLM's loader) and the keys
 #: that reader uses.
-VLLM_TEXT_TYPES = ("exaone_moe", "laguna")
-VLLM_TEXT_KEYS = (*VLLM_KEYS, "first_k_dense_replace", "sliding_window_pattern", "mlp_layer_types", "hidden_act")
+VLLM_TEXT_TYPES = ("exaone_moe", "laguna", "cohere2_moe")
+VLLM_TEXT_KEYS = (*VLLM_KEYS, "first_k_dense_replace", "sliding_window_pattern", "mlp_layer_types", "hidden_act",
+                  "prefix_dense_sliding_window_pattern")  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2, "qk_rope_head_dim": 2}  # fmt: skip

@@ -102,7 +102,7 @@ from ._wrappers import run_with_hf_config, with_hf_config_code, wrapper_call
 __all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
                   "itertools pydantic transformers torch".split())  # fmt: skip
-from ._hf_tables import DEFAULT_ARCH, ENTRY, NAMESPACES, MODELS as _MODELS  # noqa: E402
+from ._hf_tables import DEFAULT_ARCH, ENTRY, MERGES, NAMESPACES, MODELS as _MODELS  # noqa: E402
 
 _INERT = """QKVParallelLinear RowParallelLinear ColumnParallelLinear MergedColumnParallelLinear
 ReplicatedLinear DCPGroupColumnParallelLinear VocabParallelEmbedding ParallelLMHead LogitsProcessor
@@ -401,7 +401,8 @@ def _env(root: Path) -> _Env:
     return _Env(cfg, models, registry, model_config_cls, cache_window, post_init, attn,
                 kvi["head_size_v"], config_hooks,
                 (_StateLayer, common["MambaMixer2"], common["MambaMixer"], common["ShortConv"],
-                 models["model_executor/layers/mamba/gdn/kimi_gdn_linear_attn"]["KimiGatedDeltaNetAttention"]),
+                 models["model_executor/layers/mamba/gdn/kimi_gdn_linear_attn"]["KimiGatedDeltaNetAttention"],
+                 models["model_executor/layers/mamba/gdn/olmo_gdn_linear_attn"]["OlmoHybridGatedDeltaNetAttention"]),
                 vllm_config_cls,
                 mu["STR_DTYPE_TO_TORCH_DTYPE"], mu["MambaBackendEnum"],
                 type("VllmConfig", (StrictConfig,), {"with_hf_config": with_hf_config,
@@ -478,10 +479,26 @@ def _served(env: _Env, where: tuple[str, str], *, vllm_config: Any, prefix: str 
     return _initialize(vllm_config, prefix)
 
 
+@functools.cache
+def _merge_code(module: str, cls: str) -> Any:
+    """``cls.__init__``'s ``if hasattr(config, 'text_config'):`` statement (PaddleOCR-VL's merge of
+    its text config into its own), lifted."""
+    src = Source(_root(), f"vllm/model_executor/models/{module}.py")
+    return _lift_stmts(src, cls, "__init__", lambda s: isinstance(s, ast.If)
+                       and ast.unparse(s.test) == "hasattr(config, 'text_config')")  # fmt: skip
+
+
 def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = "") -> Any:
     if arch not in env.registry:
         raise VllmLoadError(f"Model architectures ['{arch}'] are not supported for now.")
     key = env.registry[arch]
+    if key in MERGES:  # the __init__'s merge (lifted) on the model's config, then the class it builds
+        builds, sub = MERGES[key]
+        try:
+            _run(_merge_code(*key), config=hf_config)
+        except Exception as e:
+            raise _load_error(e) from e
+        return _build(env, builds, vllm_config, hf_config, env.maybe_prefix(outer, sub))
     if key not in ENTRY:
         call = wrapper_call(_root(), *key)
         if call is None:

@@ -247,6 +247,12 @@ MODELS.update({
     "idefics3": ([("Idefics3Model", frozenset("config self.config self.text_model".split()))], "",
                  {"LlamaModel": "llama"}),
 })  # fmt: skip
+#: Restated glue: wrappers whose ``__init__`` merges its text config into the model's own (the
+#: statement is lifted, see ``_hf._merge_code``) and builds a registered class on it -> (that
+#: class's architecture, the prefix). PaddleOCR-VL: vLLM's Ernie 4.5 (its Llama class).
+MERGES: dict[tuple[str, str], tuple[str, str]] = {
+    ("paddleocr_vl", "PaddleOCRVLForConditionalGeneration"): ("Ernie4_5ForCausalLM", "language_model"),
+}
 # Restated glue: Idefics3ForConditionalGeneration.__init__ builds Idefics3Model under ``model``.
 ENTRY.update({
     ("idefics3", "Idefics3ForConditionalGeneration"): ("Idefics3Model", None, "model", False),
@@ -372,3 +378,25 @@ ENTRY[("laguna", "LagunaForCausalLM")] = ("LagunaModel", None, "model", False)
 MODELS["laguna"] = (["get_mlp_layer_types", "LagunaMLP", ("LagunaMoE", frozenset({"self.tp_size"})),
                      "LagunaAttention", "LagunaDecoderLayer",
                      ("LagunaModel", _G_MODEL | {"cache_config.sliding_window", "enable_eplb"})], "", {})  # fmt: skip
+# OLMo Hybrid (tests/test_vllm_olmo_hybrid.py): its decoder whole; the gated delta net's __init__ kept
+# to its dims, its linear_use_gate assertion and its registration (the GDN base's as Kimi's above).
+_OLMO_GDN = "model_executor/layers/mamba/gdn/olmo_gdn_linear_attn"
+ENTRY[("olmo_hybrid", "OlmoHybridForCausalLM")] = ("OlmoHybridModel", None, "model", False)
+MODELS.update({
+    _OLMO_GDN: ([("OlmoHybridGatedDeltaNetAttention", frozenset(
+        """getattr self.num_k_heads self.num_v_heads self.head_k_dim self.head_v_dim self.conv_kernel_size self.key_dim
+        self.value_dim compilation_config compilation_config.static_forward_context[prefix]""".split()))], "",
+        {"GatedDeltaNetAttention": "model_executor/layers/mamba/gdn/base"}),
+    "olmo_hybrid": (["OlmoHybridAttention", "OlmoHybridDecoderLayer", "OlmoHybridModel",
+                     ("OlmoHybridForCausalLM", *_STATE)], "OlmoHybridMLP",
+                    {"OlmoHybridGatedDeltaNetAttention": f"{_OLMO_GDN}:OlmoHybridGatedDeltaNetAttention"}),
+})  # fmt: skip
+# Cohere2-MoE: its model's __init__ kept to the decoder layers, the decoder's to its attention and
+# MLP choice, the MoE block's TP check. Restated: the attention / MoE dual stream off (on CUDA it
+# registers each decoder layer, which owns no KV, in the forward context).
+ENTRY[("cohere2_moe", "Cohere2MoeForCausalLM")] = ("Cohere2MoeModel", None, "model", False)
+MODELS["cohere2_moe"] = (["is_prefix_dense_layer", ("Cohere2Moe", frozenset({"self.tp_size"})), "Cohere2MoeAttention",
+                          ("Cohere2MoeDecoderLayer", frozenset(
+                              "self.config self.hidden_size self.layer_idx self.self_attn self.mlp".split())),
+                          ("Cohere2MoeModel", _G_MODEL | {"self._moe_stream"})], "Cohere2MoeMLP", {})  # fmt: skip
+NAMESPACES["cohere2_moe"] = {"_make_dual_stream": lambda vllm_config: None}

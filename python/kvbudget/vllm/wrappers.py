@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from kvbudget.models.hf import CAUSAL_LM_NAMES, ConfigError, text_config_of
 from kvbudget.vllm.bare_text_models import BARE, bare_text_model
+from kvbudget.vllm.merged_text_configs import MERGED, merged_text_config
 from kvbudget.vllm.registry import wrapper_table
 from kvbudget.vllm.thinkers import THINKER as _THINKER
 from kvbudget.vllm.thinkers import thinker_text_config
@@ -53,6 +54,8 @@ def unwrap(cfg: Mapping[str, Any], label: str = "config.json") -> tuple[dict[str
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch in BARE:  # Idefics3, SmolVLM: vLLM's LlamaModel built directly (kvbudget.vllm.bare_text_models)
         return bare_text_model(cfg, arch, label)
+    if arch in MERGED:  # PaddleOCR-VL: its text config merged into its own (kvbudget.vllm.merged_text_configs)
+        return merged_text_config(cfg, arch, label)
     w = WRAPPERS.get(arch or "")
     if w is None:
         return None

@@ -134,6 +134,25 @@ def _laguna(rng: random.Random) -> dict[str, Any]:
     return d
 
 
+def _cohere2_moe(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(1, 48)
+    heads = rng.choice([8, 16, 32, 64])
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * 128,
+                          "num_key_value_heads": rng.choice([None, 1, 4, 8]), "head_dim": rng.choice([64, 128]),
+                          "sliding_window": rng.choice([None, 0, *[4096] * 6]), "num_experts": rng.choice([4, 8, 128]),
+                          "layer_types": _types(rng, n, 4)}  # fmt: skip
+    if rng.random() < 0.4:  # the released configs' dense prefix
+        kw.update(first_k_dense_replace=rng.randint(0, n), prefix_dense_sliding_window_pattern=rng.choice([1, 2]))
+    if rng.random() < 0.2:
+        kw["layer_types"] = ["sliding_attention"] * n
+    d = T.Cohere2MoeConfig(**{k: x for k, x in kw.items() if x is not None or k == "sliding_window"}).to_dict()
+    if "first_k_dense_replace" in kw and rng.random() < 0.5:  # as a file carrying the key
+        d.pop("layer_types")
+        d.pop("mlp_layer_types")
+        d["first_k_dense_replace"] = kw["first_k_dense_replace"]
+    return d
+
+
 #: family -> (transformers class, architecture, seeded config builder, its wrapper)
 FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]],
                           Callable[[dict[str, Any], random.Random], dict[str, Any]] | None]] = {
@@ -141,6 +160,7 @@ FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]],
     "gemma3n": (T.Gemma3nTextConfig, "Gemma3nForCausalLM", _gemma3n, _wrap3n),
     "exaone_moe": (T.ExaoneMoeConfig, "ExaoneMoeForCausalLM", _exaone_moe, None),
     "laguna": (T.LagunaConfig, "LagunaForCausalLM", _laguna, None),
+    "cohere2_moe": (T.Cohere2MoeConfig, "Cohere2MoeForCausalLM", _cohere2_moe, None),
 }
 
 
@@ -187,6 +207,10 @@ def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, A
     # ModelConfig.verify_with_parallel_config, before the model is built
     if settings["pp"] > 1 and not supports(vllm_root(), _env(vllm_root()).registry, arch, "SupportsPP"):
         return "refused: NotImplementedError: Pipeline parallelism is not supported for this model"
+    if loaded.get_text_config().num_attention_heads % settings["tp"]:
+        # ModelConfig.verify_with_parallel_config, and QKVParallelLinear's `divide` (the oracle stubs
+        # the linear layers; most classes assert it themselves)
+        return "refused: AssertionError: tp does not divide the heads"
     if isinstance(layers, VllmLoadError):
         return f"refused: {layers}"
     return [{k: x[k] for k in _FIELDS} for x in layers]

@@ -400,3 +400,12 @@ MODELS["cohere2_moe"] = (["is_prefix_dense_layer", ("Cohere2Moe", frozenset({"se
                               "self.config self.hidden_size self.layer_idx self.self_attn self.mlp".split())),
                           ("Cohere2MoeModel", _G_MODEL | {"self._moe_stream"})], "Cohere2MoeMLP", {})  # fmt: skip
 NAMESPACES["cohere2_moe"] = {"_make_dual_stream": lambda vllm_config: None}
+# Cohere2-MoE: its model's __init__ kept to the decoder layers, the decoder's to its attention and
+# MLP choice, the MoE block's TP check. Restated: the attention / MoE dual stream off (on CUDA it
+# registers each decoder layer, which owns no KV, in the forward context).
+ENTRY[("cohere2_moe", "Cohere2MoeForCausalLM")] = ("Cohere2MoeModel", None, "model", False)
+MODELS["cohere2_moe"] = (["is_prefix_dense_layer", ("Cohere2Moe", frozenset({"self.tp_size"})), "Cohere2MoeAttention",
+                          ("Cohere2MoeDecoderLayer", frozenset(
+                              "self.config self.hidden_size self.layer_idx self.self_attn self.mlp".split())),
+                          ("Cohere2MoeModel", _G_MODEL | {"self._moe_stream"})], "Cohere2MoeMLP", {})  # fmt: skip
+NAMESPACES["cohere2_moe"] = {"_make_dual_stream": lambda vllm_config: None}

@@ -309,6 +309,43 @@ def _laguna(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> lis
     return out
 
 
+def _cohere2_moe(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    n = v.req_int("num_hidden_layers")
+    heads = v.req_int("num_attention_heads")
+    dense = v.cfg.get("first_k_dense_replace", 0)  # popped by Cohere2MoeConfig.__post_init__: not saved
+    if not isinstance(dense, int) or isinstance(dense, bool) or dense < 0:
+        raise v.fail("first_k_dense_replace", f"must be a non-negative integer, got {dense!r}")
+    if v.raw("layer_types") is None:  # the dense prefix's own pattern, then sliding_window_pattern's
+        first, rest = v.req_int("prefix_dense_sliding_window_pattern"), v.req_int("sliding_window_pattern")
+        derived = [*(("sliding_attention" if (i + 1) % first else "full_attention") for i in range(dense)),
+                   *(("sliding_attention" if (i + 1) % rest else "full_attention") for i in range(n - dense))]
+        v = _View({**v.cfg, "layer_types": derived}, v.label, engine="vllm")
+    types = _layer_types(v, n)
+    mlp = _per_layer_list(v, "mlp_layer_types", n, ["dense" if i < dense else "sparse" for i in range(n)])
+    # ModelConfig: --disable-sliding-window or a window of 0 sets sliding_window to None (the class allows it)
+    window = None if disable_sliding_window else v.opt_int("sliding_window", 0) or None
+    kv = v.opt_int("num_key_value_heads") or heads
+    dim = v.req_int("head_dim")  # getattr(config, "head_dim", ...): the class always has it
+    fallback = _model_window(types, window)
+    out = []
+    for i, t in enumerate(types):
+        if heads % engine.tp:  # QKVParallelLinear's divide (the class itself does not assert it)
+            raise _refused(v, f"AssertionError: tp ({engine.tp}) does not divide num_attention_heads ({heads})",
+                           "num_attention_heads")  # fmt: skip
+        per_rank = _per_rank(v, heads, kv, engine.tp, attention=False)
+        own = None
+        if t == "sliding_attention":
+            if window is None:
+                raise _refused(v, "TypeError: Cohere2MoeAttention adds 1 to a sliding window that "
+                                  "--disable-sliding-window (or sliding_window 0) left None", "sliding_window")  # fmt: skip
+            own = window + 1
+        _per_rank(v, heads, kv, engine.tp)  # Attention's own assert
+        if mlp[i] != "dense":
+            _moe_tp(v, engine.tp)
+        out.append(_Layer(per_rank, dim, own if own is not None else fallback))
+    return out
+
+
 #: Architecture -> its reader (which runs vLLM's checks in vLLM's order: transformers' loading,
 #: ``ModelConfig``, the parallel config, then the model classes).
 _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] = {
@@ -316,6 +353,7 @@ _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] 
     "Gemma3nForCausalLM": _gemma3n,
     "ExaoneMoeForCausalLM": _exaone_moe,
     "LagunaForCausalLM": _laguna,
+    "Cohere2MoeForCausalLM": _cohere2_moe,
 }
 #: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
 TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)

@@ -82,6 +82,7 @@ from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
 from kvbudget.vllm.mla_families import MLA_FAMILIES, mla_family_layers
+from kvbudget.vllm.olmo_hybrid import olmo_hybrid_layers
 from kvbudget.vllm.zamba2 import zamba2_layers
 from kvbudget.vllm.registry import registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
@@ -128,6 +129,7 @@ SERVED_AS: Final[dict[str, str]] = {
     **{a: a for a in STATE_ARCHITECTURES},
     **{a: a for a in MLA_FAMILIES},
     "Zamba2ForCausalLM": "Zamba2ForCausalLM",
+    "OlmoHybridForCausalLM": "OlmoHybridForCausalLM",
 }
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
 ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items()
@@ -426,6 +428,9 @@ def layers_from_hf_config(
     if isinstance(archs, list) and archs and archs[0] == "Zamba2ForCausalLM":  # Mamba-2 and shared attention
         return zamba2_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
+    if isinstance(archs, list) and archs and archs[0] == "OlmoHybridForCausalLM":  # gated delta nets and attention
+        return olmo_hybrid_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
+                                  cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
     if isinstance(archs, list) and archs and archs[0] in STATE_ARCHITECTURES:
         out = state_layers_from_hf_config(
             cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,

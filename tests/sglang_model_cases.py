@@ -277,6 +277,25 @@ def _falcon_h1(rng: random.Random) -> Built:
     return _text(T.FalconH1Config, "FalconH1ForCausalLM", **_gqa(rng))
 
 
+def _pure_ssm(cls: Any, arch: str) -> Callable[[random.Random], Built]:
+    """A pure state model (Mamba-1, Falcon-Mamba, Mamba-2): no attention layer; some files carry
+    stray attention keys (``head_dim``, KV heads), which SGLang's ``ModelConfig`` still reads."""
+
+    def build(rng: random.Random) -> Built:
+        kw: dict[str, Any] = {"num_hidden_layers": rng.randint(1, 64), "hidden_size": rng.choice([768, 2048, 4096])}
+        if cls is T.Mamba2Config:  # its class checks hidden_size * expand == num_heads * head_dim
+            kw["head_dim"] = rng.choice([64, 128])
+            kw["num_heads"] = kw["hidden_size"] * 2 // kw["head_dim"]
+        elif rng.random() < 0.3:
+            kw["head_dim"] = rng.choice([64, 128])
+        extra = {rng.choice(["num_key_value_heads", "num_kv_heads", "n_head_kv"]): rng.choice([1, 8])} \
+            if rng.random() < 0.2 else {}
+        built = cls(**kw)
+        return Built(built, arch, extra)
+
+    return build
+
+
 def _granite_hybrid(rng: random.Random) -> Built:
     kw = _gqa(rng)
     names = rng.choice([("mamba", "attention"), ("linear_attention", "full_attention")])
@@ -483,6 +502,9 @@ FAMILIES: dict[str, _Builder] = {
     "lfm2": _lfm2,
     "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1,
+    "mamba": _pure_ssm(T.MambaConfig, "MambaForCausalLM"),
+    "falcon_mamba": _pure_ssm(T.FalconMambaConfig, "FalconMambaForCausalLM"),
+    "mamba2": _pure_ssm(T.Mamba2Config, "Mamba2ForCausalLM"),
     "granite_hybrid": _granite_hybrid,
     "lfm2_moe": _lfm2_moe,
     "lfm2_vl": _lfm2_vl,
@@ -549,6 +571,8 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     # class then defaults; the released checkpoints give it with hybrid_override_pattern.)
     "falcon_h1": (T.FalconH1Config, "FalconH1ForCausalLM"),
     "granite_hybrid": (T.GraniteMoeHybridConfig, "GraniteMoeHybridForCausalLM"),
+    "mamba": (T.MambaConfig, "MambaForCausalLM"), "falcon_mamba": (T.FalconMambaConfig, "FalconMambaForCausalLM"),
+    "mamba2": (T.Mamba2Config, "Mamba2ForCausalLM"),
     "lfm2_moe": (T.Lfm2MoeConfig, "Lfm2MoeForCausalLM"),
     "lfm2_vl": (T.Lfm2VlConfig, "Lfm2VlForConditionalGeneration"), "zaya": (T.ZayaConfig, "ZayaForCausalLM"),
     "jamba": (T.JambaConfig, "JambaForCausalLM"), "olmo_hybrid": (T.OlmoHybridConfig, "OlmoHybridForCausalLM"),

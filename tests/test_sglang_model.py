@@ -87,7 +87,7 @@ def test_every_resolution_builds_its_geometry() -> None:
         except ConfigError:
             continue
         if m.state_pool and not m.num_attention_layers:  # SGLang's zero-KV pool: nothing to plan
-            with pytest.raises(ConfigError, match="no full-attention layer"):
+            with pytest.raises(ConfigError, match="no attention layer"):
                 m.model_geometry()
             continue
         if m.pools.unplannable:
@@ -104,13 +104,24 @@ def test_every_resolution_builds_its_geometry() -> None:
 
 
 @pytest.mark.parametrize(("arch", "needle"), [
-    ("MambaForCausalLM", "no attention layer"), ("JambaForCausalLM", "no model class"),
+    ("OlmoHybridForCausalLM", "no model class"), ("JambaForCausalLM", "no model class"),
     ("Dots3NoteForCausalLM", "has not checked"),
 ])  # fmt: skip
 def test_pools_kvbudget_does_not_model_are_refused(arch: str, needle: str) -> None:
     cfg = {"architectures": [arch], "num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512}
     with pytest.raises(ConfigError, match=needle):
         resolve_sglang(cfg)
+
+
+def test_a_pure_state_model_has_no_kv_geometry() -> None:
+    """Mamba-1 resolves as SGLang's ModelConfig has it (a state pool, no attention layer, no head);
+    its KV pool holds no layer, so the geometry is refused for the state-only plan."""
+    import transformers
+
+    m = resolve_sglang({**transformers.MambaConfig().to_dict(), "architectures": ["MambaForCausalLM"]})
+    assert (m.state_pool, m.num_attention_layers, m.num_kv_heads, m.head_dim) == (True, 0, 0, 0)
+    with pytest.raises(ConfigError, match="plan_state_only"):
+        m.model_geometry()
 
 
 def test_deepseek_v32_plans_its_dsa_indexer() -> None:

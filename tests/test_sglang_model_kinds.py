@@ -14,7 +14,13 @@ import pytest
 
 from kvbudget.models.hf import ConfigError
 from kvbudget.sglang.dsa import MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, UNCHECKED_MLA_ARCHITECTURES
-from kvbudget.sglang.model import _STATE_MODELS, _STATEFUL, UNRESOLVED_STATE_TYPES, resolve_sglang
+from kvbudget.sglang.model import (
+    _STATE_MODELS,
+    _STATEFUL,
+    PURE_SSM_ARCHITECTURES,
+    UNRESOLVED_STATE_TYPES,
+    resolve_sglang,
+)
 from kvbudget.models.hf import _TEXT_MODEL_TYPE
 from sglang_oracle._configs import REAL, ConfigClasses
 from sglang_oracle._fetch import sglang_root
@@ -74,14 +80,13 @@ def _state_model_types() -> set[str]:
 
 
 def test_state_model_types_are_the_wheels() -> None:
-    """Every model type SGLang plans a state pool for is resolved by kvbudget (its layers read),
-    refused as a pure state model, or refused as unresolved; none is planned as plain KV."""
+    """Every model type SGLang plans a state pool for is resolved by kvbudget (its layers read; the
+    pure state models' none), or refused as unresolved; none is planned as plain KV."""
     wheel = _state_model_types()
-    assert {"qwen3_next", "nemotron_h", "zaya", "bailing_hybrid"} <= wheel
+    assert {"qwen3_next", "nemotron_h", "zaya", "bailing_hybrid", "mamba", "mamba2", "falcon_mamba"} <= wheel
     resolved = set(_STATE_MODELS) | {"granitemoehybrid"} | {o for o, t in _TEXT_MODEL_TYPE.items() if t in _STATE_MODELS}
-    pure = {"mamba", "mamba2", "falcon_mamba"}
-    assert pure and all(a in _STATEFUL for a in ("MambaForCausalLM", "Mamba2ForCausalLM", "FalconMambaForCausalLM"))
-    assert wheel <= resolved | pure | UNRESOLVED_STATE_TYPES, sorted(wheel - resolved - pure - UNRESOLVED_STATE_TYPES)
+    assert not _STATEFUL & PURE_SSM_ARCHITECTURES
+    assert wheel <= resolved | UNRESOLVED_STATE_TYPES, sorted(wheel - resolved - UNRESOLVED_STATE_TYPES)
     assert not resolved & UNRESOLVED_STATE_TYPES
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "_kda_dims",
     "_state_budget",
     "_state_pool",
+    "_plan_state_only",
     "_mamba_ratio",
     "_max_num_reqs",
     "SGLANG_VERSION",
@@ -147,6 +148,9 @@ def _state_budget(state: StateConfig, serving: ServingConfig, spec: SpeculativeC
     """SGLang's ``_handle_max_mamba_cache``; use :func:`kvbudget.sglang.state.state_budget`."""
 def _state_pool(state: StateConfig, serving: ServingConfig, spec: SpeculativeConfig, slots: int) -> PoolSpec:
     """The exact plan's state pool; use :func:`kvbudget.sglang.state.state_pool`."""
+def _plan_state_only(state: StateConfig, serving: ServingConfig, spec: SpeculativeConfig, available_bytes: int,
+                     zero_kv_tokens: int, fit: str = "exact") -> tuple[PoolPlan, dict[str, Any]]:
+    """The plan of a stage without attention layers; use :func:`kvbudget.sglang.state.plan_state_only`."""
 def _mamba_ratio(state: StateConfig, serving: ServingConfig) -> int:
     """SGLang's ``_calculate_mamba_ratio``; use :func:`kvbudget.sglang.state.mamba_ratio`."""
 def _max_num_reqs(token_capacity: int, context_len: int, serving: ServingConfig, state: StateConfig | None = None,

@@ -13,7 +13,7 @@ import json
 from kvbudget.cli import engines, render
 from kvbudget.cli.engines import EngineView
 from kvbudget.cli.render import b
-from kvbudget.cli.scenario import build_scenario
+from kvbudget.cli.scenario import StateOnlyModel, build_scenario
 from kvbudget.cli.vllm_inputs import refuse_vllm_flags
 from kvbudget.compare import compare_engines
 
@@ -23,7 +23,12 @@ def run(args: argparse.Namespace) -> int:
         from kvbudget.cli import plan_vllm
 
         return plan_vllm.run(args)
-    sc = build_scenario(args)
+    try:
+        sc = build_scenario(args)
+    except StateOnlyModel as model:  # a pure state model: the state pool and SGLang's label
+        from kvbudget.cli import plan_state_only
+
+        return plan_state_only.run(args, model)
     both = args.engine is None and sc.is_default
     if both:
         v = engines.compare(args, sc, lenient=True)

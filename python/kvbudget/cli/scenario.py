@@ -119,7 +119,10 @@ def _config_geometry(cfg: dict[str, Any]) -> ModelGeometry:
     text = cfg.get("text_config")
     types = {cfg.get("model_type"), text.get("model_type") if isinstance(text, dict) else None}
     if types & set(STATE_MODEL_TYPES):
-        geometry: ModelGeometry = resolve_sglang(cfg).model_geometry()
+        resolved = resolve_sglang(cfg)
+        if resolved.state_pool and not resolved.num_attention_layers:
+            raise _NoAttention(cfg)
+        geometry: ModelGeometry = resolved.model_geometry()
         return geometry
     return ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
 
@@ -224,9 +227,7 @@ def _hybrid_state(model: _SGLangModel | None, scenario: kvbudget.Scenario, args:
     if cfg.get("model_type") not in STATE_MODEL_TYPES and model[1].get("model_type") not in STATE_MODEL_TYPES:
         return scenario, None
     serving = scenario.serving
-    state = state_from_hf_config(cfg, tp_size=serving.tp_size, attn_dp_size=serving.attn_dp_size,
-                                 mamba_ssm_dtype=args.mamba_ssm_dtype, conv_dtype=args.mamba_conv_dtype,
-                                 **state_values(args))  # fmt: skip
+    state = _state_of(cfg, serving, args)
     if state is None:
         return scenario, None
     try:
@@ -237,6 +238,45 @@ def _hybrid_state(model: _SGLangModel | None, scenario: kvbudget.Scenario, args:
                  f"over the {geometry.num_layers} attention layers; the state pool comes out of the budget first "
                  "(--mamba-radix-cache-strategy is taken as given: SGLang resolves 'auto' at launch)")  # fmt: skip
     return kvbudget.Scenario(geometry, serving, scenario.spec), state
+
+
+def _state_of(cfg: dict[str, Any], serving: ServingConfig, args: argparse.Namespace) -> StateConfig | None:
+    """The state SGLang 0.5.23 keeps for ``cfg`` on one rank (None: no state pool), with the
+    state flags."""
+    from kvbudget.sglang.state_model import state_from_hf_config
+
+    return state_from_hf_config(cfg, tp_size=serving.tp_size, attn_dp_size=serving.attn_dp_size,
+                                mamba_ssm_dtype=args.mamba_ssm_dtype, conv_dtype=args.mamba_conv_dtype,
+                                **state_values(args))  # fmt: skip
+
+
+class _NoAttention(Exception):  # noqa: N818 - a signal inside build_scenario
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__("a model without attention layers")
+        self.config = config
+
+
+def _state_only(args: argparse.Namespace, cfg: dict[str, Any]) -> StateOnlyModel:
+    """A pure state model's inputs for :mod:`kvbudget.cli.plan_state_only`."""
+    if args.draft is not None and args.draft.strip().lower() not in ("", "none"):
+        raise UsageError("kvbudget does not plan a draft beside a model without attention layers")
+    values = serving_values(args)
+    values["kv_cache_dtype"] = values["kv_cache_dtype"] or "bf16"  # no KV layer reads it
+    serving = ServingConfig(**values)
+    state = _state_of(cfg, serving, args)
+    if state is None:  # a pure state model SGLang plans without a state pool is none kvbudget knows
+        raise _PlanningError("SGLang 0.5.23 plans no state pool for this model, and it has no attention layer")
+    return StateOnlyModel(state, cfg, serving, None, [])
+
+
+class StateOnlyModel(Exception):  # noqa: N818 - a signal to the plan command, not an error
+    """The model has a state pool and no attention layer (a pure state model): ``kvbudget plan``
+    plans it with :func:`kvbudget.sglang.state.plan_state_only` (:mod:`kvbudget.cli.plan_state_only`)."""
+
+    def __init__(self, state: StateConfig, config: dict[str, Any], serving: ServingConfig,
+                 spec: SpeculativeConfig | None, notes: list[str]) -> None:  # fmt: skip
+        super().__init__("a model without attention layers")
+        self.state, self.config, self.serving, self.spec, self.notes = state, config, serving, spec, notes
 
 
 # --------------------------------------------------------------------------- the draft
@@ -403,7 +443,10 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
 
         return launch_scenario(args)
     notes: list[str] = []
-    label, info, model, preset_dtype, is_default, sglang_model = _load_model(args)
+    try:
+        label, info, model, preset_dtype, is_default, sglang_model = _load_model(args)
+    except _NoAttention as e:
+        raise _state_only(args, e.config) from None
     draft_text, extra = args.draft, spec_values(args)
     steps = draft_text is None and is_default and all(v is None for v in extra.values())
     if draft_text is None and is_default:  # the default's draft, with SGLang's steps for it

@@ -303,7 +303,8 @@ def declined(kvc: Any, runtime: Runtime | None = None) -> str | None:
         return f"{', '.join(sorted(archs & UNMODELLED_ARCHITECTURES))}: pools kvbudget does not model"
     state = kvc.mambaish_config is not None and not kvc.is_hybrid_swa
     if state and not _stage_attention_layers(kvc):
-        return "no attention layer on this pipeline stage of a hybrid-state model (SGLang's zero-KV token count)"
+        return ("no attention layer on this pipeline stage (a pure state model, or a hybrid-state model's stage): "
+                "SGLang's KV pool holds no layer and its zero-KV token count is a label, as in plan_state_only")
     try:
         dsa = bool(kvc.use_mla_backend and _dsa(kvc))
     except ConfigError as exc:  # an indexer kvbudget does not model (index_kpool_compress)

@@ -96,8 +96,7 @@ __all__ = ["UNRESOLVED_STATE_TYPES", "SGLangModel", "resolve_sglang", "sglang_ar
 #: Architectures refused: SGLang plans a state pool kvbudget does not resolve the layers of, or
 #: (Jamba, OlmoHybrid: no SGLang class, and transformers' class refuses SGLang's attention
 #: backend) SGLang cannot serve them at all.
-_STATEFUL = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM", "MambaForCausalLM", "Mamba2ForCausalLM",
-                       "FalconMambaForCausalLM"})  # fmt: skip
+_STATEFUL = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM"})
 _NO_CLASS = frozenset({"JambaForCausalLM", "OlmoHybridForCausalLM"})
 _DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
 #: Model types SGLang 0.5.23 plans with a state pool (``configs/hybrid_arch.py``'s ``mambaish_config``
@@ -110,6 +109,11 @@ UNRESOLVED_STATE_TYPES: frozenset[str] = frozenset({
     "nemotron_h_omni", "intern_s2_preview", "interns2_mobius", "interns2_mobius_text", "jet_nemotron", "jet_vlm",
     "minicpm_sala", "inkling_model", "inkling_mm_model", "glm5_next",
 })  # fmt: skip
+#: SGLang 0.5.23's pure state-space models (``configs/model_config.py``'s ``PURE_SSM_ARCHITECTURES``):
+#: no attention layer, so ``_derive_model_shapes`` takes a missing ``head_dim`` as 0 and
+#: ``get_total_num_kv_heads`` a missing KV head count as 0 (``AttentionArch.SSM``); their KV pool
+#: holds no layer and its token count is a label (:func:`kvbudget.sglang.state.plan_state_only`).
+PURE_SSM_ARCHITECTURES: frozenset[str] = frozenset({"Mamba2ForCausalLM", "FalconMambaForCausalLM", "MambaForCausalLM"})
 #: Architectures whose SGLang pools are not (only) the KV pools kvbudget plans.
 UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | UNCHECKED_MLA_ARCHITECTURES | _DEEPSEEK_V4
 
@@ -150,6 +154,8 @@ _STATE_MODELS: dict[str, Callable[[Mapping[str, Any], int], list[int]]] = {
     "kimi_linear": _kda_ids,
     **{t: _mamba2_shaped_ids(t) for t in ("lfm2", "lfm2_moe", "lfm2_vl", "nemotron_h", "nemotron_h_puzzle",
                                           "falcon_h1", "zaya")},
+    # pure state models: every layer a state layer, no attention layer (full_attention_layer_ids == [])
+    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba"), lambda text, n: []),
 }  # fmt: skip
 _GEMMA4_TYPES = frozenset({
     "gemma4", "gemma4_assistant", "gemma4_unified", "gemma4_unified_assistant", "diffusion_gemma",
@@ -234,13 +240,14 @@ class SGLangModel:
             ConfigError: SGLang's pool factory fails on the model
                 (:attr:`SGLangHybrid.unplannable`: a hybrid model with no
                 sliding layer or no layer ids), or a state model has no
-                attention layer (SGLang's pool then holds no KV: nothing to plan).
+                attention layer (SGLang's KV pool then holds no layer:
+                :func:`kvbudget.sglang.state.plan_state_only` plans it).
         """
         p = self.pools
         if self.state_pool and not self.num_attention_layers:
-            raise ConfigError(f"config.json: {self.architecture} has a state pool and no full-attention layer; "
-                              "SGLang's KV pool holds no token (its zero-KV count), so there is no KV pool to "
-                              "plan", "architectures")  # fmt: skip
+            raise ConfigError(f"config.json: {self.architecture} has a state pool and no attention layer: SGLang's "
+                              "KV pool holds no layer (its token count is a label), so there is no KV geometry; "
+                              "kvbudget.sglang.state.plan_state_only plans the state pool", "architectures")  # fmt: skip
         if p.unplannable:
             raise ConfigError(f"config.json: {p.reason}; {p.unplannable}: SGLang cannot plan it "
                               "(--disable-hybrid-swa-memory plans one Default pool)", "architectures")  # fmt: skip
@@ -291,25 +298,28 @@ def _attention_layers(archs: list[str], v: _View, n: int) -> int:
     return layers
 
 
-def _head_dim(v: _View) -> int:
+def _head_dim(v: _View, pure_ssm: bool = False) -> int:
     """``_derive_model_shapes``' head dim: the config's ``head_dim`` (transformers' MiniCPM3 class
-    derives a missing one from ``qk_rope_head_dim``), else hidden size / heads."""
+    derives a missing one from ``qk_rope_head_dim``), else 0 for a pure state model
+    (:data:`PURE_SSM_ARCHITECTURES`), else hidden size / heads."""
     explicit = v.opt_int("head_dim")
     if explicit is None and v.model_type == "minicpm3":
         explicit = v.req_int("qk_rope_head_dim")
+    if explicit is None and pure_ssm:
+        return 0
     return explicit if explicit is not None else v.req_int("hidden_size") // v.req_int("num_attention_heads")
 
 
-def _default_v_head_dim(v: _View) -> int:
+def _default_v_head_dim(v: _View, pure_ssm: bool = False) -> int:
     """``_derive_model_shapes``' generic ``v_head_dim``: the config's nonzero one, else the head
     dim (transformers' MiniCPM3 class derives a missing one as hidden size / heads)."""
     given = v.opt_int("v_head_dim", 0)
     if given is None and v.model_type == "minicpm3":
         given = v.req_int("hidden_size") // v.req_int("num_attention_heads")
-    return given or _head_dim(v)
+    return given or _head_dim(v, pure_ssm)
 
 
-def _total_kv_heads(v: _View) -> int:
+def _total_kv_heads(v: _View, pure_ssm: bool = False) -> int:
     if v.raw("multi_query") and not (
         v.outer.get("model_type") in ("falcon", "RefinedWeb", "RefinedWebModel")
         and v.outer.get("new_decoder_architecture")
@@ -321,7 +331,7 @@ def _total_kv_heads(v: _View) -> int:
     for key in _KV_HEAD_KEYS:
         if v.raw(key) is not None:
             return v.req_int(key)
-    return v.req_int("num_attention_heads")
+    return 0 if pure_ssm else v.req_int("num_attention_heads")  # AttentionArch.SSM: no heads
 
 
 def _gemma4_base(v: _View) -> tuple[int, int]:
@@ -563,9 +573,10 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         (head_dim, heads), (swa_dim, swa_heads) = _gemma4_shapes(v, types)
         v_dim, swa_v = v.opt_int("v_head_dim") or head_dim, swa_dim
     else:
-        head_dim = _head_dim(v)
-        heads = _total_kv_heads(v)
-        v_dim = _default_v_head_dim(v)
+        pure_ssm = any(a in PURE_SSM_ARCHITECTURES for a in archs)
+        head_dim = _head_dim(v, pure_ssm)
+        heads = _total_kv_heads(v, pure_ssm)
+        v_dim = _default_v_head_dim(v, pure_ssm)
         swa_dim = v.opt_int("swa_head_dim") or head_dim
         swa_v = v.opt_int("swa_v_head_dim") or swa_dim
         if "swa_num_key_value_heads" in text:
@@ -578,7 +589,7 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
                              "SGLang 0.5.23 reads as the SWA layers' KV heads")  # fmt: skip
             swa_heads = groups
         else:
-            swa_heads = heads
+            swa_heads = max(1, heads)  # get_num_kv_heads(1): a pure state model's 0 heads read as 1
     window = sglang_window(archs, v, sglang_architectures()) if pools.hybrid_swa else None
     return SGLangModel(**common, num_kv_heads=heads, swa_num_kv_heads=swa_heads, head_dim=head_dim,
                        v_head_dim=v_dim, swa_head_dim=swa_dim, swa_v_head_dim=swa_v, kv_lora_rank=None,

@@ -24,6 +24,9 @@ arithmetic is the Rust core's (``rust/core/src/state``,
   :func:`state_pool` that pool alone; under ``--enable-unified-memory`` one buffer of the KV
   tokens and the state slots (``rust/core/src/plan/state_unified.rs``), :func:`unified_entries`
   their bytes.
+* :func:`plan_state_only`: the plan of a model without attention layers (Mamba-1, Falcon-Mamba,
+  Mamba-2): the state pool alone, and SGLang's zero-KV token label
+  (``rust/core/src/plan/state_only.rs``).
 
 ``tests/test_sglang_state.py`` holds every function to SGLang's own code,
 lifted from the pinned wheel.
@@ -60,6 +63,7 @@ __all__ = [
     "mamba_ratio",
     "max_num_reqs",
     "calculate_pool_sizes_with_state",
+    "plan_state_only",
     "plan_with_state",
     "unified_entries",
     "state_budget",
@@ -326,6 +330,43 @@ def plan_with_state(
     """
     try:
         plan, budget = configurator._plan_with_state(available_bytes, state, fit)
+    except NotEnoughMemoryError as e:
+        if "state cache" in str(e):
+            raise _too_small(e) from None
+        raise
+    return plan, StateBudget(**budget)
+
+
+def plan_state_only(
+    state: StateConfig,
+    serving: ServingConfig,
+    spec: SpeculativeConfig,
+    available_bytes: int,
+    zero_kv_tokens: int,
+    fit: Fit = "exact",
+) -> tuple[PoolPlan, StateBudget]:
+    """kvbudget's plan of a model without attention layers on this rank (SGLang's pure state
+    models: Mamba-1, Falcon-Mamba, Mamba-2), and SGLang's state budget it follows.
+
+    SGLang sizes the state pool as for a hybrid model (:func:`state_budget` on
+    ``available_bytes`` as GiB), then builds a KV pool over no layer: its cell size is 0 bytes
+    and ``DefaultPoolConfigurator.calculate_pool_sizes`` answers ``_zero_kv_max_tokens`` whatever
+    the budget. ``zero_kv_tokens`` is that count before page alignment: ``--max-total-tokens``,
+    else the model's context length. The plan lists the state pool alone (``plan.pool("state")``,
+    laid out as in :func:`plan_with_state`); ``plan.config.max_total_num_tokens`` is SGLang's
+    label, floored to a page (no pool holds it: it takes no byte). Both fits take SGLang's state
+    slots; ``"exact"`` also checks that the pool fits ``available_bytes``.
+
+    Raises:
+        StateCacheTooSmallError: no state slot, or no request, fits (SGLang's messages).
+        NotEnoughMemoryError: (``"exact"``) the state pool is above ``available_bytes``.
+        InvalidConfigError: where SGLang asserts (as :func:`state_budget`), unified memory on a
+            target (SGLang's unified pool needs a full-attention layer: "layer_num must be
+            positive"), an FP4 KV cache under unified memory, and a speculative draft (kvbudget
+            does not plan one beside a model without attention layers).
+    """
+    try:
+        plan, budget = _core._plan_state_only(state, serving, spec, available_bytes, zero_kv_tokens, fit)
     except NotEnoughMemoryError as e:
         if "state cache" in str(e):
             raise _too_small(e) from None

@@ -167,6 +167,31 @@ proptest! {
             prop_assert!(a.max_mamba_cache_size <= b.max_mamba_cache_size);
         }
     }
+
+    /// A stage without attention layers: the state pool alone, SGLang's label floored to a page
+    /// (no byte), an exact plan within the budget, and SGLang's "no GPU memory" refusal at a
+    /// rest that is not positive.
+    #[test]
+    fn state_only_plan_is_the_state_pool(s in state(), serving in serving(), gib in 0.001f64..100.0,
+                                         label in 0u64..1 << 40, exact in any::<bool>()) {
+        let serving = ServingConfig { enable_unified_memory: false, ..serving };
+        let spec = SpeculativeConfig::default();
+        let available = (gib * (1u64 << 30) as f64) as i64;
+        let fit = if exact { Fit::Exact } else { Fit::Sglang };
+        match plan::plan_state_only(&serving, &spec, &s, available, fit, label) {
+            Ok((p, b)) => {
+                prop_assert!(p.check().is_ok(), "{:?}", p.check());
+                prop_assert!(b.rest_gib > 0.0);
+                prop_assert_eq!(p.pools.len(), 1);
+                prop_assert_eq!(p.pools[0].tokens, b.max_mamba_cache_size);
+                prop_assert_eq!(p.total_bytes, p.pools[0].nbytes);
+                let page = serving.page_size.max(1);
+                prop_assert_eq!(p.config.max_total_num_tokens as u64, label / page * page);
+                prop_assert!(!exact || p.total_bytes as i64 <= available);
+            }
+            Err(e) => prop_assert!(matches!(e.code, ErrorCode::NotEnoughMemory | ErrorCode::InvalidConfig | ErrorCode::Overflow)),
+        }
+    }
 }
 
 /// Qwen3-Next's 12 attention layers at TP 4 (2 KV heads of 256), bf16, as the KV configurator.

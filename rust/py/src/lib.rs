@@ -32,8 +32,8 @@ mod _core {
 
     #[pymodule_export]
     use crate::state::{
-        _full_rank_dims, _kda_dims, _mamba2_dims, _mamba_ratio, _max_num_reqs, _state_budget,
-        _state_pool,
+        _full_rank_dims, _kda_dims, _mamba2_dims, _mamba_ratio, _max_num_reqs, _plan_state_only,
+        _state_budget, _state_pool,
     };
 
     #[pymodule_export]

@@ -2,12 +2,13 @@
 //! shapes, its state budget and its running-request cap, converted.
 
 use crate::errors::{nonneg, Result};
-use crate::plan::PoolSpec;
+use crate::plan::{PoolPlan, PoolSpec};
 use crate::values::{ServingConfig, SpeculativeConfig, StateConfig};
 use kvbudget_core::sizing::state;
 use kvbudget_core::state::shape::{self, StateDims};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::Arc;
 
 fn dims_dict(py: Python<'_>, d: StateDims) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
@@ -126,6 +127,31 @@ pub fn _state_pool(
     Ok(PoolSpec(kvbudget_core::plan::state_pool(
         &state.0, &serving.0, &spec.0, slots,
     )?))
+}
+
+/// The plan of a stage without attention layers (a pure state model): the state pool and
+/// SGLang's zero-KV token label, with SGLang's state budget (as a dict).
+#[pyfunction]
+#[pyo3(signature = (state, serving, spec, available_bytes, zero_kv_tokens, fit="exact"))]
+pub fn _plan_state_only<'py>(
+    py: Python<'py>,
+    state: &StateConfig,
+    serving: &ServingConfig,
+    spec: &SpeculativeConfig,
+    available_bytes: i64,
+    zero_kv_tokens: i64,
+    fit: &str,
+) -> Result<(PoolPlan, Bound<'py, PyDict>)> {
+    let fit = fit.parse::<kvbudget_core::Fit>()?;
+    let (plan, budget) = kvbudget_core::plan::plan_state_only(
+        &serving.0,
+        &spec.0,
+        &state.0,
+        available_bytes,
+        fit,
+        nonneg("zero_kv_tokens", zero_kv_tokens)?,
+    )?;
+    Ok((PoolPlan(Arc::new(plan)), budget_dict(py, budget)?))
 }
 
 /// SGLang's `_calculate_mamba_ratio`.

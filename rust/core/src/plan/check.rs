@@ -294,7 +294,11 @@ impl PoolPlan {
         let max_total = u64::try_from(c.max_total_num_tokens)
             .map_err(|_| bad("config holds a negative max_total_num_tokens"))?;
         let agrees = if self.configurator == ConfiguratorKind::Default {
-            full.is_none() && swa.is_none() && tokens(PoolName::Full) == Some(max_total)
+            // A stage without attention layers: the state pool alone, max_total SGLang's label.
+            let state_only = self.pools.len() == 1 && self.pool(PoolName::State).is_some();
+            full.is_none()
+                && swa.is_none()
+                && (tokens(PoolName::Full) == Some(max_total) || state_only)
         } else {
             let full_ok = match tokens(PoolName::Full) {
                 Some(t) => full == Some(t) && max_total == t,

@@ -20,6 +20,7 @@ mod check;
 mod kinds;
 mod layout;
 mod state;
+mod state_only;
 mod state_unified;
 mod tensors;
 
@@ -27,6 +28,7 @@ pub use kinds::TensorKind;
 
 pub use layout::{PlanLayout, MAX_PLAN_LAYERS};
 pub use state::state_pool;
+pub use state_only::plan_state_only;
 
 use crate::arith::{align_up, to_i64};
 use crate::configurator::PoolConfigurator;

@@ -43,6 +43,7 @@ use crate::cell::{kv_heads_per_rank, mla_cache_dim};
 use crate::configurator::PoolConfigurator;
 use crate::dtype::{KvDtype, StorageDtype};
 use crate::error::{PlanError, Result};
+use crate::serving::ServingConfig;
 use crate::sizing::state::StateBudget;
 use crate::sizing::ConfiguratorKind;
 use crate::state::StateConfig;
@@ -219,20 +220,21 @@ fn viewable(total: u64, item: u64) -> Result<()> {
     )))
 }
 
+/// SGLang's launch check of `--enable-unified-memory` (`kv_cache_hook.py`): no FP4 KV cache.
+pub(super) fn check_unified_launch(serving: &ServingConfig) -> Result<()> {
+    if serving.enable_unified_memory && serving.kv_dtype().is_fp4() {
+        return Err(invalid(
+            "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not \
+             allocate FP4 block scales or the prefill dequant workspace.",
+        ));
+    }
+    Ok(())
+}
+
 impl PoolConfigurator {
     /// SGLang's launch check of `--enable-unified-memory` (`kv_cache_hook.py`): no FP4 KV cache.
     pub fn check_unified_launch(&self) -> Result<()> {
-        let serving = self.serving();
-        if !serving.enable_unified_memory {
-            return Ok(());
-        }
-        if serving.kv_dtype().is_fp4() {
-            return Err(invalid(
-                "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not \
-                 allocate FP4 block scales or the prefill dequant workspace.",
-            ));
-        }
-        Ok(())
+        check_unified_launch(self.serving())
     }
 
     /// [`Self::check_unified_launch`], and `_init_pools`' refusals on a target worker: a model

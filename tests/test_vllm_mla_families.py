@@ -5,13 +5,13 @@ The configs are built by transformers 5.19.0's ``MiniCPM3Config``, ``Glm4MoeLite
 ``LongcatFlashConfig`` (their defaults, then seeded layer counts, heads, latent and rope dims; GLM's
 ``first_k_dense_replace`` / ``moe_layer_freq`` and LongCat's
 ``mla_scale_q_lora`` / ``mla_scale_kv_lora``, which real checkpoints carry,
-present or not; LongCat's layer count as ``num_layers`` or ``num_hidden_layers``; MiniCPM3 with a
+present or not; LongCat with ``index_topk``, which vLLM's DSA path refuses there; LongCat's layer count as ``num_layers`` or ``num_hidden_layers``; MiniCPM3 with a
 ``sliding_window`` or none), saved whole or sparse, each under a seeded TP, PP, model dtype and
 ``--disable-sliding-window``. The oracle (``tests/vllm_oracle``) builds the decoder with vLLM's own
 ``MiniCPM3Model`` (over ``MiniCPMModel`` / ``MiniCPMDecoderLayer``), ``Glm4MoeLiteModel`` and
 ``FlashModel`` / ``FlashNgramModel`` (DeepSeek-V2's ``DeepseekV2MLAAttention`` and vLLM's
 ``MLAAttention`` / ``Attention``); every layer's name, kind, stage, heads, head sizes and window are
-compared, and a refusal on one side only is a mismatch. A DSA indexer (``index_topk``), a config
+compared, and a refusal on one side only is a mismatch. GLM's DSA indexer (``index_topk``), a config
 without ``kv_lora_rank`` and drafters are refused by name (checked below, not differentially: the
 oracle does not build the indexer's cache or GLM's MHA path).
 """
@@ -80,6 +80,8 @@ def _longcat_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
         d["num_hidden_layers"] = rng.randint(0, 60)
         if rng.random() < 0.5:
             d.pop("num_layers", None)
+    if rng.random() < 0.1:  # a DSA config: vLLM's indexer asserts on LongCat's two-integer layer names
+        d["index_topk"] = 2048
     arch = rng.choice(["LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"])
     return {**d, "architectures": [arch]}, _engine(rng)
 
@@ -121,3 +123,4 @@ def test_what_kvbudget_does_not_read_is_refused_by_name() -> None:
     assert [x.name for x in layers_from_hf_config(longcat, vllm.EngineConfig())][:2] == [
         "model.layers.0.self_attn.0.attn", "model.layers.0.self_attn.1.attn"]
     assert "V2 model runner" in _refused(longcat, use_v2_model_runner=False)
+    assert "should only contain one integer" in _refused({**longcat, "index_topk": 2048})  # vLLM's, not kvbudget's

@@ -33,8 +33,10 @@ architecture                        layer names                                 
   ``hidden_size`` by each enabled rank. The n-gram variant (``longcat_flash_ngram.py``,
   LongCat-Flash-Lite) builds the same decoder under ``FlashNgramModel`` and refuses Model Runner V1.
 
-Not read, refused by name: a config with ``index_topk`` (DeepSeek-V3.2's DSA indexer, a KV cache of
-its own, built by ``DeepseekV2MLAAttention`` for any config with the key), a GLM / LongCat config
+A LongCat config with ``index_topk`` fails in vLLM: ``DeepseekV2MLAAttention`` then takes the layer
+index from its prefix for the DSA indexer, and LongCat's ``...self_attn.{0,1}`` holds two integers
+(``extract_layer_index``'s assertion). Not read, refused by name: GLM with ``index_topk``
+(DeepSeek-V3.2's DSA indexer, a KV cache of its own), a GLM / LongCat config
 without ``kv_lora_rank`` (GLM's MHA path; LongCat's layers would fail), and drafters (GLM-4.7's and
 LongCat's MTP heads are not checked). Held to vLLM's classes by ``tests/test_vllm_mla_families.py``.
 """
@@ -184,10 +186,15 @@ def mla_family_layers(cfg: Mapping[str, Any], engine: EngineConfig, disable_slid
     else:
         n = _longcat_layers(cfg) if model_type == "longcat_flash" else int(
             _int(cfg, model_type, "num_hidden_layers", minimum=0))  # fmt: skip
-        width = _latent(cfg, model_type) if n else 0
-        if n:
+        if n:  # vLLM's own refusals first (its attention's assertion, then the decoder layer's reads)
             _heads(cfg, model_type, tp)
+        if n and model_type == "longcat_flash" and "index_topk" in cfg:  # DSA: the indexer's layer index
+            raise ConfigError("config.json: vLLM 0.33.0 refuses it: AssertionError: layer name "
+                              f"model.layers.{pp_stage_layers(n, engine.pp)[0][0]}.self_attn.0 should only contain "
+                              "one integer (DeepseekV2MLAAttention's extract_layer_index, for the DSA indexer "
+                              "index_topk asks for)", "index_topk")  # fmt: skip
         (_longcat_checks if model_type == "longcat_flash" else _glm_checks)(cfg, n)
+        width = _latent(cfg, model_type) if n else 0
         template = LayerSpec("", "mla", 1, width, head_size_v=0, kv_cache_dtype=kv_cache_dtype,
                              model_dtype=model_dtype)  # MLAAttentionSpec  # fmt: skip
         names = ("self_attn.0.attn", "self_attn.1.attn") if model_type == "longcat_flash" else ("self_attn.attn",)

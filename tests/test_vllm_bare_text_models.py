@@ -18,11 +18,13 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import transformers as T
 from sglang_model_cases import FAMILIES
 from test_vllm_thinkers import FIELDS, _ours, _theirs
 from test_vllm_wrappers import _varied
 
+from kvbudget import InvalidConfigError
 from kvbudget.vllm.models import layers_from_hf_config
 
 N = int(os.environ.get("KVBUDGET_VLLM_BARE_CASES", "40"))
@@ -86,3 +88,14 @@ def test_idefics3_names_its_layers_under_model_text_model() -> None:
     layers = layers_from_hf_config(saved)
     assert layers[0].name == "model.text_model.layers.0.self_attn.attn" and len(layers) == 32
     assert set(FIELDS) >= {"name"}
+
+
+def test_granite_4_vision_refuses_a_text_config_without_granites_keys_as_vllm_does() -> None:
+    saved = {**T.Granite4VisionConfig().to_dict(), "architectures": ["Granite4VisionForConditionalGeneration"]}
+    with pytest.raises(InvalidConfigError, match="residual_multiplier"):  # its default text config is Llama's
+        layers_from_hf_config(saved)
+    theirs = _theirs(T.Granite4VisionConfig.from_dict(copy.deepcopy(saved)),
+                     {"tp": 1, "pp": 1, "kv_cache_dtype": "auto", "disable_sliding_window": False})  # fmt: skip
+    assert isinstance(theirs, str) and "residual_multiplier" in theirs
+    granite = {**saved, "text_config": {**saved["text_config"], "model_type": "granite"}}
+    assert [x.name for x in layers_from_hf_config(granite)][:1] == ["language_model.model.layers.0.self_attn.attn"]

@@ -152,6 +152,18 @@ def _by_model_type(stmt: ast.stmt) -> dict[str, list[str] | None] | None:
     return out or None
 
 
+def _served_base(node: ast.ClassDef, served: dict[str, str], imported: dict[str, str] | None) -> str | None:
+    """The architecture a class of a wrapper's file is read as when the wrapper builds it without
+    naming architectures (Granite 4 Vision's ``Granite4VisionLLMForCausalLM``, a
+    ``GraniteForCausalLM``): its base imported from the module vLLM's registry serves the
+    architecture of the base's own name from."""
+    for b in node.bases:
+        name = ast.unparse(b)
+        if name in served and (imported or {}).get(name) == served[name]:
+            return name
+    return None
+
+
 def _text_model(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: dict[str, str],
                 imported: dict[str, str] | None = None) -> ast.Call | None:  # fmt: skip
     """The one call that builds the wrapper's text model: ``init_vllm_registered_model(...)``, or a
@@ -168,6 +180,9 @@ def _text_model(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served:
             if isinstance(inner, ast.Call) and ast.unparse(inner.func) == "vllm_config.with_hf_config":
                 archs = {k.arg: k.value for k in inner.keywords}.get("architectures")
                 named = ast.literal_eval(archs) if archs is not None else None
+                if named is None and c.func.id in classes and _served_base(classes[c.func.id], served, imported):
+                    direct.append(c)  # no architectures named: the class is its served base (Granite 4 Vision)
+                    continue
                 if not (isinstance(named, list) and named and named[0] in served):
                     continue
                 if c.func.id in classes:
@@ -210,6 +225,8 @@ def _wrapper(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: di
         if len(tables) != 1 or sum(a in assigned for a in ast.walk(tables[0][0])) != len(assigned):
             return None  # `architectures` is named by one table statement, and nowhere else
         archs = {"by_model_type": tables[0][1]}
+    elif archs_node is None and builds in classes:  # with_hf_config names none: the built class's served base
+        archs = [_served_base(classes[builds], served, imported)]
     elif archs_node is not None:
         try:
             archs = ast.literal_eval(archs_node)

@@ -242,6 +242,9 @@ MODELS.update({
     # Qwen3-Omni's thinker: its own Qwen3MoeLLMModel over Qwen3-MoE's decoder layers
     "qwen3_omni_moe_thinker": (["Qwen3MoeLLMModel", ("Qwen3MoeLLMForCausalLM", _LLM_KEEP)], "",
                                {"Qwen3MoeModel": "qwen3_moe"}),
+    # Granite 4 Vision: its GraniteForCausalLM over its GraniteModel (deepstack in forward only)
+    "granite4_vision": (["Granite4VisionLLMModel", ("Granite4VisionLLMForCausalLM", _LLM_KEEP)], "",
+                        {"GraniteModel": "granite"}),
     # Idefics3 (and SmolVLM, an Idefics3 class): Idefics3Model builds vLLM's LlamaModel itself on
     # with_hf_config(config.text_config); its __init__ kept to that (no vision tower or connector)
     "idefics3": ([("Idefics3Model", frozenset("config self.config self.text_model".split()))], "",
@@ -400,12 +403,8 @@ MODELS["cohere2_moe"] = (["is_prefix_dense_layer", ("Cohere2Moe", frozenset({"se
                               "self.config self.hidden_size self.layer_idx self.self_attn self.mlp".split())),
                           ("Cohere2MoeModel", _G_MODEL | {"self._moe_stream"})], "Cohere2MoeMLP", {})  # fmt: skip
 NAMESPACES["cohere2_moe"] = {"_make_dual_stream": lambda vllm_config: None}
-# Cohere2-MoE: its model's __init__ kept to the decoder layers, the decoder's to its attention and
-# MLP choice, the MoE block's TP check. Restated: the attention / MoE dual stream off (on CUDA it
-# registers each decoder layer, which owns no KV, in the forward context).
-ENTRY[("cohere2_moe", "Cohere2MoeForCausalLM")] = ("Cohere2MoeModel", None, "model", False)
-MODELS["cohere2_moe"] = (["is_prefix_dense_layer", ("Cohere2Moe", frozenset({"self.tp_size"})), "Cohere2MoeAttention",
-                          ("Cohere2MoeDecoderLayer", frozenset(
-                              "self.config self.hidden_size self.layer_idx self.self_attn self.mlp".split())),
-                          ("Cohere2MoeModel", _G_MODEL | {"self._moe_stream"})], "Cohere2MoeMLP", {})  # fmt: skip
-NAMESPACES["cohere2_moe"] = {"_make_dual_stream": lambda vllm_config: None}
+# Muse Glimmer (MuseGlimmerForCausalLM, which also serves MuseGlimmerForConditionalGeneration):
+# entered at its text model (the vision encoder owns no KV); its __init__ kept to the decoder layers.
+ENTRY[("muse_glimmer", "MuseGlimmerForCausalLM")] = ("MuseGlimmerModel", None, "model", False)
+MODELS["muse_glimmer"] = (["_text_config", "MuseGlimmerMLP", "MuseGlimmerAttention", "MuseGlimmerDecoderLayer",
+                           ("MuseGlimmerModel", _G_MODEL)], "MuseGlimmerRMSNorm", {})  # fmt: skip

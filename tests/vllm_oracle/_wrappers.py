@@ -114,10 +114,13 @@ def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
     init = _init(src.tree, cls)
     if init is None:
         return None
-    def text_model_class(c: ast.Call) -> bool:  # a class on with_hf_config(..., architectures=...)
+    def text_model_class(c: ast.Call) -> bool:  # a class on with_hf_config(..., architectures=...), or of
+        # this file on with_hf_config(<a text config>) (Granite 4 Vision's Granite4VisionLLMForCausalLM)
         return ast.unparse(c.func) in classes | set(imported) and any(
             isinstance(k.value, ast.Call) and ast.unparse(k.value.func) == "vllm_config.with_hf_config"
-            and any(kk.arg == "architectures" for kk in k.value.keywords) for k in c.keywords)  # fmt: skip
+            and (any(kk.arg == "architectures" for kk in k.value.keywords) or (
+                ast.unparse(c.func) in classes and bool(k.value.args)
+                and ast.unparse(k.value.args[0]).endswith("text_config"))) for k in c.keywords)  # fmt: skip
 
     calls = [c for c in ast.walk(init) if isinstance(c, ast.Call) and (
         ast.unparse(c.func) == "init_vllm_registered_model" or text_model_class(c))]  # fmt: skip

@@ -10,8 +10,15 @@ architectures: the text config keeps its own, unread), and its layers are named
 ``models/smolvlm.py``: ``SmolVLMForConditionalGeneration`` is an ``Idefics3ForConditionalGeneration``
 whose ``__init__`` only calls its base's.
 
+``models/granite4_vision.py``: Granite 4 Vision builds its own ``Granite4VisionLLMForCausalLM`` (a
+``GraniteForCausalLM`` over vLLM's ``GraniteModel``) on ``with_hf_config(config.text_config)``
+(read from the wheel by ``tools/gen_vllm_archs.py``); vLLM's Granite decoder reads
+``config.residual_multiplier`` and ``config.attention_multiplier`` unguarded, so a text config
+whose class sets neither (transformers' default Llama text config of ``Granite4VisionConfig``)
+fails to build: :func:`check_built_class` refuses it with vLLM's reason.
+
 Held to vLLM's classes by ``tests/test_vllm_bare_text_models.py`` (the oracle enters
-``Idefics3Model``, lifted, under ``model``).
+``Idefics3Model``, lifted, under ``model``; Granite 4 Vision's class is lifted and built).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, text_config_of
 
-__all__ = ["BARE", "bare_text_model", "layer_name"]
+__all__ = ["BARE", "BUILT_CLASS_KEYS", "bare_text_model", "check_built_class", "layer_name"]
 
 #: Wrapper architecture -> (the architecture whose reading is the bare model's: the class vLLM
 #: serves it with builds that very model class; the prefix the bare model's layers take).
@@ -49,3 +56,28 @@ def layer_name(arch: str, prefix: str, name: str) -> str:
     """A text layer's name under the wrapper: the bare model's (its ``...ForCausalLM``'s name less
     the leading ``model.``) under ``prefix`` for :data:`BARE`, else the whole name under it."""
     return f"{prefix}.{name.removeprefix('model.')}" if arch in BARE else f"{prefix}.{name}"
+
+
+#: Wrapper architecture -> (the text model types whose transformers 5.19.0 class sets the keys,
+#: the keys the class vLLM builds reads without a default, in the order it reads them).
+BUILT_CLASS_KEYS: Final[dict[str, tuple[frozenset[str], tuple[str, ...]]]] = {
+    "Granite4VisionForConditionalGeneration": (frozenset(
+        "granite granite4_vision_text granite_swa granitemoe granitemoe_swa granitemoehybrid granitemoeshared "
+        "hyperclovax".split()), ("residual_multiplier", "attention_multiplier")),
+}
+
+
+def check_built_class(arch: str, text: Mapping[str, Any], label: str = "config.json") -> None:
+    """Refuse, as vLLM's build fails, a text config lacking a key the class :data:`BUILT_CLASS_KEYS`
+    names for ``arch`` reads (neither saved nor set by its config class).
+
+    Raises:
+        ConfigError: vLLM's ``AttributeError``.
+    """
+    types, keys = BUILT_CLASS_KEYS.get(arch, (frozenset(), ()))
+    if str(text.get("model_type")) in types:
+        return
+    for key in keys:
+        if key not in text:
+            raise ConfigError(f"{label}: vLLM 0.33.0 refuses it: AttributeError: {arch}'s text config (model_type "
+                              f"{text.get('model_type')!r}) has no attribute {key!r}", f"text_config.{key}")  # fmt: skip

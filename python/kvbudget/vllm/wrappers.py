@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kvbudget.models.hf import CAUSAL_LM_NAMES, ConfigError, text_config_of
-from kvbudget.vllm.bare_text_models import BARE, bare_text_model
+from kvbudget.vllm.bare_text_models import BARE, bare_text_model, check_built_class
 from kvbudget.vllm.merged_text_configs import MERGED, merged_text_config
 from kvbudget.vllm.registry import wrapper_table
 from kvbudget.vllm.thinkers import THINKER as _THINKER
@@ -96,4 +96,5 @@ def unwrap(cfg: Mapping[str, Any], label: str = "config.json") -> tuple[dict[str
                               "text_config.architectures")  # fmt: skip
         named = [name]
     text["architectures"] = list(named)
+    check_built_class(arch or "", text, label)  # Granite 4 Vision's Granite class reads Granite's keys
     return text, str(w["prefix"])

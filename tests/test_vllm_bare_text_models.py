@@ -1,6 +1,7 @@
-"""vLLM mode's Idefics3 and SmolVLM (:mod:`kvbudget.vllm.bare_text_models`) against vLLM 0.33.0's
-own classes: ``Idefics3Model`` (lifted from the pinned ``models/idefics3.py``) building vLLM's
-``LlamaModel`` on ``with_hf_config(config.text_config)``.
+"""vLLM mode's Idefics3, SmolVLM and Aria (:mod:`kvbudget.vllm.bare_text_models`) against vLLM
+0.33.0's own classes: ``Idefics3Model`` (lifted from the pinned ``models/idefics3.py``) building
+vLLM's ``LlamaModel`` on ``with_hf_config(config.text_config)``; Aria's ``AriaTextModel``
+(``models/aria.py``: ``LlamaModel`` over its MoE decoder layer).
 
 The cases per wrapper: transformers 5.19.0's class defaults with the text config's geometry
 seeded (layers, heads, KV heads, head size, Llama's ``layer_types`` and window), or a seeded
@@ -28,7 +29,8 @@ from kvbudget import InvalidConfigError
 from kvbudget.vllm.models import layers_from_hf_config
 
 N = int(os.environ.get("KVBUDGET_VLLM_BARE_CASES", "40"))
-_ARCHS = {"Idefics3ForConditionalGeneration": "idefics3", "SmolVLMForConditionalGeneration": "smolvlm"}
+_ARCHS = {"Idefics3ForConditionalGeneration": "idefics3", "SmolVLMForConditionalGeneration": "smolvlm",
+          "AriaForConditionalGeneration": "aria"}
 
 
 def cases(per_wrapper: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
@@ -48,6 +50,11 @@ def cases(per_wrapper: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any]
                 text = FAMILIES[rng.choice(["llama", "mistral", "qwen2", "qwen3"])](rng).saved(rng.random() < 0.3)
             if rng.random() < 0.5:
                 text.pop("architectures", None)
+            if rng.random() < 0.3:  # sparse: keys left to the text class's defaults (its model_type kept)
+                for key in rng.sample(sorted(set(text) - {"model_type", "layer_types"}), k=rng.randint(1, 5)):
+                    text.pop(key)
+                if "layer_types" in text and "num_hidden_layers" not in text:
+                    text.pop("layer_types")
             saved["text_config"] = text
             engine = {"tp": rng.choice([1, 1, 2, 4, 8]), "pp": rng.choice([1, 1, 2, 3]),
                       "kv_cache_dtype": rng.choice(["auto", "auto", "fp8"]),

@@ -256,8 +256,13 @@ MODELS.update({
 MERGES: dict[tuple[str, str], tuple[str, str]] = {
     ("paddleocr_vl", "PaddleOCRVLForConditionalGeneration"): ("Ernie4_5ForCausalLM", "language_model"),
 }
-# Restated glue: Idefics3ForConditionalGeneration.__init__ builds Idefics3Model under ``model``.
+# Aria: AriaTextModel (vLLM's LlamaModel over AriaTextDecoderLayer: Llama's attention, an MoE MLP).
+MODELS["aria"] = (["AriaTextDecoderLayer", "AriaTextModel"], "AriaTextMoELayer",
+                  {"LlamaDecoderLayer": "llama", "LlamaModel": "llama"})  # fmt: skip
+# Restated glue: Idefics3ForConditionalGeneration.__init__ builds Idefics3Model under ``model``;
+# AriaForConditionalGeneration's builds AriaTextModel on its text config under ``language_model.model``.
 ENTRY.update({
+    ("aria", "AriaForConditionalGeneration"): ("AriaTextModel", None, "language_model.model", True),
     ("idefics3", "Idefics3ForConditionalGeneration"): ("Idefics3Model", None, "model", False),
     ("smolvlm", "SmolVLMForConditionalGeneration"): ("idefics3:Idefics3Model", None, "model", False),
 })  # fmt: skip

@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's wrappers that build a bare text *model* class themselves: Idefics3 and SmolVLM.
+"""vLLM 0.33.0's wrappers that build a bare text *model* class themselves: Idefics3, SmolVLM, Aria.
 
 ``models/idefics3.py``: ``Idefics3ForConditionalGeneration.__init__`` builds ``Idefics3Model``
 under ``model``, whose ``__init__`` builds ``LlamaModel(vllm_config=
@@ -9,6 +9,11 @@ architectures: the text config keeps its own, unread), and its layers are named
 ``model.text_model.layers.<i>.self_attn.attn`` (no ``...ForCausalLM`` level in between).
 ``models/smolvlm.py``: ``SmolVLMForConditionalGeneration`` is an ``Idefics3ForConditionalGeneration``
 whose ``__init__`` only calls its base's.
+
+``models/aria.py``: Aria builds ``AriaTextModel`` (vLLM's ``LlamaModel`` with a decoder layer
+whose MLP is a mixture of experts: the attention is Llama's) on
+``with_hf_config(config.text_config)`` under ``language_model.model``; transformers'
+``AriaConfig`` loads a text config that names a ``model_type`` with its ``AriaTextConfig``.
 
 ``models/granite4_vision.py``: Granite 4 Vision builds its own ``Granite4VisionLLMForCausalLM`` (a
 ``GraniteForCausalLM`` over vLLM's ``GraniteModel``) on ``with_hf_config(config.text_config)``
@@ -31,10 +36,13 @@ from kvbudget.models.hf import ConfigError, text_config_of
 __all__ = ["BARE", "BUILT_CLASS_KEYS", "bare_text_model", "check_built_class", "layer_name"]
 
 #: Wrapper architecture -> (the architecture whose reading is the bare model's: the class vLLM
-#: serves it with builds that very model class; the prefix the bare model's layers take).
-BARE: Final[dict[str, tuple[str, str]]] = {
-    "Idefics3ForConditionalGeneration": ("LlamaForCausalLM", "model.text_model"),
-    "SmolVLMForConditionalGeneration": ("LlamaForCausalLM", "model.text_model"),
+#: serves it with builds that very model class; the prefix the bare model's layers take; the
+#: model type of the text class the wrapper's config class loads its text config with, where it
+#: fixes one).
+BARE: Final[dict[str, tuple[str, str, str | None]]] = {
+    "Idefics3ForConditionalGeneration": ("LlamaForCausalLM", "model.text_model", None),
+    "SmolVLMForConditionalGeneration": ("LlamaForCausalLM", "model.text_model", None),
+    "AriaForConditionalGeneration": ("LlamaForCausalLM", "language_model.model", "aria_text"),
 }
 
 
@@ -44,12 +52,17 @@ def bare_text_model(cfg: Mapping[str, Any], arch: str, label: str = "config.json
     Raises:
         ConfigError: the config has no ``text_config``.
     """
-    named, prefix = BARE[arch]
+    named, prefix, text_type = BARE[arch]
     inner = text_config_of(cfg)
     if inner is None:
         raise ConfigError(f"{label}: vLLM 0.33.0 builds {arch}'s text model from text_config, which this "
                           "config lacks (its config class would fill it in)", "text_config")  # fmt: skip
-    return {**inner, "architectures": [named]}, prefix
+    if text_type is None:
+        return {**inner, "architectures": [named]}, prefix
+    if "model_type" not in inner:  # AriaConfig keeps such a text config a plain dict
+        raise ConfigError(f"{label}: kvbudget has not checked vLLM 0.33.0's {arch} with a text_config that names "
+                          "no model_type (its config class leaves it unloaded)", "text_config.model_type")  # fmt: skip
+    return {**inner, "model_type": text_type, "architectures": [named]}, prefix
 
 
 def layer_name(arch: str, prefix: str, name: str) -> str:

@@ -146,7 +146,7 @@ _EAGLE3: Final = frozenset({
     "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM", "MiMoForCausalLM",
     "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM", "AfmoeForCausalLM",
     "TeleFLMForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
-    "Gemma4ForCausalLM", "LagunaForCausalLM", "Cohere2MoeForCausalLM",
+    "Gemma4ForCausalLM", "LagunaForCausalLM", "Cohere2MoeForCausalLM", "MuseGlimmerForCausalLM",
     "MistralForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip

@@ -346,6 +346,43 @@ def _cohere2_moe(v: _View, engine: EngineConfig, disable_sliding_window: bool) -
     return out
 
 
+def _muse_glimmer(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    if v.model_type == "muse_glimmer" and not v.prefix:
+        # a flat multimodal file: MuseGlimmerConfig builds its default text config, which is what
+        # vLLM's _text_config(config) reads (the flat keys stay on the outer config, unread)
+        v = _View({"model_type": "muse_glimmer_text", "architectures": v.architectures}, v.label, engine="vllm")
+    n = v.req_int("num_hidden_layers")
+    heads = v.req_int("num_attention_heads")
+    if v.req_int("hidden_size") % heads:
+        raise ConfigError(f"{v.label}: transformers 5.19.0's muse_glimmer_text class (vLLM's loader) refuses it: "
+                          "the hidden size is not a multiple of the number of attention heads",
+                          v.name("hidden_size"))  # fmt: skip
+    if v.raw("layer_types") is None:  # MuseGlimmerTextConfig: every fourth layer from the last full
+        v = _View({**v.cfg, "layer_types": ["full_attention" if (n - 1 - i) % 4 == 0 else "sliding_attention"
+                                            for i in range(n)]}, v.label, engine="vllm")  # fmt: skip
+    types = _layer_types(v, n)
+    # ModelConfig: --disable-sliding-window or a window of 0 sets sliding_window to None (the class allows it)
+    window = None if disable_sliding_window else v.opt_int("sliding_window", 0) or None
+    thetas = v.raw("layer_rope_theta")
+    if thetas is not None and not isinstance(thetas, list):
+        raise v.fail("layer_rope_theta", f"must be a list, got {type(thetas).__name__}")
+    kv, dim = v.req_int("num_key_value_heads"), v.req_int("head_dim")
+    fallback = _model_window(types, window)
+    activation = v.raw("hidden_activation")
+    out = []
+    for i, t in enumerate(types):
+        per_rank = _per_rank(v, heads, kv, engine.tp, attention=False)
+        if thetas is not None and i >= len(thetas):
+            raise _refused(v, f"IndexError: MuseGlimmerAttention reads layer_rope_theta[{i}]", "layer_rope_theta")
+        _per_rank(v, heads, kv, engine.tp)  # then Attention's own assert
+        if activation not in (None, "silu"):  # MuseGlimmerMLP, built after the attention
+            raise _refused(v, f"ValueError: MuseGlimmer uses `silu` as the hidden activation; got `{activation}`.",
+                           "hidden_activation")  # fmt: skip
+        own = window if t == "sliding_attention" else None
+        out.append(_Layer(per_rank, dim, own if own is not None else fallback))
+    return out
+
+
 #: Architecture -> its reader (which runs vLLM's checks in vLLM's order: transformers' loading,
 #: ``ModelConfig``, the parallel config, then the model classes).
 _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] = {
@@ -354,6 +391,7 @@ _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] 
     "ExaoneMoeForCausalLM": _exaone_moe,
     "LagunaForCausalLM": _laguna,
     "Cohere2MoeForCausalLM": _cohere2_moe,
+    "MuseGlimmerForCausalLM": _muse_glimmer,
 }
 #: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
 TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)

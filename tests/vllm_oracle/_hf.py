@@ -99,7 +99,7 @@ from ._hf_records import attention_record
 from ._hf_state import replayssm_startup, state_of
 from ._wrappers import run_with_hf_config, with_hf_config_code, wrapper_call
 
-__all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config"]
+__all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config", "vllm_model_type"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
                   "itertools pydantic transformers torch".split())  # fmt: skip
 from ._hf_tables import DEFAULT_ARCH, ENTRY, MERGES, NAMESPACES, MODELS as _MODELS  # noqa: E402
@@ -202,7 +202,7 @@ def _env(root: Path) -> _Env:
              **{n: Poison(n) for n in never})  # fmt: skip
     source("config/utils.py").lift(cfg, "getattr_iter")
     source("transformers_utils/config.py").lift(
-        cfg, "CONFIG_FIELD_ALIASES", "get_hf_text_config", "set_default_rope_theta")
+        cfg, "CONFIG_FIELD_ALIASES", "get_hf_text_config", "set_default_rope_theta", "_ARCHITECTURE_TO_MODEL_TYPE")
     source("transformers_utils/deepseek_v4_utils.py").lift(cfg, "get_compress_ratios")
     source("config/model_arch.py").lift(cfg, "ModelArchitectureConfig")
     conv = source("transformers_utils/model_arch_config_convertor.py")
@@ -430,6 +430,14 @@ def _root() -> Path:
     from ._fetch import vllm_root
 
     return vllm_root()  # verified once per process
+
+
+def vllm_model_type(config: dict[str, Any]) -> Any:
+    """The model type vLLM 0.33.0 loads a ``config.json`` dict as: its own, else (a remote-code
+    checkpoint without one, such as LongCat-Flash's) the one ``_ARCHITECTURE_TO_MODEL_TYPE`` (lifted)
+    names for its first architecture; None when neither gives one."""
+    archs = config.get("architectures") or [None]
+    return config.get("model_type") or _env(_root()).cfg["_ARCHITECTURE_TO_MODEL_TYPE"].get(archs[0])
 
 
 def vllm_config_class(model_type: str) -> Any:

@@ -86,7 +86,7 @@ def _int(cfg: Mapping[str, Any], model_type: str, key: str, minimum: int = 1, re
 
 
 def _heads(cfg: Mapping[str, Any], model_type: str, tp: int) -> int:
-    heads = _int(cfg, model_type, "num_attention_heads")
+    heads = int(_int(cfg, model_type, "num_attention_heads"))
     if heads % tp:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: its attention asserts num_heads % tp_size == 0 "
                           f"({heads} heads over tp={tp})", "num_attention_heads")  # fmt: skip

@@ -64,7 +64,7 @@ def _kinds(cfg: Mapping[str, Any], n: int) -> list[str]:
     if given is None:
         kinds = list(_DEFAULT_KINDS)
     elif isinstance(given, list) and all(isinstance(t, str) for t in given):
-        kinds = [LEGACY_KINDS.get(t, t) for t in given]
+        kinds = [str(LEGACY_KINDS.get(t, t)) for t in given]
     else:
         raise ConfigError("config.json: layers_block_type must be a list of layer kinds", "layers_block_type")
     if len(kinds) != n:

@@ -104,6 +104,23 @@ def _gemma4_unified(rng: random.Random) -> Built:
     return _multimodal(T.Gemma4UnifiedConfig, "Gemma4UnifiedForConditionalGeneration", text.to_dict())
 
 
+def _diffusion_gemma(rng: random.Random) -> Built:
+    """DiffusionGemma: its text class (Gemma 4's per-layer shapes; a bidirectional ``"all"``
+    halves the window it loads) in the block-diffusion wrapper."""
+    n = rng.randint(2, 40)
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_key_value_heads": rng.choice([1, 2, 4, 8]),
+                          "head_dim": rng.choice([128, 256]), "sliding_window": rng.choice([512, 1024, 4096]),
+                          "use_bidirectional_attention": rng.choice([None, "all", "vision"])}  # fmt: skip
+    if rng.random() < 0.5:
+        kw["layer_types"] = _types(rng, n)
+    if rng.random() < 0.6:
+        kw["global_head_dim"] = rng.choice([256, 512])
+    if rng.random() < 0.3:
+        kw["num_global_key_value_heads"] = rng.choice([1, 2, 4])
+    return _multimodal(T.DiffusionGemmaConfig, "DiffusionGemmaForBlockDiffusion",
+                       T.DiffusionGemmaTextConfig(**kw).to_dict())  # fmt: skip
+
+
 def _beam(rng: random.Random) -> Built:
     """Beam: SGLang's own config class (transformers has none), its layer_types given or derived."""
     n = rng.randint(1, 60)
@@ -476,6 +493,7 @@ FAMILIES: dict[str, _Builder] = {
                                       "num_kv_shared_layers": r.choice([0, 10, 15])}),
     "gemma4": _gemma4,
     "gemma4_unified": _gemma4_unified,
+    "diffusion_gemma": _diffusion_gemma,
     "qwen3_omni_moe": _omni(T.Qwen3OmniMoeConfig, "Qwen3OmniMoeForConditionalGeneration"),
     "qwen2_5_omni": _omni(T.Qwen2_5OmniConfig, "Qwen2_5OmniForConditionalGeneration"),
     "beam": _beam,

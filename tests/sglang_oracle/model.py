@@ -148,8 +148,23 @@ class _Models:
             except LookupError:
                 pass
         method = src.lift_method(ns, cls, "get_attention_sliding_window_size")
-        model = StrictNamespace("model", config=hf_config)
+        # The attributes the class's __init__ sets from the config and the method reads: `config`,
+        # and `text_config` where __init__ assigns `self.text_config = config.text_config`
+        # (DiffusionGemma's), read from the source rather than assumed.
+        attrs: dict[str, Any] = {"config": hf_config}
+        if self._sets_text_config(src, cls):
+            attrs["text_config"] = hf_config.text_config
+        model = StrictNamespace("model", **attrs)
         return StrictNamespace("model", get_attention_sliding_window_size=lambda: method(model))
+
+    @staticmethod
+    def _sets_text_config(src: Source, cls: str) -> bool:
+        node = src._top_level(cls)
+        init = next((i for i in getattr(node, "body", ()) if isinstance(i, ast.FunctionDef) and i.name == "__init__"),
+                    None)  # fmt: skip
+        return init is not None and any(
+            isinstance(st, ast.Assign) and len(st.targets) == 1 and ast.unparse(st.targets[0]) == "self.text_config"
+            and ast.unparse(st.value) == "config.text_config" for st in ast.walk(init))  # fmt: skip
 
 
 def _mambaish(b: Builder, classes: ConfigClasses, get_hf_text_config: Any) -> Callable[[Any], Any]:

@@ -26,8 +26,10 @@ SLIDES: dict[str, Callable[[int, int], bool]] = {
     "mimo_v2_flash": lambda i, n: i != 0 and (i + 1) % 6 != 0, "gemma4_text": lambda i, n: (i + 1) % 6 != 0,
     "muse_glimmer_text": lambda i, n: (n - 1 - i) % 4 != 0,
     "beam": lambda i, n: (i + 1) % 6 != 0 and i != n - 1,  # SGLang's BeamConfig: every 6th and the last full
-    "gemma4_unified_text": lambda i, n: (i + 1) % 6 != 0,
+    "gemma4_unified_text": lambda i, n: (i + 1) % 6 != 0, "diffusion_gemma_text": lambda i, n: (i + 1) % 6 != 0,
 }  # fmt: skip
+#: The model types whose transformers class forces the last layer to full attention (Gemma 4's).
+_LAST_FULL = frozenset({"gemma4_text", "gemma4_unified_text", "diffusion_gemma_text"})
 #: Nemotron-H's ``hybrid_override_pattern`` characters -> the layer kinds transformers 5.19.0's
 #: ``NemotronHConfig`` names (vLLM's model class reads the characters back). SGLang 0.5.23's own
 #: config class uses the legacy names (:data:`LEGACY_KINDS`' keys) for the same characters.
@@ -52,7 +54,7 @@ def derived_layer_types(model_type: str, n: int, given: Any, pattern: int | None
             return None
         given = ["sliding_attention" if rule(i, n) else "full_attention" for i in range(n)]
     types = list(given) if isinstance(given, list) else given
-    if model_type in ("gemma4_text", "gemma4_unified_text") and isinstance(types, list) and types:
+    if model_type in _LAST_FULL and isinstance(types, list) and types:
         types[-1] = "full_attention"  # transformers forces Gemma 4's last layer to full attention
     return types
 

@@ -33,7 +33,7 @@ _MINUS_ONE = (
     "Spark2_5ForCausalLM", "Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM",
 )  # fmt: skip
 _UNCHECKED = (
-    "MuseSparkForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
+    "MuseSparkForConditionalGeneration",
     "EmbeddingGemma2Model", "Gemma3ForConditionalGeneration", "Gemma3nForConditionalGeneration",
     "InklingForConditionalGeneration",
     "InklingForConditionalGenerationMTP", "JetNemotronForCausalLM", "LlamaForCausalLMEagle3",
@@ -47,13 +47,15 @@ _UNCHECKED = (
 #: ``"minus_one"`` (``config.sliding_window - 1``; a null window fails), ``"minus_one_or_none"``
 #: (null stays None: Mellum, Exaone 4), ``"minus_one_if_positive"`` (Afmoe: None unless > 0),
 #: ``"gemma4_text"`` (``getattr(config.text_config, "sliding_window", -1) - 1``; Gemma 4 Unified
-#: inherits it), ``"minus_one_if_sliding_layers"`` (Beam: ``sliding_window - 1`` when a
+#: inherits it), ``"text_minus_one"`` (DiffusionGemma: ``self.text_config.sliding_window - 1``, its
+#: ``__init__``'s ``config.text_config``; a null window fails), ``"minus_one_if_sliding_layers"`` (Beam: ``sliding_window - 1`` when a
 #: ``layer_types`` entry is sliding, else None), ``"unchecked"``.
 WINDOW_METHODS: Final[Mapping[str, str]] = {
     **dict.fromkeys(_MINUS_ONE, "minus_one"), **dict.fromkeys(_UNCHECKED, "unchecked"),
     "MellumForCausalLM": "minus_one_or_none", "Exaone4ForCausalLM": "minus_one_or_none",
     "AfmoeForCausalLM": "minus_one_if_positive", "Gemma4ForConditionalGeneration": "gemma4_text",
     "Gemma4UnifiedForConditionalGeneration": "gemma4_text", "BeamForCausalLM": "minus_one_if_sliding_layers",
+    "DiffusionGemmaForBlockDiffusion": "text_minus_one",
 }  # fmt: skip
 
 #: transformers 5.19.0's classes that replace ``sliding_window`` unless ``use_sliding_window``.
@@ -82,10 +84,13 @@ def sglang_window(archs: Sequence[str], v: Any, classes: frozenset[str]) -> int 
         if not isinstance(types, list):
             raise v.fail("layer_types", "must be a list (SGLang's Beam reads it for its window)")
         return int(v.req_int("sliding_window")) - 1 if "sliding_attention" in types else None
-    if rule == "gemma4_text":
+    if rule in ("gemma4_text", "text_minus_one"):
         w = v.opt_int("sliding_window")
         if w is not None and v.raw("use_bidirectional_attention") == "all":
-            w = w // 2 + 1  # transformers' Gemma 4 halves a bidirectional window
+            w = w // 2 + 1  # transformers' Gemma 4 (and DiffusionGemma) text class halves a bidirectional window
+        if w is None and rule == "text_minus_one":
+            raise v.fail("sliding_window", "is null; SGLang's DiffusionGemma subtracts 1 from its text config's "
+                         "window and fails")  # fmt: skip
         return (w if w is not None else -1) - 1
     for key in ("sliding_window_size", "sliding_window", "window_size"):
         if key == "sliding_window" and v.model_type in _UNLESS_USED and not v.raw("use_sliding_window"):

@@ -418,3 +418,11 @@ MODELS["muse_glimmer"] = (["_text_config", "MuseGlimmerMLP", "MuseGlimmerAttenti
 ENTRY[("muse_glimmer", "MuseGlimmerForCausalLM")] = ("MuseGlimmerModel", None, "model", False)
 MODELS["muse_glimmer"] = (["_text_config", "MuseGlimmerMLP", "MuseGlimmerAttention", "MuseGlimmerDecoderLayer",
                            ("MuseGlimmerModel", _G_MODEL)], "MuseGlimmerRMSNorm", {})  # fmt: skip
+# AXK1: its model's __init__ kept to the decoder layers; the decoder and its MLA attention whole
+# (MultiHeadLatentAttentionWrapper restated above), the dense MLP (DeepSeek-V2's, lifted here for its
+# activation check) whole, the MoE block's asserts and activation check.
+ENTRY[("AXK1", "AXK1ForCausalLM")] = ("AXK1Model", None, "model", False)
+MODELS["AXK1"] = (["_get_mlp_layer_types", ("deepseek_v2:DeepseekV2MLP", frozenset()), "AXK1MLP",
+                   ("AXK1MoE", frozenset({"self.tp_size"})), "AXK1MLAAttention",
+                   ("AXK1DecoderLayer", "_is_layer_sparse"), ("AXK1Model", _G_MODEL)], "AXK1Attention",
+                  {"yarn_get_mscale": "deepseek_v2"})  # fmt: skip

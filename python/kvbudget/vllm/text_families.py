@@ -49,7 +49,7 @@ from typing import Any, Final
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.vllm.pipeline import pp_stage_layers
-from kvbudget.vllm.planner import EngineConfig, LayerSpec
+from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 
 __all__ = ["TEXT_FAMILIES", "text_family_layers"]
 
@@ -64,6 +64,7 @@ class _Layer:
     dim: int
     window: int | None
     shares: int | None = None
+    mla: bool = False  # an MLAAttention: one latent head, no V part
 
 
 def _refused(v: _View, what: str, key: str | None = None) -> ConfigError:
@@ -383,6 +384,48 @@ def _muse_glimmer(v: _View, engine: EngineConfig, disable_sliding_window: bool) 
     return out
 
 
+def _axk1(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    n = v.req_int("num_hidden_layers")
+    keys = ("max_position_embeddings", "hidden_act", "routed_scaling_factor", "qk_nope_head_dim",
+            "qk_rope_head_dim", "v_head_dim", "kv_lora_rank")  # fmt: skip
+    for key in keys:  # AXK1DecoderLayer's asserts
+        if v.raw(key) is None:
+            raise _refused(v, f"AssertionError: AXK1DecoderLayer asserts config.{key} is not None", key)
+    if v.req_int("qk_nope_head_dim", 0) == 0 and v.req_int("qk_rope_head_dim", 0) == 0:
+        raise ConfigError(f"{v.label}: kvbudget has not checked vLLM 0.33.0's AXK1 with qk_nope_head_dim and "
+                          "qk_rope_head_dim 0 (DeepseekAttention, plain MHA)", v.name("qk_rope_head_dim"))  # fmt: skip
+    dim = v.req_int("kv_lora_rank") + v.req_int("qk_rope_head_dim", 0)
+    given = v.raw("mlp_layer_types")
+    if given is not None:
+        mlp = list(given)[:n]
+    else:  # transformers < 5.20: first_k_dense_replace and moe_layer_freq
+        first, freq = v.req_int("first_k_dense_replace", 0), v.cfg.get("moe_layer_freq", 1)
+        mlp = ["sparse" if i >= first and i % freq == 0 else "dense" for i in range(n)]
+    heads = v.req_int("num_attention_heads")
+    out = []
+    for i in range(n):
+        if heads % engine.tp:
+            raise _refused(v, f"AssertionError: tp ({engine.tp}) does not divide num_attention_heads ({heads})",
+                           "num_attention_heads")  # fmt: skip
+        rope = v.raw("rope_parameters") or {"rope_type": "default"}
+        if not isinstance(rope, Mapping):
+            raise v.fail("rope_parameters", "must be an object")
+        # AXK1MLAAttention renames a non-default rope deepseek_yarn (unless attention_factor is 1.0),
+        # which then reads its factor
+        if rope.get("rope_type") != "default" and rope.get("attention_factor") != 1.0 and "factor" not in rope:
+            raise _refused(v, "KeyError: 'factor' (AXK1MLAAttention's deepseek_yarn rope)", "rope_parameters")
+        if i >= len(mlp):
+            raise _refused(v, f"IndexError: AXK1DecoderLayer reads mlp_layer_types[{i}]", "mlp_layer_types")
+        if v.raw("hidden_act") != "silu":  # AXK1MoE, or the dense DeepseekV2MLP
+            raise _refused(v, f"ValueError: Unsupported activation: {v.raw('hidden_act')}. Only silu is supported "
+                              "for now.", "hidden_act")  # fmt: skip
+        if mlp[i] == "sparse" and v.raw("n_routed_experts") is not None and v.raw("num_experts_per_tok") is None:
+            raise _refused(v, "AssertionError: AXK1MoE asserts config.num_experts_per_tok is not None",
+                           "num_experts_per_tok")  # fmt: skip
+        out.append(_Layer(1, dim, None, mla=True))
+    return out
+
+
 #: Architecture -> its reader (which runs vLLM's checks in vLLM's order: transformers' loading,
 #: ``ModelConfig``, the parallel config, then the model classes).
 _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] = {
@@ -392,6 +435,7 @@ _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] 
     "LagunaForCausalLM": _laguna,
     "Cohere2MoeForCausalLM": _cohere2_moe,
     "MuseGlimmerForCausalLM": _muse_glimmer,
+    "AXK1ForCausalLM": _axk1,
 }
 #: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
 TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)
@@ -415,8 +459,9 @@ def text_family_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dt
                                       f"stage {stage} holds layers {start}-{end - 1})",
                                    "num_kv_shared_layers")  # fmt: skip
                 continue  # it reads its target's cache: no KV cache spec of its own
-            out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", "sliding" if x.window else "full",
-                                 num_kv_heads=x.heads, head_size=x.dim, head_size_v=x.dim,
+            kind: LayerKind = "mla" if x.mla else "sliding" if x.window else "full"
+            out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", kind,
+                                 num_kv_heads=x.heads, head_size=x.dim, head_size_v=0 if x.mla else x.dim,
                                  kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
                                  sliding_window=x.window, pp_stage=stage))  # fmt: skip
     return out

@@ -192,6 +192,24 @@ def _axk1(rng: random.Random) -> dict[str, Any]:
     return d
 
 
+def _hy_v3(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(1, 80)
+    heads = rng.choice([16, 32, 64])
+    kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * 64,
+                          "num_key_value_heads": rng.choice([1, 4, 8, 8]), "head_dim": rng.choice([64, 128]),
+                          "num_experts": rng.choice([4, 192]), "num_shared_experts": rng.choice([0, 1])}  # fmt: skip
+    if rng.random() < 0.05:
+        kw["hidden_act"] = "gelu"
+    d = T.HYV3Config(**kw).to_dict()
+    if rng.random() < 0.9:  # the released checkpoint's keys, which vLLM's class reads
+        d.update(first_k_dense_replace=rng.choice([0, 1, 1, 3]), expert_hidden_dim=1536, route_norm=True)
+        if rng.random() < 0.05:
+            del d["route_norm"]
+    if rng.random() < 0.1:
+        d["sliding_window"] = rng.choice([0, 4096])
+    return d
+
+
 #: family -> (transformers class, architecture, seeded config builder, its wrapper)
 FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]],
                           Callable[[dict[str, Any], random.Random], dict[str, Any]] | None]] = {
@@ -202,6 +220,7 @@ FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]],
     "cohere2_moe": (T.Cohere2MoeConfig, "Cohere2MoeForCausalLM", _cohere2_moe, None),
     "muse_glimmer": (T.MuseGlimmerTextConfig, "MuseGlimmerForCausalLM", _muse_glimmer, _wrap_glimmer),
     "axk1": (T.AXK1Config, "AXK1ForCausalLM", _axk1, None),
+    "hy_v3": (T.HYV3Config, "HYV3ForCausalLM", _hy_v3, None),
 }
 
 

@@ -75,10 +75,10 @@ VLLM_CLASSIC_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", 
                      "num_kv_heads", "alibi")  # fmt: skip
 #: The text families of ``kvbudget.vllm.text_families`` (transformers' classes, vLLM's loader) and the keys
 #: that reader uses.
-VLLM_TEXT_TYPES = ("exaone_moe", "laguna", "cohere2_moe", "axk1")
+VLLM_TEXT_TYPES = ("exaone_moe", "laguna", "cohere2_moe", "axk1", "hy_v3")
 VLLM_TEXT_KEYS = (*VLLM_KEYS, "first_k_dense_replace", "sliding_window_pattern", "mlp_layer_types", "hidden_act",
                   "prefix_dense_sliding_window_pattern", "max_position_embeddings", "routed_scaling_factor",
-                  "n_routed_experts", "num_experts_per_tok")  # fmt: skip
+                  "n_routed_experts", "num_experts_per_tok", "num_shared_experts")  # fmt: skip
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2, "qk_rope_head_dim": 2}  # fmt: skip

@@ -426,3 +426,19 @@ MODELS["AXK1"] = (["_get_mlp_layer_types", ("deepseek_v2:DeepseekV2MLP", frozens
                    ("AXK1MoE", frozenset({"self.tp_size"})), "AXK1MLAAttention",
                    ("AXK1DecoderLayer", "_is_layer_sparse"), ("AXK1Model", _G_MODEL)], "AXK1Attention",
                   {"yarn_get_mscale": "deepseek_v2"})  # fmt: skip
+# HunYuan V3: its model's __init__ kept to the decoder layers and its scan for a MoE layer (a
+# pipeline stage without one raises); the decoder and dense MLP whole; the attention kept to its
+# geometry, asserts and Attention (not its fused HPC RoPE kernel); the MoE block kept to its TP
+# check, the config keys it reads and its shared MLP (the activation check).
+ENTRY[("hy_v3", "HYV3ForCausalLM")] = ("HYV3Model", None, "model", False)
+MODELS["hy_v3"] = (["HYV3FeedForward", ("HYV3MoEFused", frozenset(
+    """self.tp_size self.n_routed_experts top_k intermediate_size router_scaling_factor vllm_config eplb_config
+    self.enable_eplb self.n_redundant_experts self.shared_mlp self.expert_bias scoring_func e_score_correction_bias
+    self.experts""".split())), ("HYV3Attention", frozenset(
+        """tp_size self.hidden_size self.total_num_heads self.num_heads self.total_num_kv_heads self.num_kv_heads
+        self.head_dim self.scaling self.attn""".split()) | {"if self.total_num_kv_heads >= tp_size"}),
+                    "HYV3DecoderLayer",
+                    ("HYV3Model", _G_MODEL | {"self.moe_layers", "example_layer", "layer", "if example_layer is None"})],
+                   "HpcRopeNorm FusedMoEFactory", {})  # fmt: skip
+# restated: make_layers' PPMissingLayer is the oracle's inert Poison (HYV3Model skips those layers)
+NAMESPACES["hy_v3"] = {"PPMissingLayer": __import__("oracle_kit.strict", fromlist=["Poison"]).Poison}

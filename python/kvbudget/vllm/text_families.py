@@ -426,6 +426,44 @@ def _axk1(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[
     return out
 
 
+def _hy_v3(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    n = v.req_int("num_hidden_layers")
+    heads = v.req_int("num_attention_heads")
+    kv = v.req_int("num_key_value_heads")
+    dim = v.opt_int("head_dim") or v.req_int("hidden_size") // heads
+    # HYV3Attention passes no window: every layer takes CacheConfig's (a window the file sets, when its
+    # layer_types are absent or all sliding; none under --disable-sliding-window or for a window of 0)
+    given = v.raw("layer_types")
+    window = None if disable_sliding_window else v.opt_int("sliding_window", 0) or None
+    if given is not None and (not isinstance(given, list) or any(t != "sliding_attention" for t in given)):
+        window = None
+    first = v.cfg.get("first_k_dense_replace")
+    out = []
+    for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
+        for i in range(start, end):
+            per_rank = _per_rank(v, heads, kv, engine.tp)
+            if first is None:
+                raise _refused(v, "ValueError: first_k_dense_replace not exist,please check config (transformers' "
+                                  "HYV3Config has no such key; the checkpoint's file carries it)",
+                               "first_k_dense_replace")  # fmt: skip
+            if not isinstance(first, int) or isinstance(first, bool):
+                raise v.fail("first_k_dense_replace", f"must be an integer, got {first!r}")
+            if i >= first:  # HYV3MoEFused
+                _moe_tp(v, engine.tp)
+                for key in ("expert_hidden_dim", "route_norm"):
+                    if key not in v.cfg:
+                        raise _refused(v, f"AttributeError: HYV3MoEFused reads config.{key}, which transformers' "
+                                          "HYV3Config lacks and the file does not set", key)  # fmt: skip
+            if (i < first or (v.opt_int("num_shared_experts", 0) or 0) > 0) and v.raw("hidden_act") != "silu":
+                raise _refused(v, f"ValueError: Unsupported activation: {v.raw('hidden_act')}. Only silu is "
+                                  "supported for now.", "hidden_act")  # fmt: skip
+            out.append(_Layer(per_rank, dim, window))
+        if not any(i >= first for i in range(start, end)):  # HYV3Model, per pipeline stage
+            raise _refused(v, f"RuntimeError: No MoE layer found in model.layers (pipeline stage {stage}: layers "
+                              f"{start}-{end - 1}, first_k_dense_replace {first})", "first_k_dense_replace")  # fmt: skip
+    return out
+
+
 #: Architecture -> its reader (which runs vLLM's checks in vLLM's order: transformers' loading,
 #: ``ModelConfig``, the parallel config, then the model classes).
 _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] = {
@@ -436,6 +474,7 @@ _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] 
     "Cohere2MoeForCausalLM": _cohere2_moe,
     "MuseGlimmerForCausalLM": _muse_glimmer,
     "AXK1ForCausalLM": _axk1,
+    "HYV3ForCausalLM": _hy_v3,
 }
 #: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
 TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)

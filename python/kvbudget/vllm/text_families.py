@@ -458,7 +458,7 @@ def _hy_v3(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list
                 raise _refused(v, f"ValueError: Unsupported activation: {v.raw('hidden_act')}. Only silu is "
                                   "supported for now.", "hidden_act")  # fmt: skip
             out.append(_Layer(per_rank, dim, window))
-        if not any(i >= first for i in range(start, end)):  # HYV3Model, per pipeline stage
+        if not any(isinstance(first, int) and i >= first for i in range(start, end)):  # HYV3Model, per stage
             raise _refused(v, f"RuntimeError: No MoE layer found in model.layers (pipeline stage {stage}: layers "
                               f"{start}-{end - 1}, first_k_dense_replace {first})", "first_k_dense_replace")  # fmt: skip
     return out

@@ -183,8 +183,14 @@ def test_drafters_and_state_models_inside_a_wrapper_are_refused() -> None:
     saved = {**T.LlavaConfig().to_dict(), "architectures": ["LlavaForConditionalGeneration"]}
     with pytest.raises(InvalidConfigError, match="drafters on LlavaForConditionalGeneration"):
         layers_from_hf_config(saved, vllm.EngineConfig(speculative_method="mtp"))
+    jamba = {**T.JambaConfig(num_hidden_layers=2).to_dict(), "architectures": ["JambaForCausalLM"]}
+    llava = {**T.LlavaConfig(text_config=jamba).to_dict(), "architectures": ["LlavaForConditionalGeneration"]}
+    with pytest.raises(InvalidConfigError, match="state layers inside LlavaForConditionalGeneration"):
+        layers_from_hf_config(llava)
+    # LFM2-VL's state layers are read (tests/test_vllm_state_wrappers.py): its default LFM2 text config
+    # lacks the block_dim vLLM's Lfm2 layers read
     lfm2 = {**T.CONFIG_MAPPING["lfm2_vl"]().to_dict(), "architectures": ["Lfm2VlForConditionalGeneration"]}
-    with pytest.raises(InvalidConfigError, match="state layers inside Lfm2VlForConditionalGeneration"):
+    with pytest.raises(InvalidConfigError, match="block_dim"):
         layers_from_hf_config(lfm2)
 
 

@@ -41,6 +41,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
 * **MiniCPM3, GLM-4.7-Flash, LongCat-Flash** (:mod:`kvbudget.vllm.mla_families`): MiniCPM3's plain
   attention of the decompressed heads; DeepSeek-V2's MLA in GLM's decoder and twice per LongCat layer.
+* **Zamba2, OLMo Hybrid** (:mod:`kvbudget.vllm.zamba2`, :mod:`kvbudget.vllm.olmo_hybrid`): Mamba-2
+  layers beside shared attention blocks (one KV cache per hybrid layer); gated delta nets beside attention.
 * **Multimodal wrappers** (LLaVA, Mistral 3, Qwen2-VL, ...; :mod:`kvbudget.vllm.wrappers`):
   the text model the wrapper builds, read as itself, its layer names under the wrapper's
   prefix (``language_model.``); a drafter inside one is refused as unchecked, and a state model

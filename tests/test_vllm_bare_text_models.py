@@ -51,7 +51,8 @@ def cases(per_wrapper: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any]
             if rng.random() < 0.5:
                 text.pop("architectures", None)
             if rng.random() < 0.3:  # sparse: keys left to the text class's defaults (its model_type kept)
-                for key in rng.sample(sorted(set(text) - {"model_type", "layer_types"}), k=rng.randint(1, 5)):
+                keys = sorted(set(text) - {"model_type", "layer_types"})
+                for key in rng.sample(keys, k=min(len(keys), rng.randint(1, 5))):
                     text.pop(key)
                 if "layer_types" in text and "num_hidden_layers" not in text:
                     text.pop("layer_types")

@@ -166,3 +166,9 @@ def test_a_thinker_without_its_text_config_is_refused() -> None:
     with pytest.raises(InvalidConfigError, match="thinker_config.text_config"):
         layers_from_hf_config({"architectures": ["Qwen2_5OmniForConditionalGeneration"], "model_type": "qwen2_5_omni",
                                "thinker_config": {}})  # fmt: skip
+
+
+def test_qwen2_5_omnis_window_default_is_its_text_classs() -> None:
+    from kvbudget.vllm.thinkers import QWEN2_5_OMNI_WINDOW
+
+    assert T.Qwen2_5OmniTextConfig(use_sliding_window=True).sliding_window == QWEN2_5_OMNI_WINDOW

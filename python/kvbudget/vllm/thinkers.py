@@ -37,6 +37,11 @@ __all__ = ["THINKER", "thinker_text_config"]
 #: The ``hf_config`` form of a thinker wrapper in ``data/vllm_architectures.json``.
 THINKER: Final = "config.thinker_config.text_config"
 
+#: transformers 5.19.0's ``Qwen2_5OmniTextConfig`` default ``sliding_window``, which it keeps only
+#: with ``use_sliding_window`` (else None: the saved defaults record none, so a text config with
+#: ``use_sliding_window: true`` and no window takes this one; ``tests/test_vllm_thinkers.py``
+#: checks it against the class).
+QWEN2_5_OMNI_WINDOW: Final = 32768
 #: Outer model type -> the model type of the class its thinker builds the text config with.
 _TEXT_TYPE: Final[dict[str, str]] = {
     "qwen2_5_omni": "qwen2_5_omni_text",
@@ -73,4 +78,7 @@ def thinker_text_config(cfg: Mapping[str, Any], arch: str, label: str = "config.
         raise ConfigError(f"{label}: kvbudget has not checked vLLM 0.33.0's sliding window on {arch}'s text "
                           "config (vLLM's Qwen3ASRTextConfig keeps sliding_window whatever use_sliding_window "
                           "says, unlike transformers' Qwen3 class)", f"thinker_config.text_config.{key}")  # fmt: skip
-    return {**text, "model_type": text_type}
+    out = {**text, "model_type": text_type}
+    if outer == "qwen2_5_omni" and out.get("use_sliding_window") is True and "sliding_window" not in out:
+        out["sliding_window"] = QWEN2_5_OMNI_WINDOW  # the class keeps its default window only then
+    return out

@@ -193,7 +193,7 @@ def _axk1(rng: random.Random) -> dict[str, Any]:
 
 
 def _hy_v3(rng: random.Random) -> dict[str, Any]:
-    n = rng.randint(1, 80)
+    n = rng.choice([rng.randint(1, 8), rng.randint(1, 80)])  # short stacks: a stage of dense layers only
     heads = rng.choice([16, 32, 64])
     kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * 64,
                           "num_key_value_heads": rng.choice([1, 4, 8, 8]), "head_dim": rng.choice([64, 128]),
@@ -205,8 +205,8 @@ def _hy_v3(rng: random.Random) -> dict[str, Any]:
         d.update(first_k_dense_replace=rng.choice([0, 1, 1, 3]), expert_hidden_dim=1536, route_norm=True)
         if rng.random() < 0.05:
             del d["route_norm"]
-    if rng.random() < 0.1:
-        d["sliding_window"] = rng.choice([0, 4096])
+    if rng.random() < 0.3:  # a model-wide window every layer takes
+        d["sliding_window"] = rng.choice([0, 4096, 4096])
     return d
 
 

@@ -35,8 +35,9 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   layer, drafter layers included), and never with ``disable_sliding_window`` (which leaves an
   EAGLE drafter's own sliding layers as they are: its ModelConfig is built without the flag).
 * **Chunked layers** (Llama 4): ``no_rope_layers[i] != 0`` with ``attention_chunk_size``.
-* **KV sharing and per-layer heads** (Gemma 4, Gemma 3n): :mod:`kvbudget.vllm.text_families` (a layer
-  reading another's cache owns none and is not listed, as vLLM's ``get_kv_cache_spec`` skips it).
+* **Text families with their own per-layer rules** (Gemma 4, Gemma 3n, Cohere2-MoE, EXAONE-MoE, Laguna,
+  Muse Glimmer, HunYuan V3, AXK1): :mod:`kvbudget.vllm.text_families` (Gemma's KV-shared layers own no
+  cache and are not listed, as vLLM's ``get_kv_cache_spec`` skips them; AXK1's layers are MLA).
 * **Classic decoders** (GPT-2, GPT-J, OPT, BLOOM, Falcon): :mod:`kvbudget.vllm.classic` (one
   ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
 * **MiniCPM3, GLM-4.7-Flash, LongCat-Flash** (:mod:`kvbudget.vllm.mla_families`): MiniCPM3's plain

@@ -1,16 +1,20 @@
-"""vLLM 0.33.0's text decoders with KV sharing or per-layer geometry: Gemma 4 and Gemma 3n, read as
-their model files (``model_executor/models/gemma4.py``, ``gemma3n.py``) build them.
+"""vLLM 0.33.0's text decoders whose model files carry rules of their own (KV sharing, per-layer
+geometry, windows set or cleared by the model, MoE-side refusals), read as those files build them:
+Gemma 4, Gemma 3n, EXAONE-MoE, Laguna, Cohere2-MoE, Muse Glimmer, AXK1 and HunYuan V3
+(``model_executor/models/gemma4.py``, ``gemma3n.py``, ``exaone_moe.py``, ``laguna.py``,
+``cohere2_moe.py``, ``muse_glimmer.py``, ``AXK1.py``, ``hy_v3.py``).
 
-Each registers one ``Attention`` per decoder layer, ``model.layers.{i}.self_attn.attn``, with the
-config's ``--kv-cache-dtype``; a layer whose ``layer_types`` entry is ``"sliding_attention"`` takes
-``sliding_window``, the others none (the model-wide window is None: Gemma 4's last layer is always
-full). ``--disable-sliding-window`` (or a window of 0) does not start: ``ModelConfig`` sets
-``sliding_window`` to None, which transformers 5.19.0's classes (the field typed ``int``, strict)
-refuse. Per rank: the query heads over ``tp`` and ``max(1, kv // tp)`` after the
+Each registers one attention layer per decoder layer, ``model.layers.{i}.self_attn.attn``, with the
+``--kv-cache-dtype``. Per rank: the query heads over ``tp`` and ``max(1, kv // tp)`` after the
 classes' asserts (``tp`` divides the heads; the KV heads and ``tp`` divide one another) and
-``Attention``'s (the rank's KV heads divide its query heads).
+``Attention``'s (the rank's KV heads divide its query heads). A layer given no window of its own
+takes ``CacheConfig.sliding_window`` (the config's window only when every layer slides), unless
+the model clears it first (Laguna's model, as MiMo-V2's and Step-3.5's decoders do).
+``--disable-sliding-window`` (or a window of 0) makes ``ModelConfig`` set ``sliding_window`` to None:
+where transformers 5.19.0's class types the field ``int`` (Gemma 4 / 3n, EXAONE-MoE, Laguna) its
+strict dataclass refuses that and vLLM does not start; Cohere2-MoE then fails adding 1 to it.
 
-KV sharing: the last ``num_kv_shared_layers`` layers read another layer's cache. Their
+KV sharing (Gemma): the last ``num_kv_shared_layers`` layers read another layer's cache. Their
 ``Attention`` gets ``kv_sharing_target_layer_name``, and vLLM's ``get_kv_cache_spec`` skips such a
 layer (``v1/worker/gpu/attn_utils.py``; ``add_kv_sharing_layers_to_kv_cache_groups`` later adds it
 to its target's group, which holds no more memory): it owns no KV cache and is not listed here.
@@ -25,19 +29,35 @@ build, so a pipeline split that puts a shared layer on another stage than its ta
   ``per_layer_config``), else the config's. transformers forces the last layer to full attention
   and halves the window (``// 2 + 1``) under ``use_bidirectional_attention: "all"``. A shared
   layer reads the last earlier unshared layer of its own type (``ValueError`` when there is none).
+  Its MoE block needs ``moe_intermediate_size``.
 * **Gemma 3n** (``Gemma3nForCausalLM``, and ``Gemma3nForConditionalGeneration``'s text model): one
   head size and KV head count; a shared layer reads layer ``first - 2`` if it is sliding, else
-  ``first - 1`` (fixed offsets, whatever those layers' types),
-  ``first`` being ``num_hidden_layers - num_kv_shared_layers``; a target below 0 means no sharing
-  (the layer keeps its own cache). The decoder asserts a ``gemma3n_text`` config and
-  ``altup_correct_scale``, its MLP refuses a ``hidden_activation`` other than
-  ``gelu_pytorch_tanh``, and the class does not implement ``SupportsPP`` (vLLM refuses more than
-  one pipeline stage).
+  ``first - 1`` (fixed offsets, whatever those layers' types), ``first`` being
+  ``num_hidden_layers - num_kv_shared_layers``; a target below 0 means no sharing (the layer keeps
+  its own cache). The decoder asserts a ``gemma3n_text`` config and ``altup_correct_scale``, its MLP
+  refuses a ``hidden_activation`` other than ``gelu_pytorch_tanh``, and the class does not
+  implement ``SupportsPP`` (vLLM refuses more than one pipeline stage).
+* **EXAONE-MoE**: ``head_dim`` only if the file sets it (else ``hidden_size // heads``); a sliding
+  layer's window is ``sliding_windows[i]`` (K-EXAONE 2.0) else ``sliding_window``.
+* **Laguna**: the layer's query heads ``num_attention_heads_per_layer[i]`` (Laguna-XS), head size
+  ``head_dim`` or ``hidden_size`` over them; the model clears the model-wide window.
+* **Cohere2-MoE**: ``sliding_window + 1`` on sliding layers; ``layer_types`` derived from the
+  popped ``first_k_dense_replace`` (the dense prefix's own pattern, then ``sliding_window_pattern``).
+* **Muse Glimmer** (``MuseGlimmerForCausalLM``, which also serves ``...ForConditionalGeneration``):
+  the text config (``text_config``, else the file; a flat multimodal file is read as the class's
+  default text config, which is what vLLM reads), ``layer_rope_theta[i]`` read per layer.
+* **AXK1**: DeepSeek-MLA to ``ModelConfig``: one ``MLAAttention`` per layer, one latent head of
+  ``kv_lora_rank + qk_rope_head_dim``, no V part, no window (plain MHA, both head dims 0, refused as
+  unchecked).
+* **HunYuan V3**: no window of its own (every layer ``CacheConfig``'s); the decoder needs
+  ``first_k_dense_replace``, ``expert_hidden_dim`` and ``route_norm`` (keys of the released file,
+  which transformers' ``HYV3Config`` lacks), and each pipeline stage a MoE layer.
 
+The MoE blocks refuse a TP above the experts and the MLPs an activation other than the class's.
 What transformers' classes refuse on loading (``layer_types`` of another length or kind, a width
-the heads do not divide, Gemma 3n's per-layer lists of another length) is refused too. Drafters on
-these targets (Gemma 4's MTP and DSpark heads, EAGLE3) are refused as unchecked. Held to vLLM's
-classes by ``tests/test_vllm_text_families.py``.
+the heads do not divide, per-layer lists of another length) is refused too. Drafters on these
+targets (Gemma 4's MTP and DSpark heads, EAGLE / EAGLE3 heads) are refused as unchecked. Held to
+vLLM's classes by ``tests/test_vllm_text_families.py``.
 """
 
 from __future__ import annotations

@@ -59,12 +59,14 @@ MODEL_TYPES = (
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
 #: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.
 VLLM_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "granitemoehybrid",
-                    "falcon_h1", "lfm2", "lfm2_moe", "jamba", "kimi_linear", "afmoe", "qwen3_asr_text")
+                    "falcon_h1", "lfm2", "lfm2_moe", "jamba", "kimi_linear", "afmoe", "qwen3_asr_text", "mamba",
+                    "falcon_mamba", "mamba2")
 VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
              "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_ssm_dtype", "mamba_num_heads", "mamba_head_dim",
              "n_groups", "conv_kernel", "ssm_state_size", "mamba_ssm_cache_dtype", "mamba_n_heads", "mamba_n_groups",
              "mamba_d_state", "mamba_d_head", "mamba_d_conv", "mamba_expand", "mamba_d_ssm", "conv_L_cache", "num_dense_layers",
-             "num_experts", "attn_layer_period", "attn_layer_offset", "global_attn_every_n_layers")  # fmt: skip
+             "num_experts", "attn_layer_period", "attn_layer_offset", "global_attn_every_n_layers", "state_size",
+             "expand", "num_heads")  # fmt: skip
 #: The classic decoders' model types (``kvbudget.vllm.classic``: transformers' classes, vLLM's loader) and
 #: the keys that reader uses; read through the class's ``attribute_map`` (GPT-2 saves ``hidden_size``
 #: as ``n_embd``).

@@ -95,6 +95,8 @@ ENTRY.update({
     ("lfm2", "Lfm2ForCausalLM"): ("Lfm2Model", None, "model", False),
     ("lfm2_moe", "Lfm2MoeForCausalLM"): ("Lfm2MoeModel", None, "model", False),
     ("jamba", "JambaForCausalLM"): ("JambaModel", None, "model", False),
+    ("mamba", "MambaForCausalLM"): ("MambaModel", None, "backbone", False),
+    ("mamba2", "Mamba2ForCausalLM"): ("Mamba2Model", None, "backbone", False),
     ("nemotron_h_mtp", "NemotronHMTP"): ("NemotronHMultiTokenPredictor", None, "mtp", False),
     ("qwen3_next_mtp", "Qwen3NextMTP"): ("Qwen3NextMultiTokenPredictor", None, "mtp", False),
     ("qwen3_5_mtp", "Qwen3_5MTP"): ("Qwen3_5MultiTokenPredictor", None, "mtp", False),
@@ -123,6 +125,8 @@ MODELS.update({
                   ("Lfm2MoeForCausalLM", *_STATE)], "Lfm2MoeMlp", {}),
     "jamba": (["JambaMambaDecoderLayer", "JambaAttentionDecoderLayer", "ALL_DECODER_LAYER_TYPES", "JambaModel",
                ("JambaForCausalLM", *_STATE)], "JambaMoE JambaMLP", {}),
+    "mamba": (["MambaDecoderLayer", "MambaModel", ("MambaForCausalLM", *_STATE)], "", {}),
+    "mamba2": (["Mamba2DecoderLayer", "Mamba2Model", ("Mamba2ForCausalLM", *_STATE)], "", {}),
     "nemotron_h_mtp": (["NemotronHMTPAttentionDecoderLayer", "NemotronHMTPMoEDecoderLayer",
                         "NemotronHMultiTokenPredictor"], "", {n: "nemotron_h" for n in (
         "NemotronHAttentionDecoderLayer", "NemotronHMoEDecoderLayer")}),

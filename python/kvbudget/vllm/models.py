@@ -87,6 +87,7 @@ from kvbudget.vllm import state_wrappers
 from kvbudget.vllm.mla_families import MLA_FAMILIES, mla_family_layers
 from kvbudget.vllm.olmo_hybrid import olmo_hybrid_layers
 from kvbudget.vllm.zamba2 import zamba2_layers
+from kvbudget.vllm.pure_mamba import PURE_MAMBA_ARCHITECTURES, pure_mamba_layers
 from kvbudget.vllm.registry import registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
@@ -134,6 +135,7 @@ SERVED_AS: Final[dict[str, str]] = {
     "Zamba2ForCausalLM": "Zamba2ForCausalLM",
     "OlmoHybridForCausalLM": "OlmoHybridForCausalLM",
 }
+    **{a: a for a in PURE_MAMBA_ARCHITECTURES},
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
 ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items()
                                                  if s in _FAMILIES or s in CLASSIC or s in TEXT_FAMILIES
@@ -429,6 +431,9 @@ def layers_from_hf_config(
             inner = state_wrappers.wrapper_state_shapes(wrapper, text, engine.tp, inner)
         return [replace(x, name=bare_text_models.layer_name(wrapper, prefix, x.name)) for x in inner]
     if isinstance(archs, list) and archs and archs[0] == "Zamba2ForCausalLM":  # Mamba-2 and shared attention
+    if isinstance(archs, list) and archs and archs[0] in PURE_MAMBA_ARCHITECTURES:  # attention-free: state only
+        return pure_mamba_layers(cfg, engine, model_dtype=dtype_m,
+                                 cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
         return zamba2_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
     if isinstance(archs, list) and archs and archs[0] == "OlmoHybridForCausalLM":  # gated delta nets and attention

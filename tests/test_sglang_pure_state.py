@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import random
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,5 +207,9 @@ def test_the_cli_plans_a_pure_state_model(tmp_path: Any) -> None:
     assert doc["state_budget"]["max_mamba_cache_size"] == budget.max_mamba_cache_size
     r = run("plan", "--config", str(path), "--engine", "sglang", "--available", "20GiB")
     assert r.returncode == 0 and "no layer, so no byte" in r.stdout, r.stderr
+    # the README's example: the same state pool
+    assert "276 slots + 1 padding x 36,700,160 bytes = 10,165,944,320 bytes" in r.stdout
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "276 slots, 10,165,944,320 bytes, 47.34% of the budget" in readme and "47.34%" in r.stdout
     r = run("plan", "--config", str(path), "--engine", "sglang", "--available", "20GiB", "--draft", "eagle:1")
     assert r.returncode != 0 and "without attention layers" in r.stderr

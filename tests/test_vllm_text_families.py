@@ -210,6 +210,26 @@ def _hy_v3(rng: random.Random) -> dict[str, Any]:
     return d
 
 
+def _mimo_v2_flash(rng: random.Random) -> dict[str, Any]:
+    n = rng.randint(1, 48)
+    heads = rng.choice([32, 64])
+    d = T.MiMoV2FlashConfig(num_hidden_layers=n, num_attention_heads=heads, hidden_size=heads * 64,
+                            num_key_value_heads=rng.choice([2, 4, 8]), head_dim=rng.choice([128, 192]),
+                            v_head_dim=rng.choice([128, 192])).to_dict()  # fmt: skip
+    if rng.random() < 0.85:  # the released file's own keys, which vLLM's class reads
+        d.update(hybrid_layer_pattern=[int(i % 6 not in (0, 5)) if rng.random() < 0.8 else rng.choice([0, 1])
+                                       for i in range(n)],
+                 swa_num_attention_heads=rng.choice([heads, 64]), swa_num_key_value_heads=rng.choice([4, 8]),
+                 swa_head_dim=rng.choice([128, 192]), swa_v_head_dim=rng.choice([None, 128]),
+                 sliding_window_size=rng.choice([128, 128, -1]), layernorm_epsilon=1e-5,
+                 moe_layer_freq=rng.choice([1, [int(i > 0) for i in range(n)]]))  # fmt: skip
+        if d["swa_v_head_dim"] is None:
+            del d["swa_v_head_dim"]
+        if rng.random() < 0.1:
+            del d[rng.choice(["swa_num_attention_heads", "layernorm_epsilon", "sliding_window_size"])]
+    return d
+
+
 #: family -> (transformers class, architecture, seeded config builder, its wrapper)
 FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]],
                           Callable[[dict[str, Any], random.Random], dict[str, Any]] | None]] = {
@@ -221,6 +241,7 @@ FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]],
     "muse_glimmer": (T.MuseGlimmerTextConfig, "MuseGlimmerForCausalLM", _muse_glimmer, _wrap_glimmer),
     "axk1": (T.AXK1Config, "AXK1ForCausalLM", _axk1, None),
     "hy_v3": (T.HYV3Config, "HYV3ForCausalLM", _hy_v3, None),
+    "mimo_v2_flash": (T.MiMoV2FlashConfig, "MiMoV2FlashForCausalLM", _mimo_v2_flash, None),
 }
 
 
@@ -343,6 +364,16 @@ def test_a_kv_shared_layer_owns_no_kv_cache() -> None:
     assert ours == _theirs(saved, {"tp": 1, "pp": 1})
     assert not isinstance(ours, str)
     assert [x["name"] for x in ours] == [f"model.layers.{i}.self_attn.attn" for i in range(20)]
+
+
+def test_mimo_kv_heads_that_do_not_shard_are_refused() -> None:
+    """MiMo-V2's attention asserts nothing of TP; QKVParallelLinear's ``divide`` does (3 sliding KV
+    heads over tp=2), which the oracle stubs: kvbudget refuses it as that ``divide`` does."""
+    d = {**T.MiMoV2FlashConfig(num_hidden_layers=2).to_dict(), "architectures": ["MiMoV2FlashForCausalLM"],
+         "hybrid_layer_pattern": [0, 1], "swa_num_attention_heads": 48, "swa_num_key_value_heads": 3,
+         "swa_head_dim": 192, "sliding_window_size": 128, "layernorm_epsilon": 1e-5}  # fmt: skip
+    assert not isinstance(_ours(d, {"tp": 1, "pp": 1}), str)
+    assert "QKVParallelLinear" in str(_ours(d, {"tp": 2, "pp": 1}))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -77,7 +77,7 @@ VLLM_CLASSIC_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", 
                      "num_kv_heads", "alibi")  # fmt: skip
 #: The text families of ``kvbudget.vllm.text_families`` (transformers' classes, vLLM's loader) and the keys
 #: that reader uses.
-VLLM_TEXT_TYPES = ("exaone_moe", "laguna", "cohere2_moe", "axk1", "hy_v3")
+VLLM_TEXT_TYPES = ("exaone_moe", "laguna", "cohere2_moe", "axk1", "hy_v3", "mimo_v2_flash")
 VLLM_TEXT_KEYS = (*VLLM_KEYS, "first_k_dense_replace", "sliding_window_pattern", "mlp_layer_types", "hidden_act",
                   "prefix_dense_sliding_window_pattern", "max_position_embeddings", "routed_scaling_factor",
                   "n_routed_experts", "num_experts_per_tok", "num_shared_experts")  # fmt: skip

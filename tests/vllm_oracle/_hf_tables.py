@@ -446,3 +446,15 @@ MODELS["hy_v3"] = (["HYV3FeedForward", ("HYV3MoEFused", frozenset(
                    "HpcRopeNorm FusedMoEFactory", {})  # fmt: skip
 # restated: make_layers' PPMissingLayer is the oracle's inert Poison (HYV3Model skips those layers)
 NAMESPACES["hy_v3"] = {"PPMissingLayer": __import__("oracle_kit.strict", fromlist=["Poison"]).Poison}
+# MiMo-V2-Flash: its model's __init__ kept to the decoder layers; the decoder whole (its edit of the
+# cache config included), the attention kept to its geometry, sinks and Attention (restated: no
+# DiffKV backend selection, which owns no KV of its own: attn_backend None); the MoE block's checks.
+ENTRY[("mimo_v2", "MiMoV2FlashForCausalLM")] = ("MiMoV2Model", None, "model", False)
+MODELS["mimo_v2"] = (["_fused_qkv_kv_chunk_rows", "MiMoV2MLP", ("MiMoV2MoE", frozenset({"config", "self.tp_size"})),
+                      ("MiMoV2Attention", frozenset(
+                          """self.hidden_size self.layer_id tp_size self.total_num_heads self.num_heads
+                          self.total_num_kv_heads self.num_kv_heads self.head_dim self.v_head_dim self.scaling
+                          self.attention_sink_bias sliding_window self.attn""".split())),
+                      ("MiMoV2FlashDecoderLayer", "is_moe_layer", "is_compressed_softmax_layer"),
+                      ("MiMoV2Model", _G_MODEL)], "", {})  # fmt: skip
+NAMESPACES["mimo_v2"] = {"attn_backend": None}

@@ -152,6 +152,7 @@ _EAGLE3: Final = frozenset({
     "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM", "AfmoeForCausalLM",
     "TeleFLMForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
     "Gemma4ForCausalLM", "LagunaForCausalLM", "Cohere2MoeForCausalLM", "MuseGlimmerForCausalLM",
+    "MiMoV2FlashForCausalLM",
     "MistralForCausalLM", "MiniCPM3ForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip

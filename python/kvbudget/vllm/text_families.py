@@ -85,6 +85,7 @@ class _Layer:
     window: int | None
     shares: int | None = None
     mla: bool = False  # an MLAAttention: one latent head, no V part
+    dim_v: int | None = None  # the V head size, where it is not the K one (MiMo-V2)
 
 
 def _refused(v: _View, what: str, key: str | None = None) -> ConfigError:
@@ -484,6 +485,53 @@ def _hy_v3(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list
     return out
 
 
+def _mimo_v2_flash(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list[_Layer]:
+    n = v.req_int("num_hidden_layers")
+    tp = engine.tp
+    moe_freq = v.cfg.get("moe_layer_freq")
+    _window(v, disable_sliding_window)  # MiMoV2FlashConfig types sliding_window int: no None for ModelConfig
+
+    def attr(key: str) -> Any:  # what the classes read as config.<key>: an AttributeError when absent
+        if not v.has(key):
+            raise _refused(v, f"AttributeError: MiMoV2FlashDecoderLayer reads config.{key}, which transformers' "
+                              "MiMoV2FlashConfig lacks and the file does not set", key)  # fmt: skip
+        return v.raw(key)
+
+    if v.req_int("num_attention_heads") % tp:  # ModelConfig.verify_with_parallel_config
+        raise _refused(v, f"AssertionError: tp ({tp}) does not divide num_attention_heads", "num_attention_heads")
+    out = []
+    for i in range(n):  # the decoder clears CacheConfig.sliding_window: no fallback window
+        pattern = attr("hybrid_layer_pattern")
+        if not isinstance(pattern, list) or i >= len(pattern):
+            raise _refused(v, f"IndexError: MiMoV2FlashDecoderLayer reads hybrid_layer_pattern[{i}]",
+                           "hybrid_layer_pattern")  # fmt: skip
+        swa = pattern[i] == 1
+        p = "swa_" if swa else ""
+        heads, kv = attr(f"{p}num_attention_heads"), attr(f"{p}num_key_value_heads")
+        dim = attr("swa_head_dim" if swa else "head_dim")
+        dim_v = v.raw("swa_v_head_dim" if swa else "v_head_dim")  # getattr(config, ..., None)
+        window = attr("sliding_window_size") if swa else -1
+        # no class assert: QKVParallelLinear divides the heads by TP (`divide` asserts), then Attention's
+        if heads % tp or (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+            raise _refused(v, f"AssertionError: QKVParallelLinear divides {heads} heads and {kv} KV heads over "
+                              f"tp={tp}", f"{p}num_key_value_heads")  # fmt: skip
+        per_rank = max(1, kv // tp)
+        if (heads // tp) % per_rank:
+            raise _refused(v, f"AssertionError: num_heads ({heads // tp}) is not divisible by num_kv_heads "
+                              f"({per_rank})", f"{p}num_key_value_heads")  # fmt: skip
+        if isinstance(moe_freq, list) and i >= len(moe_freq):
+            raise _refused(v, f"IndexError: MiMoV2FlashDecoderLayer reads moe_layer_freq[{i}]", "moe_layer_freq")
+        sparse = moe_freq is not None and not isinstance(moe_freq, int) and bool(moe_freq[i])
+        if sparse and tp > v.req_int("n_routed_experts"):
+            raise _refused(v, f"ValueError: Tensor parallel size {tp} is greater than the number of experts "
+                              f"{v.raw('n_routed_experts')}", "n_routed_experts")  # fmt: skip
+        if v.raw("hidden_act") not in (None, "silu"):  # MiMoV2MoE / MiMoV2MLP
+            raise _refused(v, f"ValueError: Unsupported activation: {v.raw('hidden_act')}.", "hidden_act")
+        attr("layernorm_epsilon")
+        out.append(_Layer(per_rank, dim, window if window > -1 else None, dim_v=dim if dim_v is None else dim_v))
+    return out
+
+
 #: Architecture -> its reader (which runs vLLM's checks in vLLM's order: transformers' loading,
 #: ``ModelConfig``, the parallel config, then the model classes).
 _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] = {
@@ -495,6 +543,7 @@ _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] 
     "MuseGlimmerForCausalLM": _muse_glimmer,
     "AXK1ForCausalLM": _axk1,
     "HYV3ForCausalLM": _hy_v3,
+    "MiMoV2FlashForCausalLM": _mimo_v2_flash,
 }
 #: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
 TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)
@@ -520,7 +569,8 @@ def text_family_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dt
                 continue  # it reads its target's cache: no KV cache spec of its own
             kind: LayerKind = "mla" if x.mla else "sliding" if x.window else "full"
             out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", kind,
-                                 num_kv_heads=x.heads, head_size=x.dim, head_size_v=0 if x.mla else x.dim,
+                                 num_kv_heads=x.heads, head_size=x.dim,
+                                 head_size_v=0 if x.mla else x.dim if x.dim_v is None else x.dim_v,
                                  kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
                                  sliding_window=x.window, pp_stage=stage))  # fmt: skip
     return out

@@ -15,6 +15,7 @@ bytes. Branch counts show every check was reached. A draft is refused by kvbudge
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import random
 from collections import Counter
@@ -24,15 +25,43 @@ import pytest
 import torch
 
 import test_sglang_state as S
+from sglang_oracle import load as load_pool_oracle
 from sglang_oracle import state as oracle_state
+from sglang_oracle._case import HF_ABSENT, KV_CACHE_DTYPES
+from sglang_oracle._sandbox import HFConfig
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle.state import StateCase, StateOracle
 from sglang_oracle.unified_mamba import UnifiedMambaOracle
 
 CASES = int(os.environ.get("KVBUDGET_UNIFIED_STATE_CASES", "10000"))
 GIB = 1 << 30
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
-                "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}  # fmt: skip
+
+
+@functools.cache
+def _sandbox() -> Any:
+    """The parity oracle's sandbox: SGLang's ``configure_kv_cache_dtype`` and ``ModelConfig``'s
+    KV-head methods, lifted from the wheel."""
+    return load_pool_oracle().sandbox
+
+
+def _torch_dtype(name: str) -> Any:
+    """The torch dtype SGLang's ``configure_kv_cache_dtype`` gives kvbudget's ``name`` (the parity
+    oracle's translation of the name to SGLang's server argument and model dtype)."""
+    server_arg, model_dtype = KV_CACHE_DTYPES[name]
+    return _sandbox().configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=server_arg, model=None, model_dtype=model_dtype or torch.bfloat16,
+        is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None,
+        speculative_draft_kv_cache_dtype=None)[1]  # fmt: skip
+
+
+def _kv_heads(total: int, tp: int) -> int:
+    """SGLang's ``ModelConfig.get_num_kv_heads(tp)`` (lifted) for ``total`` KV heads."""
+    sb = _sandbox()
+    hf = HFConfig("hf_config", HF_ABSENT, architectures=["LlamaForCausalLM"], model_type="llama",
+                  num_key_value_heads=total)  # fmt: skip
+    mc = sb.model_config_cls("model_config", hf_config=hf, hf_text_config=hf, is_draft_model=False,
+                             attention_arch=sb.attention_arch.MHA)  # fmt: skip
+    return int(mc.get_num_kv_heads(tp))
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +138,7 @@ def kvbudget_side(c: StateCase, full: dict[str, Any], o: dict[str, Any], fit: st
 def _full_args(full: dict[str, Any], tp: int) -> dict[str, Any]:
     if "kv_lora_rank" in full:
         return {k: full[k] for k in ("kv_lora_rank", "qk_rope_head_dim")}
-    return {"head_num": max(1, full["num_kv_heads"] // tp), "head_dim": full["head_dim"], "v_head_dim": full["v_head_dim"]}
+    return {"head_num": _kv_heads(full["num_kv_heads"], tp), "head_dim": full["head_dim"], "v_head_dim": full["v_head_dim"]}
 
 
 def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tuple[str, list[str]]:
@@ -140,7 +169,7 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tupl
     # so that SGLang's MemoryPoolConfig raises its own "Not enough memory".
     none_fits = ours["error"] is not None and "max_total_num_tokens would be" in ours["error"][1]
     theirs = unified.run(budget_bytes=budget, tokens=0 if none_fits else ours.get("tokens", 1), page_size=full["page"],
-                         kv_dtype=TORCH_DTYPES[full["dtype"]], full=_full_args(full, c.tp), params=t["params"],
+                         kv_dtype=_torch_dtype(full["dtype"]), full=_full_args(full, c.tp), params=t["params"],
                          mamba_layers=list(range(stage)), full_layers=list(range(full["layers"])),
                          max_mamba_cache_size=t["max_mamba_cache_size"])  # fmt: skip
     t_err, o_err = theirs["error"] and theirs["error"][0], ours["error"] and ours["error"][0]

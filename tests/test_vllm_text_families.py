@@ -102,7 +102,8 @@ def _exaone_moe(rng: random.Random) -> dict[str, Any]:
     n = rng.randint(1, 48)
     heads = rng.choice([8, 16, 32, 64])
     kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * 128,
-                          "num_key_value_heads": rng.choice([1, 4, 8, heads]), "sliding_window": rng.choice([128, 4096]),
+                          "num_key_value_heads": rng.choice([1, 4, 8, heads]),
+                          "sliding_window": rng.choice([128, 4096]),
                           "layer_types": _types(rng, n, 4), "num_experts": rng.choice([4, 64, 128]),
                           "first_k_dense_replace": rng.choice([0, 1, 2])}  # fmt: skip
     if rng.random() < 0.3:
@@ -158,7 +159,8 @@ def _muse_glimmer(rng: random.Random) -> dict[str, Any]:
     heads = rng.choice([8, 16, 32])
     kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": heads, "hidden_size": heads * 128,
                           "num_key_value_heads": rng.choice([1, 2, 4, heads]), "head_dim": rng.choice([64, 128]),
-                          "sliding_window": rng.choice([None, 0, *[2048] * 6]), "layer_types": _types(rng, n, 4)}  # fmt: skip
+                          "sliding_window": rng.choice([None, 0, *[2048] * 6]),
+                          "layer_types": _types(rng, n, 4)}  # fmt: skip
     if rng.random() < 0.05:
         kw["hidden_activation"] = "gelu"
     d = T.MuseGlimmerTextConfig(**{k: x for k, x in kw.items() if x is not None or k == "sliding_window"}).to_dict()
@@ -180,7 +182,8 @@ def _axk1(rng: random.Random) -> dict[str, Any]:
     n = rng.randint(1, 64)
     kw: dict[str, Any] = {"num_hidden_layers": n, "num_attention_heads": rng.choice([16, 32, 64, 128]),
                           "kv_lora_rank": rng.choice([256, 512]), "qk_rope_head_dim": rng.choice([32, 64]),
-                          "qk_nope_head_dim": rng.choice([64, 128]), "first_k_dense_replace": rng.choice([0, 1, 3])}  # fmt: skip
+                          "qk_nope_head_dim": rng.choice([64, 128]),
+                          "first_k_dense_replace": rng.choice([0, 1, 3])}  # fmt: skip
     if rng.random() < 0.05:
         kw["hidden_act"] = "gelu"
     if rng.random() < 0.1:

@@ -1,8 +1,8 @@
 """vLLM 0.33.0's text decoders whose model files carry rules of their own (KV sharing, per-layer
 geometry, windows set or cleared by the model, MoE-side refusals), read as those files build them:
-Gemma 4, Gemma 3n, EXAONE-MoE, Laguna, Cohere2-MoE, Muse Glimmer, AXK1 and HunYuan V3
+Gemma 4, Gemma 3n, EXAONE-MoE, Laguna, Cohere2-MoE, Muse Glimmer, AXK1, HunYuan V3 and MiMo-V2-Flash
 (``model_executor/models/gemma4.py``, ``gemma3n.py``, ``exaone_moe.py``, ``laguna.py``,
-``cohere2_moe.py``, ``muse_glimmer.py``, ``AXK1.py``, ``hy_v3.py``).
+``cohere2_moe.py``, ``muse_glimmer.py``, ``AXK1.py``, ``hy_v3.py``, ``mimo_v2.py``).
 
 Each registers one attention layer per decoder layer, ``model.layers.{i}.self_attn.attn``, with the
 ``--kv-cache-dtype``. Per rank: the query heads over ``tp`` and ``max(1, kv // tp)`` after the
@@ -11,7 +11,7 @@ classes' asserts (``tp`` divides the heads; the KV heads and ``tp`` divide one a
 takes ``CacheConfig.sliding_window`` (the config's window only when every layer slides), unless
 the model clears it first (Laguna's model, as MiMo-V2's and Step-3.5's decoders do).
 ``--disable-sliding-window`` (or a window of 0) makes ``ModelConfig`` set ``sliding_window`` to None:
-where transformers 5.19.0's class types the field ``int`` (Gemma 4 / 3n, EXAONE-MoE, Laguna) its
+where transformers 5.19.0's class types the field ``int`` (Gemma 4 / 3n, EXAONE-MoE, Laguna, MiMo-V2) its
 strict dataclass refuses that and vLLM does not start; Cohere2-MoE then fails adding 1 to it.
 
 KV sharing (Gemma): the last ``num_kv_shared_layers`` layers read another layer's cache. Their
@@ -52,6 +52,10 @@ build, so a pipeline split that puts a shared layer on another stage than its ta
 * **HunYuan V3**: no window of its own (every layer ``CacheConfig``'s); the decoder needs
   ``first_k_dense_replace``, ``expert_hidden_dim`` and ``route_norm`` (keys of the released file,
   which transformers' ``HYV3Config`` lacks), and each pipeline stage a MoE layer.
+* **MiMo-V2-Flash**: per ``hybrid_layer_pattern[i]``, a sliding layer of the ``swa_`` keys
+  (``sliding_window_size``) or a full one; K and V head sizes differ (``head_size_v``); the decoder
+  clears the model-wide window; no TP assert of its own (``QKVParallelLinear`` divides the heads);
+  the released file's keys transformers' class lacks are required.
 
 The MoE blocks refuse a TP above the experts and the MLPs an activation other than the class's.
 What transformers' classes refuse on loading (``layer_types`` of another length or kind, a width
@@ -359,7 +363,8 @@ def _cohere2_moe(v: _View, engine: EngineConfig, disable_sliding_window: bool) -
         if t == "sliding_attention":
             if window is None:
                 raise _refused(v, "TypeError: Cohere2MoeAttention adds 1 to a sliding window that "
-                                  "--disable-sliding-window (or sliding_window 0) left None", "sliding_window")  # fmt: skip
+                                  "--disable-sliding-window (or sliding_window 0) left None",
+                               "sliding_window")  # fmt: skip
             own = window + 1
         _per_rank(v, heads, kv, engine.tp)  # Attention's own assert
         if mlp[i] != "dense":
@@ -481,7 +486,8 @@ def _hy_v3(v: _View, engine: EngineConfig, disable_sliding_window: bool) -> list
             out.append(_Layer(per_rank, dim, window))
         if not any(isinstance(first, int) and i >= first for i in range(start, end)):  # HYV3Model, per stage
             raise _refused(v, f"RuntimeError: No MoE layer found in model.layers (pipeline stage {stage}: layers "
-                              f"{start}-{end - 1}, first_k_dense_replace {first})", "first_k_dense_replace")  # fmt: skip
+                              f"{start}-{end - 1}, first_k_dense_replace {first})",
+                           "first_k_dense_replace")  # fmt: skip
     return out
 
 

@@ -33,7 +33,8 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, text_config_of
 
-__all__ = ["BARE", "BUILT_CLASS_KEYS", "bare_text_model", "check_built_class", "layer_name"]
+__all__ = ["BARE", "BUILT_CLASS_KEYS", "NO_WINDOW_ATTRIBUTE", "bare_text_model", "check_built_class", "check_window",
+           "layer_name"]
 
 #: Wrapper architecture -> (the architecture whose reading is the bare model's: the class vLLM
 #: serves it with builds that very model class; the prefix the bare model's layers take; the
@@ -58,11 +59,44 @@ def bare_text_model(cfg: Mapping[str, Any], arch: str, label: str = "config.json
         raise ConfigError(f"{label}: vLLM 0.33.0 builds {arch}'s text model from text_config, which this "
                           "config lacks (its config class would fill it in)", "text_config")  # fmt: skip
     if text_type is None:
+        if inner.get("model_type") not in _LLAMA_TEXT_TYPES:
+            raise ConfigError(f"{label}: kvbudget has not checked vLLM 0.33.0's {arch} on a text config of model_type "
+                              f"{inner.get('model_type')!r} (its class derives keys vLLM's LlamaModel reads; "
+                              f"read: {sorted(_LLAMA_TEXT_TYPES)})", "text_config.model_type")  # fmt: skip
         return {**inner, "architectures": [named]}, prefix
     if "model_type" not in inner:  # AriaConfig keeps such a text config a plain dict
         raise ConfigError(f"{label}: kvbudget has not checked vLLM 0.33.0's {arch} with a text_config that names "
                           "no model_type (its config class leaves it unloaded)", "text_config.model_type")  # fmt: skip
     return {**inner, "model_type": text_type, "architectures": [named]}, prefix
+
+
+#: The text model types read inside Idefics3 / SmolVLM (whose config class loads any type): the
+#: Llama ones, whose classes derive no layer types (a Qwen2 class derives them from
+#: ``use_sliding_window``, which vLLM's ``LlamaModel`` then reads).
+_LLAMA_TEXT_TYPES: Final = frozenset({"llama", "mistral"})
+#: Text config classes (transformers 5.19.0) that define no ``sliding_window`` attribute (checked
+#: against the classes by ``tests/test_vllm_bare_text_models.py``).
+NO_WINDOW_ATTRIBUTE: Final = frozenset({"llama", "aria_text", "paddleocr_vl_text"})
+
+
+def check_window(arch: str, text: Mapping[str, Any], disable_sliding_window: bool, label: str = "config.json") -> None:
+    """Refuse, as vLLM fails, a bare or merged text model (:data:`BARE`, PaddleOCR-VL's) whose
+    ``layer_types`` name a sliding layer while its config has no ``sliding_window`` (vLLM's Llama
+    attention reads ``config.sliding_window`` for it; ``--disable-sliding-window`` sets the text
+    config's to None first, so that run builds).
+
+    Raises:
+        ConfigError: vLLM's ``AttributeError``.
+    """
+    from kvbudget.vllm.merged_text_configs import MERGED
+
+    types = text.get("layer_types")
+    if (arch in BARE or arch in MERGED) and not disable_sliding_window and isinstance(types, list) and (
+            "sliding_attention" in types and "sliding_window" not in text
+            and text.get("model_type") in NO_WINDOW_ATTRIBUTE):  # fmt: skip
+        raise ConfigError(f"{label}: vLLM 0.33.0 refuses it: AttributeError: {arch}'s text config (model_type "
+                          f"{text.get('model_type')!r}) has no attribute 'sliding_window' (its Llama attention reads "
+                          "it for a sliding layer)", "text_config.sliding_window")  # fmt: skip
 
 
 def layer_name(arch: str, prefix: str, name: str) -> str:

@@ -50,9 +50,4 @@ def merged_text_config(cfg: Mapping[str, Any], arch: str, label: str = "config.j
     merged = {k: v for k, v in cfg.items() if k != "text_config"}
     merged.update(_CLASS_DEFAULTS.get(text_type, {}))  # the text class's to_dict() sets its own keys
     merged.update({k: v for k, v in text.items() if k not in _UNSAFE})
-    types = merged.get("layer_types")
-    if isinstance(types, list) and "sliding_attention" in types and "sliding_window" not in merged:
-        raise ConfigError(f"{label}: vLLM 0.33.0 refuses it: AttributeError: {arch}'s merged config has no attribute "
-                          "'sliding_window' (its Llama attention reads it for a sliding layer)",
-                          "text_config.sliding_window")  # fmt: skip
     return {**merged, "model_type": text_type, "architectures": [builds]}, prefix

@@ -416,6 +416,7 @@ def layers_from_hf_config(
     if wrapped is not None:  # a multimodal wrapper: its text model, read as itself, under its prefix
         text, prefix = wrapped
         wrapper = cfg["architectures"][0]
+        bare_text_models.check_window(wrapper, text, disable_sliding_window)
         if method is not None:
             raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {wrapper} (a "
                               "multimodal wrapper of its text model)", "architectures")  # fmt: skip

@@ -417,11 +417,6 @@ NAMESPACES["cohere2_moe"] = {"_make_dual_stream": lambda vllm_config: None}
 ENTRY[("muse_glimmer", "MuseGlimmerForCausalLM")] = ("MuseGlimmerModel", None, "model", False)
 MODELS["muse_glimmer"] = (["_text_config", "MuseGlimmerMLP", "MuseGlimmerAttention", "MuseGlimmerDecoderLayer",
                            ("MuseGlimmerModel", _G_MODEL)], "MuseGlimmerRMSNorm", {})  # fmt: skip
-# Muse Glimmer (MuseGlimmerForCausalLM, which also serves MuseGlimmerForConditionalGeneration):
-# entered at its text model (the vision encoder owns no KV); its __init__ kept to the decoder layers.
-ENTRY[("muse_glimmer", "MuseGlimmerForCausalLM")] = ("MuseGlimmerModel", None, "model", False)
-MODELS["muse_glimmer"] = (["_text_config", "MuseGlimmerMLP", "MuseGlimmerAttention", "MuseGlimmerDecoderLayer",
-                           ("MuseGlimmerModel", _G_MODEL)], "MuseGlimmerRMSNorm", {})  # fmt: skip
 # AXK1: its model's __init__ kept to the decoder layers; the decoder and its MLA attention whole
 # (MultiHeadLatentAttentionWrapper restated above), the dense MLP (DeepSeek-V2's, lifted here for its
 # activation check) whole, the MoE block's asserts and activation check.

@@ -43,6 +43,8 @@ def _nemotron_vl_case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any
     text, engine = _nemotron_h_case(rng)
     for key in ("speculative_method", "num_speculative_tokens"):  # drafters on a wrapper: refused unchecked
         engine.pop(key, None)
+    if engine.get("pp", 1) > 1 and rng.random() < 0.75:  # the wrapper class is not SupportsPP: mostly one stage
+        engine["pp"] = 1
     if rng.random() < 0.3:
         text.pop("architectures")  # VllmConfig.with_hf_config names transformers' class for nemotron_h
     d = T.CONFIG_MAPPING["nemotron_h_omni"](text_config=text).to_dict()

@@ -217,3 +217,35 @@ def test_drafters_and_state_models_inside_a_wrapper_are_refused() -> None:
 def test_a_wrapper_without_its_text_config_is_refused() -> None:
     with pytest.raises(InvalidConfigError, match="text_config"):
         layers_from_hf_config({"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3"})
+
+
+def test_the_classes_that_refuse_pipeline_stages_are_the_wheels() -> None:
+    """``NOT_PIPELINE_PARALLEL`` is every registry architecture whose vLLM class does not implement
+    ``SupportsPP`` (the wheel's class hierarchies), among every one whose hierarchy is in the pinned
+    files, which include every architecture kvbudget reads; and each of them kvbudget reads is
+    refused over two stages and read over one."""
+    from kvbudget.vllm.models import SERVED_AS
+    from kvbudget.vllm.registry import NOT_PIPELINE_PARALLEL, registry
+
+    root = vllm_root()
+    reg = _env(root).registry
+    known: dict[str, bool] = {}
+    for arch in registry():
+        try:
+            known[arch] = supports(root, reg, arch, "SupportsPP")
+        except LookupError:  # a model file outside the pinned set: kvbudget reads none of those
+            continue
+    assert {a for a, pp in known.items() if not pp} == NOT_PIPELINE_PARALLEL
+    read = (set(SERVED_AS) | set(WRAPPERS)) - {"VoxtralForConditionalGeneration"}  # its base in an unpinned file
+    assert read <= set(known), sorted(read - set(known))
+    refused = 0
+    for arch in sorted(NOT_PIPELINE_PARALLEL):
+        for cfg in census_configs(arch)[1][:2]:
+            try:
+                layers_from_hf_config(cfg, vllm.EngineConfig(tp=1, pp=1))
+            except InvalidConfigError:
+                continue
+            with pytest.raises(InvalidConfigError, match="does not implement SupportsPP"):
+                layers_from_hf_config(cfg, vllm.EngineConfig(tp=1, pp=2))
+            refused += 1
+    assert refused >= 8, refused

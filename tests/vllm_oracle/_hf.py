@@ -94,7 +94,7 @@ from oracle_kit.strict import Poison, StrictModule, StubError, fail
 from ._strict import RecordingLogger, StrictConfig
 from ._hf_lift import (VllmLoadError, _Module, _StateLayer, _inert, _lift_class, _lift_nested,
                        _lift_stmts, _load_error, _run, _stores, _unlifted)  # fmt: skip
-from ._interfaces import eagle3_startup, eagle3_startup_v2
+from ._interfaces import eagle3_startup, eagle3_startup_v2, supports
 from ._hf_records import attention_record
 from ._hf_state import replayssm_startup, state_of
 from ._wrappers import run_with_hf_config, with_hf_config_code, wrapper_call
@@ -573,6 +573,15 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         raise
     except Exception as e:
         raise _load_error(e) from e
+    # ModelConfig.verify_with_parallel_config: more than one stage needs the class's SupportsPP,
+    # read from the wheel's class hierarchy (a hierarchy outside the pinned files is left to the build).
+    try:
+        pp_ok = pp == 1 or supports(_root(), env.registry, config.architectures[0], "SupportsPP")
+    except LookupError:
+        pp_ok = True
+    if not pp_ok:
+        raise VllmLoadError(f"NotImplementedError: Pipeline parallelism is not supported for this model "
+                            f"({config.architectures[0]} does not implement SupportsPP)")  # fmt: skip
     cache_config = StrictConfig(sliding_window=window, cache_dtype=kv_cache_dtype)
     spec = None if method is None else StrictConfig(
         method=method, draft_model_config=draft_mc, parallel_drafting=False,

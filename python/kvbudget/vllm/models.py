@@ -86,9 +86,9 @@ from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
 from kvbudget.vllm.mla_families import MLA_FAMILIES, mla_family_layers
 from kvbudget.vllm.olmo_hybrid import olmo_hybrid_layers
-from kvbudget.vllm.zamba2 import zamba2_layers
 from kvbudget.vllm.pure_mamba import PURE_MAMBA_ARCHITECTURES, pure_mamba_layers
-from kvbudget.vllm.registry import registry, served_as
+from kvbudget.vllm.zamba2 import zamba2_layers
+from kvbudget.vllm.registry import NOT_PIPELINE_PARALLEL, registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
 from kvbudget.vllm import bare_text_models
@@ -134,8 +134,8 @@ SERVED_AS: Final[dict[str, str]] = {
     **{a: a for a in MLA_FAMILIES},
     "Zamba2ForCausalLM": "Zamba2ForCausalLM",
     "OlmoHybridForCausalLM": "OlmoHybridForCausalLM",
-}
     **{a: a for a in PURE_MAMBA_ARCHITECTURES},
+}
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
 ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items()
                                                  if s in _FAMILIES or s in CLASSIC or s in TEXT_FAMILIES
@@ -398,6 +398,11 @@ def layers_from_hf_config(
     engine = engine or EngineConfig()
     cfg = load_hf_config(config)
     archs = cfg.get("architectures")
+    named = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    # ModelConfig.verify_with_parallel_config (Gemma 3n's reader makes it after its window check, as vLLM)
+    if engine.pp > 1 and named in NOT_PIPELINE_PARALLEL and not named.startswith("Gemma3n"):
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: NotImplementedError: Pipeline parallelism is not "
+                          f"supported for this model ({named} does not implement SupportsPP)", "pp")  # fmt: skip
     if isinstance(archs, list) and archs and archs[0] in SERVED_AS:  # read by the class vLLM serves it with
         archs = [SERVED_AS[archs[0]], *archs[1:]]
         cfg = {**cfg, "architectures": archs}
@@ -432,10 +437,10 @@ def layers_from_hf_config(
         if state:  # the wrapper class's own state classmethods (kvbudget.vllm.state_wrappers)
             inner = state_wrappers.wrapper_state_shapes(wrapper, text, engine.tp, inner)
         return [replace(x, name=bare_text_models.layer_name(wrapper, prefix, x.name)) for x in inner]
-    if isinstance(archs, list) and archs and archs[0] == "Zamba2ForCausalLM":  # Mamba-2 and shared attention
     if isinstance(archs, list) and archs and archs[0] in PURE_MAMBA_ARCHITECTURES:  # attention-free: state only
         return pure_mamba_layers(cfg, engine, model_dtype=dtype_m,
                                  cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
+    if isinstance(archs, list) and archs and archs[0] == "Zamba2ForCausalLM":  # Mamba-2 and shared attention
         return zamba2_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
     if isinstance(archs, list) and archs and archs[0] == "OlmoHybridForCausalLM":  # gated delta nets and attention

@@ -16,8 +16,8 @@ such deployments by ``tests/test_vllm_state.py``). What the model classes regist
   ``getattr(config, "intermediate_size", expand · hidden_size)``, ``n_groups``, ``num_heads``,
   ``head_dim``, ``state_size`` and ``conv_kernel`` (its TP assertions); the class's
   ``get_mamba_state_shape_from_config`` uses ``expand · hidden_size``: a config whose
-  ``intermediate_size`` differs is refused as unchecked. The class is not ``SupportsPP``: vLLM
-  refuses more than one stage.
+  ``intermediate_size`` differs is refused as unchecked. The class is not ``SupportsPP``
+  (:data:`~kvbudget.vllm.registry.NOT_PIPELINE_PARALLEL`: vLLM refuses more than one stage).
 
 Drafters and ``--use-replayssm`` (neither class is ``SupportsReplaySSM``) are refused. Sparse
 configs take transformers 5.19.0's class defaults (``data/hf_defaults.json``). Held to vLLM's
@@ -49,9 +49,8 @@ def pure_mamba_layers(cfg: dict[str, Any], engine: EngineConfig, *, model_dtype:
     ``engine``'s TP and PP; ``cache_dtypes``: ``--mamba-cache-dtype`` and ``--mamba-ssm-cache-dtype``.
 
     Raises:
-        ConfigError: what vLLM refuses (its mixers' TP assertions, Mamba-2 over more than one
-            stage, ``--use-replayssm``), a drafter, or a Mamba-2 config whose class state shape
-            differs from its layers'.
+        ConfigError: what vLLM refuses (its mixers' TP assertions, ``--use-replayssm``), a
+            drafter, or a Mamba-2 config whose class state shape differs from its layers'.
     """
     arch = cfg["architectures"][0]
     mixer = PURE_MAMBA_ARCHITECTURES[arch]
@@ -60,9 +59,6 @@ def pure_mamba_layers(cfg: dict[str, Any], engine: EngineConfig, *, model_dtype:
     if engine.use_replayssm:
         raise ConfigError(f"vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture '{arch}'",
                           "use_replayssm")  # fmt: skip
-    if mixer == "mamba2" and engine.pp > 1:
-        raise ConfigError("vLLM 0.33.0 refuses it: NotImplementedError: Pipeline parallelism is not supported for "
-                          "this model. Supported models implement the `SupportsPP` interface.", "pp")  # fmt: skip
     v = _View(cfg, "config.json", engine="vllm")
     tp, hidden = engine.tp, v.req_int("hidden_size")
     n, expand = v.req_int("num_hidden_layers", minimum=0), v.req_int("expand")

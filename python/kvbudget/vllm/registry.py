@@ -17,7 +17,18 @@ from collections.abc import Collection
 from importlib import resources
 from typing import Any
 
-__all__ = ["registry", "served_as", "wrapper_table"]
+__all__ = ["NOT_PIPELINE_PARALLEL", "registry", "served_as", "wrapper_table"]
+
+#: The registry's architectures whose vLLM 0.33.0 class does not implement ``SupportsPP``:
+#: ``ModelConfig.verify_with_parallel_config`` refuses more than one pipeline stage for them, before
+#: any model is built (the class vLLM serves the name with decides, not the text model a wrapper
+#: builds). Held to the wheel's class hierarchies by ``tests/test_vllm_wrappers.py``.
+NOT_PIPELINE_PARALLEL: frozenset[str] = frozenset({
+    "AriaForConditionalGeneration", "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration", "HrmTextForCausalLM",
+    "Idefics3ForConditionalGeneration", "Mamba2ForCausalLM", "NemotronH_Nano_Omni_Reasoning_V3",
+    "NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Super_Omni_Reasoning_V3",
+    "PaddleOCRVLForConditionalGeneration", "SmolVLMForConditionalGeneration", "Zamba2ForCausalLM",
+})  # fmt: skip
 
 
 @functools.cache

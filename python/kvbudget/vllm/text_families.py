@@ -183,7 +183,9 @@ def _gemma4_shapes(v: _View, n: int, types: list[str]) -> list[tuple[int, int]]:
 
 
 def _pipeline(v: _View, engine: EngineConfig, supports_pp: bool) -> None:
-    """``ModelConfig.verify_with_parallel_config``: more than one stage needs ``SupportsPP``."""
+    """``ModelConfig.verify_with_parallel_config``: more than one stage needs ``SupportsPP``
+    (after the config's own checks: :func:`kvbudget.vllm.models.layers_from_hf_config` leaves
+    Gemma 3n's to this reader, whose window check comes first in vLLM)."""
     if engine.pp > 1 and not supports_pp:
         raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: NotImplementedError: Pipeline parallelism is not "
                           f"supported for this model ({v.architectures[0]} does not implement SupportsPP)",

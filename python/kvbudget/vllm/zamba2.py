@@ -92,9 +92,6 @@ def zamba2_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtyp
     if engine.use_replayssm:
         raise ConfigError("vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture "
                           "'Zamba2ForCausalLM'", "use_replayssm")  # fmt: skip
-    if engine.pp > 1:
-        raise ConfigError("vLLM 0.33.0 refuses it: NotImplementedError: Pipeline parallelism is not supported for "
-                          "this model. Supported models implement the `SupportsPP` interface.", "pp")  # fmt: skip
     tp, n, hidden = engine.tp, _int(cfg, "num_hidden_layers", minimum=0), _int(cfg, "hidden_size")
     kinds = _kinds(cfg, n)
     ids = cfg.get("hybrid_layer_ids", [i for i, k in enumerate(kinds) if k == "hybrid"])

@@ -269,13 +269,16 @@ def _state_only(args: argparse.Namespace, cfg: dict[str, Any]) -> StateOnlyModel
     return StateOnlyModel(state, cfg, serving, None, [])
 
 
-class StateOnlyModel(Exception):  # noqa: N818 - a signal to the plan command, not an error
+class StateOnlyModel(_PlanningError):
     """The model has a state pool and no attention layer (a pure state model): ``kvbudget plan``
-    plans it with :func:`kvbudget.sglang.state.plan_state_only` (:mod:`kvbudget.cli.plan_state_only`)."""
+    (SGLang mode) plans it with :func:`kvbudget.sglang.state.plan_state_only`
+    (:mod:`kvbudget.cli.plan_state_only`); any other command reports this error."""
 
     def __init__(self, state: StateConfig, config: dict[str, Any], serving: ServingConfig,
                  spec: SpeculativeConfig | None, notes: list[str]) -> None:  # fmt: skip
-        super().__init__("a model without attention layers")
+        super().__init__("this model has no attention layer (a pure state model): `kvbudget plan CONFIG --engine "
+                         "sglang` plans its state pool; this command does not take it (in vLLM mode the library "
+                         "does: kvbudget.vllm.layers_from_hf_config, then kvbudget.vllm.plan)")  # fmt: skip
         self.state, self.config, self.serving, self.spec, self.notes = state, config, serving, spec, notes
 
 

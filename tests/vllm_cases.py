@@ -54,6 +54,17 @@ def _target(r: random.Random) -> list[dict[str, Any]]:
             layers = [x if x["kind"] == "full" else {**x, **other} for x in layers]
     for i, x in enumerate(layers):
         x["name"] = f"model.layers.{i}.self_attn.attn"
+    if shape < 0.15 and all(x["kind"] == "mla" for x in layers) and r.random() < 0.5:
+        # DeepSeek sparse attention: an indexer key cache (one head of uint8 rows, registered
+        # before its layer's MLA) on the layers that keep one (every freq-th; freq 1: all)
+        freq, width = r.choice((1, 1, 2, 4)), r.choice((132, 132, 66, 264))
+        dsa: list[dict[str, Any]] = []
+        for i, x in enumerate(layers):
+            if i % freq == 0:
+                dsa.append({"kind": "mla_indexer", "num_kv_heads": 1, "head_size": width,
+                            "name": f"model.layers.{i}.self_attn.indexer.k_cache"})  # fmt: skip
+            dsa.append(x)
+        layers = dsa
     return layers
 
 

@@ -81,6 +81,9 @@ VLLM_TEXT_TYPES = ("exaone_moe", "laguna", "cohere2_moe", "axk1", "hy_v3", "mimo
 VLLM_TEXT_KEYS = (*VLLM_KEYS, "first_k_dense_replace", "sliding_window_pattern", "mlp_layer_types", "hidden_act",
                   "prefix_dense_sliding_window_pattern", "max_position_embeddings", "routed_scaling_factor",
                   "n_routed_experts", "num_experts_per_tok", "num_shared_experts")  # fmt: skip
+#: The DSA models of ``kvbudget.vllm.dsa`` (transformers' classes, vLLM's loader) and the keys that reader uses.
+VLLM_DSA_TYPES = ("deepseek_v32", "glm_moe_dsa")
+VLLM_DSA_KEYS = (*KEYS, "rope_parameters")
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2, "qk_rope_head_dim": 2}  # fmt: skip
@@ -192,7 +195,8 @@ def generate() -> dict[str, Any]:
         "vllm_model_types": {**{mt: defaults_of(_vllm_config_class(mt), VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
                              **{mt: defaults_of(_vllm_config_class(mt), VLLM_CLASSIC_KEYS, aliased=True)
                                 for mt in VLLM_CLASSIC_TYPES},
-                             **{mt: defaults_of(_vllm_config_class(mt), VLLM_TEXT_KEYS) for mt in VLLM_TEXT_TYPES}},
+                             **{mt: defaults_of(_vllm_config_class(mt), VLLM_TEXT_KEYS) for mt in VLLM_TEXT_TYPES},
+                             **{mt: defaults_of(_vllm_config_class(mt), VLLM_DSA_KEYS) for mt in VLLM_DSA_TYPES}},
         "attribute_maps": attribute_maps(),
         "causal_lm_names": causal_lm_names(),
         "text_config_defaults": text_config_defaults(),

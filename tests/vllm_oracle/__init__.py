@@ -126,6 +126,13 @@ class VllmOracle:
                 state_content_bytes=_DS_MLA_BYTES.get(cache_dtype),
             )
             spec = i["MLAAttentionSpec"](**common)
+        elif kind == "mla_indexer":
+            # DeepseekV32IndexerCache.get_kv_cache_spec: one head of uint8 rows, the INDEXER role
+            # (its dtype is the layer's own, whatever the KV dtype).
+            import torch
+
+            common.update(num_kv_heads=1, max_tp_shards=1, dtype=torch.uint8, kv_quant_mode=i["KVQuantMode"].NONE)
+            spec = i["MLAAttentionSpec"](**common, cache_role=i["SparseCacheRole"].INDEXER)
         else:
             raise ValueError(f"layer {layer.get('name')!r}: unknown kind {kind!r}")
         return replace(spec, is_draft=True) if layer.get("is_draft") else spec

@@ -243,7 +243,7 @@ def _env(root: Path) -> _Env:
                                                "Parameter", "LayerNorm", "Embedding")}  # fmt: skip
     nn = StrictModule("torch.nn", {"Module": _Module, "ModuleList": list, "ModuleDict": dict,
                                    **inert_nn})  # fmt: skip
-    real = ("float32", "float16", "int32", "long", "bfloat16", "tensor", "zeros", "empty", "ones", "Tensor")
+    real = ("float32", "float16", "int32", "long", "bfloat16", "uint8", "tensor", "zeros", "empty", "ones", "Tensor")
     torch_stub = StrictModule("torch", {"nn": nn, **{n: getattr(torch, n) for n in real}})
     utils = ns("models.utils", torch=torch_stub, PPMissingLayer=_inert("PPMissingLayer"))
     helpers = ("extract_layer_index", "maybe_prefix", "make_layers",

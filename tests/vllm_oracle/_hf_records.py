@@ -21,6 +21,13 @@ def attention_record(env: Any, name: str, layer: Any, is_draft: bool, rank: int)
         return {"name": name, "kind": "mla", "num_kv_heads": 1, "head_size": layer.head_size,
                 "head_size_v": env.mla_head_size_v, "sliding_window": None, "attention_chunk_size": None,
                 "kv_cache_dtype": None, "is_draft": is_draft, "pp_stage": rank}  # fmt: skip
+    if isinstance(layer, env.models["deepseek_v2"]["DeepseekV32IndexerCache"]):
+        # DeepseekV32IndexerCache.get_kv_cache_spec: MLAAttentionSpec(num_kv_heads=1, head_size=head_dim,
+        # dtype=self.dtype, cache_role=INDEXER); the planner's mla_indexer kind stores uint8 rows
+        assert layer.dtype == env.models["deepseek_v2"]["torch"].uint8, layer.dtype
+        return {"name": name, "kind": "mla_indexer", "num_kv_heads": 1, "head_size": layer.head_dim,
+                "head_size_v": None, "sliding_window": None, "attention_chunk_size": None,
+                "kv_cache_dtype": None, "is_draft": is_draft, "pp_stage": rank}  # fmt: skip
     if isinstance(layer, env.attn["MLAAttention"]):
         kind = "mla"
     elif layer.kv_sharing_target_layer_name is not None or layer.attn_type != env.attn["AttentionType"].DECODER:

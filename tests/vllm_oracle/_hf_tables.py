@@ -73,7 +73,7 @@ MODELS: dict[str, tuple[list[Any], str, dict[str, str]]] = {
                 ("Llama4ForCausalLM", "_init_model")], "Llama4MoE",
                {"LlamaModel": "llama", "LlamaForCausalLM": "llama", "LlamaMLP": "llama"}),
     "deepseek_v2": (["yarn_get_mscale", "DeepseekV2Attention", "DeepseekV2MLAAttention",
-                     "DeepseekV2DecoderLayer", "DeepseekV2Model"],
+                     "DeepseekV2DecoderLayer", "DeepseekV2Model", "DeepseekV32IndexerCache"],
                     "DeepseekV2MLP DeepseekV2MoE DeepSeekV2FusedQkvAProjLinear Indexer", {}),
     "llama_eagle": ([("LlamaDecoderLayer", _QC), "LlamaModel", "EagleLlamaForCausalLM"], "",
                     {"BaseLlamaDecoderLayer": "llama:LlamaDecoderLayer"}),
@@ -453,3 +453,33 @@ MODELS["mimo_v2"] = (["_fused_qkv_kv_chunk_rows", "MiMoV2MLP", ("MiMoV2MoE", fro
                       ("MiMoV2FlashDecoderLayer", "is_moe_layer", "is_compressed_softmax_layer"),
                       ("MiMoV2Model", _G_MODEL)], "", {})  # fmt: skip
 NAMESPACES["mimo_v2"] = {"attn_backend": None}
+# DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5) in its new-style package, NVIDIA branch
+# (``vllm/models/deepseek_v32/__init__.py`` names ``nvidia.model``'s class for both architectures).
+# What each ``__init__`` keeps: the layer index and the indexer's skip rule, the MLA geometry and
+# TP assert, the indexer's key cache (``DeepseekV32IndexerCache``, lifted whole from
+# ``deepseek_v2.py``) and the registrations; the top-k buffer is built on the meta device.
+_DSA = "models/deepseek_v32/nvidia/model"
+_DSA_ATTN = "models/deepseek_v32/attention"
+for _arch in ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"):
+    ENTRY[("vllm.models.deepseek_v32", _arch)] = (f"{_DSA}:DeepseekV32Model", None, "model", False)
+MODELS.update({
+    _DSA_ATTN: ([("DeepseekV32Indexer", frozenset("self.head_dim self.quant_block_size self.k_cache".split())),
+                 ("DeepseekV32Attention", frozenset(
+                     """hidden_size qk_nope_head_dim qk_rope_head_dim v_head_dim q_lora_rank kv_lora_rank num_heads
+                     tp_size num_local_heads qk_head_dim scaling max_position_embeddings layer_id index_topk_freq
+                     index_topk_pattern index_skip_topk_offset skip_topk num_hidden_layers is_mtp_layer kv_b_proj
+                     indexer quant_config cache_config self.num_local_heads self.indexer""".split()
+                     + ["if config.rope_parameters['rope_type'] != 'default'",
+                        "if config.rope_parameters['rope_type'] == 'deepseek_yarn'",
+                        "if index_topk_pattern is None", "if not skip_topk or is_mtp_layer"]))],
+                "", {"DeepseekV32IndexerCache": "deepseek_v2", "yarn_get_mscale": "deepseek_v2"}),
+    _DSA: ([("DeepseekV32DecoderLayer", frozenset(
+                "config quant_config parallel_config self.hidden_size layer_idx self.layer_idx self.self_attn".split()
+                + ["if config is None"])),
+            ("DeepseekV32Model", frozenset(
+                """config self.config self.device self.topk_indices_buffer index_group_builder self.start_layer
+                self.end_layer self.layers""".split()))],
+           "", {"DeepseekV32Attention": _DSA_ATTN}),
+})  # fmt: skip
+NAMESPACES[_DSA] = {"current_platform": __import__("oracle_kit.strict", fromlist=["StrictModule"]).StrictModule(
+    "current_platform", {"device_type": "meta"})}  # restated: the top-k buffer on the meta device

@@ -369,3 +369,51 @@ fn vllm_kv_cache_memory_bytes_is_every_workers_budget() {
     let err = plan(&layers_a(), &[40 * GIB], &with(u64::MAX)).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Input);
 }
+
+/// DeepSeek sparse attention: each decoder layer registers its indexer's key cache
+/// (`mla_indexer`: one head of 132 bytes) before its sparse MLA layer. The two MLA
+/// specs differ in `cache_role`, so they do not merge: one uniform-type group whose
+/// block holds every layer's page.
+#[test]
+fn vllm_dsa_indexer_pages_join_one_uniform_group() {
+    let mut layers = Vec::new();
+    for i in 0..4 {
+        layers.push(VllmLayer {
+            kind: LayerKind::MlaIndexer,
+            kv_cache_dtype: "fp8".into(), // ignored: the indexer stores uint8 rows
+            ..VllmLayer::full(
+                format!("model.layers.{i}.self_attn.indexer.k_cache"),
+                1,
+                132,
+            )
+        });
+        layers.push(VllmLayer {
+            kind: LayerKind::Mla,
+            kv_cache_dtype: "fp8_ds_mla".into(),
+            ..VllmLayer::full(format!("model.layers.{i}.self_attn.attn"), 1, 576)
+        });
+    }
+    let e = VllmEngine {
+        block_size: 64,
+        ..VllmEngine::default()
+    };
+    let p = plan(&layers, &[GIB], &e).unwrap();
+    assert_eq!(p.groups.len(), 1);
+    let g = &p.groups[0];
+    assert_eq!(g.spec, "UniformTypeKVCacheSpecs");
+    assert_eq!(g.layers.len(), 8);
+    let per_block = 4 * (64 * 132 + 64 * 656);
+    assert_eq!(g.page_size_bytes, per_block);
+    assert_eq!(p.workers[0].bytes_per_block, per_block);
+    assert_eq!(p.num_blocks, GIB as u64 / per_block);
+    // Beside state layers the indexer is refused (not modelled), never planned silently.
+    let mut hybrid = layers.clone();
+    hybrid.push(VllmLayer {
+        kind: LayerKind::Mamba,
+        state_shapes: vec![vec![4, 8]],
+        state_dtypes: vec!["bfloat16".into()],
+        ..VllmLayer::full("model.layers.9.mixer", 1, 1)
+    });
+    let err = plan(&hybrid, &[GIB], &e).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Input);
+}

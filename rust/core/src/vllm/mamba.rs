@@ -135,6 +135,12 @@ pub fn align_hybrid_block_size(
     if states.is_empty() {
         return Ok(None);
     }
+    if layers.iter().any(|l| l.kind == LayerKind::MlaIndexer) {
+        return Err(VllmError::new(
+            ErrorKind::Input,
+            "sparse-attention indexer layers beside state layers are not modelled",
+        ));
+    }
     // MambaModelConfig: prefix caching decides the mode (its log names the
     // architecture, which is not an input here, so it is not repeated).
     let (mode, mut mamba_block_size) = if e.enable_prefix_caching {

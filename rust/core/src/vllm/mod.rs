@@ -96,6 +96,10 @@ vllm_choice! {
         Mla = "mla",
         /// Recurrent state (`MambaSpec`: Mamba, gated delta net, linear attention, short conv).
         Mamba = "mamba",
+        /// A DeepSeek sparse-attention (DSA) indexer's key cache (`DeepseekV32IndexerCache`:
+        /// an `MLAAttentionSpec` with `cache_role=INDEXER`, one head of `head_size` bytes
+        /// stored as `uint8`, whatever `kv_cache_dtype` says).
+        MlaIndexer = "mla_indexer",
     }
 }
 

@@ -7,7 +7,9 @@ use super::group::{kv_cache_groups, GroupSpec, IdGroup};
 use super::mamba::{align_hybrid_block_size, state_spec, HybridAlignment};
 use super::merge::{merge_stages, Merged};
 use super::place::py_repr;
-use super::spec::{ds_mla_row_bytes, resolve_storage, Spec, SpecClass};
+use super::spec::{
+    ds_mla_row_bytes, resolve_storage, KvQuantMode, KvStorage, Spec, SpecClass, TorchDtype,
+};
 use super::{ErrorKind, LayerKind, LogLine, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan};
 use std::borrow::Cow;
 
@@ -64,6 +66,17 @@ fn layer_spec(
             s.max_tp_shards = Some(1);
             s.cache_dtype_str = Some(dtype.to_owned());
             s.state_content_bytes = ds_mla_row_bytes(dtype);
+        }
+        LayerKind::MlaIndexer => {
+            s.class = SpecClass::Mla;
+            s.num_kv_heads = 1;
+            s.head_size_v = 0;
+            s.max_tp_shards = Some(1);
+            s.storage = KvStorage {
+                dtype: TorchDtype::UInt8,
+                quant: KvQuantMode::NONE,
+            };
+            s.indexer = true;
         }
     }
     if s.block_size == 0 {

@@ -213,6 +213,8 @@ pub struct Spec {
     pub extra_retained_tokens: u64,
     /// MLA's `cache_dtype_str`.
     pub cache_dtype_str: Option<String>,
+    /// MLA's `cache_role`: a sparse-attention indexer's key cache, not the latent cache.
+    pub indexer: bool,
     /// A `MambaSpec`'s own fields (state specs only).
     pub mamba: Option<Box<MambaState>>,
 }
@@ -280,6 +282,7 @@ impl Spec {
             attention_chunk_size: None,
             extra_retained_tokens: 0,
             cache_dtype_str: None,
+            indexer: false,
             mamba: None,
         }
     }
@@ -429,10 +432,9 @@ impl Spec {
                         "All attention layers in the same KV cache group must be MLAAttentionSpec.",
                     );
                 }
-                if !specs
-                    .iter()
-                    .all(|s| s.cache_dtype_str == first.cache_dtype_str)
-                {
+                if !specs.iter().all(|s| {
+                    s.cache_dtype_str == first.cache_dtype_str && s.indexer == first.indexer
+                }) {
                     return assertion("All attention layers in the same KV cache group must use the same quantization method, top-k buffer width, tokens per state, model version, cache role, index-sharing role, and block stride alignment.");
                 }
                 let merged = Spec {

@@ -1,0 +1,155 @@
+"""vLLM 0.33.0's DeepSeek sparse attention (DSA): DeepSeek-V3.2 and GLM-5 (``GlmMoeDsaForCausalLM``).
+
+Both architectures are served by ``vllm/models/deepseek_v32`` (its ``__init__.py`` names
+``nvidia/model.py``'s ``DeepseekV32ForCausalLM`` for both on CUDA). Each decoder layer's
+``DeepseekV32Attention`` (``models/deepseek_v32/attention.py``, an ``MLAAttention`` built with
+``use_sparse=True``) registers, in this order:
+
+* the indexer's key cache ``model.layers.<i>.self_attn.indexer.k_cache``
+  (``DeepseekV32IndexerCache`` from ``model_executor/models/deepseek_v2.py``): an
+  ``MLAAttentionSpec`` with ``cache_role=INDEXER``, one head of ``index_head_dim +
+  index_head_dim // 128 * 4`` bytes (fp8 keys and one fp32 scale per 128), stored as ``uint8``
+  whatever ``--kv-cache-dtype`` says. A layer keeps an indexer unless the IndexCache rule skips it:
+  ``index_topk_pattern[i] == "S"``, else (no pattern) ``max(i - offset + 1, 0) % index_topk_freq != 0``
+  (``index_skip_topk_offset`` 2 and ``index_topk_freq`` 1 when absent);
+* the sparse MLA latent cache ``model.layers.<i>.self_attn.attn``: one head of
+  ``kv_lora_rank + qk_rope_head_dim``.
+
+The two MLA specs differ in their cache role, so they never merge: vLLM plans one
+``UniformTypeKVCacheSpecs`` group whose block holds every layer's page (the planner's
+``mla_indexer`` kind).
+
+What the GPU decides and kvbudget fixes (CUDA, Hopper or Blackwell data-centre parts):
+
+* **Block size.** The indexer's backend (``DEEPSEEK_V32_INDEXER``) takes 64-token kernel blocks
+  only, so vLLM's platform picks a block of 64 tokens; every DSA layer here carries
+  ``block_size=64``. An engine ``block_size`` other than 64 or vLLM's default 16 (read as "not
+  set") is refused: vLLM refuses it too.
+* **The latent cache's format.** The sparse MLA backend is chosen per GPU, and it rewrites some KV
+  dtypes (``_canonicalize_sparse_mla_kv_cache_dtype``: on Hopper ``FLASHMLA_SPARSE`` stores
+  ``fp8`` as ``fp8_ds_mla``; on Blackwell ``FLASHINFER_MLA_SPARSE`` keeps plain ``fp8``). kvbudget
+  plans the dtypes no backend rewrites on those parts (``auto``, ``bfloat16``, ``fp8_ds_mla``) and
+  refuses the rest.
+
+Not read: DSA's MTP drafter (``DeepseekV32MTP``) and a DeepSeek-V3 config carrying ``index_topk``
+(``deepseek_v2.py``'s own indexer); both are refused by name. Held to vLLM's classes by
+``tests/test_vllm_dsa.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kvbudget.models.hf import ConfigError, _View
+from kvbudget.vllm.pipeline import pp_stage_layers
+from kvbudget.vllm.planner import EngineConfig, LayerSpec
+
+__all__ = ["DSA_ARCHITECTURES", "DSA_BLOCK_SIZE", "DSA_KV_CACHE_DTYPES", "dsa_layers", "indexer_skipped"]
+
+#: The architectures vLLM 0.33.0 serves with ``vllm/models/deepseek_v32``.
+DSA_ARCHITECTURES: Final = frozenset({"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"})
+#: Tokens per block: the DSA indexer backend's only kernel block size on CUDA.
+DSA_BLOCK_SIZE: Final = 64
+#: The ``--kv-cache-dtype`` values whose latent cache no sparse MLA backend rewrites.
+DSA_KV_CACHE_DTYPES: Final = ("auto", "bfloat16", "fp8_ds_mla")
+#: ``Indexer.quant_block_size``: one fp32 scale per this many fp8 key elements.
+_QUANT_BLOCK: Final = 128
+_VLLM_DEFAULT_BLOCK_SIZE: Final = 16
+
+
+def _attr(v: _View, key: str, default: Any) -> Any:
+    """``getattr(config, key, default)``: the config's value where it has the key (even null)."""
+    return v.raw(key) if v.has(key) else default
+
+
+def indexer_skipped(v: _View, layer_id: int) -> bool:
+    """Whether ``DeepseekV32Attention`` builds no indexer for target layer ``layer_id`` (the
+    IndexCache rule; its Python failures are vLLM's, refused as such)."""
+    freq = _attr(v, "index_topk_freq", 1)
+    pattern = _attr(v, "index_topk_pattern", None)
+    offset = _attr(v, "index_skip_topk_offset", 2)
+    try:
+        if pattern is None:
+            return bool(max(layer_id - offset + 1, 0) % freq != 0)
+        if 0 <= layer_id < len(pattern):
+            return bool(pattern[layer_id] == "S")
+        return False
+    except (TypeError, ZeroDivisionError) as e:
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: {type(e).__name__} in DeepseekV32Attention's "
+                          f"IndexCache rule ({e})", v.name("index_topk_freq"))  # fmt: skip
+
+
+def _rope_checks(v: _View) -> None:
+    """``DeepseekV32Attention.__init__``'s RoPE statements: the keys they read (their failures)."""
+    rope = v.raw("rope_parameters")
+    key = v.name("rope_parameters")
+    if "rope_parameters" not in v.cfg and "rope_scaling" in v.cfg:
+        raise ConfigError(f"{v.label}: kvbudget reads rope_parameters, not the legacy rope_scaling (which "
+                          "transformers converts)", v.name("rope_scaling"))  # fmt: skip
+    if not isinstance(rope, Mapping):
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: TypeError: DeepseekV32Attention subscripts "
+                          f"rope_parameters, which is {type(rope).__name__}", key)  # fmt: skip
+    if "rope_type" not in rope:
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: KeyError: 'rope_type' (rope_parameters)", key)
+    kind = rope["rope_type"]
+    if kind != "default":
+        kind = "deepseek_llama_scaling" if rope.get("attention_factor") == 1.0 else "deepseek_yarn"
+    if kind == "deepseek_yarn":
+        if "factor" not in rope:
+            raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: KeyError: 'factor' (rope_parameters)", key)
+        factor, mscale = rope["factor"], rope.get("mscale_all_dim", False)
+        try:  # yarn_get_mscale(factor, float(mscale_all_dim))
+            m = float(mscale)
+            if not factor <= 1:
+                _ = 0.1 * m * math.log(factor) + 1.0
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: {type(e).__name__} in yarn_get_mscale "
+                              f"({e})", key)  # fmt: skip
+
+
+def dsa_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str,
+               model_dtype: str) -> list[LayerSpec]:  # fmt: skip
+    """The KV-cache layers vLLM 0.33.0 registers for a DSA model (see the module docstring), per
+    PP stage in registration order.
+
+    Raises:
+        ConfigError: vLLM refuses the config (its reason), or kvbudget does not model it (a drafter,
+            a KV dtype a sparse MLA backend rewrites, a block size the indexer backend refuses).
+    """
+    arch = cfg["architectures"][0]
+    if engine.speculative_method is not None:
+        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's DSA drafters on {arch} "
+                          "(DeepseekV32MTP)", "architectures")  # fmt: skip
+    if kv_cache_dtype not in DSA_KV_CACHE_DTYPES:
+        raise ConfigError(f"kv_cache_dtype {kv_cache_dtype!r}: vLLM 0.33.0's sparse MLA backend, chosen per GPU, "
+                          "decides how it stores it (FLASHMLA_SPARSE turns fp8 into fp8_ds_mla on Hopper, "
+                          "FLASHINFER_MLA_SPARSE keeps it on Blackwell); kvbudget plans "
+                          f"{', '.join(DSA_KV_CACHE_DTYPES)} on DSA models", "kv_cache_dtype")  # fmt: skip
+    if engine.block_size not in (_VLLM_DEFAULT_BLOCK_SIZE, DSA_BLOCK_SIZE):
+        raise ConfigError(f"block_size {engine.block_size}: vLLM 0.33.0's DSA indexer backend "
+                          f"(DEEPSEEK_V32_INDEXER) takes {DSA_BLOCK_SIZE}-token blocks only on CUDA",
+                          "block_size")  # fmt: skip
+    v = _View(cfg, "config.json", engine="vllm")
+    n = v.req_int("num_hidden_layers")
+    heads = v.req_int("num_attention_heads")
+    if heads % engine.tp:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AssertionError: DeepseekV32Attention asserts "
+                          f"tp ({engine.tp}) divides num_attention_heads ({heads})", v.name("num_attention_heads"))  # fmt: skip
+    latent = v.req_int("kv_lora_rank") + v.req_int("qk_rope_head_dim", 0)
+    v.req_int("index_topk")  # DeepseekV32Model sizes its top-k buffer with it
+    index_head = v.req_int("index_head_dim")
+    _rope_checks(v)
+    width = index_head + index_head // _QUANT_BLOCK * 4
+    common: dict[str, Any] = {"num_kv_heads": 1, "kv_cache_dtype": kv_cache_dtype, "model_dtype": model_dtype,
+                              "block_size": DSA_BLOCK_SIZE}  # fmt: skip
+    out: list[LayerSpec] = []
+    for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
+        for i in range(start, end):
+            prefix = f"model.layers.{i}.self_attn"
+            if not indexer_skipped(v, i):
+                out.append(LayerSpec(f"{prefix}.indexer.k_cache", "mla_indexer", head_size=width, pp_stage=stage,
+                                     **common))  # fmt: skip
+            out.append(LayerSpec(f"{prefix}.attn", "mla", head_size=latent, head_size_v=0, pp_stage=stage, **common))
+    return out

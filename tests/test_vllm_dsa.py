@@ -1,0 +1,114 @@
+"""vLLM mode's DeepSeek sparse attention (:mod:`kvbudget.vllm.dsa`: DeepSeek-V3.2, GLM-5) against
+vLLM 0.33.0's own classes: ``DeepseekV32Model`` / ``DeepseekV32Attention`` / ``DeepseekV32Indexer``
+(``vllm/models/deepseek_v32``, NVIDIA branch) and ``DeepseekV32IndexerCache`` (``deepseek_v2.py``),
+lifted from the pinned wheel by ``tests/vllm_oracle``; then the layers read planned by kvbudget and by
+vLLM's own planner (the indexer's ``MLAAttentionSpec`` with ``cache_role=INDEXER``).
+
+The cases: the model-resolution differential's seeded DSA configs (transformers 5.19.0's
+``DeepseekV32Config`` / ``GlmMoeDsaConfig``, IndexCache keys: ``index_topk_freq``,
+``index_skip_topk_offset``, ``index_topk_pattern``), some with yarn RoPE, an explicit null or zero
+``index_topk_freq``, or keys left to the class; over TP and PP. ``KVBUDGET_VLLM_DSA_CASES`` sets the
+cases per architecture.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import pytest
+import vllm_oracle as vo
+from sglang_model_cases import FAMILIES
+from test_vllm_state_models import _compare
+from vllm_differential import Ours, compare
+
+from kvbudget import InvalidConfigError, vllm
+from kvbudget.vllm.dsa import DSA_BLOCK_SIZE
+from kvbudget.vllm.models import layers_from_hf_config
+
+N = int(os.environ.get("KVBUDGET_VLLM_DSA_CASES", "50"))
+_ARCHS = {"DeepseekV32ForCausalLM": "deepseek_v32", "GlmMoeDsaForCausalLM": "glm_moe_dsa"}
+GIB = 1 << 30
+
+
+def _case(rng: random.Random, arch: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    saved = FAMILIES[_ARCHS[arch]](rng).saved(rng.random() < 0.3)
+    saved["architectures"] = [arch]
+    pick = rng.random()
+    if pick < 0.15:  # yarn RoPE: vLLM renames it deepseek_yarn and reads its factor
+        rope: dict[str, Any] = {"rope_type": "yarn", "rope_theta": 10000.0, "mscale_all_dim": rng.choice([0, 1.0]),
+                                "factor": rng.choice([1.0, 4.0, 40.0])}  # transformers requires the factor
+        if rng.random() < 0.2:
+            rope["attention_factor"] = 1.0
+        saved["rope_parameters"] = rope
+    elif pick < 0.2:
+        saved["index_topk_freq"] = rng.choice([None, 0, -2])
+    elif pick < 0.25:
+        saved["index_topk_pattern"] = rng.choice(["", "SSF", "F" * 3 + "S" * 5])
+    engine = {"tp": rng.choice([1, 1, 2, 4, 8, 3]), "pp": rng.choice([1, 1, 2, 3])}
+    return saved, engine
+
+
+def test_dsa_models_read_as_vllm_builds_them() -> None:
+    rng = random.Random("vllm-dsa")
+    cases = [_case(rng, arch) for arch in _ARCHS for _ in range(N)]
+    counts, mismatches = _compare(rng, cases)
+    print(f"\nvLLM DSA reading: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
+    assert 0 < counts["refused"] < counts["compared"] // 2 and counts["attention layers"] > 4 * N, counts
+
+
+def test_dsa_layers_are_planned_as_vllms_planner_plans_them() -> None:
+    """The reader's layers through both planners: one uniform-type group of every latent and
+    indexer page, 64-token blocks."""
+    oracle = vo.load()
+    rng = random.Random("vllm-dsa-plan")
+    planned = 0
+    for arch in _ARCHS:
+        for _ in range(6):
+            saved, engine = _case(rng, arch)
+            engine["tp"] = 1
+            try:
+                layers = layers_from_hf_config(saved, vllm.EngineConfig(**engine))
+            except InvalidConfigError:
+                continue
+            dicts = [{k: v for k, v in vars(x).items() if v is not None} for x in layers]
+            budget = rng.choice([GIB, 20 * GIB, 60 * GIB])
+            ours, theirs = Ours.plan(dicts, budget, engine), oracle.plan(dicts, budget, engine)
+            assert not compare(ours, theirs), compare(ours, theirs)[:3]
+            if theirs["ok"]:
+                planned += 1
+                assert [g["spec"] for g in theirs["groups"]] == ["UniformTypeKVCacheSpecs"], theirs["groups"]
+                assert theirs["cache_block_size"] == DSA_BLOCK_SIZE
+    assert planned >= 4, planned
+
+
+def _v32(**kw: Any) -> dict[str, Any]:
+    import transformers as T
+
+    return {**T.DeepseekV32Config(num_hidden_layers=4, **kw).to_dict(), "architectures": ["DeepseekV32ForCausalLM"]}
+
+
+def test_dsa_indexer_layers_and_their_rows() -> None:
+    layers = layers_from_hf_config(_v32(), vllm.EngineConfig())
+    assert [x.kind for x in layers] == ["mla_indexer", "mla"] * 4
+    assert layers[0].name == "model.layers.0.self_attn.indexer.k_cache"
+    assert layers[1].name == "model.layers.0.self_attn.attn"
+    assert {x.head_size for x in layers} == {128 + 4, 512 + 64}  # fp8 keys + one fp32 scale; the latent
+    assert {x.block_size for x in layers} == {DSA_BLOCK_SIZE}
+    # IndexCache: every other layer from layer 1 on shares the top-k of the layer before
+    skipped = layers_from_hf_config(_v32(index_topk_freq=2), vllm.EngineConfig())
+    assert [x.name.split(".")[2] for x in skipped if x.kind == "mla_indexer"] == ["0", "1", "3"]
+
+
+@pytest.mark.parametrize("kw, key", [
+    ({"kv_cache_dtype": "fp8"}, "kv_cache_dtype"),  # the sparse MLA backend (per GPU) rewrites it
+    ({"engine": vllm.EngineConfig(block_size=32)}, "block_size"),  # the indexer backend takes 64 only
+    ({"engine": vllm.EngineConfig(speculative_method="mtp")}, "architectures"),  # DSA's MTP: not checked
+])  # fmt: skip
+def test_dsa_refuses_what_the_gpu_decides_or_kvbudget_has_not_checked(kw: dict[str, Any], key: str) -> None:
+    engine = kw.pop("engine", vllm.EngineConfig())
+    with pytest.raises(InvalidConfigError) as e:
+        layers_from_hf_config(_v32(), engine, **kw)
+    assert e.value.key == key, e.value

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
@@ -142,14 +143,14 @@ def dsa_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str
     index_head = v.req_int("index_head_dim")
     _rope_checks(v)
     width = index_head + index_head // _QUANT_BLOCK * 4
-    common: dict[str, Any] = {"num_kv_heads": 1, "kv_cache_dtype": kv_cache_dtype, "model_dtype": model_dtype,
-                              "block_size": DSA_BLOCK_SIZE}  # fmt: skip
+    mla = LayerSpec("", "mla", 1, latent, head_size_v=0, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
+                    block_size=DSA_BLOCK_SIZE)  # fmt: skip
+    indexer = replace(mla, kind="mla_indexer", head_size=width, head_size_v=None)
     out: list[LayerSpec] = []
     for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
         for i in range(start, end):
             prefix = f"model.layers.{i}.self_attn"
             if not indexer_skipped(v, i):
-                out.append(LayerSpec(f"{prefix}.indexer.k_cache", "mla_indexer", head_size=width, pp_stage=stage,
-                                     **common))  # fmt: skip
-            out.append(LayerSpec(f"{prefix}.attn", "mla", head_size=latent, head_size_v=0, pp_stage=stage, **common))
+                out.append(replace(indexer, name=f"{prefix}.indexer.k_cache", pp_stage=stage))
+            out.append(replace(mla, name=f"{prefix}.attn", pp_stage=stage))
     return out

@@ -149,7 +149,8 @@ DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: ``tests/test_vllm_models.py``). vLLM asks ``supports_eagle3(model)`` of the built target when an
 #: EAGLE3 drafter reads auxiliary hidden states. (Each name of :data:`SERVED_AS` whose class is one of these.)
 _EAGLE3: Final = frozenset({
-    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "GraniteForCausalLM", "KimiLinearForCausalLM",
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
+    "GptOssForCausalLM", "GraniteForCausalLM", "KimiLinearForCausalLM",
     "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM", "MiMoForCausalLM",
     "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM", "AfmoeForCausalLM",
     "TeleFLMForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",

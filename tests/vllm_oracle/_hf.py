@@ -213,6 +213,10 @@ def _env(root: Path) -> _Env:
     source("transformers_utils/configs/qwen3_asr.py").lift(
         asr, "Qwen3ASRAudioEncoderConfig", "Qwen3ASRTextConfig", "Qwen3ASRThinkerConfig", "Qwen3ASRConfig")
     cfg.update({n: asr[n] for n in ("Qwen3ASRTextConfig", "Qwen3ASRConfig")})  # vLLM's own classes
+    step3 = ns("step3_vl_config", Any=Any, PreTrainedConfig=transformers.PreTrainedConfig)
+    source("transformers_utils/configs/step3_vl.py").lift(
+        step3, "Step3VisionEncoderConfig", "Step3TextConfig", "Step3VLConfig")
+    cfg.update({n: step3[n] for n in ("Step3TextConfig", "Step3VLConfig")})  # vLLM's own (_CONFIG_REGISTRY)
     spec_py = source("config/speculative.py")
     cfg["hf_config_override"] = spec_py.lift_member(cfg, "SpeculativeConfig", "hf_config_override")
     # SpeculativeConfig.__post_init__: n_predict read from the drafter, and its `elif n_predict is
@@ -442,7 +446,8 @@ def vllm_config_class(model_type: str) -> Any:
     (``kimi_linear``, lifted from the wheel), else transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
-    own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig"}  # registered over transformers'
+    own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
+           "step3_vl": "Step3VLConfig", "step3_text": "Step3TextConfig"}
     if model_type in own:
         return _env(_root()).cfg[own[model_type]]
     # transformers' own class, whatever another oracle registered over it (SGLang's classes)

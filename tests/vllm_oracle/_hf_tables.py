@@ -483,3 +483,10 @@ MODELS.update({
 })  # fmt: skip
 NAMESPACES[_DSA] = {"current_platform": __import__("oracle_kit.strict", fromlist=["StrictModule"]).StrictModule(
     "current_platform", {"device_type": "meta"})}  # restated: the top-k buffer on the meta device
+# Step3 text (Step3VL's and StepVL's text model, tests/test_vllm_step3.py): the model whole (its
+# embedding's tie_word_embeddings read on later PP ranks included), its decoder layer and attention
+# whole, the MoE block kept to its TP check; entered at the model the ForCausalLM builds under its
+# own prefix (``Step3TextModel(prefix=prefix)``: no ``model`` level).
+ENTRY[("step3_text", "Step3TextForCausalLM")] = ("Step3TextModel", None, "", False)
+MODELS["step3_text"] = ([("FusedMoEBlock", frozenset({"self.tp_size"})), "Step3TextAttention", "Step3TextDecoderLayer",
+                         "Step3TextModel"], "Step3TextMLP", {})  # fmt: skip

@@ -40,6 +40,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   cache and are not listed, as vLLM's ``get_kv_cache_spec`` skips them; AXK1's layers are MLA).
 * **Classic decoders** (GPT-2, GPT-J, OPT, BLOOM, Falcon): :mod:`kvbudget.vllm.classic` (one
   ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
+* **Step3** (``Step3TextForCausalLM``, alone or as Step3-VL's / Step-VL's text model:
+  :mod:`kvbudget.vllm.step3_text`): one replicated KV head per layer, vLLM's own config classes.
 * **MiniCPM3, GLM-4.7-Flash, LongCat-Flash** (:mod:`kvbudget.vllm.mla_families`): MiniCPM3's plain
   attention of the decompressed heads; DeepSeek-V2's MLA in GLM's decoder and twice per LongCat layer.
 * **Zamba2, OLMo Hybrid** (:mod:`kvbudget.vllm.zamba2`, :mod:`kvbudget.vllm.olmo_hybrid`): Mamba-2
@@ -91,6 +93,7 @@ from kvbudget.vllm.pure_mamba import PURE_MAMBA_ARCHITECTURES, pure_mamba_layers
 from kvbudget.vllm.zamba2 import zamba2_layers
 from kvbudget.vllm.registry import NOT_PIPELINE_PARALLEL, registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
+from kvbudget.vllm.step3_text import STEP3_TEXT, STEP3_VL, step3_layers
 from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
 from kvbudget.vllm import bare_text_models
 from kvbudget.vllm.wrappers import unwrap
@@ -420,6 +423,12 @@ def layers_from_hf_config(
         raise ConfigError("draft=: speculative_method='mtp' reads the target's own MTP layers, not a drafter")
     dtype_m = model_dtype or _model_dtype(cfg)
     dtype_d = draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype
+    if named == STEP3_TEXT or named in STEP3_VL:  # Step3's text model, alone or in Step3-VL / Step-VL
+        if method is not None:
+            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {named}",
+                              "architectures")  # fmt: skip
+        return step3_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
+                            disable_sliding_window=disable_sliding_window)  # fmt: skip
     wrapped = unwrap(cfg)
     if wrapped is not None:  # a multimodal wrapper: its text model, read as itself, under its prefix
         text, prefix = wrapped

@@ -490,3 +490,13 @@ NAMESPACES[_DSA] = {"current_platform": __import__("oracle_kit.strict", fromlist
 ENTRY[("step3_text", "Step3TextForCausalLM")] = ("Step3TextModel", None, "", False)
 MODELS["step3_text"] = ([("FusedMoEBlock", frozenset({"self.tp_size"})), "Step3TextAttention", "Step3TextDecoderLayer",
                          "Step3TextModel"], "Step3TextMLP", {})  # fmt: skip
+# MiniCPM-V 4.6 / 4.7 (tests/test_vllm_minicpmv.py): the wrapper's __init__ builds
+# ``Qwen3_5ForCausalLM(vllm_config=vllm_config, prefix="language_model")`` on its own VllmConfig (the text
+# model reads ``hf_text_config``; the outer ``model_type`` swap it makes around the call reaches no KV
+# layer), which builds ``Qwen3_5Model`` at ``language_model.model``: entered there (restated). The
+# state classmethods are the wrapper's own (4.7's are 4.6's, inherited); no config hook names them.
+for _arch in ("MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_7ForConditionalGeneration"):
+    ENTRY[(_arch.lower().removesuffix("forconditionalgeneration"), _arch)] = (
+        "qwen3_5:Qwen3_5Model", None, "language_model.model", False)
+    STATE_CLASSES[_arch] = ("minicpmv4_6", "MiniCPMV4_6ForConditionalGeneration")
+MODELS["minicpmv4_6"] = ([("MiniCPMV4_6ForConditionalGeneration", *_STATE)], "", {})

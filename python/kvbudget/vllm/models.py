@@ -66,7 +66,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   kvbudget refuses both with vLLM's messages.
 
 Gated-delta-net hybrids (Qwen3-Next, Qwen3.5: :data:`~kvbudget.vllm.state_models.STATE_ARCHITECTURES`)
-are read by :mod:`kvbudget.vllm.state_models`, their state layers included.
+are read by :mod:`kvbudget.vllm.state_models`, their state layers included; MiniCPM-V 4.6 / 4.7,
+which build Qwen3.5's text model themselves, by :mod:`kvbudget.vllm.gdn_wrappers`.
 
 Scope: the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with one of
 the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
@@ -83,6 +84,7 @@ from typing import Any, Final
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.vllm.classic import CLASSIC, classic_layers, teleflm_checks
+from kvbudget.vllm.gdn_wrappers import GDN_WRAPPERS, gdn_wrapper_layers
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
@@ -460,6 +462,10 @@ def layers_from_hf_config(
     if isinstance(archs, list) and archs and archs[0] == "OlmoHybridForCausalLM":  # gated delta nets and attention
         return olmo_hybrid_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                                   cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
+    if named in GDN_WRAPPERS:  # MiniCPM-V 4.6 / 4.7: Qwen3.5's text model built by the class itself
+        return gdn_wrapper_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
+                                  mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+                                  gdn_prefill_backend=gdn_prefill_backend)  # fmt: skip
     if isinstance(archs, list) and archs and archs[0] in STATE_ARCHITECTURES:
         out = state_layers_from_hf_config(
             cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,

@@ -82,8 +82,8 @@ VLLM_TEXT_KEYS = (*VLLM_KEYS, "first_k_dense_replace", "sliding_window_pattern",
                   "prefix_dense_sliding_window_pattern", "max_position_embeddings", "routed_scaling_factor",
                   "n_routed_experts", "num_experts_per_tok", "num_shared_experts")  # fmt: skip
 #: The DSA models of ``kvbudget.vllm.dsa`` (transformers' classes, vLLM's loader) and the keys that reader uses.
-VLLM_DSA_TYPES = ("deepseek_v32", "glm_moe_dsa")
-VLLM_DSA_KEYS = (*KEYS, "rope_parameters")
+VLLM_DSA_TYPES = ("deepseek_v32", "glm_moe_dsa", "hy_v4")
+VLLM_DSA_KEYS = (*KEYS, "rope_parameters", "q_lora_rank", "gated_mla", "gating_type")
 #: Inputs perturbed to tell a derived key from a default.
 _PERTURB = {"hidden_size": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "head_dim": 2,
             "num_key_value_heads": 2, "sliding_window": 2, "qk_rope_head_dim": 2}  # fmt: skip

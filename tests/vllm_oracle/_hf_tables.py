@@ -483,6 +483,37 @@ MODELS.update({
 })  # fmt: skip
 NAMESPACES[_DSA] = {"current_platform": __import__("oracle_kit.strict", fromlist=["StrictModule"]).StrictModule(
     "current_platform", {"device_type": "meta"})}  # restated: the top-k buffer on the meta device
+# HunYuan-V4 (``vllm/models/hy_v4``, NVIDIA branch): MLA with DSA on its sparse layer kinds, the
+# indexer's key cache from ``deepseek_v2.py``. Kept: the config aliases its model sets, the layer
+# kinds, the skip set (``compute_skip_topk_layers``), the gate's kind check and the registrations;
+# not the sparse backend probe (a GPU has one), the sinks (no KV), iHC or the MLP and MoE blocks.
+_HY4 = "models/hy_v4/nvidia/model"
+_HY4_ATTN = "models/hy_v4/nvidia/attention"
+ENTRY[("vllm.models.hy_v4", "HYV4ForCausalLM")] = (f"{_HY4}:HYV4Model", None, "model", False)
+MODELS.update({
+    _HY4_ATTN: (["_SPARSE_LAYER_TYPES", "compute_skip_topk_layers",
+                 ("Indexer", frozenset("self.head_dim self.quant_block_size self.k_cache".split())),
+                 ("HYV4MLAAttention", frozenset(
+                     """self.config self.hidden_size self.qk_nope_head_dim self.qk_rope_head_dim self.qk_head_dim
+                     self.v_head_dim self.layer_idx self.q_lora_rank self.kv_lora_rank self.num_heads tp_size
+                     self.num_local_heads self.layer_id layer_types requested_sparse self.skip_topk num_hidden_layers
+                     is_mtp_layer self.create_indexer self.is_sparse kv_cache_dtype self.scaling
+                     self.max_position_embeddings self.kv_b_proj self.indexer self.gated_mla self.prefix
+                     self.learnable_sink sinks sink_backend extra_impl_args self.mla_attn""".split()
+                     + ["if self.create_indexer", "if self.gated_mla"]))],
+                 "", {"DeepseekV32IndexerCache": "deepseek_v2"}),
+    _HY4: (["_normalize_hyv4_config",
+            ("HYV4DecoderLayer", frozenset(
+                "self.hidden_size self.config self.enable_ihc layer_idx self.layer_idx max_position_embeddings "
+                "self.self_attn".split() + ["if config.mlp_layer_types[layer_idx] == 'dense'"])),
+            ("HYV4Model", frozenset(
+                """config cache_config quant_config parallel_config self.device self.is_sparse self.config
+                self.quant_config self.enable_ihc self.start_layer self.end_layer self.layers""".split()
+                + ["if self.is_sparse"]))],
+           "HYV4FeedForward HYV4MoEFused", {"HYV4MLAAttention": _HY4_ATTN}),
+})  # fmt: skip
+NAMESPACES[_HY4] = NAMESPACES[_DSA]
+NAMESPACES[_HY4_ATTN] = {"hpc_gated_mla_supported": lambda gating_type, linear: False}  # no KV: a GEMM choice
 # Step3 text (Step3VL's and StepVL's text model, tests/test_vllm_step3.py): the model whole (its
 # embedding's tie_word_embeddings read on later PP ranks included), its decoder layer and attention
 # whole, the MoE block kept to its TP check; entered at the model the ForCausalLM builds under its

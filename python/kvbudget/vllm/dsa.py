@@ -1,6 +1,6 @@
-"""vLLM 0.33.0's DeepSeek sparse attention (DSA): DeepSeek-V3.2 and GLM-5 (``GlmMoeDsaForCausalLM``).
+"""vLLM 0.33.0's DeepSeek sparse attention (DSA): DeepSeek-V3.2, GLM-5 (``GlmMoeDsaForCausalLM``), HunYuan-V4.
 
-Both architectures are served by ``vllm/models/deepseek_v32`` (its ``__init__.py`` names
+DeepSeek-V3.2 and GLM-5 are both served by ``vllm/models/deepseek_v32`` (its ``__init__.py`` names
 ``nvidia/model.py``'s ``DeepseekV32ForCausalLM`` for both on CUDA). Each decoder layer's
 ``DeepseekV32Attention`` (``models/deepseek_v32/attention.py``, an ``MLAAttention`` built with
 ``use_sparse=True``) registers, in this order:
@@ -31,6 +31,14 @@ What the GPU decides and kvbudget fixes (CUDA, Hopper or Blackwell data-centre p
   plans the dtypes no backend rewrites on those parts (``auto``, ``bfloat16``, ``fp8_ds_mla``) and
   refuses the rest.
 
+HunYuan-V4 (``HYV4ForCausalLM``, ``vllm/models/hy_v4``, NVIDIA branch: ``HYV4MLAAttention``) registers
+the same two caches, at the same names, on its sparse layers only: a layer whose ``layer_types`` entry
+is a sparse kind (``_SPARSE_LAYER_TYPES``) and the config has ``index_topk``; the others are plain MLA.
+Of the sparse layers, those ``compute_skip_topk_layers`` names (its ``indexer_types`` ``"shared"``
+entries, else the IndexCache rule with a positive integer ``index_topk_freq``) build no indexer. The
+per-layer lists default as transformers' ``HYV4Config.__post_init__`` sets them for the layer count.
+A model with no sparse layer is planned as DeepSeek's dense MLA (the engine's block size, any KV dtype).
+
 Not read: DSA's MTP drafter (``DeepseekV32MTP``) and a DeepSeek-V3 config carrying ``index_topk``
 (``deepseek_v2.py``'s own indexer); both are refused by name. Held to vLLM's classes by
 ``tests/test_vllm_dsa.py``.
@@ -39,7 +47,7 @@ Not read: DSA's MTP drafter (``DeepseekV32MTP``) and a DeepSeek-V3 config carryi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
@@ -47,10 +55,15 @@ from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
-__all__ = ["DSA_ARCHITECTURES", "DSA_BLOCK_SIZE", "DSA_KV_CACHE_DTYPES", "dsa_layers", "indexer_skipped"]
+__all__ = ["DSA_ARCHITECTURES", "DSA_BLOCK_SIZE", "DSA_KV_CACHE_DTYPES", "HY_V4_ARCHITECTURE", "dsa_layers",
+           "hy_v4_layers", "indexer_skipped"]
 
-#: The architectures vLLM 0.33.0 serves with ``vllm/models/deepseek_v32``.
-DSA_ARCHITECTURES: Final = frozenset({"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"})
+#: HunYuan-V4: DSA on its sparse layer kinds (``vllm/models/hy_v4``).
+HY_V4_ARCHITECTURE: Final = "HYV4ForCausalLM"
+#: The architectures read here: those vLLM 0.33.0 serves with ``vllm/models/deepseek_v32``, and HunYuan-V4.
+DSA_ARCHITECTURES: Final = frozenset({"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", HY_V4_ARCHITECTURE})
+#: ``hy_v4/nvidia/attention.py``'s ``_SPARSE_LAYER_TYPES``: the layer kinds that attend sparsely.
+_HY_V4_SPARSE: Final = ("sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention")
 #: Tokens per block: the DSA indexer backend's only kernel block size on CUDA.
 DSA_BLOCK_SIZE: Final = 64
 #: The ``--kv-cache-dtype`` values whose latent cache no sparse MLA backend rewrites.
@@ -112,45 +125,130 @@ def _rope_checks(v: _View) -> None:
 
 def dsa_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str,
                model_dtype: str) -> list[LayerSpec]:  # fmt: skip
-    """The KV-cache layers vLLM 0.33.0 registers for a DSA model (see the module docstring), per
-    PP stage in registration order.
+    """The KV-cache layers vLLM 0.33.0 registers for a model of :data:`DSA_ARCHITECTURES` (see the
+    module docstring), per PP stage in registration order.
 
     Raises:
         ConfigError: vLLM refuses the config (its reason), or kvbudget does not model it (a drafter,
             a KV dtype a sparse MLA backend rewrites, a block size the indexer backend refuses).
     """
-    arch = cfg["architectures"][0]
-    if engine.speculative_method is not None:
-        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's DSA drafters on {arch} "
-                          "(DeepseekV32MTP)", "architectures")  # fmt: skip
-    if kv_cache_dtype not in DSA_KV_CACHE_DTYPES:
-        raise ConfigError(f"kv_cache_dtype {kv_cache_dtype!r}: vLLM 0.33.0's sparse MLA backend, chosen per GPU, "
-                          "decides how it stores it (FLASHMLA_SPARSE turns fp8 into fp8_ds_mla on Hopper, "
-                          "FLASHINFER_MLA_SPARSE keeps it on Blackwell); kvbudget plans "
-                          f"{', '.join(DSA_KV_CACHE_DTYPES)} on DSA models", "kv_cache_dtype")  # fmt: skip
-    if engine.block_size not in (_VLLM_DEFAULT_BLOCK_SIZE, DSA_BLOCK_SIZE):
-        raise ConfigError(f"block_size {engine.block_size}: vLLM 0.33.0's DSA indexer backend "
-                          f"(DEEPSEEK_V32_INDEXER) takes {DSA_BLOCK_SIZE}-token blocks only on CUDA",
-                          "block_size")  # fmt: skip
+    if cfg["architectures"][0] == HY_V4_ARCHITECTURE:
+        return hy_v4_layers(cfg, engine, kv_cache_dtype, model_dtype)
+    _check_sparse_engine(cfg, engine, kv_cache_dtype, DSA_KV_CACHE_DTYPES)
     v = _View(cfg, "config.json", engine="vllm")
     n = v.req_int("num_hidden_layers")
-    heads = v.req_int("num_attention_heads")
-    if heads % engine.tp:
-        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AssertionError: DeepseekV32Attention asserts "
-                          f"tp ({engine.tp}) divides num_attention_heads ({heads})", v.name("num_attention_heads"))  # fmt: skip
+    _check_heads(v, engine, "DeepseekV32Attention")
     latent = v.req_int("kv_lora_rank") + v.req_int("qk_rope_head_dim", 0)
     v.req_int("index_topk")  # DeepseekV32Model sizes its top-k buffer with it
     index_head = v.req_int("index_head_dim")
     _rope_checks(v)
-    width = index_head + index_head // _QUANT_BLOCK * 4
-    mla = LayerSpec("", "mla", 1, latent, head_size_v=0, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
-                    block_size=DSA_BLOCK_SIZE)  # fmt: skip
-    indexer = replace(mla, kind="mla_indexer", head_size=width, head_size_v=None)
+    return _layers(n, engine, (latent, index_head + index_head // _QUANT_BLOCK * 4), kv_cache_dtype, model_dtype,
+                   lambda i: (True, not indexer_skipped(v, i)))  # fmt: skip
+
+
+def _check_sparse_engine(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str,
+                         dtypes: tuple[str, ...]) -> None:  # fmt: skip
+    """What a sparse model's GPU decides (see the module docstring), and its drafter (not read)."""
+    arch = cfg["architectures"][0]
+    if engine.speculative_method is not None:
+        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's DSA drafters on {arch}",
+                          "architectures")  # fmt: skip
+    if kv_cache_dtype not in dtypes:
+        raise ConfigError(f"kv_cache_dtype {kv_cache_dtype!r}: vLLM 0.33.0's sparse MLA backend, chosen per GPU, "
+                          "decides how it stores it (FLASHMLA_SPARSE turns fp8 into fp8_ds_mla on Hopper, "
+                          "FLASHINFER_MLA_SPARSE keeps it on Blackwell); kvbudget plans "
+                          f"{', '.join(dtypes)} on {arch}", "kv_cache_dtype")  # fmt: skip
+    if engine.block_size not in (_VLLM_DEFAULT_BLOCK_SIZE, DSA_BLOCK_SIZE):
+        raise ConfigError(f"block_size {engine.block_size}: vLLM 0.33.0's DSA indexer backend "
+                          f"(DEEPSEEK_V32_INDEXER) takes {DSA_BLOCK_SIZE}-token blocks only on CUDA",
+                          "block_size")  # fmt: skip
+
+
+def _check_heads(v: _View, engine: EngineConfig, cls: str) -> None:
+    heads = v.req_int("num_attention_heads")
+    if heads % engine.tp:
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AssertionError: {cls} asserts tp ({engine.tp}) "
+                          f"divides num_attention_heads ({heads})", v.name("num_attention_heads"))  # fmt: skip
+
+
+def _layers(n: int, engine: EngineConfig, rows: tuple[int, int], kv_cache_dtype: str, model_dtype: str,
+            kinds: Callable[[int], tuple[bool, bool]]) -> list[LayerSpec]:  # fmt: skip
+    """Each stage's layers in registration order: layer ``i``'s indexer key cache (where ``kinds(i)``,
+    ``(sparse, indexer)``, says it has one) before its latent cache; ``rows``: the latent's and the
+    indexer's row, elements and bytes. A model with a sparse layer takes 64-token blocks."""
+    sparse = [kinds(i) for i in range(n)]
+    block = DSA_BLOCK_SIZE if any(s for s, _ in sparse) else None
+    mla = LayerSpec("", "mla", 1, rows[0], head_size_v=0, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
+                    block_size=block)  # fmt: skip
+    indexer = replace(mla, kind="mla_indexer", head_size=rows[1], head_size_v=None)
     out: list[LayerSpec] = []
     for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
         for i in range(start, end):
             prefix = f"model.layers.{i}.self_attn"
-            if not indexer_skipped(v, i):
+            if sparse[i][1]:
                 out.append(replace(indexer, name=f"{prefix}.indexer.k_cache", pp_stage=stage))
             out.append(replace(mla, name=f"{prefix}.attn", pp_stage=stage))
     return out
+
+
+def _hy_v4_list(v: _View, key: str, n: int) -> list[Any]:
+    """One of ``HYV4Config``'s per-layer lists: the file's, else ``__post_init__``'s for ``n`` layers."""
+    given = v.cfg.get(key)
+    if given is not None:
+        if not isinstance(given, list):
+            raise v.fail(key, f"must be a list, got {type(given).__name__}")
+        return given
+    if key == "mlp_layer_types":
+        return ["dense"] * min(1, n) + ["sparse"] * max(n - 1, 0)
+    if key == "layer_types":
+        return ["indexed_attention"] * n
+    return ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(n)]
+
+
+def _hy_v4_skipped(v: _View, n: int) -> set[int]:
+    """``compute_skip_topk_layers``: the sparse layers that share an earlier layer's top-k."""
+    kinds = _hy_v4_list(v, "indexer_types", n)
+    if len(kinds) != n:
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: ValueError: indexer_types must contain one entry per "
+                          f"hidden layer: expected {n}, got {len(kinds)}.", v.name("indexer_types"))  # fmt: skip
+    bad = sorted({str(k) for k in kinds} - {"full", "shared"})
+    if bad:
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: ValueError: indexer_types only supports 'full' and "
+                          f"'shared', got {bad}.", v.name("indexer_types"))  # fmt: skip
+    return {i for i, k in enumerate(kinds) if k == "shared"}
+
+
+def hy_v4_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str,
+                 model_dtype: str) -> list[LayerSpec]:  # fmt: skip
+    """The KV-cache layers vLLM 0.33.0 registers for HunYuan-V4 (see the module docstring).
+
+    Raises:
+        ConfigError: as :func:`dsa_layers`.
+    """
+    v = _View(cfg, "config.json", engine="vllm")
+    n = v.req_int("num_hidden_layers")
+    mlp, kinds = _hy_v4_list(v, "mlp_layer_types", n), _hy_v4_list(v, "layer_types", n)
+    sparse = [v.has("index_topk") and i < len(kinds) and kinds[i] in _HY_V4_SPARSE for i in range(n)]
+    if any(sparse):
+        _check_sparse_engine(cfg, engine, kv_cache_dtype, ("auto", "bfloat16"))
+    elif engine.speculative_method is not None:
+        raise ConfigError("config.json: kvbudget has not checked vLLM 0.33.0's drafters on HYV4ForCausalLM",
+                          "architectures")  # fmt: skip
+    skipped = _hy_v4_skipped(v, n) if any(sparse) else set()
+    latent = v.req_int("kv_lora_rank") + v.req_int("qk_rope_head_dim", 0)
+    for i in range(n):  # HYV4DecoderLayer, then its HYV4MLAAttention, layer by layer
+        if i >= len(mlp):
+            raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: IndexError: HYV4DecoderLayer reads "
+                              f"mlp_layer_types[{i}]", v.name("mlp_layer_types"))  # fmt: skip
+        _check_heads(v, engine, "HYV4MLAAttention")
+        if sparse[i] and i not in skipped and v.raw("q_lora_rank") is None:
+            raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AssertionError: HYV4 sparse attention requires "
+                              "q_lora_rank to be set", v.name("q_lora_rank"))  # fmt: skip
+        if sparse[i] and i not in skipped:
+            v.req_int("index_head_dim")
+        if v.raw("gated_mla") and v.raw("gating_type") not in ("headwise", "elementwise"):
+            raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: ValueError: Unknown gating type: "
+                              f"{v.raw('gating_type')}", v.name("gating_type"))  # fmt: skip
+    index_head = v.req_int("index_head_dim") if any(s and i not in skipped for i, s in enumerate(sparse)) else 0
+    return _layers(n, engine, (latent, index_head + index_head // _QUANT_BLOCK * 4), kv_cache_dtype, model_dtype,
+                   lambda i: (sparse[i], sparse[i] and i not in skipped))  # fmt: skip

@@ -34,7 +34,7 @@ from kvbudget import _core
 from kvbudget.models.hf import ConfigError
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.state_common import _attention_template, _state_dtypes, _state_template
+from kvbudget.vllm.state_common import _attention_template, _state_dtypes, _state_template, check_plain_state_engine
 
 __all__ = ["OLMO_HYBRID_DEFAULTS", "olmo_hybrid_layers"]
 
@@ -83,12 +83,7 @@ def olmo_hybrid_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache
     Raises:
         ConfigError: what vLLM (or transformers' config class) refuses, a drafter, or ReplaySSM.
     """
-    if engine.speculative_method is not None:
-        raise ConfigError("config.json: kvbudget has not checked vLLM 0.33.0's drafters on OlmoHybridForCausalLM",
-                          "architectures")  # fmt: skip
-    if engine.use_replayssm:
-        raise ConfigError("vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture "
-                          "'OlmoHybridForCausalLM'", "use_replayssm")  # fmt: skip
+    check_plain_state_engine("OlmoHybridForCausalLM", engine)
     tp, n = engine.tp, _int(cfg, "num_hidden_layers", minimum=0)
     hidden, heads = _int(cfg, "hidden_size"), _int(cfg, "num_attention_heads")
     kinds = _kinds(cfg, n)

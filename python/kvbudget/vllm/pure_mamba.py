@@ -34,7 +34,7 @@ from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.hybrid_models import _mamba2_state
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.state_common import _state_dtypes, _state_template
+from kvbudget.vllm.state_common import _state_dtypes, _state_template, check_plain_state_engine
 
 __all__ = ["PURE_MAMBA_ARCHITECTURES", "pure_mamba_layers"]
 
@@ -54,11 +54,7 @@ def pure_mamba_layers(cfg: dict[str, Any], engine: EngineConfig, *, model_dtype:
     """
     arch = cfg["architectures"][0]
     mixer = PURE_MAMBA_ARCHITECTURES[arch]
-    if engine.speculative_method is not None:
-        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {arch}", "architectures")
-    if engine.use_replayssm:
-        raise ConfigError(f"vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture '{arch}'",
-                          "use_replayssm")  # fmt: skip
+    check_plain_state_engine(arch, engine)
     v = _View(cfg, "config.json", engine="vllm")
     tp, hidden = engine.tp, v.req_int("hidden_size")
     n, expand = v.req_int("num_hidden_layers", minimum=0), v.req_int("expand")

@@ -108,3 +108,18 @@ def _mtp_tokens(engine: EngineConfig, n_predict: int | None, key: str) -> int:
                           f"n_predict={n_predict}", "num_speculative_tokens")  # fmt: skip
     return s
 
+
+
+def check_plain_state_engine(arch: str, engine: EngineConfig) -> None:
+    """The engine checks of a state model read without a drafter and without ReplaySSM (OLMo Hybrid,
+    Zamba2, Mamba): a drafter is refused as not checked, ``--use-replayssm`` as vLLM refuses it for
+    an architecture that does not support it.
+
+    Raises:
+        ConfigError: either of the two.
+    """
+    if engine.speculative_method is not None:
+        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {arch}", "architectures")
+    if engine.use_replayssm:
+        raise ConfigError(f"vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture '{arch}'",
+                          "use_replayssm")  # fmt: skip

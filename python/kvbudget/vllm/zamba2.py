@@ -39,7 +39,7 @@ from kvbudget.models.hf import ConfigError
 from kvbudget.models.layer_kinds import LEGACY_KINDS
 from kvbudget.vllm.hybrid_models import _mamba2_state
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.state_common import _attention_template, _state_dtypes
+from kvbudget.vllm.state_common import _attention_template, _state_dtypes, check_plain_state_engine
 
 __all__ = ["ZAMBA2_DEFAULTS", "zamba2_layers"]
 
@@ -86,12 +86,7 @@ def zamba2_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtyp
         ConfigError: what vLLM (or transformers' config class) refuses, a drafter, ReplaySSM, or a
             config whose class state shape differs from its layers'.
     """
-    if engine.speculative_method is not None:
-        raise ConfigError("config.json: kvbudget has not checked vLLM 0.33.0's drafters on Zamba2ForCausalLM",
-                          "architectures")  # fmt: skip
-    if engine.use_replayssm:
-        raise ConfigError("vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture "
-                          "'Zamba2ForCausalLM'", "use_replayssm")  # fmt: skip
+    check_plain_state_engine("Zamba2ForCausalLM", engine)
     tp, n, hidden = engine.tp, _int(cfg, "num_hidden_layers", minimum=0), _int(cfg, "hidden_size")
     kinds = _kinds(cfg, n)
     ids = cfg.get("hybrid_layer_ids", [i for i, k in enumerate(kinds) if k == "hybrid"])

@@ -531,3 +531,11 @@ for _arch in ("MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_7ForConditionalG
         "qwen3_5:Qwen3_5Model", None, "language_model.model", False)
     STATE_CLASSES[_arch] = ("minicpmv4_6", "MiniCPMV4_6ForConditionalGeneration")
 MODELS["minicpmv4_6"] = ([("MiniCPMV4_6ForConditionalGeneration", *_STATE)], "", {})
+# Kimi-K3 (tests/test_vllm_kimi_k3.py): ``init_vllm_registered_model(hf_config=config.text_config,
+# architectures=["KimiLinearForCausalLM"])``, so the registry's KimiLinearForCausalLM's model at
+# ``language_model.model`` on the text config (restated); the state classmethods are the wrapper's own
+# (KimiLinearForCausalLM's on ``with_hf_config(text_config)``).
+ENTRY[("vllm.models.kimi_k3", "KimiK3ForConditionalGeneration")] = (
+    f"{_KIMI}:KimiLinearModel", None, "language_model.model", True)
+MODELS[_KIMI][0].append(("KimiK3ForConditionalGeneration", *_STATE))
+STATE_CLASSES["KimiK3ForConditionalGeneration"] = (_KIMI, "KimiK3ForConditionalGeneration")

@@ -24,6 +24,7 @@ import transformers as T
 from sglang_model_cases import FAMILIES
 from test_vllm_thinkers import FIELDS, _ours, _theirs
 from test_vllm_wrappers import _varied
+from vllm_reading import judge
 
 from kvbudget import InvalidConfigError
 from kvbudget.vllm.models import layers_from_hf_config
@@ -64,31 +65,10 @@ def cases(per_wrapper: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any]
 
 
 def test_bare_text_models_read_as_vllm_builds_them() -> None:
-    counts = {"unloadable": 0, "compared": 0, "refused": 0, "planned": 0, "layers": 0}
-    mismatches: list[str] = []
-    for i, (arch, saved, engine) in enumerate(cases(N)):
-        try:
-            loaded = T.CONFIG_MAPPING[saved["model_type"]].from_dict(copy.deepcopy(saved))
-        except Exception:  # noqa: BLE001 - the config class refuses the seeded text config
-            counts["unloadable"] += 1
-            continue
-        counts["compared"] += 1
-        if loaded.get_text_config().num_attention_heads % engine["tp"]:
-            continue  # vLLM's QKVParallelLinear asserts TP divides the heads (held in test_vllm_models)
-        ours, theirs = _ours(saved, engine), _theirs(loaded, engine)
-        if isinstance(ours, str) and "has not checked" in ours and "model_type" in ours:
-            counts["unchecked"] = counts.get("unchecked", 0) + 1  # a Qwen text config in Idefics3 / SmolVLM
-            continue
-        if isinstance(ours, str) or isinstance(theirs, str):
-            if isinstance(ours, str) != isinstance(theirs, str):
-                mismatches.append(f"case {i} ({arch}, {engine}): kvbudget {str(ours)[:200]} vs vLLM {str(theirs)[:200]}")
-            counts["refused"] += 1
-            continue
-        counts["planned"] += 1
-        counts["layers"] += len(theirs)
-        if ours != theirs:
-            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
-            mismatches.append(f"case {i} ({arch}, {engine}): {diff}")
+    counts, _, mismatches = judge(
+        cases(N), lambda saved: T.CONFIG_MAPPING[saved["model_type"]].from_dict(copy.deepcopy(saved)), _ours, _theirs,
+        # a Qwen text config in Idefics3 / SmolVLM
+        unchecked=lambda arch, ours: "has not checked" in ours and "model_type" in ours)  # fmt: skip
     print(f"\nvLLM bare text models: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
     assert counts["planned"] > counts["compared"] // 3, counts

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import transformers as T
 from test_vllm_thinkers import _ours, _theirs
+from vllm_reading import judge
 
 from kvbudget import InvalidConfigError
 from kvbudget.vllm.models import layers_from_hf_config
@@ -60,28 +61,8 @@ def cases(n: int, seed: int = 0) -> Iterator[tuple[dict[str, Any], dict[str, Any
 
 
 def test_paddleocr_vl_reads_as_vllm_merges_and_builds_it() -> None:
-    counts = {"unloadable": 0, "compared": 0, "refused": 0, "planned": 0, "layers": 0}
-    mismatches: list[str] = []
-    for i, (saved, engine) in enumerate(cases(N)):
-        try:
-            loaded = T.PaddleOCRVLConfig.from_dict(copy.deepcopy(saved))
-        except Exception:  # noqa: BLE001 - the config class refuses the seeded text config
-            counts["unloadable"] += 1
-            continue
-        counts["compared"] += 1
-        if loaded.get_text_config().num_attention_heads % engine["tp"]:
-            continue  # vLLM's QKVParallelLinear asserts TP divides the heads (held in test_vllm_models)
-        ours, theirs = _ours(saved, engine), _theirs(loaded, engine)
-        if isinstance(ours, str) or isinstance(theirs, str):
-            if isinstance(ours, str) != isinstance(theirs, str):
-                mismatches.append(f"case {i} ({engine}): kvbudget {str(ours)[:200]} vs vLLM {str(theirs)[:200]}")
-            counts["refused"] += 1
-            continue
-        counts["planned"] += 1
-        counts["layers"] += len(theirs)
-        if ours != theirs:
-            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
-            mismatches.append(f"case {i} ({engine}): {diff}")
+    counts, _, mismatches = judge((("PaddleOCRVLForConditionalGeneration", saved, engine) for saved, engine in cases(N)),
+                                  lambda saved: T.PaddleOCRVLConfig.from_dict(copy.deepcopy(saved)), _ours, _theirs)
     print(f"\nvLLM merged text configs: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
     assert counts["planned"] > counts["compared"] // 3, counts

@@ -24,6 +24,7 @@ import pytest
 import transformers as T
 from test_vllm_models import _FIELDS
 from vllm_oracle._hf import VllmLoadError, vllm_config_class, vllm_layers
+from vllm_reading import judge
 
 from kvbudget import InvalidConfigError, vllm
 from kvbudget.vllm.models import layers_from_hf_config
@@ -113,33 +114,10 @@ def _theirs(loaded: Any, s: dict[str, Any]) -> list[dict[str, Any]] | str:
 
 
 def test_thinkers_read_as_vllm_builds_their_text_models() -> None:
-    counts = {"unloadable": 0, "compared": 0, "refused": 0, "planned": 0, "layers": 0}
-    planned_by: dict[str, int] = {}
-    mismatches: list[str] = []
-    for i, (arch, saved, engine) in enumerate(cases(N)):
-        try:
-            loaded = _load(saved)
-        except Exception:  # noqa: BLE001 - the config class refuses the seeded text config
-            counts["unloadable"] += 1
-            continue
-        counts["compared"] += 1
-        if loaded.get_text_config().num_attention_heads % engine["tp"]:
-            continue  # vLLM's QKVParallelLinear asserts TP divides the heads (held in test_vllm_models)
-        ours, theirs = _ours(saved, engine), _theirs(loaded, engine)
-        if isinstance(ours, str) and "has not checked" in ours and arch.startswith("Qwen3ASR"):
-            counts["unchecked"] = counts.get("unchecked", 0) + 1  # a Qwen3-ASR text window (thinkers.py)
-            continue
-        if isinstance(ours, str) or isinstance(theirs, str):
-            if isinstance(ours, str) != isinstance(theirs, str):
-                mismatches.append(f"case {i} ({arch}, {engine}): kvbudget {str(ours)[:200]} vs vLLM {str(theirs)[:200]}")
-            counts["refused"] += 1
-            continue
-        counts["planned"] += 1
-        counts["layers"] += len(theirs)
-        planned_by[arch] = planned_by.get(arch, 0) + 1
-        if ours != theirs:
-            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
-            mismatches.append(f"case {i} ({arch}, {engine}): {diff}")
+    counts, planned_by, mismatches = judge(
+        cases(N), _load, _ours, _theirs,
+        # a Qwen3-ASR text window (thinkers.py)
+        unchecked=lambda arch, ours: "has not checked" in ours and arch.startswith("Qwen3ASR"))  # fmt: skip
     print(f"\nvLLM thinkers: {counts}, planned per wrapper {planned_by}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:12])
     assert len(planned_by) == len(_ARCHS) and counts["planned"] > counts["compared"] // 3, (counts, planned_by)

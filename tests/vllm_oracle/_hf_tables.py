@@ -539,3 +539,12 @@ ENTRY[("vllm.models.kimi_k3", "KimiK3ForConditionalGeneration")] = (
     f"{_KIMI}:KimiLinearModel", None, "language_model.model", True)
 MODELS[_KIMI][0].append(("KimiK3ForConditionalGeneration", *_STATE))
 STATE_CLASSES["KimiK3ForConditionalGeneration"] = (_KIMI, "KimiK3ForConditionalGeneration")
+# DiffusionGemma (DiffusionGemmaForBlockDiffusion, tests/test_vllm_diffusion_gemma.py): its __init__ kept
+# to its config reads, its forced ``text_config.attention_k_eq_v = True`` and the Gemma4Model it builds
+# under ``model`` (lifted from gemma4.py as above); the vision tower, LM head and self-conditioning
+# block own no KV.
+ENTRY[("diffusion_gemma", "DiffusionGemmaForConditionalGeneration")] = (
+    "DiffusionGemmaForConditionalGeneration", None, "", False)
+MODELS["diffusion_gemma"] = ([("DiffusionGemmaForConditionalGeneration", frozenset(
+    "config text_config self.config text_config.attention_k_eq_v self.model".split()))], "",
+                             {"Gemma4Model": "gemma4"})  # fmt: skip

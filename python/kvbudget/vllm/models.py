@@ -42,6 +42,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
 * **Step3** (``Step3TextForCausalLM``, alone or as Step3-VL's / Step-VL's text model:
   :mod:`kvbudget.vllm.step3_text`): one replicated KV head per layer, vLLM's own config classes.
+* **DiffusionGemma** (:mod:`kvbudget.vllm.diffusion_gemma`): Gemma 4's decoder on its text config,
+  built by the block-diffusion wrapper itself (no ``SupportsPP``).
 * **MiniCPM3, GLM-4.7-Flash, LongCat-Flash** (:mod:`kvbudget.vllm.mla_families`): MiniCPM3's plain
   attention of the decompressed heads; DeepSeek-V2's MLA in GLM's decoder and twice per LongCat layer.
 * **Zamba2, OLMo Hybrid** (:mod:`kvbudget.vllm.zamba2`, :mod:`kvbudget.vllm.olmo_hybrid`): Mamba-2
@@ -98,6 +100,7 @@ from kvbudget.vllm.zamba2 import zamba2_layers
 from kvbudget.vllm.registry import NOT_PIPELINE_PARALLEL, registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 from kvbudget.vllm.step3_text import STEP3_TEXT, STEP3_VL, step3_layers
+from kvbudget.vllm.diffusion_gemma import DIFFUSION_GEMMA, diffusion_gemma_layers
 from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
 from kvbudget.vllm import bare_text_models
 from kvbudget.vllm.wrappers import unwrap
@@ -433,6 +436,12 @@ def layers_from_hf_config(
                               "architectures")  # fmt: skip
         return step3_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                             disable_sliding_window=disable_sliding_window)  # fmt: skip
+    if named == DIFFUSION_GEMMA:  # Gemma 4's decoder, built by the block-diffusion wrapper itself
+        if method is not None:
+            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {named}",
+                              "architectures")  # fmt: skip
+        return diffusion_gemma_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
+                                      disable_sliding_window=disable_sliding_window)  # fmt: skip
     wrapped = unwrap(cfg)
     if wrapped is not None:  # a multimodal wrapper: its text model, read as itself, under its prefix
         text, prefix = wrapped

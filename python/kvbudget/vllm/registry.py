@@ -24,7 +24,8 @@ __all__ = ["NOT_PIPELINE_PARALLEL", "registry", "served_as", "wrapper_table"]
 #: any model is built (the class vLLM serves the name with decides, not the text model a wrapper
 #: builds). Held to the wheel's class hierarchies by ``tests/test_vllm_wrappers.py``.
 NOT_PIPELINE_PARALLEL: frozenset[str] = frozenset({
-    "AriaForConditionalGeneration", "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration", "HrmTextForCausalLM",
+    "AriaForConditionalGeneration", "DiffusionGemmaForBlockDiffusion", "Gemma3nForCausalLM",
+    "Gemma3nForConditionalGeneration", "HrmTextForCausalLM",
     "Idefics3ForConditionalGeneration", "Mamba2ForCausalLM", "NemotronH_Nano_Omni_Reasoning_V3",
     "NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Super_Omni_Reasoning_V3",
     "PaddleOCRVLForConditionalGeneration", "SmolVLMForConditionalGeneration", "Zamba2ForCausalLM",

@@ -307,6 +307,11 @@ def _env(root: Path) -> _Env:
         src = source(f"model_executor/layers/attention/{file}.py")
         kv_dtype = {"kv_cache_dtype", "self.kv_cache_dtype"} if cls == "Attention" else set()  # cache_config's or auto
         attn[cls] = _lift_class(src, lns, cls, keep=_ATTN_KEEP | kv_dtype)
+    # HRM-Text's PrefillPrefixLMAttention: its __init__'s super().__init__ (a decoder Attention; the
+    # encoder-only backend it wraps owns no KV). Its spec's non_causal flag (a scheduling switch) is not recorded.
+    prefix_lm = source("model_executor/layers/attention/prefill_prefix_lm_attention.py")
+    attn["PrefillPrefixLMAttention"] = _lift_class(prefix_lm, {**lns, "Attention": attn["Attention"]},
+                                                   "PrefillPrefixLMAttention", keep=set())  # fmt: skip
     mla = attn["MLAAttention"]
 
     def mla_wrapper(hidden_size: int, num_heads: int, scale: float, qk_nope_head_dim: int,
@@ -319,7 +324,8 @@ def _env(root: Path) -> _Env:
                    q_lora_rank=q_lora_rank, kv_lora_rank=kv_lora_rank, kv_b_proj=None,
                    cache_config=cache_config, quant_config=quant_config, prefix=f"{prefix}.attn")
 
-    common.update({k: attn[k] for k in ("Attention", "ChunkedLocalAttention", "MLAAttention")},
+    common.update({k: attn[k] for k in ("Attention", "ChunkedLocalAttention", "MLAAttention",
+                                        "PrefillPrefixLMAttention")},
                   EncoderOnlyAttention=Poison("EncoderOnlyAttention"),
                   MultiHeadLatentAttentionWrapper=mla_wrapper,
                   DeepseekAttention=Poison("DeepseekAttention (MHA)"))  # fmt: skip

@@ -553,8 +553,3 @@ MODELS["diffusion_gemma"] = ([("DiffusionGemmaForConditionalGeneration", frozens
 # ForCausalLM builds at ``model`` (the class's own pp > 1 refusal comes after the SupportsPP one).
 ENTRY[("hrm_text", "HrmTextForCausalLM")] = ("HrmTextModel", None, "model", False)
 MODELS["hrm_text"] = (["HrmTextAttention", "HrmTextDecoderLayer", "HrmTextStack", "HrmTextModel"], "HrmTextMLP", {})
-# Cohere Compass (tests/test_vllm_cohere_compass.py): the wrapper builds CohereCompassForCausalLM on
-# ``vllm_config.with_hf_config(config.text_config)`` (run by ._wrappers); the ForCausalLM's __init__ whole
-# (its tie_word_embeddings assert), its text model, decoder layer and attention whole; the MLP inert.
-MODELS["cohere_compass"] = (["CohereCompassAttention", "CohereCompassDecoderLayer", "CohereCompassTextModel",
-                             "CohereCompassForCausalLM"], "CohereMLP", {})  # fmt: skip

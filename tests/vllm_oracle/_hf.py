@@ -220,6 +220,7 @@ def _env(root: Path) -> _Env:
     k3 = ns("kimi_k3_config", PreTrainedConfig=transformers.PreTrainedConfig, KimiLinearConfig=cfg["KimiLinearConfig"])
     source("transformers_utils/configs/kimi_k3.py").lift(k3, "KimiK3VisionConfig", "KimiK3Config")
     cfg["KimiK3Config"] = k3["KimiK3Config"]  # vLLM's own (_CONFIG_REGISTRY)
+    source("transformers_utils/configs/beam.py").lift(cfg, "BeamConfig")  # vLLM's own (_CONFIG_REGISTRY)
     spec_py = source("config/speculative.py")
     cfg["hf_config_override"] = spec_py.lift_member(cfg, "SpeculativeConfig", "hf_config_override")
     # SpeculativeConfig.__post_init__: n_predict read from the drafter, and its `elif n_predict is
@@ -456,7 +457,8 @@ def vllm_config_class(model_type: str) -> Any:
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
     own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
-           "step3_vl": "Step3VLConfig", "step3_text": "Step3TextConfig", "kimi_k3": "KimiK3Config"}
+           "step3_vl": "Step3VLConfig", "step3_text": "Step3TextConfig", "kimi_k3": "KimiK3Config",
+           "beam": "BeamConfig"}
     if model_type in own:
         return _env(_root()).cfg[own[model_type]]
     # transformers' own class, whatever another oracle registered over it (SGLang's classes)

@@ -87,7 +87,8 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
             model_config=mc, cache_config=cache_config, quant_config=None, load_config=None, lora_config=None,
             kernel_config=StrictConfig(moe_backend="auto"),
             # DSA's top-k buffer rows (never read for the KV cache): vLLM's default batch tokens
-            scheduler_config=StrictConfig(max_num_batched_tokens=8192),
+            # (and Beam's all-reduce workspace size, never a KV size: max_num_seqs, vLLM's default)
+            scheduler_config=StrictConfig(max_num_batched_tokens=8192, max_num_seqs=256),
             parallel_config=parallel, speculative_config=spec, diffusion_config=None,
             compilation_config=StrictConfig(static_forward_context=context))  # fmt: skip
         pp_group = StrictConfig(rank_in_group=rank, world_size=pp, is_first_rank=rank == 0,

@@ -553,3 +553,25 @@ MODELS["diffusion_gemma"] = ([("DiffusionGemmaForConditionalGeneration", frozens
 # ForCausalLM builds at ``model`` (the class's own pp > 1 refusal comes after the SupportsPP one).
 ENTRY[("hrm_text", "HrmTextForCausalLM")] = ("HrmTextModel", None, "model", False)
 MODELS["hrm_text"] = (["HrmTextAttention", "HrmTextDecoderLayer", "HrmTextStack", "HrmTextModel"], "HrmTextMLP", {})
+# Beam (tests/test_vllm_beam.py; ``vllm/models/beam``, NVIDIA branch): entered at BeamForCausalLM, kept
+# to its refusals (EPLB, sequence-parallel MoE, tied embeddings) and its model; the model kept to the
+# cache config's window it clears and its layers; the decoder layer to its attention; the attention to
+# its heads, window and registration. No TP group here: no fused all-reduce workspace (restated).
+_BEAM, _BEAM_ATTN = "models/beam/nvidia/model", "models/beam/nvidia/attention"
+ENTRY[("vllm.models.beam", "BeamForCausalLM")] = (f"{_BEAM}:BeamForCausalLM", None, "", False)
+MODELS.update({
+    _BEAM_ATTN: ([("BeamAttention", frozenset(
+        """self.layer_id hidden_size tp_size self.total_num_heads self.num_heads self.total_num_kv_heads
+        self.num_kv_heads self.head_dim self.scaling is_sliding per_layer_sw self.attn""".split()
+        + ["if self.total_num_kv_heads >= tp_size"]))], "", {}),
+    _BEAM: ([("BeamDecoderLayer", frozenset("config cache_config quant_config self.layer_id self.self_attn "
+                                            "fuse_attention_reduce".split())),
+             ("BeamModel", frozenset("""config cache_config quant_config self.config self.allreduce_workspace
+             self.start_layer self.end_layer self.layers tp_group""".split() + ["if cache_config is not None"])),
+             ("BeamForCausalLM", frozenset("config quant_config parallel_config self.config self.model".split()))],
+            "", {"BeamAttention": _BEAM_ATTN}),
+})  # fmt: skip
+_STRICT = __import__("oracle_kit.strict", fromlist=["StrictModule"]).StrictModule
+NAMESPACES[_BEAM] = {"BeamAllReduceWorkspace": _STRICT("BeamAllReduceWorkspace", {"create": lambda *a: None}),
+                     "get_tp_group": lambda: _STRICT("tp_group", {"cpu_group": None}),
+                     "cast": __import__("typing").cast, "BeamConfig": object}

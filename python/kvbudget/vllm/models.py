@@ -71,7 +71,7 @@ Gated-delta-net hybrids (Qwen3-Next, Qwen3.5: :data:`~kvbudget.vllm.state_models
 are read by :mod:`kvbudget.vllm.state_models`, their state layers included; MiniCPM-V 4.6 / 4.7,
 which build Qwen3.5's text model themselves, by :mod:`kvbudget.vllm.gdn_wrappers`; Kimi-K3's
 Kimi-Linear text model by :mod:`kvbudget.vllm.kimi_k3`. HRM-Text (one KV cache per recurrence step):
-:mod:`kvbudget.vllm.hrm_text`.
+:mod:`kvbudget.vllm.hrm_text`. Beam (``vllm/models/beam``): :mod:`kvbudget.vllm.beam`.
 
 Scope: the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with one of
 the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
@@ -89,6 +89,7 @@ from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, loa
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.vllm.classic import CLASSIC, classic_layers, teleflm_checks
 from kvbudget.vllm.gdn_wrappers import GDN_WRAPPERS, gdn_wrapper_layers
+from kvbudget.vllm.beam import BEAM, beam_layers
 from kvbudget.vllm.hrm_text import HRM_TEXT, hrm_text_layers
 from kvbudget.vllm.kimi_k3 import KIMI_K3, kimi_k3_layers
 from kvbudget.vllm.pipeline import pp_stage_layers
@@ -479,6 +480,9 @@ def layers_from_hf_config(
         return gdn_wrapper_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                                   mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
                                   gdn_prefill_backend=gdn_prefill_backend)  # fmt: skip
+    if named == BEAM:  # Beam: GQA, sliding or NoPE full by layer_types (vllm/models/beam)
+        return beam_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
+                           disable_sliding_window=disable_sliding_window)  # fmt: skip
     if named == HRM_TEXT:  # HRM-Text: one KV cache per recurrence step of each stack layer
         return hrm_text_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                                disable_sliding_window=disable_sliding_window)  # fmt: skip

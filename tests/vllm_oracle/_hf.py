@@ -426,6 +426,8 @@ def _model_config(env: _Env, hf_config: Any, disable_sliding_window: bool = Fals
     mc = env.model_config_cls(hf_config=hf_config, hf_text_config=text, revision=None,
                               disable_sliding_window=disable_sliding_window,
                               model_arch_config=None, dtype=Poison("model_config.dtype"),
+                              # restated: vLLM derives a positive length; only rope (inert) reads it
+                              max_model_len=8192,
                               multimodal_config=None)  # restated: the text model only
     _CTX["config_file"] = hf_config.to_dict()  # what a re-read of config.json gives
     try:

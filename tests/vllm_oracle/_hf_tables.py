@@ -13,12 +13,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import torch
 
-from ._hf_lift import _Rope
+from ._hf_lift import _Module, _Rope
 
 #: Oracle convenience for configs without ``architectures`` (vLLM would refuse them).
 DEFAULT_ARCH = {
@@ -575,3 +576,26 @@ _STRICT = __import__("oracle_kit.strict", fromlist=["StrictModule"]).StrictModul
 NAMESPACES[_BEAM] = {"BeamAllReduceWorkspace": _STRICT("BeamAllReduceWorkspace", {"create": lambda *a: None}),
                      "get_tp_group": lambda: _STRICT("tp_group", {"cpu_group": None}),
                      "cast": __import__("typing").cast, "BeamConfig": object}
+# Cohere Compass (tests/test_vllm_cohere_compass.py): entered at the wrapper, its __init__ kept to its
+# config reads, the language model it builds (CohereCompassForCausalLM on
+# ``vllm_config.with_hf_config(config.text_config)``) and its deepstack check on later pipeline ranks
+# (not the vision tower, tokenizer or multimodal config: no KV); the ForCausalLM's __init__ whole (its
+# tie_word_embeddings assert), its text model, decoder layer and attention whole; the MLP inert.
+# Restated: ``SupportsMultiModal``'s ``_mark_tower_model`` / ``_mark_language_model`` (they only tag
+# the modules built in them) as no-op contexts.
+class _MarksModules(_Module):
+    def _mark_tower_model(self, vllm_config: Any, modalities: Any) -> Any:
+        return contextlib.nullcontext()
+
+    def _mark_language_model(self, vllm_config: Any) -> Any:
+        return contextlib.nullcontext()
+
+
+ENTRY[("cohere_compass", "CohereCompassForConditionalGeneration")] = (
+    "CohereCompassForConditionalGeneration", None, "", False)
+MODELS["cohere_compass"] = (["CohereCompassAttention", "CohereCompassDecoderLayer", "CohereCompassTextModel",
+                             "CohereCompassForCausalLM", ("CohereCompassForConditionalGeneration", frozenset(
+                                 "config self.config self.use_deepstack self.deepstack_num_level self.language_model"
+                                 .split() + ["if not get_pp_group().is_first_rank and self.use_deepstack"]))],
+                            "CohereMLP", {})  # fmt: skip
+NAMESPACES["cohere_compass"] = {"SupportsMultiModal": _MarksModules}

@@ -137,3 +137,22 @@ def test_plan_engine_vllm_reads_a_qwen3_5_mtp_drafter_from_its_own_key() -> None
     conv = next(x for x in doc["vllm_layers"] if x["kind"] == "mamba")["state_shapes"][0]
     assert conv[0] == 3 + 2, conv  # conv kernel 4, and 2 speculative tokens
     assert doc["vllm_engine"]["num_nextn_predict_layers"] is None
+
+
+def test_plan_engine_vllm_charges_whispers_cross_attention_for_the_encoder_budget(tmp_path: Path) -> None:
+    """An encoder-decoder config: the library's layers and plan, the cross-attention group charged
+    for ``--max-num-batched-tokens`` encoder tokens, and the note that says so."""
+    import transformers as T
+
+    cfg = {**T.WhisperConfig(decoder_layers=2, encoder_layers=2).to_dict(),
+           "architectures": ["WhisperForConditionalGeneration"]}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    args = ("plan", str(path), "--engine", "vllm", "--available", "1GiB", "--max-model-len", "448",
+            "--max-num-batched-tokens", "4096")  # fmt: skip
+    doc = _json(*args)
+    layers = layers_from_hf_config(cfg, vllm.EngineConfig())
+    assert doc["vllm_layers"] == [json.loads(json.dumps(x.__dict__)) for x in layers]
+    assert [g["spec"] for g in doc["vllm_plan"]["groups"]] == ["FullAttentionSpec", "CrossAttentionSpec"]
+    assert doc["vllm_plan"]["blocks_per_request"] == [28, 256]
+    assert "cross-attention layers for the encoder's budget" in run(*args).stdout

@@ -41,6 +41,8 @@ def _target(r: random.Random) -> list[dict[str, Any]]:
                 layers[i] = {**common, "kind": "sliding", "sliding_window": r.choice((128, 512, 4096))}
     elif shape < 0.4:  # dense
         layers = [{**common, "kind": "full"} for _ in range(n)]
+        if r.random() < 0.15:  # encoder-decoder (Whisper): each layer's cross-attention after it
+            layers = [x for layer in layers for x in (layer, {**layer, "kind": "cross"})]
     else:  # hybrid: full every k-th layer, local elsewhere
         k = r.choice((2, 4, 6, 6, 5))
         local: dict[str, Any]

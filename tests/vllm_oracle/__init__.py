@@ -114,6 +114,8 @@ class VllmOracle:
                 sliding_window=layer["sliding_window"],
                 page_size_padded=None,
             )
+        elif kind == "cross":
+            spec = i["CrossAttentionSpec"](**common, head_size_v=hv)
         elif kind == "chunked":
             spec = i["ChunkedLocalAttentionSpec"](
                 **common, attention_chunk_size=layer["attention_chunk_size"]

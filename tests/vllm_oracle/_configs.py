@@ -209,6 +209,8 @@ def make_vllm_config(classes: ConfigClasses, engine: dict[str, Any], model: dict
             disable_hybrid_kv_cache_manager=e["disable_hybrid_kv_cache_manager"],
             async_scheduling=e["async_scheduling"],
             max_num_batched_tokens=e["max_num_batched_tokens"],
+            # SchedulerConfig.__post_init__: the encoder's token budget is the batch's
+            max_num_encoder_input_tokens=e["max_num_batched_tokens"],
             enable_chunked_prefill=True,
         ),
         parallel_config=ParallelConfig(

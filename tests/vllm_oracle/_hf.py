@@ -313,6 +313,10 @@ def _env(root: Path) -> _Env:
     prefix_lm = source("model_executor/layers/attention/prefill_prefix_lm_attention.py")
     attn["PrefillPrefixLMAttention"] = _lift_class(prefix_lm, {**lns, "Attention": attn["Attention"]},
                                                    "PrefillPrefixLMAttention", keep=set())  # fmt: skip
+    # CrossAttention (an encoder-decoder's): its attn_type assertion and super().__init__ (an
+    # ENCODER_DECODER Attention; the cross backend it wraps is never read).
+    cross = source("model_executor/layers/attention/cross_attention.py")
+    attn["CrossAttention"] = _lift_class(cross, {**lns, "Attention": attn["Attention"]}, "CrossAttention", keep=set())
     mla = attn["MLAAttention"]
 
     def mla_wrapper(hidden_size: int, num_heads: int, scale: float, qk_nope_head_dim: int,
@@ -326,7 +330,7 @@ def _env(root: Path) -> _Env:
                    cache_config=cache_config, quant_config=quant_config, prefix=f"{prefix}.attn")
 
     common.update({k: attn[k] for k in ("Attention", "ChunkedLocalAttention", "MLAAttention",
-                                        "PrefillPrefixLMAttention")},
+                                        "PrefillPrefixLMAttention", "CrossAttention")},
                   EncoderOnlyAttention=Poison("EncoderOnlyAttention"),
                   MultiHeadLatentAttentionWrapper=mla_wrapper,
                   DeepseekAttention=Poison("DeepseekAttention (MHA)"))  # fmt: skip

@@ -30,6 +30,8 @@ def attention_record(env: Any, name: str, layer: Any, is_draft: bool, rank: int)
                 "kv_cache_dtype": None, "is_draft": is_draft, "pp_stage": rank}  # fmt: skip
     if isinstance(layer, env.attn["MLAAttention"]):
         kind = "mla"
+    elif isinstance(layer, env.attn["CrossAttention"]):
+        kind = "cross"  # CrossAttention.get_kv_cache_spec: a CrossAttentionSpec of its heads and head size
     elif layer.kv_sharing_target_layer_name is not None or layer.attn_type != env.attn["AttentionType"].DECODER:
         return None  # no spec: shares another layer's KV, or encoder-only
     elif isinstance(layer, env.attn["ChunkedLocalAttention"]):
@@ -38,9 +40,9 @@ def attention_record(env: Any, name: str, layer: Any, is_draft: bool, rank: int)
         kind = "sliding" if layer.sliding_window is not None else "full"
     return {
         "name": name, "kind": kind, "num_kv_heads": layer.num_kv_heads, "head_size": layer.head_size,
-        # MLA: MLAAttentionSpec's own; chunked: the spec passes none (so head_size)
+        # MLA: MLAAttentionSpec's own; chunked and cross: the spec passes none (so head_size)
         "head_size_v": env.mla_head_size_v if kind == "mla" else
-        layer.head_size if kind == "chunked" else layer.head_size_v,
+        layer.head_size if kind in ("chunked", "cross") else layer.head_size_v,
         "sliding_window": layer.sliding_window if kind in ("sliding", "mla") else None,
         "attention_chunk_size": layer.attention_chunk_size if kind == "chunked" else None,
         "kv_cache_dtype": None if kind == "mla" else layer.kv_cache_dtype,

@@ -599,3 +599,20 @@ MODELS["cohere_compass"] = (["CohereCompassAttention", "CohereCompassDecoderLaye
                                  .split() + ["if not get_pp_group().is_first_rank and self.use_deepstack"]))],
                             "CohereMLP", {})  # fmt: skip
 NAMESPACES["cohere_compass"] = {"SupportsMultiModal": _MarksModules}
+# Whisper (encoder-decoder): vLLM builds WhisperModel at the top level (prefix ""), and each decoder
+# layer at ``<make_layers prefix>.layers`` (its lambda appends ``.layers``): the self-attention an
+# Attention, the cross-attention a CrossAttention. Kept: the heads, head size, TP assertions and the
+# layer kinds; the encoder's layers (their attention is the encoder's, no KV) for their assertions.
+_WHISPER_ATTN = frozenset("""self.embed_dim tp_size self.total_num_heads self.num_heads self.num_kv_heads self.head_dim
+    self.q_size self.kv_size self.attn_type self.scaling self.attn""".split()
+    + ["if self.total_num_heads >= tp_size", "if attn_type == AttentionType.ENCODER"])  # fmt: skip
+ENTRY[("whisper", "WhisperForConditionalGeneration")] = ("WhisperModel", None, "", False)
+MODELS["whisper"] = ([("WhisperAttention", _WHISPER_ATTN), ("WhisperCrossAttention", frozenset()),
+                      ("WhisperEncoderLayer", frozenset("config sliding_window cache_config quant_config self.embed_dim "
+                                                        "self.self_attn".split())),
+                      ("WhisperEncoder", frozenset("config embed_dim self.start_layer self.end_layer self.layers create_layer".split()
+                                                   + ["if enable_pp"])),
+                      ("WhisperDecoderLayer", frozenset("config cache_config quant_config self.self_attn self.encoder_attn".split())),
+                      ("WhisperDecoder", frozenset("config self.start_layer self.end_layer self.layers".split())),
+                      ("WhisperModel", frozenset("self.encoder self.decoder".split()))],
+                     "WhisperMLP WhisperEncoderAttention WhisperPositionalEmbedding", {})  # fmt: skip

@@ -62,8 +62,11 @@ def summary(out: Console, vi: VllmInputs, p: vllm.VllmPlan) -> None:
     pad, need = p.padding_bytes_per_request, p.per_request_bytes[0]
     out.print(f"  {b(p.num_blocks)} blocks x {b(p.bytes_per_block[0])} bytes = {b(alloc)} bytes "
               f"({render.gib(alloc)}) of {b(budget)}; {b(budget - alloc)} left (under one block)")  # fmt: skip
+    cross = any(g.spec == "CrossAttentionSpec" for g in p.groups)
+    counting = "the in-flight tokens in window layers" + (
+        "; cross-attention layers for the encoder's budget, max_num_batched_tokens tokens" if cross else "")
     out.print(f"  one request of {b(p.max_model_len)} tokens is charged {b(sum(p.blocks_per_request))} blocks "
-              f"({b(need)} bytes, counting the in-flight tokens in window layers)")  # fmt: skip
+              f"({b(need)} bytes, counting {counting})")  # fmt: skip
     if pad:
         out.print(f"  padding: {b(pad)} of those bytes ({render.percent(pad, need, 2)}) are padding layers' "
                   "pages, which hold no KV")  # fmt: skip

@@ -98,6 +98,7 @@ from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
 from kvbudget.vllm.dsa import DSA_ARCHITECTURES, dsa_layers
+from kvbudget.vllm.whisper import WHISPER, whisper_layers
 from kvbudget.vllm.mla_families import MLA_FAMILIES, mla_family_layers
 from kvbudget.vllm.olmo_hybrid import olmo_hybrid_layers
 from kvbudget.vllm.pure_mamba import PURE_MAMBA_ARCHITECTURES, pure_mamba_layers
@@ -153,11 +154,12 @@ SERVED_AS: Final[dict[str, str]] = {
     "OlmoHybridForCausalLM": "OlmoHybridForCausalLM",
     **{a: a for a in PURE_MAMBA_ARCHITECTURES},
     **{a: a for a in DSA_ARCHITECTURES},
+    WHISPER: WHISPER,
 }
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does.
 ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items()
                                                  if s in _FAMILIES or s in CLASSIC or s in TEXT_FAMILIES
-                                                 or s in MLA_FAMILIES or s in DSA_ARCHITECTURES)  # fmt: skip
+                                                 or s in MLA_FAMILIES or s in DSA_ARCHITECTURES or s == WHISPER)  # fmt: skip
 #: ``EngineConfig.speculative_method`` values whose drafter layers are read.
 DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: The architectures kvbudget reads whose vLLM 0.33.0 class implements ``SupportsEagle3``
@@ -479,6 +481,8 @@ def layers_from_hf_config(
                                  cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
     if isinstance(archs, list) and archs and archs[0] in DSA_ARCHITECTURES:  # DeepSeek-V3.2, GLM-5: MLA + indexer
         return dsa_layers(cfg, engine, kv_cache_dtype, dtype_m)
+    if isinstance(archs, list) and archs and archs[0] == WHISPER:  # encoder-decoder: cross-attention caches
+        return whisper_layers(cfg, engine, kv_cache_dtype, dtype_m)
     if isinstance(archs, list) and archs and archs[0] == "Zamba2ForCausalLM":  # Mamba-2 and shared attention
         return zamba2_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                              cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip

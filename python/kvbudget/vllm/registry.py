@@ -28,7 +28,8 @@ NOT_PIPELINE_PARALLEL: frozenset[str] = frozenset({
     "Gemma3nForConditionalGeneration", "HrmTextForCausalLM",
     "Idefics3ForConditionalGeneration", "Mamba2ForCausalLM", "NemotronH_Nano_Omni_Reasoning_V3",
     "NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Super_Omni_Reasoning_V3",
-    "PaddleOCRVLForConditionalGeneration", "SmolVLMForConditionalGeneration", "Zamba2ForCausalLM",
+    "PaddleOCRVLForConditionalGeneration", "SmolVLMForConditionalGeneration", "WhisperForConditionalGeneration",
+    "Zamba2ForCausalLM",
 })  # fmt: skip
 
 

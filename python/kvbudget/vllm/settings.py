@@ -125,7 +125,7 @@ def _build(cls: str, settings: tuple[Setting, ...]) -> type:
 
 if TYPE_CHECKING:
     # BEGIN GENERATED (tools/stubgen.py)
-    LayerKind: TypeAlias = Literal["full", "sliding", "chunked", "mla", "mamba", "mla_indexer"]
+    LayerKind: TypeAlias = Literal["full", "sliding", "chunked", "mla", "mamba", "mla_indexer", "cross"]
 
     @dataclass(frozen=True)
     class LayerSpec:

@@ -417,3 +417,32 @@ fn vllm_dsa_indexer_pages_join_one_uniform_group() {
     let err = plan(&hybrid, &[GIB], &e).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Input);
 }
+
+/// An encoder-decoder model (Whisper): each decoder layer's self-attention is full attention,
+/// its cross-attention a `CrossAttentionSpec` charged for the scheduler's encoder budget
+/// (`max_num_batched_tokens`), not for `max_model_len`. The two kinds do not share a type:
+/// one group of each.
+#[test]
+fn vllm_cross_attention_is_charged_for_the_encoder_budget() {
+    let mut layers = Vec::new();
+    for i in 0..4 {
+        layers.push(VllmLayer::full(
+            format!("model.decoder.layers.{i}.self_attn.attn"),
+            6,
+            64,
+        ));
+        layers.push(VllmLayer {
+            kind: LayerKind::Cross,
+            ..VllmLayer::full(format!("model.decoder.layers.{i}.encoder_attn.attn"), 6, 64)
+        });
+    }
+    let e = VllmEngine {
+        max_model_len: MaxModelLen::Tokens(448),
+        ..VllmEngine::default()
+    };
+    let p = plan(&layers, &[GIB], &e).unwrap();
+    let specs: Vec<&str> = p.groups.iter().map(|g| g.spec.as_str()).collect();
+    assert_eq!(specs, ["FullAttentionSpec", "CrossAttentionSpec"]);
+    // 448 / 16 = 28 blocks of decoder tokens; 8,192 / 16 = 512 blocks of encoder tokens
+    assert_eq!(p.blocks_per_request, [28, 512]);
+}

@@ -112,9 +112,12 @@ impl Layout<'_, '_> {
         max_model_len: u64,
     ) -> impl Iterator<Item = Result<u64, VllmError>> + '_ {
         self.ctx.stages[0].groups.iter().map(move |g| {
-            g.spec
-                .first_spec()
-                .pages_per_request(max_model_len, self.ctx.in_flight, self.e.dcp)
+            g.spec.first_spec().pages_per_request(
+                max_model_len,
+                self.ctx.in_flight,
+                self.e.dcp,
+                self.ctx.encoder_tokens,
+            )
         })
     }
 

@@ -100,6 +100,9 @@ vllm_choice! {
         /// an `MLAAttentionSpec` with `cache_role=INDEXER`, one head of `head_size` bytes
         /// stored as `uint8`, whatever `kv_cache_dtype` says).
         MlaIndexer = "mla_indexer",
+        /// An encoder-decoder model's cross-attention (`CrossAttentionSpec`: it caches the
+        /// encoder's keys and values, `max_num_encoder_input_tokens` of them per request).
+        Cross = "cross",
     }
 }
 

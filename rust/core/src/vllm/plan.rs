@@ -67,6 +67,7 @@ fn layer_spec(
             s.cache_dtype_str = Some(dtype.to_owned());
             s.state_content_bytes = ds_mla_row_bytes(dtype);
         }
+        LayerKind::Cross => s.class = SpecClass::Cross,
         LayerKind::MlaIndexer => {
             s.class = SpecClass::Mla;
             s.num_kv_heads = 1;
@@ -160,10 +161,10 @@ fn layer_pages(g: &IdGroup) -> u64 {
 }
 
 /// Blocks one request takes from a group (a uniform group: the most over its layers).
-fn group_pages(g: &GroupSpec<usize>, m: u64, f: u64, dcp: u64) -> Result<u64, VllmError> {
+fn group_pages(g: &GroupSpec<usize>, m: u64, c: &Ctx<'_, '_>) -> Result<u64, VllmError> {
     let mut most = 0;
     for s in g.iter_specs() {
-        most = most.max(s.pages_per_request(m, f, dcp)?);
+        most = most.max(s.pages_per_request(m, c.in_flight, c.dcp, c.encoder_tokens)?);
     }
     Ok(most)
 }
@@ -171,6 +172,8 @@ fn group_pages(g: &GroupSpec<usize>, m: u64, f: u64, dcp: u64) -> Result<u64, Vl
 pub(super) struct Ctx<'a, 'g> {
     pub(super) in_flight: u64,
     pub(super) dcp: u64,
+    /// The scheduler's `max_num_encoder_input_tokens` (`max_num_batched_tokens`), tokens.
+    pub(super) encoder_tokens: u64,
     pub(super) tp: usize,
     /// Per stage.
     pub(super) stages: &'a [Worker<'g>],
@@ -187,7 +190,7 @@ impl Ctx<'_, '_> {
         let wk = self.worker(w);
         let mut total: i128 = 0;
         for g in wk.groups.iter() {
-            total += i128::from(group_pages(&g.spec, m, self.in_flight, self.dcp)?);
+            total += i128::from(group_pages(&g.spec, m, self)?);
         }
         Ok(i128::from(wk.bytes_per_block) * total)
     }
@@ -429,6 +432,7 @@ pub(crate) fn with_layout<R>(
         hybrid,
         ctx: Ctx {
             in_flight,
+            encoder_tokens: e.max_num_batched_tokens,
             dcp: e.dcp,
             tp,
             stages: &stages,

@@ -163,6 +163,8 @@ pub enum SpecClass {
     Chunked,
     /// `MambaSpec` (recurrent state: a page per state, whatever the block size).
     Mamba,
+    /// `CrossAttentionSpec` (an encoder-decoder model's cross-attention).
+    Cross,
 }
 
 impl SpecClass {
@@ -174,6 +176,7 @@ impl SpecClass {
             Self::Sliding => "SlidingWindowSpec",
             Self::Chunked => "ChunkedLocalAttentionSpec",
             Self::Mamba => "MambaSpec",
+            Self::Cross => "CrossAttentionSpec",
         }
     }
 
@@ -447,7 +450,7 @@ impl Spec {
                 }
                 Ok(merged)
             }
-            SpecClass::Sliding | SpecClass::Chunked | SpecClass::Mamba => {
+            SpecClass::Sliding | SpecClass::Chunked | SpecClass::Mamba | SpecClass::Cross => {
                 if specs.iter().all(|s| *s == first) {
                     Ok(first.clone())
                 } else {
@@ -469,6 +472,7 @@ impl Spec {
             SpecClass::Chunked => all.iter().all(|s| {
                 s.class == SpecClass::Chunked && s.attention_chunk_size == self.attention_chunk_size
             }),
+            SpecClass::Cross => all.iter().all(|s| s.class == SpecClass::Cross),
             SpecClass::Mamba => {
                 let (Some(m), page) = (&self.mamba, self.page_size_bytes()) else {
                     return false;
@@ -486,12 +490,14 @@ impl Spec {
     }
 
     /// Blocks one request needs at `max_model_len` tokens (`cdiv(max_memory_usage_bytes, page)`),
-    /// with `in_flight` = F tokens and `dcp` the decode-context-parallel size.
+    /// with `in_flight` = F tokens, `dcp` the decode-context-parallel size and `encoder_tokens`
+    /// the scheduler's `max_num_encoder_input_tokens` (a cross-attention layer's charge).
     pub fn pages_per_request(
         &self,
         max_model_len: u64,
         in_flight: u64,
         dcp: u64,
+        encoder_tokens: u64,
     ) -> Result<u64, VllmError> {
         let m = i128::from(max_model_len);
         let b = i128::from(self.block_size);
@@ -516,6 +522,7 @@ impl Spec {
                 let c = i128::from(self.attention_chunk_size.unwrap_or(0));
                 cdiv((c + f).min(m), b)
             }
+            SpecClass::Cross => cdiv(i128::from(encoder_tokens), b),
             // Mamba state is replicated across DCP ranks, never sharded.
             SpecClass::Mamba => {
                 i128::from(self.mamba.as_ref().map_or(1, |s| s.pages_per_request()))

@@ -156,3 +156,20 @@ def test_plan_engine_vllm_charges_whispers_cross_attention_for_the_encoder_budge
     assert [g["spec"] for g in doc["vllm_plan"]["groups"]] == ["FullAttentionSpec", "CrossAttentionSpec"]
     assert doc["vllm_plan"]["blocks_per_request"] == [28, 256]
     assert "cross-attention layers for the encoder's budget" in run(*args).stdout
+
+
+def test_plan_engine_vllm_plans_a_dsa_model_in_64_token_blocks(tmp_path: Path) -> None:
+    """DeepSeek-V3.2: the library's layers (an indexer key cache before each latent cache) in one
+    uniform-type group of 64-token blocks, and the note that says why the block is not 16."""
+    import transformers as T
+
+    cfg = {**T.DeepseekV32Config(num_hidden_layers=3).to_dict(), "architectures": ["DeepseekV32ForCausalLM"]}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    args = ("plan", str(path), "--engine", "vllm", "--available", "2GiB", "--max-model-len", "4096")
+    doc = _json(*args)
+    layers = layers_from_hf_config(cfg, vllm.EngineConfig())
+    assert doc["vllm_layers"] == [json.loads(json.dumps(x.__dict__)) for x in layers]
+    assert [g["spec"] for g in doc["vllm_plan"]["groups"]] == ["UniformTypeKVCacheSpecs"]
+    assert doc["vllm_plan"]["cache_block_size"] == 64
+    assert "take 64-token blocks, not block 16" in run(*args).stdout

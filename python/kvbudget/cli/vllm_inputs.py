@@ -202,6 +202,10 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
         num_nextn_predict_layers=nextn if method == "mtp" else None, **flags,
     )  # fmt: skip
     layers = layers_from_hf_config(target, engine, draft=draft, kv_cache_dtype=kv_dtype, model_dtype=model_dtype)
+    own = sorted({x.block_size for x in layers if x.block_size is not None and x.block_size != engine.block_size})
+    if own:  # the layers' own block size (DSA: what the indexer backend takes)
+        notes.append(f"the model's layers take {', '.join(map(str, own))}-token blocks, not block {engine.block_size} "
+                     "(a DSA model: its indexer backend's only kernel block size)")  # fmt: skip
     available, label = _budget(util, sc)
     if available <= 0:
         raise UsageError(f"no KV budget for vLLM: {label}")

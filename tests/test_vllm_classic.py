@@ -27,6 +27,7 @@ import test_vllm_models
 import transformers as T
 from huggingface_hub.errors import StrictDataclassClassValidationError
 from vllm_oracle._hf import VllmLoadError, vllm_layers
+from vllm_reading import judge_families
 
 from kvbudget import InvalidConfigError, vllm
 from kvbudget.vllm.models import ARCHITECTURES, layers_from_hf_config
@@ -143,25 +144,9 @@ def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, A
 
 
 def compare(per_family: int) -> tuple[dict[str, dict[str, int]], list[str]]:
-    """Per family: configs compared, refused by both, layers compared; and the mismatches."""
-    counts: dict[str, dict[str, int]] = {f: {"compared": 0, "refused": 0, "layers": 0} for f in FAMILIES}
-    mismatches: list[str] = []
-    for i, (family, saved, settings) in enumerate(cases(per_family)):
-        ours, theirs = _ours(saved, settings), _theirs(saved, settings)
-        c = counts[family]
-        c["compared"] += 1
-        if isinstance(ours, str) or isinstance(theirs, str):
-            # both refuse, and for the same kind of failure (vLLM's AssertionError, transformers' load)
-            kind = str(theirs).removeprefix("refused: ").split(":")[0]
-            if isinstance(ours, str) != isinstance(theirs, str) or kind not in str(ours):
-                mismatches.append(f"case {i} ({family}, {settings}): kvbudget {str(ours)[:200]} vs vLLM {str(theirs)[:200]}")
-            c["refused"] += 1
-            continue
-        c["layers"] += len(theirs)
-        if ours != theirs:
-            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
-            mismatches.append(f"case {i} ({family}, {settings}): {diff}")
-    return counts, mismatches
+    """Per family: configs compared, refused by both (for the same kind of failure: vLLM's
+    AssertionError, transformers' load), layers compared; and the mismatches."""
+    return judge_families(cases(per_family), FAMILIES, _ours, _theirs)
 
 
 def test_classic_layers_equal_vllms_reading_of_the_config() -> None:

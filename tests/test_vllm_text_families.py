@@ -30,6 +30,7 @@ import transformers as T
 from vllm_oracle._fetch import vllm_root
 from vllm_oracle._hf import VllmLoadError, _env, vllm_layers
 from vllm_oracle._interfaces import supports
+from vllm_reading import judge_families
 
 from kvbudget import InvalidConfigError, vllm
 from kvbudget.vllm.models import ARCHITECTURES, layers_from_hf_config
@@ -307,28 +308,18 @@ def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, A
 
 
 def compare(per_family: int) -> tuple[dict[str, dict[str, int]], list[str]]:
-    """Per family: configs compared, refused by both, layers compared; and the mismatches."""
-    counts = {f: {"compared": 0, "refused": 0, "layers": 0, "shared": 0} for f in FAMILIES}
-    mismatches: list[str] = []
-    for i, (family, saved, settings) in enumerate(cases(per_family)):
-        ours, theirs = _ours(saved, settings), _theirs(saved, settings)
-        c = counts[family]
-        c["compared"] += 1
-        if isinstance(ours, str) or isinstance(theirs, str):
-            # both refuse, and for the same kind of failure (vLLM's AssertionError / ValueError, transformers' load)
-            kind = str(theirs).removeprefix("refused: ").split(":")[0]
-            if isinstance(ours, str) != isinstance(theirs, str) or kind not in str(ours):
-                mismatches.append(f"case {i} ({family}, {settings}): kvbudget {str(ours)[:300]} vs "
-                                  f"vLLM {str(theirs)[:300]}")  # fmt: skip
-            c["refused"] += 1
-            continue
-        c["layers"] += len(theirs)
+    """Per family: configs compared, refused by both (for the same kind of failure: vLLM's
+    AssertionError / ValueError, transformers' load), layers compared, configs whose KV sharing left
+    layers without a spec; and the mismatches."""
+
+    def shared(family: str, saved: dict[str, Any], theirs: list[dict[str, Any]], c: dict[str, int]) -> None:
         text = saved.get("text_config", saved)
         n = text.get("num_hidden_layers", FAMILIES[family][0]().num_hidden_layers)
-        c["shared"] += family in _SHARING and len(theirs) < n
-        if ours != theirs:
-            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
-            mismatches.append(f"case {i} ({family}, {settings}): {diff}")
+        c["shared"] = c.get("shared", 0) + (family in _SHARING and len(theirs) < n)
+
+    counts, mismatches = judge_families(cases(per_family), FAMILIES, _ours, _theirs, shared)
+    for c in counts.values():
+        c.setdefault("shared", 0)
     return counts, mismatches
 
 

@@ -51,3 +51,37 @@ def judge(cases: Iterable[tuple[str, dict[str, Any], dict[str, Any]]], load: Cal
             diff = next((f"{x} vs {y}" for x, y in zip(a, b) if x != y), f"{len(a)} vs {len(b)} layers")
             mismatches.append(f"case {i} ({arch}, {engine}): {diff}")
     return counts, planned_by, mismatches
+
+
+def judge_families(cases: Iterable[tuple[str, dict[str, Any], dict[str, Any]]], families: Iterable[str],
+                   ours: Callable[[dict[str, Any], dict[str, Any]], Reading],
+                   theirs: Callable[[dict[str, Any], dict[str, Any]], Reading],
+                   tally: Callable[[str, dict[str, Any], list[dict[str, Any]], dict[str, int]], None] | None = None,
+                   ) -> tuple[dict[str, dict[str, int]], list[str]]:  # fmt: skip
+    """Each ``(family, config.json, settings)`` case read by kvbudget and by vLLM: both refuse, for
+    the same kind of failure (the name before the first colon of vLLM's reason, found in
+    kvbudget's), or both read the same layers. ``tally(family, config, vLLM's layers, counts)``
+    adds a family's own counts of a planned case.
+
+    Returns:
+        Per family: configs compared, refused by both, layers compared; and the mismatches.
+    """
+    counts: dict[str, dict[str, int]] = {f: {"compared": 0, "refused": 0, "layers": 0} for f in families}
+    mismatches: list[str] = []
+    for i, (family, saved, settings) in enumerate(cases):
+        a, b = ours(saved, settings), theirs(saved, settings)
+        c = counts[family]
+        c["compared"] += 1
+        if isinstance(a, str) or isinstance(b, str):
+            kind = str(b).removeprefix("refused: ").split(":")[0]
+            if isinstance(a, str) != isinstance(b, str) or kind not in str(a):
+                mismatches.append(f"case {i} ({family}, {settings}): kvbudget {str(a)[:300]} vs vLLM {str(b)[:300]}")
+            c["refused"] += 1
+            continue
+        c["layers"] += len(b)
+        if tally is not None:
+            tally(family, saved, b, c)
+        if a != b:
+            diff = next((f"{x} vs {y}" for x, y in zip(a, b) if x != y), f"{len(a)} vs {len(b)} layers")
+            mismatches.append(f"case {i} ({family}, {settings}): {diff}")
+    return counts, mismatches

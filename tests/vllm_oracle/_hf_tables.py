@@ -13,13 +13,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any
 
 import torch
 
-from ._hf_lift import _Module, _Rope
+from ._hf_lift import _Rope
 
 #: Oracle convenience for configs without ``architectures`` (vLLM would refuse them).
 DEFAULT_ARCH = {
@@ -515,13 +514,6 @@ MODELS.update({
 })  # fmt: skip
 NAMESPACES[_HY4] = NAMESPACES[_DSA]
 NAMESPACES[_HY4_ATTN] = {"hpc_gated_mla_supported": lambda gating_type, linear: False}  # no KV: a GEMM choice
-# Step3 text (Step3VL's and StepVL's text model, tests/test_vllm_step3.py): the model whole (its
-# embedding's tie_word_embeddings read on later PP ranks included), its decoder layer and attention
-# whole, the MoE block kept to its TP check; entered at the model the ForCausalLM builds under its
-# own prefix (``Step3TextModel(prefix=prefix)``: no ``model`` level).
-ENTRY[("step3_text", "Step3TextForCausalLM")] = ("Step3TextModel", None, "", False)
-MODELS["step3_text"] = ([("FusedMoEBlock", frozenset({"self.tp_size"})), "Step3TextAttention", "Step3TextDecoderLayer",
-                         "Step3TextModel"], "Step3TextMLP", {})  # fmt: skip
 # MiniCPM-V 4.6 / 4.7 (tests/test_vllm_minicpmv.py): the wrapper's __init__ builds
 # ``Qwen3_5ForCausalLM(vllm_config=vllm_config, prefix="language_model")`` on its own VllmConfig (the text
 # model reads ``hf_text_config``; the outer ``model_type`` swap it makes around the call reaches no KV
@@ -540,15 +532,6 @@ ENTRY[("vllm.models.kimi_k3", "KimiK3ForConditionalGeneration")] = (
     f"{_KIMI}:KimiLinearModel", None, "language_model.model", True)
 MODELS[_KIMI][0].append(("KimiK3ForConditionalGeneration", *_STATE))
 STATE_CLASSES["KimiK3ForConditionalGeneration"] = (_KIMI, "KimiK3ForConditionalGeneration")
-# DiffusionGemma (DiffusionGemmaForBlockDiffusion, tests/test_vllm_diffusion_gemma.py): its __init__ kept
-# to its config reads, its forced ``text_config.attention_k_eq_v = True`` and the Gemma4Model it builds
-# under ``model`` (lifted from gemma4.py as above); the vision tower, LM head and self-conditioning
-# block own no KV.
-ENTRY[("diffusion_gemma", "DiffusionGemmaForConditionalGeneration")] = (
-    "DiffusionGemmaForConditionalGeneration", None, "", False)
-MODELS["diffusion_gemma"] = ([("DiffusionGemmaForConditionalGeneration", frozenset(
-    "config text_config self.config text_config.attention_k_eq_v self.model".split()))], "",
-                             {"Gemma4Model": "gemma4"})  # fmt: skip
 # HRM-Text (tests/test_vllm_hrm_text.py): the model whole (its two stacks; one
 # PrefillPrefixLMAttention per recurrence step a stack runs), entered at the model the
 # ForCausalLM builds at ``model`` (the class's own pp > 1 refusal comes after the SupportsPP one).
@@ -576,29 +559,6 @@ _STRICT = __import__("oracle_kit.strict", fromlist=["StrictModule"]).StrictModul
 NAMESPACES[_BEAM] = {"BeamAllReduceWorkspace": _STRICT("BeamAllReduceWorkspace", {"create": lambda *a: None}),
                      "get_tp_group": lambda: _STRICT("tp_group", {"cpu_group": None}),
                      "cast": __import__("typing").cast, "BeamConfig": object}
-# Cohere Compass (tests/test_vllm_cohere_compass.py): entered at the wrapper, its __init__ kept to its
-# config reads, the language model it builds (CohereCompassForCausalLM on
-# ``vllm_config.with_hf_config(config.text_config)``) and its deepstack check on later pipeline ranks
-# (not the vision tower, tokenizer or multimodal config: no KV); the ForCausalLM's __init__ whole (its
-# tie_word_embeddings assert), its text model, decoder layer and attention whole; the MLP inert.
-# Restated: ``SupportsMultiModal``'s ``_mark_tower_model`` / ``_mark_language_model`` (they only tag
-# the modules built in them) as no-op contexts.
-class _MarksModules(_Module):
-    def _mark_tower_model(self, vllm_config: Any, modalities: Any) -> Any:
-        return contextlib.nullcontext()
-
-    def _mark_language_model(self, vllm_config: Any) -> Any:
-        return contextlib.nullcontext()
-
-
-ENTRY[("cohere_compass", "CohereCompassForConditionalGeneration")] = (
-    "CohereCompassForConditionalGeneration", None, "", False)
-MODELS["cohere_compass"] = (["CohereCompassAttention", "CohereCompassDecoderLayer", "CohereCompassTextModel",
-                             "CohereCompassForCausalLM", ("CohereCompassForConditionalGeneration", frozenset(
-                                 "config self.config self.use_deepstack self.deepstack_num_level self.language_model"
-                                 .split() + ["if not get_pp_group().is_first_rank and self.use_deepstack"]))],
-                            "CohereMLP", {})  # fmt: skip
-NAMESPACES["cohere_compass"] = {"SupportsMultiModal": _MarksModules}
 # Whisper (encoder-decoder): vLLM builds WhisperModel at the top level (prefix ""), and each decoder
 # layer at ``<make_layers prefix>.layers`` (its lambda appends ``.layers``): the self-attention an
 # Attention, the cross-attention a CrossAttention. Kept: the heads, head size, TP assertions and the
@@ -616,3 +576,5 @@ MODELS["whisper"] = ([("WhisperAttention", _WHISPER_ATTN), ("WhisperCrossAttenti
                       ("WhisperDecoder", frozenset("config self.start_layer self.end_layer self.layers".split())),
                       ("WhisperModel", frozenset("self.encoder self.decoder".split()))],
                      "WhisperMLP WhisperEncoderAttention WhisperPositionalEmbedding", {})  # fmt: skip
+# Step3, DiffusionGemma, Cohere Compass, ERNIE-4.5-VL: their entries (._hf_tables_mm)
+from . import _hf_tables_mm  # noqa: E402,F401

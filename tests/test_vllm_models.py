@@ -217,8 +217,8 @@ def test_eagle3_over_pipeline_stages_as_vllm_starts_it(family: str) -> None:
 
 
 def test_out_of_scope_architectures_are_refused_by_name() -> None:
-    with pytest.raises(InvalidConfigError, match="HrmTextForCausalLM"):
-        layers_from_hf_config({"architectures": ["HrmTextForCausalLM"], "num_hidden_layers": 2})
+    with pytest.raises(InvalidConfigError, match="Qwen4ExpForCausalLM"):
+        layers_from_hf_config({"architectures": ["Qwen4ExpForCausalLM"], "num_hidden_layers": 2})
     with pytest.raises(InvalidConfigError, match="draft="):
         layers_from_hf_config({**T.LlamaConfig().to_dict(), "architectures": ["LlamaForCausalLM"]},
                               vllm.EngineConfig(speculative_method="eagle3"))  # fmt: skip

@@ -514,51 +514,6 @@ MODELS.update({
 })  # fmt: skip
 NAMESPACES[_HY4] = NAMESPACES[_DSA]
 NAMESPACES[_HY4_ATTN] = {"hpc_gated_mla_supported": lambda gating_type, linear: False}  # no KV: a GEMM choice
-# MiniCPM-V 4.6 / 4.7 (tests/test_vllm_minicpmv.py): the wrapper's __init__ builds
-# ``Qwen3_5ForCausalLM(vllm_config=vllm_config, prefix="language_model")`` on its own VllmConfig (the text
-# model reads ``hf_text_config``; the outer ``model_type`` swap it makes around the call reaches no KV
-# layer), which builds ``Qwen3_5Model`` at ``language_model.model``: entered there (restated). The
-# state classmethods are the wrapper's own (4.7's are 4.6's, inherited); no config hook names them.
-for _arch in ("MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_7ForConditionalGeneration"):
-    ENTRY[(_arch.lower().removesuffix("forconditionalgeneration"), _arch)] = (
-        "qwen3_5:Qwen3_5Model", None, "language_model.model", False)
-    STATE_CLASSES[_arch] = ("minicpmv4_6", "MiniCPMV4_6ForConditionalGeneration")
-MODELS["minicpmv4_6"] = ([("MiniCPMV4_6ForConditionalGeneration", *_STATE)], "", {})
-# Kimi-K3 (tests/test_vllm_kimi_k3.py): ``init_vllm_registered_model(hf_config=config.text_config,
-# architectures=["KimiLinearForCausalLM"])``, so the registry's KimiLinearForCausalLM's model at
-# ``language_model.model`` on the text config (restated); the state classmethods are the wrapper's own
-# (KimiLinearForCausalLM's on ``with_hf_config(text_config)``).
-ENTRY[("vllm.models.kimi_k3", "KimiK3ForConditionalGeneration")] = (
-    f"{_KIMI}:KimiLinearModel", None, "language_model.model", True)
-MODELS[_KIMI][0].append(("KimiK3ForConditionalGeneration", *_STATE))
-STATE_CLASSES["KimiK3ForConditionalGeneration"] = (_KIMI, "KimiK3ForConditionalGeneration")
-# HRM-Text (tests/test_vllm_hrm_text.py): the model whole (its two stacks; one
-# PrefillPrefixLMAttention per recurrence step a stack runs), entered at the model the
-# ForCausalLM builds at ``model`` (the class's own pp > 1 refusal comes after the SupportsPP one).
-ENTRY[("hrm_text", "HrmTextForCausalLM")] = ("HrmTextModel", None, "model", False)
-MODELS["hrm_text"] = (["HrmTextAttention", "HrmTextDecoderLayer", "HrmTextStack", "HrmTextModel"], "HrmTextMLP", {})
-# Beam (tests/test_vllm_beam.py; ``vllm/models/beam``, NVIDIA branch): entered at BeamForCausalLM, kept
-# to its refusals (EPLB, sequence-parallel MoE, tied embeddings) and its model; the model kept to the
-# cache config's window it clears and its layers; the decoder layer to its attention; the attention to
-# its heads, window and registration. No TP group here: no fused all-reduce workspace (restated).
-_BEAM, _BEAM_ATTN = "models/beam/nvidia/model", "models/beam/nvidia/attention"
-ENTRY[("vllm.models.beam", "BeamForCausalLM")] = (f"{_BEAM}:BeamForCausalLM", None, "", False)
-MODELS.update({
-    _BEAM_ATTN: ([("BeamAttention", frozenset(
-        """self.layer_id hidden_size tp_size self.total_num_heads self.num_heads self.total_num_kv_heads
-        self.num_kv_heads self.head_dim self.scaling is_sliding per_layer_sw self.attn""".split()
-        + ["if self.total_num_kv_heads >= tp_size"]))], "", {}),
-    _BEAM: ([("BeamDecoderLayer", frozenset("config cache_config quant_config self.layer_id self.self_attn "
-                                            "fuse_attention_reduce".split())),
-             ("BeamModel", frozenset("""config cache_config quant_config self.config self.allreduce_workspace
-             self.start_layer self.end_layer self.layers tp_group""".split() + ["if cache_config is not None"])),
-             ("BeamForCausalLM", frozenset("config quant_config parallel_config self.config self.model".split()))],
-            "", {"BeamAttention": _BEAM_ATTN}),
-})  # fmt: skip
-_STRICT = __import__("oracle_kit.strict", fromlist=["StrictModule"]).StrictModule
-NAMESPACES[_BEAM] = {"BeamAllReduceWorkspace": _STRICT("BeamAllReduceWorkspace", {"create": lambda *a: None}),
-                     "get_tp_group": lambda: _STRICT("tp_group", {"cpu_group": None}),
-                     "cast": __import__("typing").cast, "BeamConfig": object}
 # Whisper (encoder-decoder): vLLM builds WhisperModel at the top level (prefix ""), and each decoder
 # layer at ``<make_layers prefix>.layers`` (its lambda appends ``.layers``): the self-attention an
 # Attention, the cross-attention a CrossAttention. Kept: the heads, head size, TP assertions and the
@@ -578,3 +533,5 @@ MODELS["whisper"] = ([("WhisperAttention", _WHISPER_ATTN), ("WhisperCrossAttenti
                      "WhisperMLP WhisperEncoderAttention WhisperPositionalEmbedding", {})  # fmt: skip
 # Step3, DiffusionGemma, Cohere Compass, ERNIE-4.5-VL: their entries (._hf_tables_mm)
 from . import _hf_tables_mm  # noqa: E402,F401
+# MiniCPM-V 4.6 / 4.7, Kimi-K3, HRM-Text, Beam, Step-3.5: their entries (._hf_tables_more)
+from . import _hf_tables_more  # noqa: E402,F401

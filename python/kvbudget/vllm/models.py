@@ -76,6 +76,7 @@ are read by :mod:`kvbudget.vllm.state_models`, their state layers included; Mini
 which build Qwen3.5's text model themselves, by :mod:`kvbudget.vllm.gdn_wrappers`; Kimi-K3's
 Kimi-Linear text model by :mod:`kvbudget.vllm.kimi_k3`. HRM-Text (one KV cache per recurrence step):
 :mod:`kvbudget.vllm.hrm_text`. Beam (``vllm/models/beam``): :mod:`kvbudget.vllm.beam`.
+Step-3.5: :mod:`kvbudget.vllm.step3p5`.
 
 Scope: the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with one of
 the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
@@ -95,6 +96,7 @@ from kvbudget.vllm.classic import CLASSIC, classic_layers, teleflm_checks
 from kvbudget.vllm.gdn_wrappers import GDN_WRAPPERS, gdn_wrapper_layers
 from kvbudget.vllm.beam import BEAM, beam_layers
 from kvbudget.vllm.hrm_text import HRM_TEXT, hrm_text_layers
+from kvbudget.vllm.step3p5 import STEP3P5, step3p5_layers
 from kvbudget.vllm.kimi_k3 import KIMI_K3, kimi_k3_layers
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
@@ -501,6 +503,9 @@ def layers_from_hf_config(
     if named == BEAM:  # Beam: GQA, sliding or NoPE full by layer_types (vllm/models/beam)
         return beam_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                            disable_sliding_window=disable_sliding_window)  # fmt: skip
+    if named == STEP3P5:  # Step-3.5: per-layer heads and windows on transformers' Step3p7TextConfig
+        return step3p5_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
+                              disable_sliding_window=disable_sliding_window)  # fmt: skip
     if named == HRM_TEXT:  # HRM-Text: one KV cache per recurrence step of each stack layer
         return hrm_text_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                                disable_sliding_window=disable_sliding_window)  # fmt: skip

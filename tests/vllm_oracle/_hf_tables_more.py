@@ -1,0 +1,91 @@
+"""More of the model-reading oracle's architecture tables (:mod:`._hf_tables`, which imports this
+module at its end): MiniCPM-V 4.6 / 4.7, Kimi-K3, HRM-Text, Beam and Step-3.5. Restated glue, as
+there: where each registered class is entered, what is lifted of its files, and the stand-ins its
+namespace gets."""
+
+from __future__ import annotations
+
+import typing
+
+from oracle_kit.strict import Poison, StrictModule
+
+from ._hf_tables import _KIMI, _STATE, ENTRY, MODELS, NAMESPACES, STATE_CLASSES
+
+# MiniCPM-V 4.6 / 4.7 (tests/test_vllm_minicpmv.py): the wrapper's __init__ builds
+# ``Qwen3_5ForCausalLM(vllm_config=vllm_config, prefix="language_model")`` on its own VllmConfig (the text
+# model reads ``hf_text_config``; the outer ``model_type`` swap it makes around the call reaches no KV
+# layer), which builds ``Qwen3_5Model`` at ``language_model.model``: entered there (restated). The
+# state classmethods are the wrapper's own (4.7's are 4.6's, inherited); no config hook names them.
+for _arch in ("MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_7ForConditionalGeneration"):
+    ENTRY[(_arch.lower().removesuffix("forconditionalgeneration"), _arch)] = (
+        "qwen3_5:Qwen3_5Model", None, "language_model.model", False)
+    STATE_CLASSES[_arch] = ("minicpmv4_6", "MiniCPMV4_6ForConditionalGeneration")
+MODELS["minicpmv4_6"] = ([("MiniCPMV4_6ForConditionalGeneration", *_STATE)], "", {})
+
+# Kimi-K3 (tests/test_vllm_kimi_k3.py): ``init_vllm_registered_model(hf_config=config.text_config,
+# architectures=["KimiLinearForCausalLM"])``, so the registry's KimiLinearForCausalLM's model at
+# ``language_model.model`` on the text config (restated); the state classmethods are the wrapper's own
+# (KimiLinearForCausalLM's on ``with_hf_config(text_config)``).
+ENTRY[("vllm.models.kimi_k3", "KimiK3ForConditionalGeneration")] = (
+    f"{_KIMI}:KimiLinearModel", None, "language_model.model", True)
+MODELS[_KIMI][0].append(("KimiK3ForConditionalGeneration", *_STATE))
+STATE_CLASSES["KimiK3ForConditionalGeneration"] = (_KIMI, "KimiK3ForConditionalGeneration")
+
+# HRM-Text (tests/test_vllm_hrm_text.py): the model whole (its two stacks; one
+# PrefillPrefixLMAttention per recurrence step a stack runs), entered at the model the
+# ForCausalLM builds at ``model`` (the class's own pp > 1 refusal comes after the SupportsPP one).
+ENTRY[("hrm_text", "HrmTextForCausalLM")] = ("HrmTextModel", None, "model", False)
+MODELS["hrm_text"] = (["HrmTextAttention", "HrmTextDecoderLayer", "HrmTextStack", "HrmTextModel"], "HrmTextMLP", {})
+
+# Beam (tests/test_vllm_beam.py; ``vllm/models/beam``, NVIDIA branch): entered at BeamForCausalLM, kept
+# to its refusals (EPLB, sequence-parallel MoE, tied embeddings) and its model; the model kept to the
+# cache config's window it clears and its layers; the decoder layer to its attention; the attention to
+# its heads, window and registration. No TP group here: no fused all-reduce workspace (restated).
+_BEAM, _BEAM_ATTN = "models/beam/nvidia/model", "models/beam/nvidia/attention"
+ENTRY[("vllm.models.beam", "BeamForCausalLM")] = (f"{_BEAM}:BeamForCausalLM", None, "", False)
+MODELS.update({
+    _BEAM_ATTN: ([("BeamAttention", frozenset(
+        """self.layer_id hidden_size tp_size self.total_num_heads self.num_heads self.total_num_kv_heads
+        self.num_kv_heads self.head_dim self.scaling is_sliding per_layer_sw self.attn""".split()
+        + ["if self.total_num_kv_heads >= tp_size"]))], "", {}),
+    _BEAM: ([("BeamDecoderLayer", frozenset("config cache_config quant_config self.layer_id self.self_attn "
+                                            "fuse_attention_reduce".split())),
+             ("BeamModel", frozenset("""config cache_config quant_config self.config self.allreduce_workspace
+             self.start_layer self.end_layer self.layers tp_group""".split() + ["if cache_config is not None"])),
+             ("BeamForCausalLM", frozenset("config quant_config parallel_config self.config self.model".split()))],
+            "", {"BeamAttention": _BEAM_ATTN}),
+})  # fmt: skip
+NAMESPACES[_BEAM] = {"BeamAllReduceWorkspace": StrictModule("BeamAllReduceWorkspace", {"create": lambda *a: None}),
+                     "get_tp_group": lambda: StrictModule("tp_group", {"cpu_group": None}),
+                     "cast": typing.cast, "BeamConfig": object}
+
+# Step-3.5 (tests/test_vllm_step3p5.py): its per-layer helpers whole; the attention to its heads, window,
+# rotary-factor assert and registration; the decoder layer to the cache window it clears, its checks and
+# attention, and its MoE block's TP and router checks (the experts stood in: an object per block); the
+# model to its layers; the ForCausalLM to its model and its per-rank MoE-layer assert.
+ENTRY[("step3p5", "Step3p5ForCausalLM")] = ("Step3p5ForCausalLM", None, "", False)
+MODELS["step3p5"] = (["_get_layer_type", "_get_num_attention_heads", "_get_rope_parameters", "_is_moe_layer",
+                      ("Step3p5Attention", frozenset(
+                          """self.hidden_size self.total_num_heads tp_size self.layer_idx rope_parameters
+                          self.partial_rotary_factor self.num_heads self.total_num_kv_heads self.num_kv_heads
+                          self.head_dim self.scaling self.attn""".split() + ["if self.total_num_kv_heads >= tp_size"])),
+                      ("FusedMoEBlock", frozenset(
+                          """self.tp_size self.layer_idx config self.use_moe_router_bias self.need_fp32_gate
+                          activation swiglu_limits swiglu_limit self.experts self.share_expert self.gate
+                          self.router_bias self.enable_eplb self.n_redundant_experts parallel_config quant_config
+                          self.hidden_size""".split()
+                          + ["if swiglu_limit not in (None, 0)"])),
+                      ("Step3p5DecoderLayer", frozenset(
+                          """config self.hidden_size layer_idx self.layer_idx cache_config quant_config att_impl_type
+                          layer_type use_rope_layers self.self_attn self.use_moe self.moe""".split()
+                          + ["if cache_config is not None", "if _is_moe_layer(config, layer_idx)"])),
+                      ("Step3p5Model", frozenset("config self.config self.start_layer self.end_layer self.layers"
+                                                 .split())),
+                      ("Step3p5ForCausalLM", frozenset("config self.model self.moe_layers example_layer layer len".split()))],
+                     "Step3p5MLP GateLinear", {})  # fmt: skip
+NAMESPACES["step3p5"] = {"FusedMoEFactory": lambda **kw: object(),  # restated: the experts own no KV
+                         # make_layers' PPMissingLayer is the oracle's inert Poison (as for HYV3)
+                         "PPMissingLayer": Poison,
+                         # hasattr on a lifted layer (strict stand-ins raise for unset attributes): what
+                         # its __init__ set
+                         "hasattr": lambda obj, name: name in vars(obj)}

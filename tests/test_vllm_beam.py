@@ -33,7 +33,7 @@ def _case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
     if rng.random() < 0.8:
         kw["layer_types"] = [rng.choice(["sliding_attention", "sliding_attention", "full_attention"]) for _ in range(n)]
     if rng.random() < 0.4:
-        kw["head_dim"] = rng.choice([64, 128, 256])
+        kw["head_dim"] = rng.choice([64, 128, 256, 0])  # 0: vLLM's `or` takes hidden_size // heads
     if rng.random() < 0.1:
         kw["tie_word_embeddings"] = True
     d = cls(**kw).to_dict()

@@ -88,7 +88,7 @@ def beam_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype:
             if (heads // tp) % per_rank:
                 raise _refuse(f"num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
                               "num_key_value_heads")  # fmt: skip
-            dim = v.opt_int("head_dim") or v.req_int("hidden_size") // heads
+            dim = v.opt_int("head_dim", 0) or v.req_int("hidden_size") // heads
             sliding = window if types[i] == "sliding_attention" else None
             out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", "sliding" if sliding else "full", per_rank, dim,
                                  head_size_v=dim, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,

@@ -158,7 +158,7 @@ def step3p5_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dty
             if (heads // tp) % per_rank:
                 raise _refuse(f"num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
                               "num_attention_groups")  # fmt: skip
-            dim = v.opt_int("head_dim") or v.req_int("hidden_size") // heads
+            dim = v.opt_int("head_dim", 0) or v.req_int("hidden_size") // heads
             if c.rotary[c.types[i]] not in (1, 0.5):
                 raise _refuse(f"AssertionError: partial_rotary_factor {c.rotary[c.types[i]]} (1 or 0.5)",
                               "partial_rotary_factors")  # fmt: skip

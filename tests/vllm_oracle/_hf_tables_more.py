@@ -81,7 +81,8 @@ MODELS["step3p5"] = (["_get_layer_type", "_get_num_attention_heads", "_get_rope_
                           + ["if cache_config is not None", "if _is_moe_layer(config, layer_idx)"])),
                       ("Step3p5Model", frozenset("config self.config self.start_layer self.end_layer self.layers"
                                                  .split())),
-                      ("Step3p5ForCausalLM", frozenset("config self.model self.moe_layers example_layer layer len".split()))],
+                      ("Step3p5ForCausalLM", frozenset(
+                          "config self.model self.moe_layers example_layer layer len".split()))],
                      "Step3p5MLP GateLinear", {})  # fmt: skip
 NAMESPACES["step3p5"] = {"FusedMoEFactory": lambda **kw: object(),  # restated: the experts own no KV
                          # make_layers' PPMissingLayer is the oracle's inert Poison (as for HYV3)

@@ -59,7 +59,8 @@ def hrm_text_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dt
         ConfigError: a drafter, ``tp`` not dividing the heads, or a key missing or invalid.
     """
     if engine.speculative_method is not None:
-        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {HRM_TEXT}", "architectures")
+        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {HRM_TEXT}",
+                          "architectures")  # fmt: skip
     v = _View({**cfg, **{k: x for k, x in _DEFAULTS.items() if k not in cfg}}, "config.json", engine="vllm")
     per_stack = v.opt_int("num_layers_per_stack") or v.req_int("num_hidden_layers")
     heads, tp = v.req_int("num_attention_heads"), engine.tp

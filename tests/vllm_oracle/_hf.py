@@ -262,7 +262,10 @@ def _env(root: Path) -> _Env:
     def with_hf_config(self: Any, hf_config: Any, architectures: list[str] | None = None) -> Any:
         """Restated ``VllmConfig.with_hf_config`` around its lifted text-config statements."""
         outer = self.model_config.hf_config
-        wrapper = StrictConfig(hf_config=outer, is_multimodal_model=outer.architectures[0] in multimodal)
+        # a nested call (Cosmos3 Edge's, on its text config, which names no architectures) is taken as
+        # not multimodal: the flag only decides whether tie_word_embeddings is copied (no KV)
+        archs = getattr(outer, "architectures", None)
+        wrapper = StrictConfig(hf_config=outer, is_multimodal_model=bool(archs) and archs[0] in multimodal)
         out = copy.copy(self)
         out.model_config = copy.copy(self.model_config)
         out.model_config.hf_config = run_with_hf_config(with_hf, hf_config, architectures, wrapper)

@@ -65,8 +65,8 @@ ENTRY[("ernie45_vl", "Ernie4_5_VLMoeForConditionalGeneration")] = (
 MODELS["ernie45_vl"] = ([("Ernie4_5_VisionTransformer", frozenset(
     "patch_size spatial_merge_size in_channels hidden_size embed_dim depth num_heads mlp_ratio".split())),
                          ("Ernie4_5_VLMoeForConditionalGeneration", frozenset(
-                             "config quant_config self.config self.vision_model self.resampler_model self.language_model"
-                             .split()))], "VariableResolutionResamplerModel", {})  # fmt: skip
+                             """config quant_config self.config self.vision_model self.resampler_model
+                             self.language_model""".split()))], "VariableResolutionResamplerModel", {})  # fmt: skip
 
 
 def _ernie_text_model(**kwargs: Any) -> Any:
@@ -74,3 +74,19 @@ def _ernie_text_model(**kwargs: Any) -> Any:
 
 
 NAMESPACES["ernie45_vl"] = {"SupportsMultiModal": _MarksModules, "Ernie4_5_VLMoeForCausalLM": _ernie_text_model}
+# Cosmos3 Edge (tests/test_vllm_cosmos3_edge.py): entered at the wrapper, its __init__ kept to its config
+# and the language model it builds (Cosmos3EdgeForCausalLM on ``with_hf_config(config.text_config)``, not
+# the vision model); that class whole (its conversion of the text config to transformers'
+# NemotronHConfig, its pattern checks, the Nemotron-H model it builds with its own attention layer),
+# the attention and its decoder layer whole; Nemotron-H's model, attention and MLP layer from
+# nemotron_h.py as lifted there.
+ENTRY[("cosmos3_edge", "Cosmos3EdgeForConditionalGeneration")] = (
+    "Cosmos3EdgeForConditionalGeneration", None, "", False)
+MODELS["cosmos3_edge"] = (["Cosmos3EdgeAttention", "Cosmos3EdgeAttentionDecoderLayer", "Cosmos3EdgeTextModel",
+                           "_to_nemotron_h_config", "Cosmos3EdgeForCausalLM",
+                           ("Cosmos3EdgeForConditionalGeneration", frozenset("config self.config self.language_model"
+                                                                             .split()))], "",
+                          {n: "nemotron_h" for n in ("NemotronHAttention", "NemotronHMLPDecoderLayer",
+                                                     "NemotronHModel")})  # fmt: skip
+NAMESPACES["cosmos3_edge"] = {"SupportsMultiModal": _MarksModules,
+                              "NemotronHConfig": __import__("transformers").NemotronHConfig}

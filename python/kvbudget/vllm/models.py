@@ -48,6 +48,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   embeddings asserted, a deepstack check on later pipeline ranks).
 * **ERNIE-4.5-VL** (:mod:`kvbudget.vllm.ernie45_vl`): refused, with vLLM's own failure where its class
   fails on transformers' layout (its vision tower and resampler read keys that layout lacks).
+* **Cosmos3 Edge** (:mod:`kvbudget.vllm.cosmos3_edge`): its dense text model built as Nemotron-H
+  (attention at the even layer indexes, MLPs between).
 * **MiniCPM3, GLM-4.7-Flash, LongCat-Flash** (:mod:`kvbudget.vllm.mla_families`): MiniCPM3's plain
   attention of the decompressed heads; DeepSeek-V2's MLA in GLM's decoder and twice per LongCat layer.
 * **Zamba2, OLMo Hybrid** (:mod:`kvbudget.vllm.zamba2`, :mod:`kvbudget.vllm.olmo_hybrid`): Mamba-2
@@ -113,6 +115,7 @@ from kvbudget.vllm.step3_text import STEP3_TEXT, STEP3_VL, step3_layers
 from kvbudget.vllm.diffusion_gemma import DIFFUSION_GEMMA, diffusion_gemma_layers
 from kvbudget.vllm.cohere_compass import COHERE_COMPASS, cohere_compass_layers
 from kvbudget.vllm.ernie45_vl import ERNIE45_VL, ernie45_vl_refusal
+from kvbudget.vllm.cosmos3_edge import COSMOS3_EDGE, cosmos3_edge_layers
 from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
 from kvbudget.vllm import bare_text_models
 from kvbudget.vllm.wrappers import unwrap
@@ -449,6 +452,12 @@ def layers_from_hf_config(
                               "architectures")  # fmt: skip
         return step3_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                             disable_sliding_window=disable_sliding_window)  # fmt: skip
+    if named == COSMOS3_EDGE:  # a dense text model built as Nemotron-H by the multimodal class itself
+        if method is not None:
+            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {named}",
+                              "architectures")  # fmt: skip
+        return cosmos3_edge_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
+                                   disable_sliding_window=disable_sliding_window)  # fmt: skip
     if named == ERNIE45_VL:  # vLLM's class fails on transformers' layout before its text model
         ernie45_vl_refusal(cfg, engine)
     if named == COHERE_COMPASS:  # its own text model, built by the multimodal class itself

@@ -462,7 +462,8 @@ def vllm_model_type(config: dict[str, Any]) -> Any:
 
 def vllm_config_class(model_type: str) -> Any:
     """The class vLLM 0.33.0 loads ``model_type``'s config with: its own where it registers one
-    (``kimi_linear``, lifted from the wheel), else transformers'."""
+    (``kimi_linear``, lifted from the wheel), SGLang 0.5.23's ``InternS2MobiusConfig`` standing in for
+    ``interns2_mobius``'s remote code (restated), else transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
     own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
@@ -470,6 +471,16 @@ def vllm_config_class(model_type: str) -> Any:
            "beam": "BeamConfig"}
     if model_type in own:
         return _env(_root()).cfg[own[model_type]]
+    if model_type == "interns2_mobius":
+        # Restated glue (the lead's stand-in): vLLM loads the checkpoint's own config code
+        # (trust_remote_code; neither vLLM nor transformers 5.19.0 has a class for it); SGLang 0.5.23's
+        # InternS2MobiusConfig stands in, executed from the verified SGLang wheel extraction (as the
+        # census and tests/sglang_model_cases.py load SGLang's own config classes)
+        from sglang_oracle._configs import REAL, ConfigClasses
+        from sglang_oracle._fetch import sglang_root
+        from sglang_oracle._plumbing import Builder
+
+        return ConfigClasses(Builder(sglang_root(), real=REAL)).cls("InternS2MobiusConfig")
     # transformers' own class, whatever another oracle registered over it (SGLang's classes)
     name = transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES.get(model_type)
     if name is None:

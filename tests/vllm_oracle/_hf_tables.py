@@ -533,5 +533,5 @@ MODELS["whisper"] = ([("WhisperAttention", _WHISPER_ATTN), ("WhisperCrossAttenti
                      "WhisperMLP WhisperEncoderAttention WhisperPositionalEmbedding", {})  # fmt: skip
 # Step3, DiffusionGemma, Cohere Compass, ERNIE-4.5-VL: their entries (._hf_tables_mm)
 from . import _hf_tables_mm  # noqa: E402,F401
-# MiniCPM-V 4.6 / 4.7, Kimi-K3, HRM-Text, Beam, Step-3.5: their entries (._hf_tables_more)
+# MiniCPM-V 4.6 / 4.7, Kimi-K3, HRM-Text, Beam, Step-3.5, Intern-S2-Mobius: their entries (._hf_tables_more)
 from . import _hf_tables_more  # noqa: E402,F401

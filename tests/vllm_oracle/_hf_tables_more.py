@@ -1,14 +1,21 @@
 """More of the model-reading oracle's architecture tables (:mod:`._hf_tables`, which imports this
-module at its end): MiniCPM-V 4.6 / 4.7, Kimi-K3, HRM-Text, Beam and Step-3.5. Restated glue, as
-there: where each registered class is entered, what is lifted of its files, and the stand-ins its
-namespace gets."""
+module at its end): MiniCPM-V 4.6 / 4.7, Kimi-K3, HRM-Text, Beam, Step-3.5 and Intern-S2-Mobius
+(whose config class is SGLang 0.5.23's InternS2MobiusConfig, standing in for its remote code).
+Restated glue, as there: where each registered class is entered, what is lifted of its files, and
+the stand-ins its namespace gets."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import typing
+from typing import Any
 
+from oracle_kit.lift import Source
 from oracle_kit.strict import Poison, StrictModule
 
+from ._hf_lift import _lift_stmts, _run
+from ._strict import StrictConfig
 from ._hf_tables import _KIMI, _STATE, ENTRY, MODELS, NAMESPACES, STATE_CLASSES
 
 # MiniCPM-V 4.6 / 4.7 (tests/test_vllm_minicpmv.py): the wrapper's __init__ builds
@@ -90,3 +97,45 @@ NAMESPACES["step3p5"] = {"FusedMoEFactory": lambda **kw: object(),  # restated: 
                          # hasattr on a lifted layer (strict stand-ins raise for unset attributes): what
                          # its __init__ set
                          "hasattr": lambda obj, name: name in vars(obj)}
+
+# Intern-S2-Mobius (tests/test_vllm_interns2_mobius.py). Its config: vLLM loads the checkpoint's own
+# config code (trust_remote_code; neither vLLM nor transformers 5.19.0 has a class for interns2_mobius),
+# for which SGLang 0.5.23's InternS2MobiusConfig stands in (``._hf.vllm_config_class``; restated glue,
+# the lead's decision). The wrapper's __init__ builds InternS2MobiusForCausalLM, whose
+# InternS2MobiusModel (at ``language_model.model``) is lifted whole: its shared MoE banks (``meta_mlp``,
+# ``num_blocks`` of them; each kept to its TP-over-experts check), then its decoder layers whole (gated
+# delta nets and Qwen3NextAttention by ``layer_types``; the shared expert and norms inert). Entered at
+# ``_interns2_mobius`` (restated): the model, then the statements of the wrapper's set_moe_parameters up
+# to its empty-bank refusal (lifted). The state classmethods are Qwen3_5ForConditionalGeneration's (the
+# wrapper inherits them through InternS2PreviewForConditionalGeneration and
+# Qwen3_5MoeForConditionalGeneration), lifted into this file's namespace: MODELS_CONFIG_MAP names no hook
+# for it, so Qwen3.5's (keyed by file) does not run.
+@functools.cache
+def _empty_bank_check() -> Any:
+    """``set_moe_parameters``' ``meta_mlp = ...`` and its ``if not meta_mlp: raise``, lifted."""
+    from ._hf import _root
+
+    src = Source(_root(), "vllm/model_executor/models/interns2_mobius.py")
+    return _lift_stmts(src, "InternS2MobiusForConditionalGeneration", "set_moe_parameters",
+                       lambda s: isinstance(s, ast.If) or (isinstance(s, ast.Assign)
+                                                           and ast.unparse(s.targets[0]) == "meta_mlp"))  # fmt: skip
+
+
+def _interns2_mobius(*, vllm_config: Any, prefix: str = "") -> Any:
+    """Restated entry: ``InternS2MobiusModel`` (lifted) at ``prefix``, then the wrapper's empty-bank check."""
+    from ._hf import _env, _root
+
+    model = _env(_root()).models["interns2_mobius"]["InternS2MobiusModel"](vllm_config=vllm_config, prefix=prefix)
+    _run(_empty_bank_check(), self=StrictConfig(language_model=StrictConfig(model=model)))
+    return model
+
+
+ENTRY[("interns2_mobius", "InternS2MobiusForConditionalGeneration")] = (
+    "_interns2_mobius", None, "language_model.model", False)
+_MOBIUS_BANK = frozenset({"config", "self.tp_size", "self.n_routed_experts"})  # its TP-over-experts check
+MODELS["interns2_mobius"] = ([("InternS2MobiusMetaMoeBlock", _MOBIUS_BANK), "InternS2MobiusDecoderLayer",
+                              "InternS2MobiusModel", ("qwen3_5:Qwen3_5ForConditionalGeneration", *_STATE)],
+                             "InternS2MobiusSharedExpertBlock Qwen3_5RMSNorm",
+                             {"Qwen3NextAttention": "qwen3_next"})  # fmt: skip
+NAMESPACES["interns2_mobius"] = {"_interns2_mobius": _interns2_mobius}
+STATE_CLASSES["InternS2MobiusForConditionalGeneration"] = ("interns2_mobius", "Qwen3_5ForConditionalGeneration")

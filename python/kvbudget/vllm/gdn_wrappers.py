@@ -23,7 +23,11 @@ prefix="language_model")`` on the wrapper's own ``VllmConfig`` (with the outer `
 * Drafters on these classes (``SupportsEagle3``; its checkpoint's ``mtp.`` weights are dropped)
   are refused as unchecked, and ``--use-replayssm`` as vLLM refuses it (not ``SupportsReplaySSM``).
 
-Held to vLLM's classes by ``tests/test_vllm_minicpmv.py``.
+Intern-S2-Mobius (``InternS2MobiusForConditionalGeneration``) builds Qwen3.5's layers in its own
+classes on a config vLLM loads from the checkpoint's code: after the two refusals above it is read
+by :mod:`kvbudget.vllm.interns2_mobius`.
+
+Held to vLLM's classes by ``tests/test_vllm_minicpmv.py`` (and ``tests/test_vllm_interns2_mobius.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from dataclasses import replace
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError
+from kvbudget.vllm.interns2_mobius import ARCH as MOBIUS
+from kvbudget.vllm.interns2_mobius import interns2_mobius_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.state_models import state_layers_from_hf_config
 
@@ -42,6 +48,7 @@ __all__ = ["GDN_WRAPPERS", "gdn_wrapper_layers"]
 GDN_WRAPPERS: Final[Mapping[str, str]] = {
     "MiniCPMV4_6ForConditionalGeneration": "language_model.model.layers",
     "MiniCPMV4_7ForConditionalGeneration": "language_model.model.layers",
+    MOBIUS: "language_model.model.layers",
 }
 #: The text ``model_type`` -> the Qwen3.5 class kvbudget reads it as (the same model either way).
 _TEXT_TYPES: Final[Mapping[str, str]] = {"qwen3_5_text": "Qwen3_5ForCausalLM",
@@ -70,7 +77,7 @@ def _text_config(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
 def gdn_wrapper_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
                        mamba_cache_dtype: str, mamba_ssm_cache_dtype: str,
                        gdn_prefill_backend: str) -> list[LayerSpec]:  # fmt: skip
-    """The layers vLLM 0.33.0 registers for a MiniCPM-V 4.6 / 4.7 config (see the module doc).
+    """The layers vLLM 0.33.0 registers for a MiniCPM-V 4.6 / 4.7 or Intern-S2-Mobius config (see the module doc).
 
     Raises:
         ConfigError: a drafter or ``--use-replayssm``, a text config vLLM does not build, or what
@@ -82,6 +89,10 @@ def gdn_wrapper_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache
     if engine.use_replayssm:
         raise ConfigError(f"vLLM 0.33.0 refuses it: --use-replayssm is not supported for architecture {arch!r}",
                           "use_replayssm")  # fmt: skip
+    if arch == MOBIUS:
+        return interns2_mobius_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
+                                      mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
+                                      gdn_prefill_backend=gdn_prefill_backend)  # fmt: skip
     text = _text_config(cfg, arch)
     text.pop("mamba_ssm_dtype", None)  # no config hook reads it for these names
     text["architectures"] = [_TEXT_TYPES[text["model_type"]]]

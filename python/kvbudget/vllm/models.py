@@ -40,16 +40,6 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   cache and are not listed, as vLLM's ``get_kv_cache_spec`` skips them; AXK1's layers are MLA).
 * **Classic decoders** (GPT-2, GPT-J, OPT, BLOOM, Falcon): :mod:`kvbudget.vllm.classic` (one
   ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
-* **Step3** (``Step3TextForCausalLM``, alone or as Step3-VL's / Step-VL's text model:
-  :mod:`kvbudget.vllm.step3_text`): one replicated KV head per layer, vLLM's own config classes.
-* **DiffusionGemma** (:mod:`kvbudget.vllm.diffusion_gemma`): Gemma 4's decoder on its text config,
-  built by the block-diffusion wrapper itself (no ``SupportsPP``).
-* **Cohere Compass** (:mod:`kvbudget.vllm.cohere_compass`): its own text model (per-layer types, tied
-  embeddings asserted, a deepstack check on later pipeline ranks).
-* **ERNIE-4.5-VL** (:mod:`kvbudget.vllm.ernie45_vl`): refused, with vLLM's own failure where its class
-  fails on transformers' layout (its vision tower and resampler read keys that layout lacks).
-* **Cosmos3 Edge** (:mod:`kvbudget.vllm.cosmos3_edge`): its dense text model built as Nemotron-H
-  (attention at the even layer indexes, MLPs between).
 * **MiniCPM3, GLM-4.7-Flash, LongCat-Flash** (:mod:`kvbudget.vllm.mla_families`): MiniCPM3's plain
   attention of the decompressed heads; DeepSeek-V2's MLA in GLM's decoder and twice per LongCat layer.
 * **Zamba2, OLMo Hybrid** (:mod:`kvbudget.vllm.zamba2`, :mod:`kvbudget.vllm.olmo_hybrid`): Mamba-2
@@ -73,17 +63,20 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   target's decoder relays aux hidden states over stages (:data:`EAGLE3_PP_ARCHITECTURES`):
   kvbudget refuses both with vLLM's messages.
 
-Gated-delta-net hybrids (Qwen3-Next, Qwen3.5: :data:`~kvbudget.vllm.state_models.STATE_ARCHITECTURES`)
-are read by :mod:`kvbudget.vllm.state_models`, their state layers included; MiniCPM-V 4.6 / 4.7,
-which build Qwen3.5's text model themselves, by :mod:`kvbudget.vllm.gdn_wrappers`; Kimi-K3's
-Kimi-Linear text model by :mod:`kvbudget.vllm.kimi_k3`. HRM-Text (one KV cache per recurrence step):
-:mod:`kvbudget.vllm.hrm_text`. Beam (``vllm/models/beam``): :mod:`kvbudget.vllm.beam`.
-Step-3.5: :mod:`kvbudget.vllm.step3p5`.
+Gated-delta-net hybrids (Qwen3-Next, Qwen3.5) are read by :mod:`kvbudget.vllm.state_models`, their
+state layers included. Classes with rules of their own are read by a module each, dispatched by name:
+:mod:`~kvbudget.vllm.dsa` (DeepSeek-V3.2, GLM-5, HunYuan-V4: the indexer key caches),
+:mod:`~kvbudget.vllm.whisper` (cross-attention), :mod:`~kvbudget.vllm.step3_text` (Step3, Step3-VL),
+:mod:`~kvbudget.vllm.step3p5`, :mod:`~kvbudget.vllm.beam`, :mod:`~kvbudget.vllm.hrm_text`,
+:mod:`~kvbudget.vllm.diffusion_gemma`, :mod:`~kvbudget.vllm.cohere_compass`,
+:mod:`~kvbudget.vllm.cosmos3_edge`, :mod:`~kvbudget.vllm.gdn_wrappers` (MiniCPM-V 4.6 / 4.7,
+Intern-S2 Mobius), :mod:`~kvbudget.vllm.kimi_k3` and :mod:`~kvbudget.vllm.ernie45_vl` (refused as
+vLLM refuses it).
 
-Scope: the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with one of
-the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
-``MistralForCausalLM``); others raise
-:class:`~kvbudget.models.ConfigError`. Per-layer KV dtype skips and quantisation schemes are not read.
+Scope: those, and the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with
+one of the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
+``MistralForCausalLM``); others raise :class:`~kvbudget.models.ConfigError`. Per-layer KV dtype skips
+and quantisation schemes are not read.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
+from kvbudget.vllm.refusal import gqa_per_rank, refused
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
@@ -39,8 +40,6 @@ _DEFAULTS: Final[Mapping[str, Any]] = {"num_hidden_layers": 24, "num_attention_h
                                        "tie_word_embeddings": False}  # fmt: skip
 
 
-def _refuse(message: str, key: str) -> ConfigError:
-    return ConfigError(f"config.json: vLLM 0.33.0 refuses it: {message}", key)
 
 
 def _config_checks(v: _View, n: int) -> list[str]:
@@ -49,16 +48,16 @@ def _config_checks(v: _View, n: int) -> list[str]:
     types = ["sliding_attention"] * n if types is None else types
     if not isinstance(types, list) or len(types) != n or any(t not in ("full_attention", "sliding_attention")
                                                              for t in types):  # fmt: skip
-        raise _refuse("ValueError: layer_types must contain one valid attention type per layer.", "layer_types")
+        raise refused("ValueError: layer_types must contain one valid attention type per layer.", "layer_types")
     mlp = v.cfg.get("mlp_layer_types")
     if mlp is not None and (not isinstance(mlp, list) or len(mlp) != n or any(t not in ("dense", "sparse")
                                                                               for t in mlp)):  # fmt: skip
-        raise _refuse("ValueError: mlp_layer_types must contain one 'dense' or 'sparse' entry per layer.",
+        raise refused("ValueError: mlp_layer_types must contain one 'dense' or 'sparse' entry per layer.",
                       "mlp_layer_types")  # fmt: skip
     rope = v.cfg.get("rope_parameters")
     if isinstance(rope, Mapping) and set(rope) <= {"sliding_attention", "full_attention"}:
         if sum(p is not None for p in rope.values()) != 1:
-            raise _refuse("ValueError: Beam expects RoPE parameters for exactly one type.", "rope_parameters")
+            raise refused("ValueError: Beam expects RoPE parameters for exactly one type.", "rope_parameters")
     return types
 
 
@@ -81,18 +80,12 @@ def beam_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype:
     out: list[LayerSpec] = []
     for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
         for i in range(start, end):  # each layer's BeamAttention, as built
-            if heads % tp or (kv % tp if kv >= tp else tp % kv):
-                raise _refuse(f"AssertionError: {heads} attention heads and {kv} KV heads over tp={tp}",
-                              "num_attention_heads")  # fmt: skip
-            per_rank = max(1, kv // tp)
-            if (heads // tp) % per_rank:
-                raise _refuse(f"num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
-                              "num_key_value_heads")  # fmt: skip
+            per_rank = gqa_per_rank(heads, kv, tp, "num_key_value_heads")
             dim = v.opt_int("head_dim", 0) or v.req_int("hidden_size") // heads
             sliding = window if types[i] == "sliding_attention" else None
             out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", "sliding" if sliding else "full", per_rank, dim,
                                  head_size_v=dim, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
                                  sliding_window=sliding, pp_stage=stage))  # fmt: skip
     if v.raw("tie_word_embeddings"):
-        raise _refuse("NotImplementedError: Beam requires tie_word_embeddings=False.", "tie_word_embeddings")
+        raise refused("NotImplementedError: Beam requires tie_word_embeddings=False.", "tie_word_embeddings")
     return out

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError
+from kvbudget.vllm.refusal import refused, text_int, text_kv_per_rank
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
@@ -57,16 +58,6 @@ def _section(cfg: Mapping[str, Any], key: str, label: str) -> Mapping[str, Any]:
     return value
 
 
-def _int(text: Mapping[str, Any], key: str, label: str) -> int:
-    value = text[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{label}: key 'text_config.{key}' must be a positive integer, not {value!r}",
-                          f"text_config.{key}")  # fmt: skip
-    return value
-
-
-def _refused(label: str, what: str, key: str) -> ConfigError:
-    return ConfigError(f"{label}: vLLM 0.33.0 refuses it: {what}", key)
 
 
 def cohere_compass_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
@@ -79,8 +70,9 @@ def cohere_compass_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_ca
     outer = {**DEFAULTS[0], **cfg}
     text = {**DEFAULTS[1], **_section(cfg, "text_config", label)}
     vision = {**DEFAULTS[2], **_section(cfg, "vision_config", label)}
-    n, heads, hidden = (_int(text, k, label) for k in ("num_hidden_layers", "num_attention_heads", "hidden_size"))
-    kv = heads if text["num_key_value_heads"] is None else _int(text, "num_key_value_heads", label)
+    n, heads, hidden = (text_int(text, k, label)
+                        for k in ("num_hidden_layers", "num_attention_heads", "hidden_size"))  # fmt: skip
+    kv = heads if text["num_key_value_heads"] is None else text_int(text, "num_key_value_heads", label)
     types = text["layer_types"] if text["layer_types"] is not None else ["full_attention"] * n
     if not isinstance(types, list) or len(types) != n or any(t not in _TYPES for t in types):
         raise ConfigError(f"{label}: kvbudget reads Cohere Compass's layer_types as {n} of {list(_TYPES)} "
@@ -93,19 +85,12 @@ def cohere_compass_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_ca
                           "text_config.sliding_window")  # fmt: skip
     tp = engine.tp
     if heads % tp:  # ModelConfig.verify_with_parallel_config
-        raise _refused(label, f"ValueError: Total number of attention heads ({heads}) must be divisible by tensor "
-                              f"parallel size ({tp}).", "text_config.num_attention_heads")  # fmt: skip
+        raise refused(f"ValueError: Total number of attention heads ({heads}) must be divisible by tensor "
+                      f"parallel size ({tp}).", "text_config.num_attention_heads", label)  # fmt: skip
     if not outer["tie_word_embeddings"]:
-        raise _refused(label, "AssertionError: CohereCompassForCausalLM asserts tie_word_embeddings (with_hf_config "
-                              "copies the model's, default false, onto the text config)",
-                       "tie_word_embeddings")  # fmt: skip
-    if kv >= tp and kv % tp or kv < tp and tp % kv:
-        raise _refused(label, f"AssertionError: the {kv} KV heads and tp={tp} do not divide one another",
-                       "text_config.num_key_value_heads")  # fmt: skip
-    per_rank = max(1, kv // tp)
-    if (heads // tp) % per_rank:
-        raise _refused(label, f"AssertionError: num_heads ({heads // tp}) is not divisible by num_kv_heads "
-                              f"({per_rank})", "text_config.num_key_value_heads")  # fmt: skip
+        raise refused("AssertionError: CohereCompassForCausalLM asserts tie_word_embeddings (with_hf_config "
+                      "copies the model's, default false, onto the text config)", "tie_word_embeddings", label)
+    per_rank = text_kv_per_rank(heads, kv, tp, label)
     levels = vision["deepstack_visual_indexes"]
     levels = len(levels) if levels else 0
     dim = hidden // heads
@@ -117,7 +102,7 @@ def cohere_compass_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_ca
                                  num_kv_heads=per_rank, head_size=dim, head_size_v=dim, kv_cache_dtype=kv_cache_dtype,
                                  model_dtype=model_dtype, sliding_window=w, pp_stage=stage))  # fmt: skip
         if stage > 0 and levels and start < levels:
-            raise _refused(label, f"AssertionError: pipeline stage {stage} starts at layer {start}, before the "
+            raise refused(f"AssertionError: pipeline stage {stage} starts at layer {start}, before the "
                                   f"{levels} deepstack levels of vision_config.deepstack_visual_indexes",
-                           "vision_config.deepstack_visual_indexes")  # fmt: skip
+                           "vision_config.deepstack_visual_indexes", label)  # fmt: skip
     return out

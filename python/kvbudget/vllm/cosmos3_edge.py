@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError
+from kvbudget.vllm.refusal import refused, text_int, text_kv_per_rank
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
@@ -42,16 +43,6 @@ TEXT_DEFAULTS: Final[dict[str, Any]] = {
 }  # fmt: skip
 
 
-def _int(text: Mapping[str, Any], key: str, label: str) -> int:
-    value = text[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{label}: key 'text_config.{key}' must be a positive integer, not {value!r}",
-                          f"text_config.{key}")  # fmt: skip
-    return value
-
-
-def _refused(label: str, what: str, key: str) -> ConfigError:
-    return ConfigError(f"{label}: vLLM 0.33.0 refuses it: {what}", key)
 
 
 def cosmos3_edge_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
@@ -65,9 +56,10 @@ def cosmos3_edge_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cach
     if not isinstance(saved, Mapping):
         raise ConfigError(f"{label}: key 'text_config' must be an object", "text_config")
     text = {**TEXT_DEFAULTS, **saved}
-    n, heads, hidden = (_int(text, k, label) for k in ("num_hidden_layers", "num_attention_heads", "hidden_size"))
-    kv = heads if text["num_key_value_heads"] is None else _int(text, "num_key_value_heads", label)
-    dim = _int(text, "head_dim", label)  # typed int: the class refuses a null one
+    n, heads, hidden = (text_int(text, k, label)
+                        for k in ("num_hidden_layers", "num_attention_heads", "hidden_size"))  # fmt: skip
+    kv = heads if text["num_key_value_heads"] is None else text_int(text, "num_key_value_heads", label)
+    dim = text_int(text, "head_dim", label)  # typed int: the class refuses a null one
     rope = text["rope_parameters"] or {}
     section = rope.get("mrope_section") if isinstance(rope, Mapping) else None
     if hidden % heads or not isinstance(rope, Mapping) or rope.get("rope_type") != "default" or not (
@@ -83,15 +75,9 @@ def cosmos3_edge_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cach
                           "text_config.sliding_window")  # fmt: skip
     tp = engine.tp
     if heads % tp:  # ModelConfig.verify_with_parallel_config, and NemotronHAttention's assert
-        raise _refused(label, f"ValueError: Total number of attention heads ({heads}) must be divisible by tensor "
-                              f"parallel size ({tp}).", "text_config.num_attention_heads")  # fmt: skip
-    if kv >= tp and kv % tp or kv < tp and tp % kv:
-        raise _refused(label, f"AssertionError: the {kv} KV heads and tp={tp} do not divide one another",
-                       "text_config.num_key_value_heads")  # fmt: skip
-    per_rank = max(1, kv // tp)
-    if (heads // tp) % per_rank:
-        raise _refused(label, f"AssertionError: num_heads ({heads // tp}) is not divisible by num_kv_heads "
-                              f"({per_rank})", "text_config.num_key_value_heads")  # fmt: skip
+        raise refused(f"ValueError: Total number of attention heads ({heads}) must be divisible by tensor "
+                      f"parallel size ({tp}).", "text_config.num_attention_heads", label)  # fmt: skip
+    per_rank = text_kv_per_rank(heads, kv, tp, label)
     out: list[LayerSpec] = []
     for stage, (start, end) in enumerate(pp_stage_layers(2 * n, engine.pp)):
         for j in range(start + start % 2, end, 2):  # the attention layers: the even indexes

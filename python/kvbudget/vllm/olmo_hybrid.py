@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from kvbudget import _core
 from kvbudget.models.hf import ConfigError
+from kvbudget.vllm.refusal import refused
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.state_common import _attention_template, _state_dtypes, _state_template, check_plain_state_engine
@@ -52,8 +53,6 @@ def _int(cfg: Mapping[str, Any], key: str, default: int | None = None, minimum: 
     return v
 
 
-def _refuse(message: str, key: str) -> ConfigError:
-    return ConfigError(f"config.json: vLLM 0.33.0 refuses it: {message}", key)
 
 
 def _kinds(cfg: Mapping[str, Any], n: int) -> list[str]:
@@ -90,17 +89,17 @@ def olmo_hybrid_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache
     attention: LayerSpec | None = None
     if any(k != "linear_attention" for k in kinds):
         if hidden % heads or heads % tp:
-            raise _refuse(f"OlmoHybridAttention asserts num_attention_heads ({heads}) divides hidden_size ({hidden}) "
+            raise refused(f"OlmoHybridAttention asserts num_attention_heads ({heads}) divides hidden_size ({hidden}) "
                           f"and tp={tp} divides the heads", "num_attention_heads")  # fmt: skip
         kv = _int(cfg, "num_key_value_heads", heads)
         if (kv >= tp and kv % tp) or (kv < tp and tp % kv) or (heads // tp) % max(1, kv // tp):
-            raise _refuse(f"{heads} attention heads and {kv} KV heads do not shard over tp={tp}",
+            raise refused(f"{heads} attention heads and {kv} KV heads do not shard over tp={tp}",
                           "num_key_value_heads")  # fmt: skip
         attention = _attention_template(max(1, kv // tp), hidden // heads, None, kv_cache_dtype, model_dtype)
     state: LayerSpec | None = None
     if "linear_attention" in kinds:
         if not cfg.get("linear_use_gate", True):
-            raise _refuse("AssertionError: OlmoHybridGatedDeltaNet requires linear_use_gate=True", "linear_use_gate")
+            raise refused("AssertionError: OlmoHybridGatedDeltaNet requires linear_use_gate=True", "linear_use_gate")
         nk, nv = _int(cfg, "linear_num_key_heads", heads), _int(cfg, "linear_num_value_heads", heads)
         dk = _int(cfg, "linear_key_head_dim", int(0.75 * hidden / nk))
         dv = _int(cfg, "linear_value_head_dim", 2 * dk)
@@ -108,7 +107,7 @@ def olmo_hybrid_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache
             shapes = _core._vllm_state_shapes("gated_delta_net", [tp, nk, nv, dk, dv,
                                                                   _int(cfg, "linear_conv_kernel_dim"), 0])  # fmt: skip
         except ValueError as e:
-            raise _refuse(str(e), "linear_num_value_heads") from None
+            raise refused(str(e), "linear_num_value_heads") from None
         state = _state_template(shapes, _state_dtypes(model_dtype, *cache_dtypes), "gdn_attn", model_dtype)
     out: list[LayerSpec] = []
     for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):

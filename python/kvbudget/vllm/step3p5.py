@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
+from kvbudget.vllm.refusal import gqa_per_rank, refused
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
@@ -52,8 +53,6 @@ _ALIASES: Final[Mapping[str, str]] = {"num_attention_groups": "num_key_value_hea
                                       "num_mtp_layers": "num_nextn_predict_layers"}  # fmt: skip
 
 
-def _refuse(message: str, key: str) -> ConfigError:
-    return ConfigError(f"config.json: vLLM 0.33.0 refuses it: {message}", key)
 
 
 def _trimmed(value: Any, n: int, padded: int) -> Any:
@@ -114,18 +113,18 @@ class _Config:
         """``FusedMoEBlock.__init__``'s refusals for layer ``i``."""
         experts = self.v.req_int("n_routed_experts")
         if tp > experts:
-            raise _refuse(f"ValueError: Tensor parallel size {tp} is greater than the number of experts {experts}.",
+            raise refused(f"ValueError: Tensor parallel size {tp} is greater than the number of experts {experts}.",
                           "moe_num_experts")  # fmt: skip
         for key in ("use_moe_router_bias", "need_fp32_gate"):
             if key not in self.raw:
-                raise _refuse(f"AttributeError: the config has no {key}", key)
+                raise refused(f"AttributeError: the config has no {key}", key)
             if not self.raw[key]:
-                raise _refuse(f"AssertionError: Step-3.5's MoE block needs {key}", key)
+                raise refused(f"AssertionError: Step-3.5's MoE block needs {key}", key)
         limit = self.swiglu[i] if i < len(self.swiglu) else None
         if limit not in (None, 0) and float(limit) != 7.0:
-            raise _refuse("AssertionError: Swiglu limit in fused moe block only support 7.0 now.", "swiglu_limits")
+            raise refused("AssertionError: Swiglu limit in fused moe block only support 7.0 now.", "swiglu_limits")
         if "norm_expert_weight" not in self.raw:
-            raise _refuse("AttributeError: the config has no norm_expert_weight", "norm_expert_weight")
+            raise refused("AttributeError: the config has no norm_expert_weight", "norm_expert_weight")
 
 
 def step3p5_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
@@ -147,20 +146,14 @@ def step3p5_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dty
     for stage, (start, end) in enumerate(pp_stage_layers(c.n, engine.pp)):
         for i in range(start, end):  # Step3p5DecoderLayer, as built
             if c.raw.get("att_impl_type", "GQA") != "GQA":
-                raise _refuse(f"ValueError: Unsupported attention implementation: {c.raw['att_impl_type']}",
+                raise refused(f"ValueError: Unsupported attention implementation: {c.raw['att_impl_type']}",
                               "att_impl_type")  # fmt: skip
             v.req_int("max_position_embeddings")
             heads = c.heads(i)
-            if heads % tp or (kv % tp if kv >= tp else tp % kv):
-                raise _refuse(f"AssertionError: {heads} attention heads and {kv} KV heads over tp={tp} (layer {i})",
-                              "num_attention_heads")  # fmt: skip
-            per_rank = max(1, kv // tp)
-            if (heads // tp) % per_rank:
-                raise _refuse(f"num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
-                              "num_attention_groups")  # fmt: skip
+            per_rank = gqa_per_rank(heads, kv, tp, "num_attention_groups", f" (layer {i})")
             dim = v.opt_int("head_dim", 0) or v.req_int("hidden_size") // heads
             if c.rotary[c.types[i]] not in (1, 0.5):
-                raise _refuse(f"AssertionError: partial_rotary_factor {c.rotary[c.types[i]]} (1 or 0.5)",
+                raise refused(f"AssertionError: partial_rotary_factor {c.rotary[c.types[i]]} (1 or 0.5)",
                               "partial_rotary_factors")  # fmt: skip
             sliding = window if c.types[i] == "sliding_attention" else None
             out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", "sliding" if sliding else "full", per_rank, dim,
@@ -169,5 +162,5 @@ def step3p5_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dty
             if i < len(c.mlp) and c.mlp[i] == "sparse":
                 c.moe_checks(i, tp)
         if not any(i < len(c.mlp) and c.mlp[i] == "sparse" for i in range(start, end)):
-            raise _refuse(f"AssertionError: No MoE layers found in the model (PP stage {stage})", "mlp_layer_types")
+            raise refused(f"AssertionError: No MoE layers found in the model (PP stage {stage})", "mlp_layer_types")
     return out

@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError
+from kvbudget.vllm.refusal import refused
 from kvbudget.models.layer_kinds import LEGACY_KINDS
 from kvbudget.vllm.hybrid_models import _mamba2_state
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
@@ -73,8 +74,6 @@ def _kinds(cfg: Mapping[str, Any], n: int) -> list[str]:
     return kinds
 
 
-def _refuse(message: str, key: str) -> ConfigError:
-    return ConfigError(f"config.json: vLLM 0.33.0 refuses it: {message}", key)
 
 
 def zamba2_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
@@ -96,17 +95,17 @@ def zamba2_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtyp
     h, blocks = len(slots), _int(cfg, "num_mem_blocks", minimum=0)
     missing = [i for i, k in enumerate(kinds) if k == "hybrid" and i not in slots]
     if missing:
-        raise _refuse(f"KeyError: {missing[0]} (a hybrid layer missing from hybrid_layer_ids)", "hybrid_layer_ids")
+        raise refused(f"KeyError: {missing[0]} (a hybrid layer missing from hybrid_layer_ids)", "hybrid_layer_ids")
     if blocks == 0 and "hybrid" in kinds:
-        raise _refuse("StopIteration: a hybrid layer with num_mem_blocks 0", "num_mem_blocks")
+        raise refused("StopIteration: a hybrid layer with num_mem_blocks 0", "num_mem_blocks")
     out: list[LayerSpec] = []
     if blocks:  # Zamba2Attention, built once per block (its checks on every build alike)
         heads = _int(cfg, "num_attention_heads")
         if heads % tp:
-            raise _refuse(f"Zamba2Attention asserts tp divides the heads ({heads} over tp={tp})", "num_attention_heads")
+            raise refused(f"Zamba2Attention asserts tp divides the heads ({heads} over tp={tp})", "num_attention_heads")
         head_dim = _int(cfg, "attention_head_dim", 2 * hidden // heads)
         if head_dim * heads != _int(cfg, "attention_hidden_size", 2 * hidden):
-            raise _refuse("ValueError: attention_hidden_size must be divisible by num_attention_heads",
+            raise refused("ValueError: attention_hidden_size must be divisible by num_attention_heads",
                           "attention_hidden_size")  # fmt: skip
         attention = _attention_template(heads // tp, head_dim, None, kv_cache_dtype, model_dtype)
         for b in range(blocks):

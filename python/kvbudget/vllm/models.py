@@ -64,14 +64,11 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
   kvbudget refuses both with vLLM's messages.
 
 Gated-delta-net hybrids (Qwen3-Next, Qwen3.5) are read by :mod:`kvbudget.vllm.state_models`, their
-state layers included. Classes with rules of their own are read by a module each, dispatched by name:
-:mod:`~kvbudget.vllm.dsa` (DeepSeek-V3.2, GLM-5, HunYuan-V4: the indexer key caches),
-:mod:`~kvbudget.vllm.whisper` (cross-attention), :mod:`~kvbudget.vllm.step3_text` (Step3, Step3-VL),
-:mod:`~kvbudget.vllm.step3p5`, :mod:`~kvbudget.vllm.beam`, :mod:`~kvbudget.vllm.hrm_text`,
-:mod:`~kvbudget.vllm.diffusion_gemma`, :mod:`~kvbudget.vllm.cohere_compass`,
-:mod:`~kvbudget.vllm.cosmos3_edge`, :mod:`~kvbudget.vllm.gdn_wrappers` (MiniCPM-V 4.6 / 4.7,
-Intern-S2 Mobius), :mod:`~kvbudget.vllm.kimi_k3` and :mod:`~kvbudget.vllm.ernie45_vl` (refused as
-vLLM refuses it).
+state layers included. Classes with rules of their own are read by a module each: by name through
+:data:`kvbudget.vllm.named.NAMED_READERS` (Step3 and Step3-VL, Step-3.5, Beam, HRM-Text,
+DiffusionGemma, Cohere Compass, Cosmos3-Edge, MiniCPM-V 4.6 / 4.7, Intern-S2 Mobius, Kimi-K3, and
+ERNIE-4.5-VL, refused as vLLM refuses it), and :mod:`~kvbudget.vllm.dsa` (DeepSeek-V3.2, GLM-5,
+HunYuan-V4: the indexer key caches) and :mod:`~kvbudget.vllm.whisper` (cross-attention).
 
 Scope: those, and the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with
 one of the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
@@ -88,27 +85,18 @@ from typing import Any, Final
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.vllm.classic import CLASSIC, classic_layers, teleflm_checks
-from kvbudget.vllm.gdn_wrappers import GDN_WRAPPERS, gdn_wrapper_layers
-from kvbudget.vllm.beam import BEAM, beam_layers
-from kvbudget.vllm.hrm_text import HRM_TEXT, hrm_text_layers
-from kvbudget.vllm.step3p5 import STEP3P5, step3p5_layers
-from kvbudget.vllm.kimi_k3 import KIMI_K3, kimi_k3_layers
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
 from kvbudget.vllm.dsa import DSA_ARCHITECTURES, dsa_layers
 from kvbudget.vllm.whisper import WHISPER, whisper_layers
+from kvbudget.vllm.named import NAMED_READERS, ReadOptions
 from kvbudget.vllm.mla_families import MLA_FAMILIES, mla_family_layers
 from kvbudget.vllm.olmo_hybrid import olmo_hybrid_layers
 from kvbudget.vllm.pure_mamba import PURE_MAMBA_ARCHITECTURES, pure_mamba_layers
 from kvbudget.vllm.zamba2 import zamba2_layers
 from kvbudget.vllm.registry import NOT_PIPELINE_PARALLEL, registry, served_as
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
-from kvbudget.vllm.step3_text import STEP3_TEXT, STEP3_VL, step3_layers
-from kvbudget.vllm.diffusion_gemma import DIFFUSION_GEMMA, diffusion_gemma_layers
-from kvbudget.vllm.cohere_compass import COHERE_COMPASS, cohere_compass_layers
-from kvbudget.vllm.ernie45_vl import ERNIE45_VL, ernie45_vl_refusal
-from kvbudget.vllm.cosmos3_edge import COSMOS3_EDGE, cosmos3_edge_layers
 from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
 from kvbudget.vllm import bare_text_models
 from kvbudget.vllm.wrappers import unwrap
@@ -442,32 +430,13 @@ def layers_from_hf_config(
         raise ConfigError("draft=: speculative_method='mtp' reads the target's own MTP layers, not a drafter")
     dtype_m = model_dtype or _model_dtype(cfg)
     dtype_d = draft_kv_cache_dtype or engine.draft_kv_cache_dtype or kv_cache_dtype
-    if named == STEP3_TEXT or named in STEP3_VL:  # Step3's text model, alone or in Step3-VL / Step-VL
-        if method is not None:
+    reader = NAMED_READERS.get(named or "")
+    if reader is not None:  # a class read by a module of its own (kvbudget.vllm.named)
+        if reader.refuse_drafters and method is not None:
             raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {named}",
                               "architectures")  # fmt: skip
-        return step3_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                            disable_sliding_window=disable_sliding_window)  # fmt: skip
-    if named == COSMOS3_EDGE:  # a dense text model built as Nemotron-H by the multimodal class itself
-        if method is not None:
-            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {named}",
-                              "architectures")  # fmt: skip
-        return cosmos3_edge_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                                   disable_sliding_window=disable_sliding_window)  # fmt: skip
-    if named == ERNIE45_VL:  # vLLM's class fails on transformers' layout before its text model
-        ernie45_vl_refusal(cfg, engine)
-    if named == COHERE_COMPASS:  # its own text model, built by the multimodal class itself
-        if method is not None:
-            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {named}",
-                              "architectures")  # fmt: skip
-        return cohere_compass_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                                     disable_sliding_window=disable_sliding_window)  # fmt: skip
-    if named == DIFFUSION_GEMMA:  # Gemma 4's decoder, built by the block-diffusion wrapper itself
-        if method is not None:
-            raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {named}",
-                              "architectures")  # fmt: skip
-        return diffusion_gemma_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                                      disable_sliding_window=disable_sliding_window)  # fmt: skip
+        return reader.read(cfg, engine, ReadOptions(kv_cache_dtype, dtype_m, disable_sliding_window, mamba_cache_dtype,
+                                                    mamba_ssm_cache_dtype, gdn_prefill_backend))  # fmt: skip
     wrapped = unwrap(cfg)
     if wrapped is not None:  # a multimodal wrapper: its text model, read as itself, under its prefix
         text, prefix = wrapped
@@ -501,22 +470,6 @@ def layers_from_hf_config(
     if isinstance(archs, list) and archs and archs[0] == "OlmoHybridForCausalLM":  # gated delta nets and attention
         return olmo_hybrid_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
                                   cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
-    if named in GDN_WRAPPERS:  # MiniCPM-V 4.6 / 4.7: Qwen3.5's text model built by the class itself
-        return gdn_wrapper_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                                  mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-                                  gdn_prefill_backend=gdn_prefill_backend)  # fmt: skip
-    if named == BEAM:  # Beam: GQA, sliding or NoPE full by layer_types (vllm/models/beam)
-        return beam_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                           disable_sliding_window=disable_sliding_window)  # fmt: skip
-    if named == STEP3P5:  # Step-3.5: per-layer heads and windows on transformers' Step3p7TextConfig
-        return step3p5_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                              disable_sliding_window=disable_sliding_window)  # fmt: skip
-    if named == HRM_TEXT:  # HRM-Text: one KV cache per recurrence step of each stack layer
-        return hrm_text_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                               disable_sliding_window=disable_sliding_window)  # fmt: skip
-    if named == KIMI_K3:  # Kimi-Linear's text model in vLLM's Kimi-K3 wrapper
-        return kimi_k3_layers(cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,
-                              mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype)
     if isinstance(archs, list) and archs and archs[0] in STATE_ARCHITECTURES:
         out = state_layers_from_hf_config(
             cfg, engine, kv_cache_dtype=kv_cache_dtype, model_dtype=dtype_m,

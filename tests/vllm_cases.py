@@ -67,6 +67,18 @@ def _target(r: random.Random) -> list[dict[str, Any]]:
                             "name": f"model.layers.{i}.self_attn.indexer.k_cache"})  # fmt: skip
             dsa.append(x)
         layers = dsa
+    if 0.15 <= shape < 0.4 and all(x["kind"] == "full" for x in layers) and r.random() < 0.25:
+        # MiniMax-M3's sparse layers: an indexer key cache of its own dtype and no TP-shard cap,
+        # registered before the layer's attention, on every layer or on all but a few dense ones
+        dense = r.choice((0, 0, 1, 3))
+        out: list[dict[str, Any]] = []
+        for i, x in enumerate(layers):
+            if i >= dense:
+                out.append({"kind": "key_indexer", "num_kv_heads": 1, "head_size": r.choice((128, 128, 64)),
+                            "indexer_dtype": r.choice(("bfloat16", "bfloat16", "float8_e4m3fn")),
+                            "name": f"model.layers.{i}.self_attn.attn.indexer"})  # fmt: skip
+            out.append(x)
+        layers = out
     return layers
 
 

@@ -128,12 +128,16 @@ class VllmOracle:
                 state_content_bytes=_DS_MLA_BYTES.get(cache_dtype),
             )
             spec = i["MLAAttentionSpec"](**common)
-        elif kind == "mla_indexer":
-            # DeepseekV32IndexerCache.get_kv_cache_spec: one head of uint8 rows, the INDEXER role
-            # (its dtype is the layer's own, whatever the KV dtype).
+        elif kind in ("mla_indexer", "key_indexer"):
+            # DeepseekV32IndexerCache.get_kv_cache_spec (mla_indexer: max_tp_shards=1) and
+            # MiniMaxM3IndexerCache's (key_indexer: no cap): one head of the cache's own dtype
+            # (DeepSeek's uint8, MiniMax-M3's bf16 or e4m3), whatever the KV dtype, the INDEXER role.
             import torch
 
-            common.update(num_kv_heads=1, max_tp_shards=1, dtype=torch.uint8, kv_quant_mode=i["KVQuantMode"].NONE)
+            common.update(num_kv_heads=1, dtype=getattr(torch, layer.get("indexer_dtype", "uint8")),
+                          kv_quant_mode=i["KVQuantMode"].NONE)  # fmt: skip
+            if kind == "mla_indexer":
+                common["max_tp_shards"] = 1
             spec = i["MLAAttentionSpec"](**common, cache_role=i["SparseCacheRole"].INDEXER)
         else:
             raise ValueError(f"layer {layer.get('name')!r}: unknown kind {kind!r}")

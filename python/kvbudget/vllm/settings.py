@@ -125,7 +125,7 @@ def _build(cls: str, settings: tuple[Setting, ...]) -> type:
 
 if TYPE_CHECKING:
     # BEGIN GENERATED (tools/stubgen.py)
-    LayerKind: TypeAlias = Literal["full", "sliding", "chunked", "mla", "mamba", "mla_indexer", "cross"]
+    LayerKind: TypeAlias = Literal["full", "sliding", "chunked", "mla", "mamba", "mla_indexer", "key_indexer", "cross"]
 
     @dataclass(frozen=True)
     class LayerSpec:
@@ -177,6 +177,10 @@ if TYPE_CHECKING:
         """The prefill-checkpoint export a state layer's class adds to its spec."""
         tp_replicated: bool = False
         """Every TP rank holds the layer's state whole (`is_kv_cache_tp_replicated`)."""
+        indexer_dtype: str = "uint8"
+        """An indexer layer's row dtype, torch's name (`mla_indexer`, `key_indexer`): `"uint8"`
+        (DeepSeek's), `"bfloat16"` or `"float8_e4m3fn"` (MiniMax-M3's).
+        """
 
     @dataclass(frozen=True)
     class EngineConfig:

@@ -446,3 +446,67 @@ fn vllm_cross_attention_is_charged_for_the_encoder_budget() {
     // 448 / 16 = 28 blocks of decoder tokens; 8,192 / 16 = 512 blocks of encoder tokens
     assert_eq!(p.blocks_per_request, [28, 512]);
 }
+
+/// MiniMax-M3's sparse layers: full attention beside an indexer key cache of bf16 rows with no
+/// TP-shard cap (`key_indexer`). Both specs are full-attention types of one block size, so they
+/// form one uniform-type group whose page holds both; without a shard cap the indexer does not
+/// make TP ranks replicas of one another (DeepSeek's `mla_indexer` beside MLA does).
+#[test]
+fn vllm_key_indexer_stores_its_own_dtype_and_is_tp_sharded() {
+    let mut layers = Vec::new();
+    for i in 0..2 {
+        layers.push(VllmLayer {
+            kind: LayerKind::KeyIndexer,
+            indexer_dtype: "bfloat16".into(),
+            kv_cache_dtype: "fp8".into(), // ignored: the indexer stores its own dtype
+            ..VllmLayer::full(format!("model.layers.{i}.self_attn.attn.indexer"), 1, 128)
+        });
+        layers.push(VllmLayer::full(
+            format!("model.layers.{i}.self_attn.attn"),
+            4,
+            128,
+        ));
+    }
+    let e = VllmEngine {
+        block_size: 128,
+        tp: 2,
+        ..VllmEngine::default()
+    };
+    let p = plan(&layers, &[GIB], &e).unwrap();
+    // Full attention and MLA specs share a type and a block size: one uniform-type group.
+    assert_eq!(p.groups.len(), 1);
+    assert_eq!(p.groups[0].spec, "UniformTypeKVCacheSpecs");
+    assert_eq!(
+        p.groups[0].page_size_bytes,
+        2 * (128 * 128 * 2 + 128 * 4 * 256 * 2)
+    );
+    assert_eq!(p.kv_tp_replicas, 1);
+    // DeepSeek's kind on MLA layers: one uint8 head, capped at one shard, so ranks replicate.
+    let dsa: Vec<VllmLayer> = (0..2)
+        .flat_map(|i| {
+            [
+                VllmLayer {
+                    kind: LayerKind::MlaIndexer,
+                    ..VllmLayer::full(
+                        format!("model.layers.{i}.self_attn.indexer.k_cache"),
+                        1,
+                        132,
+                    )
+                },
+                VllmLayer {
+                    kind: LayerKind::Mla,
+                    ..VllmLayer::full(format!("model.layers.{i}.self_attn.attn"), 1, 576)
+                },
+            ]
+        })
+        .collect();
+    assert_eq!(plan(&dsa, &[GIB], &e).unwrap().kv_tp_replicas, 2);
+    let bad = vec![VllmLayer {
+        kind: LayerKind::KeyIndexer,
+        indexer_dtype: "fp8".into(), // vLLM's KV-dtype name, not torch's
+        ..VllmLayer::full("model.layers.0.self_attn.attn.indexer", 1, 128)
+    }];
+    let err = plan(&bad, &[GIB], &e).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Input);
+    assert!(err.message.contains("indexer_dtype"), "{}", err.message);
+}

@@ -135,7 +135,10 @@ pub fn align_hybrid_block_size(
     if states.is_empty() {
         return Ok(None);
     }
-    if layers.iter().any(|l| l.kind == LayerKind::MlaIndexer) {
+    if layers
+        .iter()
+        .any(|l| matches!(l.kind, LayerKind::MlaIndexer | LayerKind::KeyIndexer))
+    {
         return Err(VllmError::new(
             ErrorKind::Input,
             "sparse-attention indexer layers beside state layers are not modelled",

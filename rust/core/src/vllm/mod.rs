@@ -97,9 +97,13 @@ vllm_choice! {
         /// Recurrent state (`MambaSpec`: Mamba, gated delta net, linear attention, short conv).
         Mamba = "mamba",
         /// A DeepSeek sparse-attention (DSA) indexer's key cache (`DeepseekV32IndexerCache`:
-        /// an `MLAAttentionSpec` with `cache_role=INDEXER`, one head of `head_size` bytes
-        /// stored as `uint8`, whatever `kv_cache_dtype` says).
+        /// an `MLAAttentionSpec` with `cache_role=INDEXER` and `max_tp_shards=1`, one head of
+        /// `head_size` elements of `indexer_dtype`, whatever `kv_cache_dtype` says).
         MlaIndexer = "mla_indexer",
+        /// A sparse-attention indexer's key cache without a TP-shard cap (MiniMax-M3's
+        /// `MiniMaxM3IndexerCache`: an `MLAAttentionSpec` with `cache_role=INDEXER`, one head of
+        /// `head_size` elements of `indexer_dtype`, whatever `kv_cache_dtype` says).
+        KeyIndexer = "key_indexer",
         /// An encoder-decoder model's cross-attention (`CrossAttentionSpec`: it caches the
         /// encoder's keys and values, `max_num_encoder_input_tokens` of them per request).
         Cross = "cross",

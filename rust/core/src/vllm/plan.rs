@@ -68,13 +68,24 @@ fn layer_spec(
             s.state_content_bytes = ds_mla_row_bytes(dtype);
         }
         LayerKind::Cross => s.class = SpecClass::Cross,
-        LayerKind::MlaIndexer => {
+        LayerKind::MlaIndexer | LayerKind::KeyIndexer => {
             s.class = SpecClass::Mla;
             s.num_kv_heads = 1;
             s.head_size_v = 0;
-            s.max_tp_shards = Some(1);
+            s.max_tp_shards = (l.kind == LayerKind::MlaIndexer).then_some(1);
+            let dtype = TorchDtype::from_torch_name(&l.indexer_dtype).ok_or_else(|| {
+                VllmError::new(
+                    ErrorKind::Input,
+                    format!(
+                        "layer {}: indexer_dtype={} is not a torch dtype kvbudget knows (uint8, int8, \
+                         float8_e4m3fn, bfloat16, float16, float32)",
+                        py_repr(&l.name),
+                        py_repr(&l.indexer_dtype)
+                    ),
+                )
+            })?;
             s.storage = KvStorage {
-                dtype: TorchDtype::UInt8,
+                dtype,
                 quant: KvQuantMode::NONE,
             };
             s.indexer = true;

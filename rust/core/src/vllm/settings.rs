@@ -80,6 +80,9 @@ macro_rules! for_each_vllm_record {
                     => Checkpoint, "";
                 /// Every TP rank holds the layer's state whole (`is_kv_cache_tp_replicated`).
                 tp_replicated: bool = false => Flag, "";
+                /// An indexer layer's row dtype, torch's name (`mla_indexer`, `key_indexer`):
+                /// `"uint8"` (DeepSeek's), `"bfloat16"` or `"float8_e4m3fn"` (MiniMax-M3's).
+                indexer_dtype: String = "uint8".to_owned() => Text, "";
             }
             /// vLLM's engine settings that change the plan (defaults: vLLM 0.33.0's).
             VllmEngine {

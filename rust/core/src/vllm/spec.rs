@@ -48,6 +48,20 @@ impl TorchDtype {
         }
     }
 
+    /// The dtype of torch's name (`str(dtype)` without `torch.`), or `None` for one not listed.
+    pub fn from_torch_name(name: &str) -> Option<Self> {
+        [
+            Self::Float32,
+            Self::Float16,
+            Self::BFloat16,
+            Self::UInt8,
+            Self::Int8,
+            Self::Float8E4M3,
+        ]
+        .into_iter()
+        .find(|d| d.torch_name() == name)
+    }
+
     /// vLLM's string-to-dtype table (`STR_DTYPE_TO_TORCH_DTYPE`).
     pub fn from_vllm_name(name: &str) -> Option<Self> {
         Some(match name {

@@ -27,6 +27,7 @@ from kvbudget.cli.files import read_config
 from kvbudget.cli.parser import VLLM_FLAGS, UsageError, vllm_flags
 from kvbudget.cli.scenario import CliScenario
 from kvbudget.models.hf import text_part
+from kvbudget.vllm.backends import check_backends
 from kvbudget.vllm.models import layers_from_hf_config
 from kvbudget.vllm.state_models import with_mtp_layers
 
@@ -202,6 +203,7 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
         num_nextn_predict_layers=nextn if method == "mtp" else None, **flags,
     )  # fmt: skip
     layers = layers_from_hf_config(target, engine, draft=draft, kv_cache_dtype=kv_dtype, model_dtype=model_dtype)
+    check_backends(layers)  # a KV dtype that takes vLLM off the backends kvbudget plans for
     own = sorted({x.block_size for x in layers if x.block_size is not None and x.block_size != engine.block_size})
     if own:  # the layers' own block size (DSA: what the indexer backend takes)
         notes.append(f"the model's layers take {', '.join(map(str, own))}-token blocks, not block {engine.block_size} "

@@ -510,3 +510,21 @@ fn vllm_key_indexer_stores_its_own_dtype_and_is_tp_sharded() {
     assert_eq!(err.kind, ErrorKind::Input);
     assert!(err.message.contains("indexer_dtype"), "{}", err.message);
 }
+
+/// An MLA layer with a window is vLLM's `SlidingWindowMLASpec`, a spec kvbudget does not model:
+/// refused, never planned as a full MLA layer.
+#[test]
+fn vllm_mla_with_a_window_is_refused() {
+    let layer = VllmLayer {
+        kind: LayerKind::Mla,
+        sliding_window: Some(128),
+        ..VllmLayer::full("model.layers.0.self_attn.attn", 1, 576)
+    };
+    let err = plan(&[layer], &[GIB], &VllmEngine::default()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Input);
+    assert!(
+        err.message.contains("SlidingWindowMLASpec"),
+        "{}",
+        err.message
+    );
+}

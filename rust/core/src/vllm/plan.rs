@@ -60,6 +60,17 @@ fn layer_spec(
             );
         }
         LayerKind::Mla => {
+            if l.sliding_window.is_some() {
+                // MLAAttention.get_kv_cache_spec: a window makes it a SlidingWindowMLASpec.
+                return Err(VllmError::new(
+                    ErrorKind::Input,
+                    format!(
+                        "layer {}: an MLA layer with a sliding_window is vLLM's SlidingWindowMLASpec, \
+                         which kvbudget does not model",
+                        py_repr(&l.name)
+                    ),
+                ));
+            }
             s.class = SpecClass::Mla;
             s.num_kv_heads = 1;
             s.head_size_v = 0;

@@ -18,7 +18,7 @@ peak and the CUDA-graph estimate).
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from kvbudget import vllm
@@ -27,7 +27,7 @@ from kvbudget.cli.files import read_config
 from kvbudget.cli.parser import VLLM_FLAGS, UsageError, vllm_flags
 from kvbudget.cli.scenario import CliScenario
 from kvbudget.models.hf import text_part
-from kvbudget.vllm.backends import check_backends
+from kvbudget.vllm.backends import backend_block_size
 from kvbudget.vllm.models import layers_from_hf_config
 from kvbudget.vllm.state_models import with_mtp_layers
 
@@ -69,8 +69,6 @@ class VllmInputs:
 
     def plan(self, **changes: Any) -> vllm.VllmPlan:
         """vLLM's plan, with ``changes`` to the engine settings (e.g. ``max_model_len``)."""
-        from dataclasses import replace
-
         return vllm.plan(self.layers, self.available, replace(self.engine, **changes))
 
     def layer_counts(self) -> str:
@@ -203,7 +201,11 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
         num_nextn_predict_layers=nextn if method == "mtp" else None, **flags,
     )  # fmt: skip
     layers = layers_from_hf_config(target, engine, draft=draft, kv_cache_dtype=kv_dtype, model_dtype=model_dtype)
-    check_backends(layers)  # a KV dtype that takes vLLM off the backends kvbudget plans for
+    block = backend_block_size(layers, engine)  # the Hopper backends' block size, or a refusal
+    if block != engine.block_size:
+        notes.append(f"block {block}: the platform's choice for the FLASHMLA backend, which stores FP8 MLA in "
+                     f"{block}-token kernel blocks only")  # fmt: skip
+        engine = replace(engine, block_size=block)
     own = sorted({x.block_size for x in layers if x.block_size is not None and x.block_size != engine.block_size})
     if own:  # the layers' own block size (DSA: what the indexer backend takes)
         notes.append(f"the model's layers take {', '.join(map(str, own))}-token blocks, not block {engine.block_size} "

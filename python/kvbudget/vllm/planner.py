@@ -15,8 +15,11 @@ of vLLM's inputs (:mod:`kvbudget.vllm.settings`).
 Scope: full, sliding-window, chunked-local and MLA attention, and state layers
 (``kind="mamba"``: vLLM's ``MambaSpec``, with the hybrid block-size alignment of
 ``Platform._align_hybrid_block_size``, :attr:`VllmPlan.mamba`); vLLM's FLASH_ATTN
-defaults (no backend packing, the layer-outer ``LBNHC`` layout). Block-outer
-packing and hidden-state layers are not modelled.
+defaults (no backend packing, the layer-outer ``LBNHC`` layout): the layers are
+planned as given; :func:`kvbudget.vllm.backend_block_size` gives a model's block size on
+vLLM's Hopper backends, or refuses a KV dtype that would take vLLM to another backend.
+Block-outer packing, hidden-state layers and an MLA layer with a window
+(``SlidingWindowMLASpec``) are not modelled.
 
 Example::
 

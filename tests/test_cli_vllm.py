@@ -173,3 +173,26 @@ def test_plan_engine_vllm_plans_a_dsa_model_in_64_token_blocks(tmp_path: Path) -
     assert [g["spec"] for g in doc["vllm_plan"]["groups"]] == ["UniformTypeKVCacheSpecs"]
     assert doc["vllm_plan"]["cache_block_size"] == 64
     assert "take 64-token blocks, not block 16" in run(*args).stdout
+
+
+def test_plan_engine_vllm_plans_a_dsa_models_mtp_drafter(tmp_path: Path) -> None:
+    """DeepSeek-V3.2 with ``--draft nextn:2``: the config's MTP layers set to two, each an indexer
+    key cache and a latent cache after the target's (``DeepseekV32MTP``), in the one 64-token group;
+    the document's layers and plan are the library's."""
+    import transformers as T
+
+    cfg = {**T.DeepseekV32Config(num_hidden_layers=3).to_dict(), "architectures": ["DeepseekV32ForCausalLM"],
+           "num_nextn_predict_layers": 1}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    doc = _json("plan", str(path), "--engine", "vllm", "--draft", "nextn:2", "--num-steps", "2", "--available", "2GiB",
+                "--max-model-len", "4096")  # fmt: skip
+    engine = vllm.EngineConfig(max_model_len=4096, derived_max_model_len=cfg["max_position_embeddings"],
+                               speculative_method="mtp", num_speculative_tokens=2, num_nextn_predict_layers=2)
+    layers = layers_from_hf_config({**cfg, "num_nextn_predict_layers": 2}, engine)
+    assert doc["vllm_layers"] == [json.loads(json.dumps(x.__dict__)) for x in layers]
+    assert [(x["name"], x["kind"]) for x in doc["vllm_layers"] if x["is_draft"]] == [
+        (f"model.layers.{i}.self_attn.{n}", k) for i in (3, 4) for n, k in (("indexer.k_cache", "mla_indexer"),
+                                                                             ("attn", "mla"))]  # fmt: skip
+    assert [g["spec"] for g in doc["vllm_plan"]["groups"]] == ["UniformTypeKVCacheSpecs"]
+    assert doc["vllm_plan"]["num_blocks"] == vllm.plan(layers, 2 << 30, engine).num_blocks

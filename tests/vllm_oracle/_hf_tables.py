@@ -483,6 +483,19 @@ MODELS.update({
 })  # fmt: skip
 NAMESPACES[_DSA] = {"current_platform": __import__("oracle_kit.strict", fromlist=["StrictModule"]).StrictModule(
     "current_platform", {"device_type": "meta"})}  # restated: the top-k buffer on the meta device
+# DSA's MTP drafter (``DeepseekV32MTP``, ``nvidia/mtp.py``; SpeculativeConfig names it
+# ``DeepseekV32MTPModel``), entered at its predictor (prefix ``model``, as the wrapper builds it):
+# its layer range, and each layer's draft config, top-k buffer and ``DeepseekV32DecoderLayer``
+# (not its norms, projection, shared head or embedding: no KV).
+_DSA_MTP = "models/deepseek_v32/nvidia/mtp"
+ENTRY[("vllm.models.deepseek_v32", "DeepseekV32MTP")] = (f"{_DSA_MTP}:DeepseekV32MultiTokenPredictor", None, "model",
+                                                         False)  # fmt: skip
+MODELS[_DSA_MTP] = ([("DeepseekV32MultiTokenPredictorLayer", frozenset(
+                        "config self.config topk_indices_buffer index_group_builder self.mtp_block".split())),
+                     ("DeepseekV32MultiTokenPredictor", frozenset(
+                         "config self.mtp_start_layer_idx self.num_mtp_layers self.layers".split()))],
+                    "", {"DeepseekV32DecoderLayer": _DSA})  # fmt: skip
+NAMESPACES[_DSA_MTP] = NAMESPACES[_DSA]
 # HunYuan-V4 (``vllm/models/hy_v4``, NVIDIA branch): MLA with DSA on its sparse layer kinds, the
 # indexer's key cache from ``deepseek_v2.py``. Kept: the config aliases its model sets, the layer
 # kinds, the skip set (``compute_skip_topk_layers``), the gate's kind check and the registrations;

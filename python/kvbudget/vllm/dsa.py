@@ -39,9 +39,21 @@ entries, else the IndexCache rule with a positive integer ``index_topk_freq``) b
 per-layer lists default as transformers' ``HYV4Config.__post_init__`` sets them for the layer count.
 A model with no sparse layer is planned as DeepSeek's dense MLA (the engine's block size, any KV dtype).
 
-Not read: DSA's MTP drafter (``DeepseekV32MTP``) and a DeepSeek-V3 config carrying ``index_topk``
-(``deepseek_v2.py``'s own indexer); both are refused by name. Held to vLLM's classes by
-``tests/test_vllm_dsa.py``.
+DeepSeek-V3.2's and GLM-5's MTP drafter (``speculative_method="mtp"``): ``SpeculativeConfig.hf_config_override``
+names the draft config of the ``deepseek_v32`` and ``glm_moe_dsa`` model types ``DeepseekV32MTPModel``
+(``n_predict``: its ``num_nextn_predict_layers``), served by ``nvidia/mtp.py``'s ``DeepseekV32MTP``.
+Its ``DeepseekV32MultiTokenPredictor`` builds one ``DeepseekV32DecoderLayer`` from the draft config
+for each of the ``num_nextn_predict_layers`` (required here), at ``model.layers.<n + j>`` (``n``:
+``num_hidden_layers``), on the last PP stage after the target's layers. Each registers the same two
+caches: ``DeepseekV32Attention`` runs the IndexCache rule for it (its failures are vLLM's) but keeps
+the indexer of an MTP layer (``is_mtp_layer``: ``layer_id >= num_hidden_layers``). The drafter's
+caches are ``is_draft``, in 64-token blocks, at the drafter's KV dtype
+(``speculative_config.kv_cache_dtype``, else ``--kv-cache-dtype``: the same three dtypes are planned,
+since the sparse MLA backend decides the drafter's format too). ``num_speculative_tokens`` above
+``n_predict`` must be a multiple of it (vLLM's check). Not read: EAGLE drafters on these models,
+HunYuan-V4's MTP drafter (``HYV4MTP``: its own padding of the per-layer lists, no iHC), and a
+DeepSeek-V3 config carrying ``index_topk`` (``deepseek_v2.py``'s own indexer); all refused by name.
+Held to vLLM's classes by ``tests/test_vllm_dsa.py``.
 """
 
 from __future__ import annotations
@@ -54,9 +66,10 @@ from typing import Any, Final
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
+from kvbudget.vllm.state_common import _mtp_tokens
 
-__all__ = ["DSA_ARCHITECTURES", "DSA_BLOCK_SIZE", "DSA_KV_CACHE_DTYPES", "HY_V4_ARCHITECTURE", "dsa_layers",
-           "hy_v4_layers", "indexer_skipped"]
+__all__ = ["DSA_ARCHITECTURES", "DSA_BLOCK_SIZE", "DSA_KV_CACHE_DTYPES", "DSA_MTP_MODEL_TYPES", "HY_V4_ARCHITECTURE",
+           "dsa_layers", "hy_v4_layers", "indexer_skipped"]
 
 #: HunYuan-V4: DSA on its sparse layer kinds (``vllm/models/hy_v4``).
 HY_V4_ARCHITECTURE: Final = "HYV4ForCausalLM"
@@ -68,6 +81,8 @@ _HY_V4_SPARSE: Final = ("sparse_attention", "sparse", "indexed_attention", "deep
 DSA_BLOCK_SIZE: Final = 64
 #: The ``--kv-cache-dtype`` values whose latent cache no sparse MLA backend rewrites.
 DSA_KV_CACHE_DTYPES: Final = ("auto", "bfloat16", "fp8_ds_mla")
+#: The model types ``SpeculativeConfig.hf_config_override`` gives the ``DeepseekV32MTPModel`` drafter.
+DSA_MTP_MODEL_TYPES: Final = ("deepseek_v32", "glm_moe_dsa")
 #: ``Indexer.quant_block_size``: one fp32 scale per this many fp8 key elements.
 _QUANT_BLOCK: Final = 128
 _VLLM_DEFAULT_BLOCK_SIZE: Final = 16
@@ -123,18 +138,22 @@ def _rope_checks(v: _View) -> None:
                               f"({e})", key)  # fmt: skip
 
 
-def dsa_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str,
-               model_dtype: str) -> list[LayerSpec]:  # fmt: skip
+def dsa_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str, model_dtype: str,
+               draft_kv_cache_dtype: str | None = None) -> list[LayerSpec]:  # fmt: skip
     """The KV-cache layers vLLM 0.33.0 registers for a model of :data:`DSA_ARCHITECTURES` (see the
-    module docstring), per PP stage in registration order.
+    module docstring), per PP stage in registration order, then (``engine.speculative_method``
+    ``"mtp"``) its MTP drafter's on the last stage. ``draft_kv_cache_dtype``: the drafter layers'
+    ``kv_cache_dtype`` (default ``kv_cache_dtype``); ``engine.draft_kv_cache_dtype``, which the
+    planner applies to them, is held to the same dtypes.
 
     Raises:
-        ConfigError: vLLM refuses the config (its reason), or kvbudget does not model it (a drafter,
-            a KV dtype a sparse MLA backend rewrites, a block size the indexer backend refuses).
+        ConfigError: vLLM refuses the config (its reason), or kvbudget does not model it (an EAGLE
+            drafter, a KV dtype a sparse MLA backend rewrites, a block size the indexer backend refuses).
     """
     if cfg["architectures"][0] == HY_V4_ARCHITECTURE:
         return hy_v4_layers(cfg, engine, kv_cache_dtype, model_dtype)
-    _check_sparse_engine(cfg, engine, kv_cache_dtype, DSA_KV_CACHE_DTYPES)
+    draft = draft_kv_cache_dtype or kv_cache_dtype
+    _check_sparse_engine(cfg, engine, kv_cache_dtype, DSA_KV_CACHE_DTYPES, (draft, engine.draft_kv_cache_dtype))
     v = _View(cfg, "config.json", engine="vllm")
     n = v.req_int("num_hidden_layers")
     _check_heads(v, engine, "DeepseekV32Attention")
@@ -142,22 +161,59 @@ def dsa_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str
     v.req_int("index_topk")  # DeepseekV32Model sizes its top-k buffer with it
     index_head = v.req_int("index_head_dim")
     _rope_checks(v)
-    return _layers(n, engine, (latent, index_head + index_head // _QUANT_BLOCK * 4), kv_cache_dtype, model_dtype,
-                   lambda i: (True, not indexer_skipped(v, i)))  # fmt: skip
+    rows = (latent, index_head + index_head // _QUANT_BLOCK * 4)
+    out = _layers(n, engine, rows, kv_cache_dtype, model_dtype, lambda i: (True, not indexer_skipped(v, i)))
+    if engine.speculative_method == "mtp":
+        out += _mtp_layers(v, n, engine, rows, (draft, model_dtype))
+    return out
+
+
+def _mtp_layers(v: _View, n: int, engine: EngineConfig, rows: tuple[int, int],
+                dtypes: tuple[str, str]) -> list[LayerSpec]:  # fmt: skip
+    """``DeepseekV32MTP``'s layers (see the module docstring): layer ``n + j``'s indexer key cache
+    and latent cache for each of the ``num_nextn_predict_layers`` MTP layers, ``is_draft``, on the
+    last PP stage; ``rows`` as :func:`_layers`'s, ``dtypes`` the drafter's KV dtype and the model
+    dtype."""
+    key = "num_nextn_predict_layers"
+    if v.model_type not in DSA_MTP_MODEL_TYPES:
+        raise ConfigError(f"{v.label}: vLLM 0.33.0's SpeculativeConfig names the DeepseekV32MTPModel drafter for "
+                          f"model types {' and '.join(DSA_MTP_MODEL_TYPES)} only; kvbudget has not checked the "
+                          f"drafter it builds for model_type {v.model_type!r}", "model_type")  # fmt: skip
+    if v.raw(key) == 0 and not isinstance(v.raw(key), bool):
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: ZeroDivisionError: integer modulo by zero "
+                          f"(SpeculativeConfig: num_speculative_tokens % n_predict, n_predict = {key} = 0)",
+                          v.name(key))  # fmt: skip
+    depth = v.req_int(key)  # DeepseekV32MultiTokenPredictor: range(n, n + config.num_nextn_predict_layers)
+    _mtp_tokens(engine, depth, key)
+    for j in range(depth):  # DeepseekV32Attention runs the IndexCache rule, then keeps an MTP layer's indexer
+        indexer_skipped(v, n + j)
+    mla, indexer = _templates(rows, dtypes[0], dtypes[1], DSA_BLOCK_SIZE)
+    out: list[LayerSpec] = []
+    for j in range(depth):
+        prefix = f"model.layers.{n + j}.self_attn"
+        out += [replace(indexer, name=f"{prefix}.indexer.k_cache", is_draft=True, pp_stage=engine.pp - 1),
+                replace(mla, name=f"{prefix}.attn", is_draft=True, pp_stage=engine.pp - 1)]  # fmt: skip
+    return out
 
 
 def _check_sparse_engine(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: str,
-                         dtypes: tuple[str, ...]) -> None:  # fmt: skip
-    """What a sparse model's GPU decides (see the module docstring), and its drafter (not read)."""
+                         dtypes: tuple[str, ...], draft: tuple[str | None, ...] | None = None) -> None:  # fmt: skip
+    """What a sparse model's GPU decides (see the module docstring) for the target's KV dtype and,
+    with an MTP drafter, the drafter's (``draft``: the dtypes it may be given; None: no drafter is
+    read, and one is refused)."""
     arch = cfg["architectures"][0]
-    if engine.speculative_method is not None:
-        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's DSA drafters on {arch}",
+    method = engine.speculative_method
+    if method is not None and (draft is None or method != "mtp"):
+        raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's {method} drafters on {arch}"
+                          + (" (it reads the model's own MTP drafter, speculative_method='mtp')" if draft else ""),
                           "architectures")  # fmt: skip
-    if kv_cache_dtype not in dtypes:
-        raise ConfigError(f"kv_cache_dtype {kv_cache_dtype!r}: vLLM 0.33.0's sparse MLA backend, chosen per GPU, "
-                          "decides how it stores it (FLASHMLA_SPARSE turns fp8 into fp8_ds_mla on Hopper, "
-                          "FLASHINFER_MLA_SPARSE keeps it on Blackwell); kvbudget plans "
-                          f"{', '.join(dtypes)} on {arch}", "kv_cache_dtype")  # fmt: skip
+    drafts = draft if method is not None and draft is not None else ()
+    for key, dtype in (("kv_cache_dtype", kv_cache_dtype), *(("draft_kv_cache_dtype", d) for d in drafts)):
+        if dtype is not None and dtype not in dtypes:
+            raise ConfigError(f"{key} {dtype!r}: vLLM 0.33.0's sparse MLA backend, chosen per GPU, decides how it "
+                              "stores it (FLASHMLA_SPARSE turns fp8 into fp8_ds_mla on Hopper, "
+                              "FLASHINFER_MLA_SPARSE keeps it on Blackwell); kvbudget plans "
+                              f"{', '.join(dtypes)} on {arch}", key)  # fmt: skip
     if engine.block_size not in (_VLLM_DEFAULT_BLOCK_SIZE, DSA_BLOCK_SIZE):
         raise ConfigError(f"block_size {engine.block_size}: vLLM 0.33.0's DSA indexer backend "
                           f"(DEEPSEEK_V32_INDEXER) takes {DSA_BLOCK_SIZE}-token blocks only on CUDA",
@@ -171,16 +227,23 @@ def _check_heads(v: _View, engine: EngineConfig, cls: str) -> None:
                           f"divides num_attention_heads ({heads})", v.name("num_attention_heads"))  # fmt: skip
 
 
+def _templates(rows: tuple[int, int], kv_cache_dtype: str, model_dtype: str,
+               block: int | None) -> tuple[LayerSpec, LayerSpec]:  # fmt: skip
+    """The latent cache's and the indexer key cache's specs (name and stage still to set): one
+    head of ``rows[0]`` and ``rows[1]`` (elements; the indexer's ``uint8`` bytes), ``block``-token
+    blocks (None: the engine's)."""
+    mla = LayerSpec("", "mla", 1, rows[0], head_size_v=0, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
+                    block_size=block)  # fmt: skip
+    return mla, replace(mla, kind="mla_indexer", head_size=rows[1], head_size_v=None)
+
+
 def _layers(n: int, engine: EngineConfig, rows: tuple[int, int], kv_cache_dtype: str, model_dtype: str,
             kinds: Callable[[int], tuple[bool, bool]]) -> list[LayerSpec]:  # fmt: skip
     """Each stage's layers in registration order: layer ``i``'s indexer key cache (where ``kinds(i)``,
     ``(sparse, indexer)``, says it has one) before its latent cache; ``rows``: the latent's and the
     indexer's row, elements and bytes. A model with a sparse layer takes 64-token blocks."""
     sparse = [kinds(i) for i in range(n)]
-    block = DSA_BLOCK_SIZE if any(s for s, _ in sparse) else None
-    mla = LayerSpec("", "mla", 1, rows[0], head_size_v=0, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype,
-                    block_size=block)  # fmt: skip
-    indexer = replace(mla, kind="mla_indexer", head_size=rows[1], head_size_v=None)
+    mla, indexer = _templates(rows, kv_cache_dtype, model_dtype, DSA_BLOCK_SIZE if any(s for s, _ in sparse) else None)
     out: list[LayerSpec] = []
     for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
         for i in range(start, end):
@@ -229,11 +292,12 @@ def hy_v4_layers(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_dtype: s
     n = v.req_int("num_hidden_layers")
     mlp, kinds = _hy_v4_list(v, "mlp_layer_types", n), _hy_v4_list(v, "layer_types", n)
     sparse = [v.has("index_topk") and i < len(kinds) and kinds[i] in _HY_V4_SPARSE for i in range(n)]
+    if engine.speculative_method is not None:
+        raise ConfigError("config.json: kvbudget has not checked vLLM 0.33.0's drafters on HYV4ForCausalLM (its MTP "
+                          "drafter, HYV4MTP, pads the per-layer lists for its layers and builds them without iHC)",
+                          "architectures")  # fmt: skip
     if any(sparse):
         _check_sparse_engine(cfg, engine, kv_cache_dtype, ("auto", "bfloat16"))
-    elif engine.speculative_method is not None:
-        raise ConfigError("config.json: kvbudget has not checked vLLM 0.33.0's drafters on HYV4ForCausalLM",
-                          "architectures")  # fmt: skip
     skipped = _hy_v4_skipped(v, n) if any(sparse) else set()
     latent = v.req_int("kv_lora_rank") + v.req_int("qk_rope_head_dim", 0)
     for i in range(n):  # HYV4DecoderLayer, then its HYV4MLAAttention, layer by layer

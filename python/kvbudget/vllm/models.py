@@ -68,7 +68,8 @@ state layers included. Classes with rules of their own are read by a module each
 :data:`kvbudget.vllm.named.NAMED_READERS` (Step3 and Step3-VL, Step-3.5, Beam, HRM-Text,
 DiffusionGemma, Cohere Compass, Cosmos3-Edge, MiniCPM-V 4.6 / 4.7, Intern-S2 Mobius, Kimi-K3, and
 ERNIE-4.5-VL, refused as vLLM refuses it), and :mod:`~kvbudget.vllm.dsa` (DeepSeek-V3.2, GLM-5,
-HunYuan-V4: the indexer key caches) and :mod:`~kvbudget.vllm.whisper` (cross-attention).
+HunYuan-V4: the indexer key caches; DeepSeek-V3.2's and GLM-5's MTP drafter) and
+:mod:`~kvbudget.vllm.whisper` (cross-attention).
 
 Scope: those, and the architectures in :data:`ARCHITECTURES` (every name vLLM's registry serves with
 one of the classes above, :data:`SERVED_AS`: ``Ministral3ForCausalLM`` is read as vLLM's
@@ -461,7 +462,7 @@ def layers_from_hf_config(
         return pure_mamba_layers(cfg, engine, model_dtype=dtype_m,
                                  cache_dtypes=(mamba_cache_dtype, mamba_ssm_cache_dtype))  # fmt: skip
     if isinstance(archs, list) and archs and archs[0] in DSA_ARCHITECTURES:  # DeepSeek-V3.2, GLM-5: MLA + indexer
-        return dsa_layers(cfg, engine, kv_cache_dtype, dtype_m)
+        return dsa_layers(cfg, engine, kv_cache_dtype, dtype_m, dtype_d)
     if isinstance(archs, list) and archs and archs[0] == WHISPER:  # encoder-decoder: cross-attention caches
         return whisper_layers(cfg, engine, kv_cache_dtype, dtype_m)
     if isinstance(archs, list) and archs and archs[0] == "Zamba2ForCausalLM":  # Mamba-2 and shared attention

@@ -69,7 +69,7 @@ def _engine(rng: random.Random, family: str) -> tuple[dict[str, Any], dict[str, 
     engine: dict[str, Any] = {"tp": rng.choice([1, 1, 2, 4, 8, 16]), "pp": rng.choice([1, 1, 1, 2, 3])}
     r = rng.random()
     if family == "deepseek_v3" and r < 0.4:
-        engine.update(speculative_method="mtp", num_speculative_tokens=1)
+        engine.update(speculative_method="mtp", num_speculative_tokens=rng.choice([1, 1, 2, 3]))
     elif r < 0.5:
         engine.update(speculative_method=rng.choice(["eagle", "eagle3"]), num_speculative_tokens=3)
         if rng.random() < 0.2:  # the target's windows off; an EAGLE drafter's own stay
@@ -94,6 +94,8 @@ def cases(per_family: int, seed: int = 0) -> Iterator[Case]:
                 if draft is not None:
                     engine["draft"] = _draft(rng, built.saved(False))
                 saved = built.saved(sparse)
+                if engine.get("speculative_method") == "mtp" and rng.random() < 0.5:  # n_predict 2: 3 tokens refused
+                    saved["num_nextn_predict_layers"] = 2
                 if sparse and rng.random() < 0.5:  # many released configs carry no layer_types
                     saved.pop("layer_types", None)
                     if isinstance(saved.get("text_config"), dict):

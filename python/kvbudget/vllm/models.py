@@ -97,6 +97,7 @@ from kvbudget.vllm.olmo_hybrid import olmo_hybrid_layers
 from kvbudget.vllm.pure_mamba import PURE_MAMBA_ARCHITECTURES, pure_mamba_layers
 from kvbudget.vllm.zamba2 import zamba2_layers
 from kvbudget.vllm.registry import NOT_PIPELINE_PARALLEL, registry, served_as
+from kvbudget.vllm.state_common import check_mtp_divisible
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
 from kvbudget.vllm.text_families import TEXT_FAMILIES, text_family_layers
 from kvbudget.vllm import bare_text_models
@@ -511,6 +512,7 @@ def layers_from_hf_config(
         if family != "mla":
             raise ConfigError(f"speculative_method='mtp': kvbudget reads DeepSeek's MTP layers, not {family}")
         k = target.v.req_int("num_nextn_predict_layers")
+        check_mtp_divisible(engine, k)
         out += [_spec(f"model.layers.{target.n + j}.self_attn.attn", target.layer(0, 0, tp), dtype_d, dtype_m,
                       True, pp - 1) for j in range(k)]  # fmt: skip
     elif draft is not None:

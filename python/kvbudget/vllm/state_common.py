@@ -103,10 +103,26 @@ def _mtp_tokens(engine: EngineConfig, n_predict: int | None, key: str) -> int:
     if s is None:
         raise ConfigError(f"speculative_method='mtp' needs num_speculative_tokens (vLLM defaults it to the "
                           f"config's {key}, {n_predict}; give it so the plan uses it too)", "num_speculative_tokens")  # fmt: skip
-    if n_predict is not None and s > n_predict and s % n_predict:
+    check_mtp_divisible(engine, n_predict)
+    return s
+
+
+def check_mtp_divisible(engine: EngineConfig, n_predict: int | None) -> None:
+    """``SpeculativeConfig.__post_init__``'s check of a given ``num_speculative_tokens`` against the
+    drafter's ``n_predict``: above it, a multiple of it.
+
+    Raises:
+        ConfigError: vLLM's refusal (its ``ValueError``, or its ``ZeroDivisionError`` for 0).
+    """
+    s = engine.num_speculative_tokens
+    if s is None or n_predict is None:
+        return
+    if n_predict == 0:
+        raise ConfigError("vLLM 0.33.0 refuses it: ZeroDivisionError: integer modulo by zero (SpeculativeConfig: "
+                          "num_speculative_tokens % n_predict, n_predict = 0)", "num_nextn_predict_layers")  # fmt: skip
+    if s > n_predict and s % n_predict:
         raise ConfigError(f"vLLM 0.33.0 refuses it: num_speculative_tokens:{s} must be divisible by "
                           f"n_predict={n_predict}", "num_speculative_tokens")  # fmt: skip
-    return s
 
 
 

@@ -21,9 +21,10 @@ attention; FLASHINFER_MLA or TRITON_MLA for FP8 MLA off FLASHMLA's head sizes or
 the backend vLLM moves on to, rather than answer differently. An engine ``block_size`` of 16
 (vLLM's default) is read as "not set", as :mod:`kvbudget.vllm.dsa` reads it.
 
-Layers whose readers fix their own backend are left as they are: DeepSeek sparse attention
-(:mod:`kvbudget.vllm.dsa`, a model with ``mla_indexer`` layers) and MiniMax-M3's sparse layers
-(``key_indexer``). State layers have no attention backend; FP8 MLA beside them is refused (the
+Layers whose readers fix their own backend keep their readers' rules: DeepSeek sparse attention's
+MLA layers (:mod:`kvbudget.vllm.dsa`, a model with ``mla_indexer`` layers) and the indexer caches.
+MiniMax-M3's sparse layers' main caches are checked as attention layers (its reader plans only dtypes
+FLASH_ATTN stores too, and their 128-token blocks itself). State layers have no attention backend; FP8 MLA beside them is refused (the
 hybrid block-size alignment would take FLASHMLA's kernel block, which kvbudget has not checked).
 The KV dtype decides, and for FP8 MLA the head size too: a head size ``FLASH_ATTN`` does not take
 (above 256) also moves vLLM on, to backends whose pages hold the same bytes for the dtypes above at

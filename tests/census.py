@@ -177,13 +177,22 @@ def _annotated_class(arch: str) -> tuple[str, Any] | None:
     return (f"transformers:{ann}", cls) if isinstance(cls, type) and issubclass(cls, T.PretrainedConfig) else None
 
 
+def _transformers_config(model_type: str) -> Any:
+    """transformers' own config class for ``model_type``: the oracles register engines' classes over
+    some of its types (SGLang's ``InklingMMConfig`` for ``inkling_mm_model``), which the auto mapping
+    then returns instead."""
+    name = T.models.auto.configuration_auto.CONFIG_MAPPING_NAMES.get(model_type)
+    own = getattr(T, name, None) if name else None
+    return own if isinstance(own, type) and issubclass(own, T.PretrainedConfig) else T.CONFIG_MAPPING[model_type]
+
+
 def census_configs(arch: str) -> tuple[str, tuple[dict[str, Any], ...]]:
     """(where they came from, the config dicts) for ``arch``; none when no class builds one."""
     if arch in _generated():
         return f"differential ({len(_generated()[arch])})", _generated()[arch]
     model_type = _model_type(arch)
     if model_type is not None and model_type in T.CONFIG_MAPPING:
-        return f"transformers:{model_type}", ({**T.CONFIG_MAPPING[model_type]().to_dict(), "architectures": [arch]},)
+        return f"transformers:{model_type}", ({**_transformers_config(model_type)().to_dict(), "architectures": [arch]},)
     annotated = _annotated_class(arch)
     if annotated is None:
         return "none", ()

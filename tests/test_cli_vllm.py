@@ -14,6 +14,7 @@ import json
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import REF1, REF1_VLLM, run
@@ -158,21 +159,45 @@ def test_plan_engine_vllm_charges_whispers_cross_attention_for_the_encoder_budge
     assert "cross-attention layers for the encoder's budget" in run(*args).stdout
 
 
+def _planned_config(tmp_path: Path, cfg: dict[str, Any], *extra: str, engine: vllm.EngineConfig | None = None,
+                    read: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any], list[vllm.LayerSpec]]:  # fmt: skip
+    """``plan CONFIG --engine vllm`` on ``cfg`` written to a file (2 GiB, 4,096 tokens, ``extra``): the
+    arguments, the JSON document and the library's layers (of ``read``, default ``cfg``, under
+    ``engine``), which the document's must be."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    args = ("plan", str(path), "--engine", "vllm", "--available", "2GiB", "--max-model-len", "4096", *extra)
+    doc = _json(*args)
+    layers = layers_from_hf_config(read or cfg, engine or vllm.EngineConfig())
+    assert doc["vllm_layers"] == [json.loads(json.dumps(x.__dict__)) for x in layers]
+    return args, doc, layers
+
+
 def test_plan_engine_vllm_plans_a_dsa_model_in_64_token_blocks(tmp_path: Path) -> None:
     """DeepSeek-V3.2: the library's layers (an indexer key cache before each latent cache) in one
     uniform-type group of 64-token blocks, and the note that says why the block is not 16."""
     import transformers as T
 
     cfg = {**T.DeepseekV32Config(num_hidden_layers=3).to_dict(), "architectures": ["DeepseekV32ForCausalLM"]}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    args = ("plan", str(path), "--engine", "vllm", "--available", "2GiB", "--max-model-len", "4096")
-    doc = _json(*args)
-    layers = layers_from_hf_config(cfg, vllm.EngineConfig())
-    assert doc["vllm_layers"] == [json.loads(json.dumps(x.__dict__)) for x in layers]
+    args, doc, _ = _planned_config(tmp_path, cfg)
     assert [g["spec"] for g in doc["vllm_plan"]["groups"]] == ["UniformTypeKVCacheSpecs"]
     assert doc["vllm_plan"]["cache_block_size"] == 64
     assert "take 64-token blocks, not block 16" in run(*args).stdout
+
+
+def test_plan_engine_vllm_plans_a_minimax_m3_model_in_128_token_blocks(tmp_path: Path) -> None:
+    """MiniMax-M3 (layers 3 and 4 sparse, as released): the library's layers (an indexer key cache
+    before each sparse layer's K/V cache) in 128-token blocks, and the note that says why the block
+    is not 16."""
+    import transformers as T
+
+    cfg = {**T.MiniMaxM3VLConfig(text_config={"num_hidden_layers": 5}).to_dict(),
+           "architectures": ["MiniMaxM3SparseForConditionalGeneration"]}  # fmt: skip
+    cfg["text_config"]["hidden_act"] = "swigluoai"  # as the released config.json declares it
+    args, doc, layers = _planned_config(tmp_path, cfg)
+    assert [x.kind for x in layers].count("key_indexer") == 2
+    assert doc["vllm_plan"]["cache_block_size"] == 128
+    assert "take 128-token blocks, not block 16 (a MiniMax-M3 model" in run(*args).stdout
 
 
 def test_plan_engine_vllm_plans_a_dsa_models_mtp_drafter(tmp_path: Path) -> None:
@@ -183,14 +208,10 @@ def test_plan_engine_vllm_plans_a_dsa_models_mtp_drafter(tmp_path: Path) -> None
 
     cfg = {**T.DeepseekV32Config(num_hidden_layers=3).to_dict(), "architectures": ["DeepseekV32ForCausalLM"],
            "num_nextn_predict_layers": 1}  # fmt: skip
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    doc = _json("plan", str(path), "--engine", "vllm", "--draft", "nextn:2", "--num-steps", "2", "--available", "2GiB",
-                "--max-model-len", "4096")  # fmt: skip
     engine = vllm.EngineConfig(max_model_len=4096, derived_max_model_len=cfg["max_position_embeddings"],
                                speculative_method="mtp", num_speculative_tokens=2, num_nextn_predict_layers=2)
-    layers = layers_from_hf_config({**cfg, "num_nextn_predict_layers": 2}, engine)
-    assert doc["vllm_layers"] == [json.loads(json.dumps(x.__dict__)) for x in layers]
+    _, doc, layers = _planned_config(tmp_path, cfg, "--draft", "nextn:2", "--num-steps", "2", engine=engine,
+                                     read={**cfg, "num_nextn_predict_layers": 2})  # fmt: skip
     assert [(x["name"], x["kind"]) for x in doc["vllm_layers"] if x["is_draft"]] == [
         (f"model.layers.{i}.self_attn.{n}", k) for i in (3, 4) for n, k in (("indexer.k_cache", "mla_indexer"),
                                                                              ("attn", "mla"))]  # fmt: skip

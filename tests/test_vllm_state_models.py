@@ -43,6 +43,8 @@ N = int(os.environ.get("KVBUDGET_VLLM_STATE_MODEL_CASES", "300"))
 _ATTENTION = ("name", "kind", "num_kv_heads", "head_size", "head_size_v", "sliding_window", "attention_chunk_size",
               "is_draft", "pp_stage")  # fmt: skip
 _STATE = ("name", "kind", "is_draft", "pp_stage", "state_shapes", "config_state_shapes", "state_dtypes")
+#: Compared too with ``spec=True``: the fields only some oracle records carry (Inkling's).
+_SPEC = ("block_size", "kv_cache_dtype")
 _CLASSES = [(T.Qwen3NextConfig, "Qwen3NextForCausalLM", False), (T.Qwen3_5TextConfig, "Qwen3_5ForCausalLM", False),
             (T.Qwen3_5MoeTextConfig, "Qwen3_5MoeForCausalLM", False),
             (T.Qwen3_5Config, "Qwen3_5ForConditionalGeneration", True),
@@ -92,55 +94,57 @@ def _case(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
     return {**d, "architectures": [arch]}, engine
 
 
-def _fields(x: dict[str, Any]) -> dict[str, Any]:
-    return {k: x.get(k) for k in (_STATE if x["kind"] == "mamba" else _ATTENTION)}
+def _fields(x: dict[str, Any], spec: bool = False) -> dict[str, Any]:
+    return {k: x.get(k) for k in (_STATE if x["kind"] == "mamba" else _ATTENTION + (_SPEC if spec else ()))}
 
 
-def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
-          no_window: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
+def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: bool = False,
+          spec: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
     settings = dict(engine)
-    draft = settings.pop("draft", None)
+    draft, kv = settings.pop("draft", None), settings.pop("kv_cache_dtype", "auto")
     try:
         layers = layers_from_hf_config(saved, vllm.EngineConfig(**settings), model_dtype=dtype, draft=draft,
-                                       disable_sliding_window=no_window)  # fmt: skip
+                                       disable_sliding_window=no_window, kv_cache_dtype=kv)  # fmt: skip
     except InvalidConfigError as e:
         return f"refused: {e}"
     out = []
     for x in layers:
-        d = {k: getattr(x, k) for k in set(_STATE) | set(_ATTENTION)}
+        d = {k: getattr(x, k) for k in set(_STATE) | set(_ATTENTION) | set(_SPEC)}
         d["state_shapes"] = [list(s) for s in x.state_shapes]
         d["config_state_shapes"] = [list(s) for s in x.config_state_shapes]
         d["state_dtypes"] = list(x.state_dtypes)
-        out.append(_fields(d))
+        out.append(_fields(d, spec))
     return out
 
 
-def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str,
-            no_window: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
+def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: bool = False,
+            spec: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
     d = dict(saved)
     loaded = vllm_config_class(vllm_model_type(d)).from_dict(d)
     replay = {k: engine[k] for k in _REPLAY_KEYS if k in engine}
     draft = engine.get("draft")
     drafter = None if draft is None else T.CONFIG_MAPPING[draft["model_type"]].from_dict(dict(draft))
     try:
-        return [_fields(x) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype,
-                                                disable_sliding_window=no_window, draft_config=drafter, **replay,
-                                                method=engine.get("speculative_method"),
-                                                num_speculative_tokens=engine.get("num_speculative_tokens"))]  # fmt: skip
+        return [_fields(x, spec) for x in vllm_layers(loaded, tp=engine["tp"], pp=engine["pp"], model_dtype=dtype,
+                                                      disable_sliding_window=no_window, draft_config=drafter, **replay,
+                                                      method=engine.get("speculative_method"),
+                                                      num_speculative_tokens=engine.get("num_speculative_tokens"),
+                                                      kv_cache_dtype=engine.get("kv_cache_dtype", "auto"))]  # fmt: skip
     except VllmLoadError as e:
         return f"refused: {e}"
 
 
-def _compare(rng: random.Random, cases: list[tuple[dict[str, Any], dict[str, Any]]],
-             no_window: float = 0.0) -> tuple[dict[str, int], list[str]]:  # fmt: skip
+def _compare(rng: random.Random, cases: list[tuple[dict[str, Any], dict[str, Any]]], no_window: float = 0.0,
+             spec: bool = False) -> tuple[dict[str, int], list[str]]:  # fmt: skip
     """Each case read by kvbudget and by vLLM (a seeded model dtype; ``--disable-sliding-window``
-    with probability ``no_window``): the counts and the mismatches."""
+    with probability ``no_window``; an engine's ``kv_cache_dtype``; with ``spec``, the
+    :data:`_SPEC` fields too): the counts and the mismatches."""
     counts = {"compared": 0, "refused": 0, "state layers": 0, "attention layers": 0, "drafter layers": 0}
     mismatches: list[str] = []
     for i, (saved, engine) in enumerate(cases):
         dtype = rng.choice(["bfloat16", "float16"])
         off = rng.random() < no_window
-        ours, theirs = _ours(saved, engine, dtype, off), _theirs(saved, engine, dtype, off)
+        ours, theirs = _ours(saved, engine, dtype, off, spec), _theirs(saved, engine, dtype, off, spec)
         counts["compared"] += 1
         if isinstance(ours, str) or isinstance(theirs, str):
             if isinstance(ours, str) != isinstance(theirs, str):

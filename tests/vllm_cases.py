@@ -7,8 +7,8 @@ worker, and engine settings. The draws cover dense and hybrid targets (sliding
 and chunked layers, MLA), drafters of the target's geometry and of others
 (EAGLE heads, draft models, a sliding drafter layer), PP up to 3 with
 per-worker budgets, block sizes, dtypes, ``--max-model-len auto``, the block
-override, ``kv_cache_memory_bytes``, the hybrid manager off, and budgets too small
-to start.
+override, ``kv_cache_memory_bytes``, the hybrid manager off, budgets too small
+to start, and Inkling's conv states (per-layer sliding layers of their own small block).
 """
 
 from __future__ import annotations
@@ -165,4 +165,24 @@ def deployment(seed: int) -> Deployment:
         engine["draft_kv_cache_dtype"] = r.choice(("fp8", "auto", "bfloat16", "fp8_e5m2"))
     if r.random() < 0.1:  # --kv-cache-memory-bytes (0: measure); drawn last, the draws above stay
         engine["kv_cache_memory_bytes"] = r.choice((0, int(scale * r.uniform(0.5, 1.5))))
+    if r.random() < 0.08 and all(x["kind"] in ("full", "sliding", "chunked") for x in layers):
+        layers = _conv_states(r, layers)  # drawn last too
     return layers + drafter, available, engine
+
+
+def _conv_states(r: random.Random, layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Inkling's short-convolution states: before each layer's attention, a sliding layer of the
+    layer's KV heads, ``block_size = sliding_window =`` a small kernel, one power-of-two head (K, V
+    and two hidden slices packed) and no V part, in the model dtype; a width for the local layers
+    and one for the full. Their pages meet the attention's by scaling blocks (or by padding, a 3-token
+    kernel's)."""
+    kernel = r.choice((4, 4, 2, 3))
+    width = {kind: r.choice((256, 1024, 2048)) for kind in ("full", "sliding", "chunked")}
+    out: list[dict[str, Any]] = []
+    for x in layers:
+        out.append({"name": x["name"].replace("self_attn.attn", "conv_state"), "kind": "sliding",
+                    "num_kv_heads": x["num_kv_heads"], "head_size": width[x["kind"]], "head_size_v": 0,
+                    "sliding_window": kernel, "block_size": kernel, "kv_cache_dtype": "auto",
+                    "model_dtype": x["model_dtype"], "pp_stage": x["pp_stage"]})  # fmt: skip
+        out.append(x)
+    return out

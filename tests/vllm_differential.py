@@ -38,6 +38,22 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
     return [f"{k}: kvbudget {ours.get(k)!r} vs vLLM {theirs.get(k)!r}" for k in keys if ours.get(k) != theirs.get(k)]
 
 
+def plan_both(oracle: vo.VllmOracle, layers: Sequence[vllm.LayerSpec], available: Any,
+              engine: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
+    """A model's layers (kvbudget's reading) planned by vLLM's planner and by kvbudget, asserted
+    equal; vLLM's result, or None for a pipeline stage without layers (vLLM divides by zero where
+    kvbudget refuses, which this asserts)."""
+    dicts = [{k: v for k, v in vars(x).items() if v is not None} for x in layers]
+    ours = Ours.plan(dicts, available, engine)
+    try:
+        theirs: dict[str, Any] = oracle.plan(dicts, available, engine)
+    except ZeroDivisionError:
+        assert not ours["ok"] and "no KV-cache layers" in ours["error"], ours
+        return None
+    assert not compare(ours, theirs), compare(ours, theirs)[:3]
+    return theirs
+
+
 _ORACLE: vo.VllmOracle | None = None
 
 

@@ -6,7 +6,7 @@ whether the engine starts at all, and the engine decides it with ``isinstance`` 
 on the built model. The oracles cannot build models, so :class:`Hierarchy` answers from the
 source: a class's bases are resolved through its file's top-level classes and its imports
 (``from .llama import LlamaForCausalLM``, absolute or relative, at any depth of the file, the
-first import of a name winning as the CUDA branch of a platform switch comes first), followed
+first import of a name winning, the CUDA branch of a platform switch taken first), followed
 into the engine's other files. A base imported from outside the engine (``torch.nn.Module``,
 ``typing.Protocol``) ends the walk. A file the walk needs that the extraction does not hold
 (it is not pinned) raises :class:`LookupError`: the answer is never guessed.
@@ -16,11 +16,28 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["Hierarchy"]
 
 _Class = tuple[str, str]  # (dotted module, class name)
+
+
+def _walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` (breadth first), but the ``else`` branch of an ``if <platform>.is_rocm():`` switch
+    before its body, so that the CUDA branch's imports come first (Inkling's package ``__init__``
+    tests for ROCm first)."""
+    queue = deque([tree])
+    while queue:
+        node = queue.popleft()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Call) and ast.unparse(node.test.func).endswith(
+                "is_rocm"):  # fmt: skip
+            queue.extend([node.test, *node.orelse, *node.body])
+        else:
+            queue.extend(ast.iter_child_nodes(node))
+        yield node
 
 
 class Hierarchy:
@@ -42,7 +59,7 @@ class Hierarchy:
         package = dotted if path.name == "__init__.py" else dotted.rpartition(".")[0]
         classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
         imports: dict[str, str] = {}
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.ImportFrom):
                 parts = package.split(".")
                 origin = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""

@@ -462,8 +462,9 @@ def vllm_model_type(config: dict[str, Any]) -> Any:
 
 def vllm_config_class(model_type: str) -> Any:
     """The class vLLM 0.33.0 loads ``model_type``'s config with: its own where it registers one
-    (``kimi_linear``, lifted from the wheel), SGLang 0.5.23's ``InternS2MobiusConfig`` standing in for
-    ``interns2_mobius``'s remote code (restated), else transformers'."""
+    (``kimi_linear``, Inkling's, MiniMax-M3's, lifted from the wheel), SGLang 0.5.23's
+    ``InternS2MobiusConfig`` standing in for ``interns2_mobius``'s remote code (restated), else
+    transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
     own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
@@ -471,6 +472,14 @@ def vllm_config_class(model_type: str) -> Any:
            "beam": "BeamConfig"}
     if model_type in own:
         return _env(_root()).cfg[own[model_type]]
+    from ._hf_tables_inkling import INKLING_CONFIGS, inkling_config_class
+
+    if model_type in INKLING_CONFIGS:  # registered over transformers' (inkling_mm_model)
+        return inkling_config_class(model_type)
+    from ._hf_tables_minimax_m3 import MINIMAX_M3_CONFIGS, minimax_m3_config_class
+
+    if model_type in MINIMAX_M3_CONFIGS:  # registered over transformers' (minimax_m3_vl)
+        return minimax_m3_config_class(model_type)
     if model_type == "interns2_mobius":
         # Restated glue (the lead's stand-in): vLLM loads the checkpoint's own config code
         # (trust_remote_code; neither vLLM nor transformers 5.19.0 has a class for it); SGLang 0.5.23's

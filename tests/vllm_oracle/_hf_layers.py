@@ -39,6 +39,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
         config.architectures = [DEFAULT_ARCH.get(config.model_type, "?")]
     try:
         mc = _model_config(env, config, disable_sliding_window)
+        mc.dtype = env.dtypes[model_dtype]  # restated: the model dtype is an input
         window = _run(env.cache_window, model_config=mc)["sliding_window"]
         draft_mc = None
         if method in ("eagle", "eagle3"):
@@ -135,7 +136,7 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
                             "config_state_shapes": [] if config_shapes == state["state_shapes"] else config_shapes,
                             **state})  # fmt: skip
                 continue
-            record = attention_record(env, name, layer, name not in target, rank)
+            record = attention_record(env, name, layer, name not in target, rank, mc.dtype)
             if record is not None:  # None: no spec (a KV-sharing or encoder-only layer)
                 out.append(record)
     return out

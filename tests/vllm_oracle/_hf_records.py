@@ -10,12 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 from ._hf_tables import _KIMI_MLA
+from ._hf_tables_inkling import inkling_record
+from ._hf_tables_minimax_m3 import minimax_m3_record
 
 
-def attention_record(env: Any, name: str, layer: Any, is_draft: bool, rank: int) -> dict[str, Any] | None:
+def attention_record(env: Any, name: str, layer: Any, is_draft: bool, rank: int,
+                     model_dtype: Any) -> dict[str, Any] | None:  # fmt: skip
     """The spec fields of the attention layer ``layer`` registered as ``name`` on PP stage ``rank``
     (None: it gets no spec). ``kv_cache_dtype`` is what the layer keeps (``Attention``: its
-    ``cache_config``'s, or ``"auto"`` for a layer built without one; None for MLA)."""
+    ``cache_config``'s, or ``"auto"`` for a layer built without one; None for MLA). Inkling's
+    layers: their own specs (:func:`._hf_tables_inkling.inkling_record`, ``model_dtype`` the
+    model config's torch dtype), with their block size."""
+    inkling = inkling_record(layer, model_dtype)
+    if inkling is not None:
+        return {"name": name, **inkling, "is_draft": is_draft, "pp_stage": rank}
+    minimax = minimax_m3_record(layer)  # MiniMax-M3's sparse layers and indexer caches, with their backend
+    if minimax is not None:
+        return {"name": name, **minimax, "is_draft": is_draft, "pp_stage": rank}
     if isinstance(layer, env.models[_KIMI_MLA]["MultiHeadLatentAttention"]):
         # Kimi's own MLA layer: MLAAttentionSpec with one KV head of its latent size
         return {"name": name, "kind": "mla", "num_kv_heads": 1, "head_size": layer.head_size,

@@ -548,3 +548,7 @@ MODELS["whisper"] = ([("WhisperAttention", _WHISPER_ATTN), ("WhisperCrossAttenti
 from . import _hf_tables_mm  # noqa: E402,F401
 # MiniCPM-V 4.6 / 4.7, Kimi-K3, HRM-Text, Beam, Step-3.5, Intern-S2-Mobius: their entries (._hf_tables_more)
 from . import _hf_tables_more  # noqa: E402,F401
+# Inkling: its entries, its config classes and its records (._hf_tables_inkling)
+from . import _hf_tables_inkling  # noqa: E402,F401
+# MiniMax-M3: its entries, config classes, records and block sizes (._hf_tables_minimax_m3)
+from . import _hf_tables_minimax_m3  # noqa: E402,F401

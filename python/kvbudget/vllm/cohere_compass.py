@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError
-from kvbudget.vllm.refusal import refused, text_int, text_kv_per_rank
+from kvbudget.vllm.refusal import refused, section, text_int, text_kv_per_rank
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
@@ -49,15 +49,6 @@ DEFAULTS: Final[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = (
 _TYPES: Final = ("full_attention", "sliding_attention")
 
 
-def _section(cfg: Mapping[str, Any], key: str, label: str) -> Mapping[str, Any]:
-    value = cfg.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{label}: key '{key}' must be an object", key)
-    return value
-
-
 
 
 def cohere_compass_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
@@ -68,8 +59,8 @@ def cohere_compass_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_ca
         ConfigError: a config vLLM (or transformers' class loading it) refuses.
     """
     outer = {**DEFAULTS[0], **cfg}
-    text = {**DEFAULTS[1], **_section(cfg, "text_config", label)}
-    vision = {**DEFAULTS[2], **_section(cfg, "vision_config", label)}
+    text = {**DEFAULTS[1], **section(cfg, "text_config", label)}
+    vision = {**DEFAULTS[2], **section(cfg, "vision_config", label)}
     n, heads, hidden = (text_int(text, k, label)
                         for k in ("num_hidden_layers", "num_attention_heads", "hidden_size"))  # fmt: skip
     kv = heads if text["num_key_value_heads"] is None else text_int(text, "num_key_value_heads", label)

@@ -66,8 +66,9 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
 Gated-delta-net hybrids (Qwen3-Next, Qwen3.5) are read by :mod:`kvbudget.vllm.state_models`, their
 state layers included. Classes with rules of their own are read by a module each: by name through
 :data:`kvbudget.vllm.named.NAMED_READERS` (Step3 and Step3-VL, Step-3.5, Beam, HRM-Text,
-DiffusionGemma, Cohere Compass, Cosmos3-Edge, MiniCPM-V 4.6 / 4.7, Intern-S2 Mobius, Kimi-K3, and
-ERNIE-4.5-VL, refused as vLLM refuses it), and :mod:`~kvbudget.vllm.dsa` (DeepSeek-V3.2, GLM-5,
+DiffusionGemma, Cohere Compass, Cosmos3-Edge, MiniCPM-V 4.6 / 4.7, Intern-S2 Mobius, Kimi-K3,
+Inkling: its conv states, MiniMax-M3: its indexer caches and 128-token blocks, and ERNIE-4.5-VL,
+refused as vLLM refuses it), and :mod:`~kvbudget.vllm.dsa` (DeepSeek-V3.2, GLM-5,
 HunYuan-V4: the indexer key caches; DeepSeek-V3.2's and GLM-5's MTP drafter) and
 :mod:`~kvbudget.vllm.whisper` (cross-attention).
 

@@ -20,7 +20,9 @@ from kvbudget.vllm.diffusion_gemma import DIFFUSION_GEMMA, diffusion_gemma_layer
 from kvbudget.vllm.ernie45_vl import ERNIE45_VL, ernie45_vl_refusal
 from kvbudget.vllm.gdn_wrappers import GDN_WRAPPERS, gdn_wrapper_layers
 from kvbudget.vllm.hrm_text import HRM_TEXT, hrm_text_layers
+from kvbudget.vllm.inkling import INKLING_ARCHITECTURES, inkling_layers
 from kvbudget.vllm.kimi_k3 import KIMI_K3, kimi_k3_layers
+from kvbudget.vllm.minimax_m3 import MINIMAX_M3, MINIMAX_M3_TEXT, minimax_m3_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.step3_text import STEP3_TEXT, STEP3_VL, step3_layers
 from kvbudget.vllm.step3p5 import STEP3P5, step3p5_layers
@@ -92,9 +94,9 @@ def _gdn_wrapper(cfg: Mapping[str, Any], engine: EngineConfig, o: ReadOptions) -
 
 
 #: Architecture name -> its reader. Step3 (alone, or in Step3-VL / Step-VL), Cosmos3-Edge, Cohere
-#: Compass and DiffusionGemma refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam,
-#: Step-3.5, HRM-Text, Kimi-K3 and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7, Intern-S2
-#: Mobius) check drafters themselves.
+#: Compass, DiffusionGemma and MiniMax-M3 (wrapper and text model) refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam,
+#: Step-3.5, HRM-Text, Kimi-K3, Inkling and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
+#: Intern-S2 Mobius) check drafters themselves.
 NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     **dict.fromkeys((STEP3_TEXT, *STEP3_VL), _attention(step3_layers, refuse_drafters=True)),
     COSMOS3_EDGE: _attention(cosmos3_edge_layers, refuse_drafters=True),
@@ -106,4 +108,6 @@ NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     STEP3P5: _attention(step3p5_layers, refuse_drafters=False),
     HRM_TEXT: _attention(hrm_text_layers, refuse_drafters=False),
     KIMI_K3: _state(kimi_k3_layers),
+    **dict.fromkeys(INKLING_ARCHITECTURES, _attention(inkling_layers, refuse_drafters=False)),
+    **dict.fromkeys((MINIMAX_M3, MINIMAX_M3_TEXT), _attention(minimax_m3_layers, refuse_drafters=True)),
 }

@@ -1,6 +1,7 @@
 """The refusals the vLLM readers share: vLLM's own failure on a config (:func:`refused`), a
-``text_config`` key that must be a positive integer (:func:`text_int`), and the KV heads one rank
-holds after the GQA asserts of vLLM's attention classes (:func:`gqa_per_rank`)."""
+sub-config that must be an object (:func:`section`), a ``text_config`` key that must be a positive
+integer (:func:`text_int`), and the KV heads one rank holds after the GQA asserts of vLLM's
+attention classes (:func:`gqa_per_rank`)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,26 @@ from typing import Any
 
 from kvbudget.models.hf import ConfigError
 
-__all__ = ["gqa_per_rank", "refused", "text_int", "text_kv_per_rank"]
+__all__ = ["gqa_per_rank", "refused", "section", "text_int", "text_kv_per_rank"]
 
 
 def refused(what: str, key: str, label: str = "config.json") -> ConfigError:
     """vLLM's failure on the config (``what``: its exception and message), blamed on ``key``."""
     return ConfigError(f"{label}: vLLM 0.33.0 refuses it: {what}", key)
+
+
+def section(cfg: Mapping[str, Any], key: str, label: str = "config.json") -> Mapping[str, Any]:
+    """``cfg[key]``, a sub-config (absent or None: ``{}``, the class defaults).
+
+    Raises:
+        ConfigError: it is not an object.
+    """
+    value = cfg.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{label}: key '{key}' must be an object", key)
+    return value
 
 
 def text_int(text: Mapping[str, Any], key: str, label: str) -> int:

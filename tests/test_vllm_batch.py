@@ -5,6 +5,7 @@ included, by status."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -79,3 +80,23 @@ def test_refusals() -> None:
         vllm.plan_many(model, [1 << 30], max_model_len=[-1])
     with pytest.raises(TypeError):
         vllm.plan_many(model, [1.5])
+
+
+def test_a_compressed_cache_vllm_refuses_after_the_capacity_step() -> None:
+    """QSA's caches with 3 tokens per state, which the scheduler block size (16) does not align
+    with: vLLM refuses each row that gets past its capacity step (a row without memory is still a
+    startup failure); without prefix caching those rows plan."""
+    spec = [x for i in range(2) for x in (
+        vllm.LayerSpec(f"model.layers.{i}.self_attn.attn", "full", num_kv_heads=1, head_size=64),
+        vllm.LayerSpec(f"model.layers.{i}.self_attn.indexer.raw_key_cache", "circular_buffer", num_kv_heads=1,
+                       head_size=128, head_size_v=0, block_size=8),
+        vllm.LayerSpec(f"model.layers.{i}.self_attn.indexer.compressed_key_cache", "mla", num_kv_heads=1,
+                       head_size=512, tokens_per_state=3))]  # fmt: skip
+    model = vllm.layers(spec)
+    budgets = [1 << 16, 1 << 30, 1 << 34]
+    for config in (vllm.EngineConfig(), vllm.EngineConfig(enable_prefix_caching=False)):
+        got = _rows(vllm.plan_many(model, budgets, config, max_model_len=[8192] * 3))
+        want = [_one(model, b, replace(config, max_model_len=8192)) for b in budgets]
+        assert got == want
+        past = CODES["refused" if config.enable_prefix_caching else "ok"]
+        assert [s for *_, s in got] == [CODES["startup"], past, past]

@@ -8,7 +8,9 @@ and chunked layers, MLA), drafters of the target's geometry and of others
 (EAGLE heads, draft models, a sliding drafter layer), PP up to 3 with
 per-worker budgets, block sizes, dtypes, ``--max-model-len auto``, the block
 override, ``kv_cache_memory_bytes``, the hybrid manager off, budgets too small
-to start, and Inkling's conv states (per-layer sliding layers of their own small block).
+to start, Inkling's conv states (per-layer sliding layers of their own small block),
+compressed caches (``tokens_per_state`` above 1) and Qwen4-Exp's QSA caches (a
+compressed MLA key cache and a circular buffer beside a layer's attention).
 """
 
 from __future__ import annotations
@@ -167,7 +169,54 @@ def deployment(seed: int) -> Deployment:
         engine["kv_cache_memory_bytes"] = r.choice((0, int(scale * r.uniform(0.5, 1.5))))
     if r.random() < 0.08 and all(x["kind"] in ("full", "sliding", "chunked") for x in layers):
         layers = _conv_states(r, layers)  # drawn last too
+    attention = all(x["kind"] in ("full", "sliding", "chunked") for x in layers)
+    dense = all(x["kind"] == "full" for x in layers)
+    compressed = r.random() < (0.25 if any(x["kind"] in ("mla", "mla_indexer") for x in layers) else 0.03)
+    if compressed:  # drawn last too, as are QSA's caches
+        layers = _compressed(r, layers)
+    elif attention and r.random() < (0.06 if dense else 0.015):
+        layers, compressed = _qsa(r, layers, engine.get("num_speculative_tokens") or 0), True
+    if compressed and r.random() < 0.2:
+        engine["enable_prefix_caching"] = False  # vLLM then checks no prefix-cache alignment
     return layers + drafter, available, engine
+
+
+def _compressed(r: random.Random, layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Caches of several tokens per stored state (``tokens_per_state``: DeepSeek-V4's compressed
+    latents, GLM-5-Next's kpool indexer keys) on the layers of one kind, every one or every other,
+    whatever the kind (vLLM's ``AttentionSpec`` takes it on any); layers of their own small block
+    (conv states) keep one token per state."""
+    kind = r.choice(sorted({x["kind"] for x in layers if "block_size" not in x}))
+    ratio, step = r.choice((2, 3, 4, 4, 8)), r.choice((1, 1, 2))
+    chosen = [i for i, x in enumerate(layers) if x["kind"] == kind and "block_size" not in x][::step]
+    return [{**x, "tokens_per_state": ratio} if i in chosen else x for i, x in enumerate(layers)]
+
+
+def _qsa(r: random.Random, layers: list[dict[str, Any]], num_spec: int) -> list[dict[str, Any]]:
+    """Qwen4-Exp's QSA caches (``qsa_cache.py``) beside a layer's attention (all before it or all
+    after it): the raw keys' ring (``QSAKeyStateCache``: a circular buffer of one bf16 head, no V
+    part, MRoPE positions packed after the key or not, ``block_size`` its capacity) and the
+    compressed keys (``QSACompressedKeyCache``: one bf16 head, ``tokens_per_state`` the ratio, here
+    an ``mla`` layer), on every full-attention layer or every layer. The ratio divides the block
+    size, as QSA requires; its ring holds the ratio and the ``num_spec`` speculative tokens rounded
+    up to whole groups, and other capacities (at least the ratio) are drawn too."""
+    ratio, head = r.choice((2, 4, 4, 8)), r.choice((64, 128, 128))
+    key = head + 12 if r.random() < 0.3 else head  # round_up(head, 4) + 3 int64 positions in bf16
+    ring = r.choice((-(-(ratio + num_spec) // ratio) * ratio,) * 2 + (ratio, r.randint(ratio, 4 * ratio)))
+    kinds = ("full",) if r.random() < 0.5 else ("full", "sliding", "chunked")
+    after = r.random() < 0.5
+    out: list[dict[str, Any]] = []
+    for x in layers:
+        caches: list[dict[str, Any]] = []
+        if x["kind"] in kinds and x["name"].endswith("self_attn.attn"):
+            prefix = x["name"].removesuffix("attn") + "indexer."
+            common = {"num_kv_heads": 1, "kv_cache_dtype": "auto", "model_dtype": "bfloat16", "pp_stage": x["pp_stage"]}
+            caches = [{**common, "name": prefix + "raw_key_cache", "kind": "circular_buffer", "head_size": key,
+                       "head_size_v": 0, "block_size": ring},
+                      {**common, "name": prefix + "compressed_key_cache", "kind": "mla", "head_size": head,
+                       "tokens_per_state": ratio}]  # fmt: skip
+        out.extend([x, *caches] if after else [*caches, x])
+    return out
 
 
 def _conv_states(r: random.Random, layers: list[dict[str, Any]]) -> list[dict[str, Any]]:

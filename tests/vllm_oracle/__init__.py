@@ -14,12 +14,15 @@ functions in its order:
 1. ``register_all_kvcache_specs(vllm_config)`` (the spec-type registry);
 2. one spec per layer per worker, built with vLLM's own spec classes
    (``FullAttentionSpec``, ``SlidingWindowSpec``, ``ChunkedLocalAttentionSpec``,
-   ``MLAAttentionSpec``) and the keyword arguments vLLM's attention layers
-   pass (``Attention.get_kv_cache_spec`` and friends: dtype from
-   ``get_kv_cache_torch_dtype``, ``kv_quant_mode`` from ``get_kv_quant_mode``);
+   ``MLAAttentionSpec``, ``CircularBufferSpec``, ...) and the keyword arguments vLLM's
+   attention layers pass (``Attention.get_kv_cache_spec`` and friends: dtype from
+   ``get_kv_cache_torch_dtype``, ``kv_quant_mode`` from ``get_kv_quant_mode``, and a
+   compressed cache's ``tokens_per_state``);
    drafter layers are ``replace(spec, is_draft=True)``, as the worker does;
 3. ``get_global_kv_cache_groups`` -> ``get_kv_cache_configs`` ->
-   ``generate_scheduler_kv_cache_config`` -> ``update_kv_cache_capacity``.
+   ``generate_scheduler_kv_cache_config`` -> ``update_kv_cache_capacity`` ->
+   ``resolve_kv_cache_block_sizes`` (the scheduler's block sizes: run for its checks, its two
+   info lines on the groups' block sizes left out of the log, which ends with the capacity line).
 
 The engine-side glue restated here (not vLLM text): the KV layout is taken as
 an input (``kv_cache_layout``, default ``LBNHC``: what ``resolve_kv_cache_layout``
@@ -33,10 +36,12 @@ Inputs
 ======
 
 ``layers``: dicts in registration order (drafter layers last), keys ``name``,
-``kind`` (full | sliding | chunked | mla), ``num_kv_heads`` (per rank),
+``kind`` (full | sliding | chunked | cross | mla | mla_indexer | key_indexer |
+circular_buffer | mamba), ``num_kv_heads`` (per rank),
 ``head_size``, ``head_size_v`` (optional), ``kv_cache_dtype`` ("auto", "fp8",
 "fp8_per_token_head", "nvfp4", ...), ``model_dtype`` (default "bfloat16"),
 ``sliding_window`` / ``attention_chunk_size``, ``block_size`` (optional),
+``tokens_per_state`` (optional: a compressed cache's tokens per stored state),
 ``is_draft`` (default False), ``pp_stage`` (default 0); the engine's
 ``draft_kv_cache_dtype`` replaces a drafter layer's ``kv_cache_dtype``.
 
@@ -104,6 +109,8 @@ class VllmOracle:
             "dtype": dtype,
             "kv_quant_mode": mode,
         }
+        if "tokens_per_state" in layer:  # a compressed cache (QSA's, DeepSeek-V4's, GLM-5-Next's)
+            common["tokens_per_state"] = layer["tokens_per_state"]
         hv = layer.get("head_size_v", layer["head_size"])
         if kind == "full":
             spec = i["FullAttentionSpec"](**common, head_size_v=hv)
@@ -116,6 +123,10 @@ class VllmOracle:
             )
         elif kind == "cross":
             spec = i["CrossAttentionSpec"](**common, head_size_v=hv)
+        elif kind == "circular_buffer":
+            # QSAKeyStateCache / Glm5NextTailCache / the DeepSeek-V4.1 compressor: a ring of
+            # block_size rows (QSA's and the compressor's: one head, no V part).
+            spec = i["CircularBufferSpec"](**common, head_size_v=hv)
         elif kind == "chunked":
             spec = i["ChunkedLocalAttentionSpec"](
                 **common, attention_chunk_size=layer["attention_chunk_size"]
@@ -278,15 +289,7 @@ class VllmOracle:
         except StubError:
             raise
         except (ValueError, NotImplementedError, AssertionError) as e:
-            m = _ESTIMATE.search(str(e))
-            return {
-                "ok": False,
-                "error_type": type(e).__name__,
-                "error": str(e),
-                "estimated_max_model_len": int(m.group(1)) if m else None,
-                "log": list(sb.log),
-                "warnings": [t for lvl, t in sb.log if lvl == "warning"],
-            }
+            return self._failure(e)
         aligned_block = cfg.cache_config.block_size
         for c in configs:
             c.kv_cache_layout = cfg.cache_config.kv_cache_layout
@@ -304,6 +307,15 @@ class VllmOracle:
                 part or [g.kv_cache_spec.block_size for g in sched.kv_cache_groups]
             )
             u["update_kv_cache_capacity"](cfg, sched)
+        # The engine core's next step: the scheduler's and the hash block sizes, whose
+        # checks can refuse the deployment (a compressed cache's prefix-cache alignment).
+        logged = len(sb.log)
+        try:
+            u["resolve_kv_cache_block_sizes"](sched, cfg)
+        except ValueError as e:
+            del sb.log[logged:]
+            return self._failure(e)
+        del sb.log[logged:]
         cdiv = sb.builder.modules["vllm.utils.math_utils"].cdiv
         builder = sb.builder.modules[
             "vllm.v1.core.kv_cache_config_builder"
@@ -342,6 +354,18 @@ class VllmOracle:
             "warnings": [t for lvl, t in sb.log if lvl == "warning"],
         }
 
+
+    def _failure(self, e: BaseException) -> dict[str, Any]:
+        """vLLM's exception as the failure dict, with what it logged before."""
+        m = _ESTIMATE.search(str(e))
+        return {
+            "ok": False,
+            "error_type": type(e).__name__,
+            "error": str(e),
+            "estimated_max_model_len": int(m.group(1)) if m else None,
+            "log": list(self.sb.log),
+            "warnings": [t for lvl, t in self.sb.log if lvl == "warning"],
+        }
 
     @staticmethod
     def _hybrid(cfg: Any, layers: Sequence[dict[str, Any]], block_size: int) -> dict[str, Any] | None:

@@ -221,6 +221,7 @@ def make_vllm_config(classes: ConfigClasses, engine: dict[str, Any], model: dict
         attention_config=AttentionConfig(hisparse_config=None),
         device_config=DeviceConfig(device_type="cuda"),
         speculative_config=spec,
+        kv_transfer_config=None,  # no KV connector
         diffusion_config=None,
         use_v2_model_runner=e["use_v2_model_runner"],
     )

@@ -19,7 +19,9 @@
   ``v1/core/kv_cache_utils.py`` (``_kv_cache_device_name``,
   ``get_max_concurrency_for_kv_cache_config``,
   ``generate_scheduler_kv_cache_config``, ``get_kv_cache_capacity``,
-  ``update_kv_cache_capacity``), and ``Platform.get_kv_cache_config_builder_cls``
+  ``update_kv_cache_capacity``, and the scheduler's ``resolve_kv_cache_block_sizes`` with
+  ``resolve_dcp_kv_block_size`` and ``partial_hash_hits_enabled``), and
+  ``Platform.get_kv_cache_config_builder_cls``
   / ``Platform.register_custom_kv_cache_specs`` (``platforms/interface.py``),
   and the worker's ``allocate_kv_cache`` (``v1/worker/utils.py``, with a CUDA
   ``current_platform`` whose only member is ``is_rocm``) and its
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,11 +238,13 @@ def build(root: Path) -> Sandbox:
     utils_env = {k: v for k, v in iface.items() if not k.startswith("__")}
     utils_env["cdiv"] = b.modules["vllm.utils.math_utils"].cdiv
     utils_env["copy"] = copy
+    utils_env["math"] = math
     utils_env["logger"] = RecordingLogger("vllm.v1.core.kv_cache_utils", b.log)
     utils = b.lift(
         "v1/core/kv_cache_utils.py",
         "_kv_cache_device_name get_max_concurrency_for_kv_cache_config "
-        "generate_scheduler_kv_cache_config get_kv_cache_capacity update_kv_cache_capacity",
+        "generate_scheduler_kv_cache_config get_kv_cache_capacity update_kv_cache_capacity "
+        "resolve_dcp_kv_block_size partial_hash_hits_enabled resolve_kv_cache_block_sizes",
         **utils_env,
     )
     b.provide(

@@ -12,9 +12,11 @@ released code, field by field.
 :class:`LayerSpec` and :class:`EngineConfig` are built from the core's declaration
 of vLLM's inputs (:mod:`kvbudget.vllm.settings`).
 
-Scope: full, sliding-window, chunked-local and MLA attention, and state layers
-(``kind="mamba"``: vLLM's ``MambaSpec``, with the hybrid block-size alignment of
-``Platform._align_hybrid_block_size``, :attr:`VllmPlan.mamba`); vLLM's FLASH_ATTN
+Scope: full, sliding-window, chunked-local and MLA attention (compressed caches,
+``tokens_per_state`` above 1, among them), circular buffers (``kind="circular_buffer"``:
+vLLM's ``CircularBufferSpec``), and state layers (``kind="mamba"``: vLLM's ``MambaSpec``,
+with the hybrid block-size alignment of ``Platform._align_hybrid_block_size``,
+:attr:`VllmPlan.mamba`); vLLM's FLASH_ATTN
 defaults (no backend packing, the layer-outer ``LBNHC`` layout): the layers are
 planned as given; :func:`kvbudget.vllm.backend_block_size` gives a model's block size on
 vLLM's Hopper backends, or refuses a KV dtype that would take vLLM to another backend.

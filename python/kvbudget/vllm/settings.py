@@ -125,7 +125,7 @@ def _build(cls: str, settings: tuple[Setting, ...]) -> type:
 
 if TYPE_CHECKING:
     # BEGIN GENERATED (tools/stubgen.py)
-    LayerKind: TypeAlias = Literal["full", "sliding", "chunked", "mla", "mamba", "mla_indexer", "key_indexer", "cross"]
+    LayerKind: TypeAlias = Literal["full", "sliding", "chunked", "mla", "mamba", "mla_indexer", "key_indexer", "cross", "circular_buffer"]
 
     @dataclass(frozen=True)
     class LayerSpec:
@@ -134,7 +134,9 @@ if TYPE_CHECKING:
         name: str
         """The layer's name (e.g. `model.layers.3.self_attn.attn`); unique per stage."""
         kind: LayerKind
-        """The attention kind: full, sliding-window, chunked-local or MLA."""
+        """The layer's kind: full, sliding-window, chunked-local, cross or MLA attention, an indexer's
+        key cache, a circular buffer, or a state layer.
+        """
         num_kv_heads: int
         """KV heads on one rank (vLLM: `max(1, total // tp)`); ignored for MLA, which has one latent
         head.
@@ -154,7 +156,9 @@ if TYPE_CHECKING:
         attention_chunk_size: int | None = None
         """The chunk of a chunked layer, tokens."""
         block_size: int | None = None
-        """Tokens per block (default: the engine's `block_size`)."""
+        """Tokens per block (default: the engine's `block_size`; a circular buffer: its ring's
+        capacity).
+        """
         is_draft: bool = False
         """The drafter registered this layer (it groups like a target layer)."""
         pp_stage: int = 0
@@ -180,6 +184,11 @@ if TYPE_CHECKING:
         indexer_dtype: str = "uint8"
         """An indexer layer's row dtype, torch's name (`mla_indexer`, `key_indexer`): `"uint8"`
         (DeepSeek's), `"bfloat16"` or `"float8_e4m3fn"` (MiniMax-M3's).
+        """
+        tokens_per_state: int = 1
+        """Tokens one stored state covers (an attention spec's `tokens_per_state`): 1, or a compressed
+        cache's ratio (QSA's and DeepSeek-V4's compressed keys, GLM-5-Next's kpool indexer), whose
+        page holds `block_size / tokens_per_state` states.
         """
 
     @dataclass(frozen=True)

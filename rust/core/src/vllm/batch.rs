@@ -90,13 +90,17 @@ pub fn plan_many(
         log.clear();
         let run = check_engine(layers, &engine).and_then(|lengths| {
             with_layout(layers, &engine, lengths, &mut log, |lay, log| {
+                // Budget-independent: vLLM checks it after the capacity step of each row.
+                let aligned = lay.check_prefix_alignment();
                 let mut avail = vec![0i128; engine.pp as usize * engine.tp as usize];
                 for (r, &budget) in available.iter().enumerate().take(end).skip(start) {
                     avail.fill(i128::from(budget));
                     log.clear();
-                    let row = lay
-                        .capacity(&mut avail, log)
-                        .and_then(|(blocks, m)| Ok((blocks, m, lay.concurrency(blocks, m)?)));
+                    let row = lay.capacity(&mut avail, log).and_then(|(blocks, m)| {
+                        let concurrency = lay.concurrency(blocks, m)?;
+                        aligned.clone()?;
+                        Ok((blocks, m, concurrency))
+                    });
                     match row {
                         Ok((blocks, m, (concurrency, tokens))) => {
                             out.num_blocks[r] = blocks;

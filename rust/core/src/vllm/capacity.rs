@@ -5,6 +5,7 @@
 use super::group::IdGroup;
 use super::place::{format_gib, tensors, thousands};
 use super::plan::{gcd, out_group, Layout};
+use super::scheduler::cache_block_size;
 use super::{ErrorKind, LogLine, VllmError, VllmPlan, VllmWorker};
 
 impl Layout<'_, '_> {
@@ -184,16 +185,13 @@ impl Layout<'_, '_> {
             .collect::<Result<Vec<u64>, VllmError>>()?;
         let (max_concurrency, kv_cache_size_tokens) =
             self.concurrency(num_blocks, max_model_len)?;
-        let cache_block_size = w0
-            .iter()
-            .map(|g| g.spec.first_spec().block_size)
-            .min()
-            .unwrap_or(e.block_size);
+        let cache_block_size = cache_block_size(w0).unwrap_or(e.block_size);
         log.push(LogLine::info(format!(
             "GPU KV cache size: {} tokens, Maximum concurrency for {} tokens per request: {max_concurrency:.2}x",
             thousands(kv_cache_size_tokens),
             thousands(max_model_len)
         )));
+        self.check_prefix_alignment()?;
         Ok(VllmPlan {
             num_blocks,
             max_model_len,

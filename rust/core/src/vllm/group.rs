@@ -289,8 +289,9 @@ fn promote_local(specs: LayerSpecs<'_>) -> Result<Cow<'_, [Spec]>, VllmError> {
 }
 
 /// `unify_kv_cache_spec_page_size`: smaller pages that divide the largest
-/// scale their block size; others are padded (non-MLA) or fail (MLA) at their
-/// first layer (`name`: a layer's name). The kinds, unified.
+/// scale their block size (and must then be the largest); others are padded
+/// (non-MLA) or fail (MLA) at their first layer (`name`: a layer's name). The
+/// kinds, unified.
 fn unify_page_size<'s, 'n>(
     specs: LayerSpecs<'s>,
     name: &dyn Fn(usize) -> &'n str,
@@ -314,6 +315,11 @@ fn unify_page_size<'s, 'n>(
                     .block_size
                     .checked_mul(max_page / page)
                     .ok_or_else(|| VllmError::overflow("block size"))?;
+                // vLLM asserts the scaled page is the largest: a block of several tokens per
+                // state that the ratio does not divide leaves it another size.
+                if n.checked_unpadded_page_size_bytes() != Some(max_page) {
+                    return Err(VllmError::new(ErrorKind::AssertionError, ""));
+                }
             } else if s.class != SpecClass::Mla {
                 n.page_size_padded = Some(max_page);
             } else {

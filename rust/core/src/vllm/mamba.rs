@@ -17,9 +17,8 @@
 
 use super::place::py_repr;
 use super::plan::{gcd, MAX_LAYER_SIZE, MAX_PAGE_BYTES};
-use super::spec::{
-    resolve_storage, KvQuantMode, KvStorage, MambaState, Spec, SpecClass, TorchDtype,
-};
+use super::spec::{MambaState, Spec, SpecClass};
+use super::storage::{resolve_storage, KvQuantMode, KvStorage, TorchDtype};
 use super::{
     ErrorKind, LayerKind, LogLine, MambaCacheMode, PrefillCheckpoint, VllmEngine, VllmError,
     VllmLayer,
@@ -142,6 +141,19 @@ pub fn align_hybrid_block_size(
         return Err(VllmError::new(
             ErrorKind::Input,
             "sparse-attention indexer layers beside state layers are not modelled",
+        ));
+    }
+    // Beside state layers, the alignment below reads the model's attention geometry from its
+    // first attention layer, and the scheduler's prefix-cache granularity
+    // (`resolve_kv_cache_block_sizes`) reads the state layers' cache mode: neither is held to
+    // vLLM with rings or compressed caches, so they are refused there.
+    if layers.iter().any(|l| {
+        l.kind == LayerKind::CircularBuffer
+            || (l.kind != LayerKind::Mamba && l.tokens_per_state > 1)
+    }) {
+        return Err(VllmError::new(
+            ErrorKind::Input,
+            "circular-buffer and compressed (tokens_per_state > 1) layers beside state layers are not modelled",
         ));
     }
     // MambaModelConfig: prefix caching decides the mode (its log names the

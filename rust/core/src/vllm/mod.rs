@@ -8,13 +8,14 @@
 //! the per-worker tensors, the capacity log numbers, and vLLM's warning and
 //! error texts.
 //!
-//! Scope: full, sliding-window, chunked-local and MLA attention, and state
+//! Scope: full, sliding-window, chunked-local and MLA attention (compressed caches of
+//! several tokens per state among them), circular buffers, and state
 //! (`MambaSpec`) layers with vLLM's hybrid block-size alignment ([`mamba`]); grouping
 //! cases 0, 1, 2 and 4 (with the MLA + sliding fallback); the FLASH_ATTN
 //! backend defaults (no packing hooks, the primary block size for window
 //! layers, stride alignment 1) and its layer-outer `LBNHC` layout. Not
 //! modelled: block-outer packing (case 3, which needs a block-outer layout),
-//! hidden-state, cross-attention, HiSparse, backend packing such as
+//! hidden-state, HiSparse, backend packing such as
 //! Triton's per-token-head scales or FlashInfer's NVFP4 slots (under
 //! FLASH_ATTN those modes store one byte per element, as vLLM's specs do).
 //!
@@ -30,15 +31,18 @@ mod merge;
 mod place;
 mod plan;
 pub mod record;
+mod scheduler;
 pub mod settings;
 pub mod spec;
 pub mod state_shape;
+pub mod storage;
 
 pub use group::{Group, GroupSpec};
 pub use mamba::{align_hybrid_block_size, HybridAlignment};
 pub use plan::plan;
 pub use record::{Record, Setting, SettingKind, VllmEngine, VllmLayer};
-pub use spec::{KvQuantMode, KvStorage, Spec, SpecClass, TorchDtype};
+pub use spec::{Spec, SpecClass};
+pub use storage::{KvQuantMode, KvStorage, TorchDtype};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -107,6 +111,10 @@ vllm_choice! {
         /// An encoder-decoder model's cross-attention (`CrossAttentionSpec`: it caches the
         /// encoder's keys and values, `max_num_encoder_input_tokens` of them per request).
         Cross = "cross",
+        /// A ring of recent rows (`CircularBufferSpec`): `block_size` is its capacity, tokens,
+        /// and a request holds one block of it for its whole life, never prefix-cached
+        /// (Qwen4-Exp's QSA raw keys, GLM-5-Next's indexer tail, DeepSeek-V4.1's compressor state).
+        CircularBuffer = "circular_buffer",
     }
 }
 

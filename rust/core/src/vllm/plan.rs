@@ -7,9 +7,8 @@ use super::group::{kv_cache_groups, GroupSpec, IdGroup};
 use super::mamba::{align_hybrid_block_size, state_spec, HybridAlignment};
 use super::merge::{merge_stages, Merged};
 use super::place::py_repr;
-use super::spec::{
-    ds_mla_row_bytes, resolve_storage, KvQuantMode, KvStorage, Spec, SpecClass, TorchDtype,
-};
+use super::spec::{Spec, SpecClass};
+use super::storage::{ds_mla_row_bytes, resolve_storage, KvQuantMode, KvStorage, TorchDtype};
 use super::{ErrorKind, LayerKind, LogLine, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan};
 use std::borrow::Cow;
 
@@ -22,7 +21,28 @@ fn layer_spec(
 ) -> Result<Spec, VllmError> {
     let engine_block = hybrid.map_or(e.block_size, |a| a.block_size);
     if l.kind == LayerKind::Mamba {
+        if l.tokens_per_state != 1 {
+            return Err(VllmError::new(
+                ErrorKind::Input,
+                format!(
+                    "layer {}: tokens_per_state is an attention layer's (a state layer keeps one \
+                     state per block)",
+                    py_repr(&l.name)
+                ),
+            ));
+        }
         return state_spec(l, e, hybrid);
+    }
+    if l.tokens_per_state == 0 || l.tokens_per_state > MAX_LAYER_SIZE {
+        // vLLM's Whisper pooling (a `Fraction` below 1) is not an input here.
+        return Err(VllmError::new(
+            ErrorKind::Input,
+            format!(
+                "layer {}: tokens_per_state={} must be 1 to {MAX_LAYER_SIZE}",
+                py_repr(&l.name),
+                l.tokens_per_state
+            ),
+        ));
     }
     let dtype = match (&e.draft_kv_cache_dtype, l.is_draft) {
         (Some(d), true) => d.as_str(),
@@ -39,6 +59,8 @@ fn layer_spec(
         num_kv_heads: l.num_kv_heads,
         head_size: l.head_size,
         head_size_v: l.head_size_v.unwrap_or(l.head_size),
+        // At most MAX_LAYER_SIZE (checked above).
+        tokens_per_state: l.tokens_per_state as i64,
         ..Spec::new(
             SpecClass::Full,
             l.block_size.unwrap_or(engine_block),
@@ -79,6 +101,7 @@ fn layer_spec(
             s.state_content_bytes = ds_mla_row_bytes(dtype);
         }
         LayerKind::Cross => s.class = SpecClass::Cross,
+        LayerKind::CircularBuffer => s.class = SpecClass::CircularBuffer,
         LayerKind::MlaIndexer | LayerKind::KeyIndexer => {
             s.class = SpecClass::Mla;
             s.num_kv_heads = 1;

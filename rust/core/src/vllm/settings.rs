@@ -39,7 +39,8 @@ macro_rules! for_each_vllm_record {
             VllmLayer {
                 /// The layer's name (e.g. `model.layers.3.self_attn.attn`); unique per stage.
                 name: String => Text, "";
-                /// The attention kind: full, sliding-window, chunked-local or MLA.
+                /// The layer's kind: full, sliding-window, chunked-local, cross or MLA attention,
+                /// an indexer's key cache, a circular buffer, or a state layer.
                 kind: $crate::vllm::LayerKind => Attention, "";
                 /// KV heads on one rank (vLLM: `max(1, total // tp)`); ignored for MLA,
                 /// which has one latent head.
@@ -57,7 +58,8 @@ macro_rules! for_each_vllm_record {
                 sliding_window: Option<u64> = None => OptCount, "tokens";
                 /// The chunk of a chunked layer, tokens.
                 attention_chunk_size: Option<u64> = None => OptCount, "tokens";
-                /// Tokens per block (default: the engine's `block_size`).
+                /// Tokens per block (default: the engine's `block_size`; a circular buffer: its
+                /// ring's capacity).
                 block_size: Option<u64> = None => OptCount, "tokens";
                 /// The drafter registered this layer (it groups like a target layer).
                 is_draft: bool = false => Flag, "";
@@ -83,6 +85,10 @@ macro_rules! for_each_vllm_record {
                 /// An indexer layer's row dtype, torch's name (`mla_indexer`, `key_indexer`):
                 /// `"uint8"` (DeepSeek's), `"bfloat16"` or `"float8_e4m3fn"` (MiniMax-M3's).
                 indexer_dtype: String = "uint8".to_owned() => Text, "";
+                /// Tokens one stored state covers (an attention spec's `tokens_per_state`): 1, or
+                /// a compressed cache's ratio (QSA's and DeepSeek-V4's compressed keys, GLM-5-Next's
+                /// kpool indexer), whose page holds `block_size / tokens_per_state` states.
+                tokens_per_state: u64 = 1 => Count, "tokens";
             }
             /// vLLM's engine settings that change the plan (defaults: vLLM 0.33.0's).
             VllmEngine {

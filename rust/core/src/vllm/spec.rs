@@ -1,168 +1,14 @@
-//! vLLM 0.33.0 per-layer KV-cache specs: storage dtypes, quantisation modes,
-//! page sizes (bytes per block per layer), spec equality and merging, and the
-//! pages one request needs at a given `max_model_len` (VLLM.md sections 2, 5).
+//! vLLM 0.33.0 per-layer KV-cache specs: page sizes (bytes per block per layer),
+//! spec equality and merging, and the pages one request needs at a given
+//! `max_model_len` (VLLM.md sections 2, 5); the storage they hold is [`super::storage`]'s.
 //!
 //! The FLASH_ATTN defaults apply: no backend packing hook (no head slots, no
 //! content override except DeepSeek MLA's opaque rows), the window layers use
 //! the primary block size, and the block-stride alignment is 1.
 
+use super::storage::{KvStorage, TorchDtype};
 use super::{ErrorKind, VllmError};
 use serde::{Deserialize, Serialize};
-
-/// A torch storage dtype a KV cache can be held in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TorchDtype {
-    /// `torch.float32`, 4 bytes.
-    Float32,
-    /// `torch.float16`, 2 bytes.
-    Float16,
-    /// `torch.bfloat16`, 2 bytes.
-    BFloat16,
-    /// `torch.uint8`, 1 byte (vLLM's storage for fp8 / packed caches).
-    UInt8,
-    /// `torch.int8`, 1 byte.
-    Int8,
-    /// `torch.float8_e4m3fn`, 1 byte (`fp8_inc`).
-    Float8E4M3,
-}
-
-impl TorchDtype {
-    /// Bytes per element.
-    pub fn size_bytes(self) -> u64 {
-        match self {
-            Self::Float32 => 4,
-            Self::Float16 | Self::BFloat16 => 2,
-            Self::UInt8 | Self::Int8 | Self::Float8E4M3 => 1,
-        }
-    }
-
-    /// torch's name without the `torch.` prefix (`str(dtype)`).
-    pub fn torch_name(self) -> &'static str {
-        match self {
-            Self::Float32 => "float32",
-            Self::Float16 => "float16",
-            Self::BFloat16 => "bfloat16",
-            Self::UInt8 => "uint8",
-            Self::Int8 => "int8",
-            Self::Float8E4M3 => "float8_e4m3fn",
-        }
-    }
-
-    /// The dtype of torch's name (`str(dtype)` without `torch.`), or `None` for one not listed.
-    pub fn from_torch_name(name: &str) -> Option<Self> {
-        [
-            Self::Float32,
-            Self::Float16,
-            Self::BFloat16,
-            Self::UInt8,
-            Self::Int8,
-            Self::Float8E4M3,
-        ]
-        .into_iter()
-        .find(|d| d.torch_name() == name)
-    }
-
-    /// vLLM's string-to-dtype table (`STR_DTYPE_TO_TORCH_DTYPE`).
-    pub fn from_vllm_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "float32" | "float" => Self::Float32,
-            "half" | "float16" => Self::Float16,
-            "bfloat16" => Self::BFloat16,
-            "int8" | "int8_per_token_head" => Self::Int8,
-            "fp8_inc" => Self::Float8E4M3,
-            "fp8"
-            | "fp8_e4m3"
-            | "fp8_e5m2"
-            | "int4_per_token_head"
-            | "fp8_per_token_head"
-            | "fp8_ds_mla"
-            | "nvfp4_ds_mla"
-            | "turboquant_k8v4"
-            | "turboquant_4bit_nc"
-            | "turboquant_k3v4_nc"
-            | "turboquant_3bit_nc"
-            | "octave_k3v4"
-            | "octave_k3v3"
-            | "octave_k3v3_compact"
-            | "ultraquant_4bit"
-            | "nvfp4"
-            | "nvfp4_4over6" => Self::UInt8,
-            _ => return None,
-        })
-    }
-}
-
-/// vLLM's `KVQuantMode` (the value is vLLM's enum value; it is part of spec equality).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KvQuantMode(pub u8);
-
-impl KvQuantMode {
-    /// `KVQuantMode.NONE`.
-    pub const NONE: Self = Self(0);
-
-    /// `get_kv_quant_mode(kv_cache_dtype)` with vLLM's (empty) handler table.
-    pub fn from_kv_cache_dtype(s: &str) -> Self {
-        Self(match s {
-            "int4_per_token_head" => 4,
-            "int8_per_token_head" => 2,
-            "fp8_per_token_head" => 3,
-            "nvfp4_ds_mla" => 10,
-            _ if s.starts_with("nvfp4") => 5,
-            "turboquant_k8v4" => 6,
-            "turboquant_4bit_nc" => 7,
-            "turboquant_k3v4_nc" => 8,
-            "turboquant_3bit_nc" => 9,
-            "ultraquant_4bit" => 11,
-            "octave_k3v4" => 12,
-            "octave_k3v3" => 13,
-            "octave_k3v3_compact" => 14,
-            _ if s.starts_with("fp8") => 1,
-            _ => 0,
-        })
-    }
-}
-
-/// The resolved KV storage of a layer: `get_kv_cache_torch_dtype` and the quant mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KvStorage {
-    /// The storage dtype.
-    pub dtype: TorchDtype,
-    /// The quant mode.
-    pub quant: KvQuantMode,
-}
-
-/// Resolves `kv_cache_dtype` against the model dtype as vLLM does ("auto" takes
-/// the model dtype); vLLM's `ValueError` texts for unknown names.
-pub fn resolve_storage(kv_cache_dtype: &str, model_dtype: &str) -> Result<KvStorage, VllmError> {
-    let dtype = if kv_cache_dtype == "auto" {
-        TorchDtype::from_vllm_name(model_dtype).ok_or_else(|| {
-            VllmError::new(
-                ErrorKind::ValueError,
-                format!("Invalid model dtype: {model_dtype}"),
-            )
-        })?
-    } else {
-        TorchDtype::from_vllm_name(kv_cache_dtype).ok_or_else(|| {
-            VllmError::new(
-                ErrorKind::ValueError,
-                format!("Invalid kv cache dtype: {kv_cache_dtype}"),
-            )
-        })?
-    };
-    Ok(KvStorage {
-        dtype,
-        quant: KvQuantMode::from_kv_cache_dtype(kv_cache_dtype),
-    })
-}
-
-/// Bytes per token of DeepSeek's opaque MLA rows (`fp8_ds_mla`, `nvfp4_ds_mla`).
-pub fn ds_mla_row_bytes(kv_cache_dtype: &str) -> Option<u64> {
-    match kv_cache_dtype {
-        "fp8_ds_mla" => Some(656),
-        "nvfp4_ds_mla" => Some(352),
-        _ => None,
-    }
-}
 
 /// The vLLM spec class of a layer spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,6 +25,9 @@ pub enum SpecClass {
     Mamba,
     /// `CrossAttentionSpec` (an encoder-decoder model's cross-attention).
     Cross,
+    /// `CircularBufferSpec` (a ring of `block_size` tokens: one block per request for its
+    /// whole life, never prefix-cached).
+    CircularBuffer,
 }
 
 impl SpecClass {
@@ -191,12 +40,24 @@ impl SpecClass {
             Self::Chunked => "ChunkedLocalAttentionSpec",
             Self::Mamba => "MambaSpec",
             Self::Cross => "CrossAttentionSpec",
+            Self::CircularBuffer => "CircularBufferSpec",
         }
     }
 
     /// `isinstance(spec, FullAttentionSpec)`.
     pub fn is_full_family(self) -> bool {
         matches!(self, Self::Full | Self::Mla)
+    }
+
+    /// `spec.prefix_cacheable`: whether the group takes part in prefix caching (all but a ring).
+    pub fn prefix_cacheable(self) -> bool {
+        self != Self::CircularBuffer
+    }
+
+    /// `spec.dcp_sharded`: DCP shards the cache's tokens (`AttentionSpec`'s default; a
+    /// `MambaSpec` is replicated).
+    pub fn dcp_sharded(self) -> bool {
+        self != Self::Mamba
     }
 }
 
@@ -216,6 +77,9 @@ pub struct Spec {
     pub head_size_v: u64,
     /// Storage dtype and quant mode.
     pub storage: KvStorage,
+    /// Tokens one stored state covers (`tokens_per_state`): 1 for attention, more for a
+    /// compressed cache, -1 for a state spec (one state per block, as in vLLM's `MambaSpec`).
+    pub tokens_per_state: i64,
     /// Padded page, bytes (set by page unification).
     pub page_size_padded: Option<u64>,
     /// Bytes per (head slot, state) cell when packed (DeepSeek MLA rows).
@@ -283,7 +147,8 @@ impl MambaState {
 
 impl Spec {
     /// A spec of `class` with `block_size` tokens per block and `storage`, every other
-    /// field empty (no heads, no padding, no window, no state).
+    /// field empty (no heads, no padding, no window, no state) or its default (one token
+    /// per state for attention).
     pub fn new(class: SpecClass, block_size: u64, storage: KvStorage) -> Self {
         Self {
             class,
@@ -292,6 +157,7 @@ impl Spec {
             head_size: 0,
             head_size_v: 0,
             storage,
+            tokens_per_state: if class == SpecClass::Mamba { -1 } else { 1 },
             page_size_padded: None,
             state_content_bytes: None,
             max_tp_shards: None,
@@ -311,16 +177,16 @@ pub(crate) fn cdiv(a: i128, b: i128) -> i128 {
 }
 
 impl Spec {
-    /// The page without padding, bytes: `heads × block_size × content`, where a
-    /// (head, state) cell holds `state_content_bytes` or `(Dk + Dv) × dtype bytes`;
-    /// `None` on overflow.
+    /// The page without padding, bytes: `heads × states × content` ([`Self::num_states`]
+    /// states per block), where a (head, state) cell holds `state_content_bytes` or
+    /// `(Dk + Dv) × dtype bytes`; `None` on overflow.
     pub fn checked_unpadded_page_size_bytes(&self) -> Option<u64> {
         if let Some(m) = &self.mamba {
             return m.checked_content_bytes();
         }
         self.checked_state_content_bytes()?
             .checked_mul(self.num_kv_heads)?
-            .checked_mul(self.block_size)
+            .checked_mul(self.num_states())
     }
 
     /// Bytes of one (head slot, state) cell (`state_content_size_bytes`):
@@ -344,12 +210,12 @@ impl Spec {
         self.checked_unpadded_page_size_bytes().unwrap_or(u64::MAX)
     }
 
-    /// States per block (`num_states`): a block's tokens for attention, one for a state layer.
+    /// States per block (`num_states`): `block_size / tokens_per_state` (floored; a block's
+    /// tokens for plain attention), or one when `tokens_per_state` is not positive (a state layer).
     pub fn num_states(&self) -> u64 {
-        if self.class == SpecClass::Mamba {
-            1
-        } else {
-            self.block_size
+        match u64::try_from(self.tokens_per_state) {
+            Ok(t) if t > 0 => self.block_size / t,
+            _ => 1,
         }
     }
 
@@ -401,6 +267,7 @@ impl Spec {
             && self.head_size == o.head_size
             && self.head_size_v == o.head_size_v
             && self.storage == o.storage
+            && self.tokens_per_state == o.tokens_per_state
             && self.page_size_padded == o.page_size_padded
             && self.state_content_bytes == o.state_content_bytes
             && self.max_tp_shards == o.max_tp_shards
@@ -450,7 +317,9 @@ impl Spec {
                     );
                 }
                 if !specs.iter().all(|s| {
-                    s.cache_dtype_str == first.cache_dtype_str && s.indexer == first.indexer
+                    s.cache_dtype_str == first.cache_dtype_str
+                        && s.tokens_per_state == first.tokens_per_state
+                        && s.indexer == first.indexer
                 }) {
                     return assertion("All attention layers in the same KV cache group must use the same quantization method, top-k buffer width, tokens per state, model version, cache role, index-sharing role, and block stride alignment.");
                 }
@@ -464,7 +333,11 @@ impl Spec {
                 }
                 Ok(merged)
             }
-            SpecClass::Sliding | SpecClass::Chunked | SpecClass::Mamba | SpecClass::Cross => {
+            SpecClass::Sliding
+            | SpecClass::Chunked
+            | SpecClass::Mamba
+            | SpecClass::Cross
+            | SpecClass::CircularBuffer => {
                 if specs.iter().all(|s| *s == first) {
                     Ok(first.clone())
                 } else {
@@ -476,7 +349,7 @@ impl Spec {
 
     /// `is_uniform_with_collection`: the registry's uniform-type rule (full and
     /// MLA share the full-attention base; sliding needs equal windows; chunked
-    /// equal chunks).
+    /// equal chunks; a ring is uniform with rings).
     pub fn is_uniform_with(&self, all: &[&Spec]) -> bool {
         match self.class {
             SpecClass::Full | SpecClass::Mla => all.iter().all(|s| s.class.is_full_family()),
@@ -486,7 +359,9 @@ impl Spec {
             SpecClass::Chunked => all.iter().all(|s| {
                 s.class == SpecClass::Chunked && s.attention_chunk_size == self.attention_chunk_size
             }),
-            SpecClass::Cross => all.iter().all(|s| s.class == SpecClass::Cross),
+            SpecClass::Cross | SpecClass::CircularBuffer => {
+                all.iter().all(|s| s.class == self.class)
+            }
             SpecClass::Mamba => {
                 let (Some(m), page) = (&self.mamba, self.page_size_bytes()) else {
                     return false;
@@ -537,6 +412,8 @@ impl Spec {
                 cdiv((c + f).min(m), b)
             }
             SpecClass::Cross => cdiv(i128::from(encoder_tokens), b),
+            // The ring holds one block for the request's whole life (its page, in pages).
+            SpecClass::CircularBuffer => 1,
             // Mamba state is replicated across DCP ranks, never sharded.
             SpecClass::Mamba => {
                 i128::from(self.mamba.as_ref().map_or(1, |s| s.pages_per_request()))

@@ -150,8 +150,8 @@ SERVED_AS: Final[dict[str, str]] = {
 }
 #: The target architectures :func:`layers_from_hf_config` reads as vLLM 0.33.0 does through its family
 #: tables (and the DSA models and Whisper). Not listed: the multimodal wrappers and the classes read by
-#: their own modules, dispatched by name (Step3, Cosmos3-Edge, Cohere Compass, DiffusionGemma,
-#: MiniCPM-V 4.6 / 4.7, Beam, Step-3.5, HRM-Text, Kimi-K3); ``docs/census.md`` lists every row.
+#: their own modules, dispatched by name (:data:`kvbudget.vllm.named.NAMED_READERS`);
+#: ``docs/census.md`` lists every row.
 ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items()
                                                  if s in _FAMILIES or s in CLASSIC or s in TEXT_FAMILIES
                                                  or s in MLA_FAMILIES or s in DSA_ARCHITECTURES or s == WHISPER)  # fmt: skip

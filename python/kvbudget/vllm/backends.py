@@ -41,7 +41,8 @@ from kvbudget.models.hf import ConfigError
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
 __all__ = ["FLASHMLA_BLOCK_SIZE", "FLASHMLA_KV_CACHE_DTYPES", "FLASH_ATTN_KV_CACHE_DTYPES",
-           "FLASH_ATTN_MLA_KV_CACHE_DTYPES", "MLA_HEAD_SIZES", "backend_block_size"]  # fmt: skip
+           "FLASH_ATTN_MLA_KV_CACHE_DTYPES", "MLA_HEAD_SIZES", "VLLM_DEFAULT_BLOCK_SIZE",
+           "backend_block_size"]  # fmt: skip
 
 #: ``FlashAttentionBackend.supported_kv_cache_dtypes`` (``v1/attention/backends/flash_attn.py``).
 FLASH_ATTN_KV_CACHE_DTYPES: Final[tuple[str, ...]] = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3")
@@ -54,8 +55,9 @@ FLASHMLA_BLOCK_SIZE: Final = 64
 #: ``MLACommonBackend.get_supported_head_sizes()`` (``model_executor/layers/attention/mla_attention.py``):
 #: the latent sizes FLASH_ATTN_MLA and FLASHMLA take, elements.
 MLA_HEAD_SIZES: Final[tuple[int, ...]] = (320, 512, 576)
-#: vLLM's default ``--block-size``, read as "not set" (tokens).
-_DEFAULT_BLOCK_SIZE: Final = 16
+#: vLLM's default ``--block-size`` (the core's ``VllmEngine`` default), tokens: the readers of
+#: backends with fixed kernel blocks read it as "not set".
+VLLM_DEFAULT_BLOCK_SIZE: Final[int] = EngineConfig().block_size
 _ATTENTION_KINDS: Final = frozenset({"full", "sliding", "chunked", "cross"})
 
 
@@ -101,7 +103,7 @@ def backend_block_size(layers: Sequence[LayerSpec], engine: EngineConfig) -> int
             flashmla = x
     if flashmla is None:
         return engine.block_size
-    if engine.block_size not in (_DEFAULT_BLOCK_SIZE, FLASHMLA_BLOCK_SIZE):
+    if engine.block_size not in (VLLM_DEFAULT_BLOCK_SIZE, FLASHMLA_BLOCK_SIZE):
         raise _refused(flashmla, f"--block-size {engine.block_size} precludes vLLM 0.33.0's FLASHMLA backend "
                                  f"(its Hopper choice for this dtype: {FLASHMLA_BLOCK_SIZE}-token kernel blocks)",
                        "FLASHINFER_MLA and TRITON_MLA")  # fmt: skip

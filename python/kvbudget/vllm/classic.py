@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.pipeline import pp_stage_layers
+from kvbudget.vllm.refusal import split_unevenly
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
 __all__ = ["CLASSIC", "classic_layers", "teleflm_checks"]
@@ -102,7 +103,7 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
         kv = v.opt_int("num_kv_heads") or heads  # FalconConfig: num_kv_heads null -> the query heads
     else:
         kv = 1 if v.raw("multi_query") else heads
-    if kv >= tp and kv % tp or kv < tp and tp % kv:
+    if split_unevenly(kv, tp):
         raise _refused(v, f"FalconAttention: the {kv} KV heads and tp={tp} do not divide one another", "num_kv_heads")
     per_rank = max(1, kv // tp)
     if (heads // tp) % per_rank:

@@ -64,6 +64,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
+from kvbudget.vllm.backends import VLLM_DEFAULT_BLOCK_SIZE
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.state_common import _mtp_tokens
@@ -85,7 +86,6 @@ DSA_KV_CACHE_DTYPES: Final = ("auto", "bfloat16", "fp8_ds_mla")
 DSA_MTP_MODEL_TYPES: Final = ("deepseek_v32", "glm_moe_dsa")
 #: ``Indexer.quant_block_size``: one fp32 scale per this many fp8 key elements.
 _QUANT_BLOCK: Final = 128
-_VLLM_DEFAULT_BLOCK_SIZE: Final = 16
 
 
 def _attr(v: _View, key: str, default: Any) -> Any:
@@ -214,7 +214,7 @@ def _check_sparse_engine(cfg: Mapping[str, Any], engine: EngineConfig, kv_cache_
                               "stores it (FLASHMLA_SPARSE turns fp8 into fp8_ds_mla on Hopper, "
                               "FLASHINFER_MLA_SPARSE keeps it on Blackwell); kvbudget plans "
                               f"{', '.join(dtypes)} on {arch}", key)  # fmt: skip
-    if engine.block_size not in (_VLLM_DEFAULT_BLOCK_SIZE, DSA_BLOCK_SIZE):
+    if engine.block_size not in (VLLM_DEFAULT_BLOCK_SIZE, DSA_BLOCK_SIZE):
         raise ConfigError(f"block_size {engine.block_size}: vLLM 0.33.0's DSA indexer backend "
                           f"(DEEPSEEK_V32_INDEXER) takes {DSA_BLOCK_SIZE}-token blocks only on CUDA",
                           "block_size")  # fmt: skip

@@ -71,9 +71,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
+from kvbudget.vllm.backends import VLLM_DEFAULT_BLOCK_SIZE
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.refusal import gqa_per_rank, refused
+from kvbudget.vllm.refusal import gqa_per_rank, refused, split_unevenly
 
 __all__ = ["MINIMAX_M3", "MINIMAX_M3_BLOCK_SIZE", "MINIMAX_M3_KV_CACHE_DTYPES", "MINIMAX_M3_TEXT",
            "minimax_m3_layers"]  # fmt: skip
@@ -88,7 +89,6 @@ MINIMAX_M3_BLOCK_SIZE: Final = 128
 MINIMAX_M3_KV_CACHE_DTYPES: Final = ("auto", "bfloat16", "fp8", "fp8_e4m3")
 #: The indexer cache's rows: ``indexer_kv_dtype`` "auto" resolves to bf16 (torch's name).
 _INDEXER_DTYPE: Final = "bfloat16"
-_VLLM_DEFAULT_BLOCK_SIZE: Final = 16
 _FIRST_DENSE: Final = [0] * 3 + [1] * 57  # MiniMaxM3TextConfig's per-layer default of both lists
 #: ``MiniMaxM3TextConfig``'s defaults of the keys read here (null lists and sparse config: its own).
 _DEFAULTS: Final[Mapping[str, Any]] = {
@@ -194,7 +194,7 @@ def _kv_per_rank(v: _View, tp: int, sparse: bool) -> int:
     heads, kv = v.req_int("num_attention_heads"), v.req_int("num_key_value_heads")
     if not sparse:
         return gqa_per_rank(heads, kv, tp, "text_config.num_key_value_heads")
-    if heads % tp or (kv % tp if kv >= tp else tp % kv):
+    if heads % tp or split_unevenly(kv, tp):
         raise refused(f"AssertionError: {heads} attention heads and {kv} KV heads over tp={tp} "
                       "(MiniMaxM3SparseAttention)", "text_config.num_attention_heads")  # fmt: skip
     return max(1, kv // tp)
@@ -204,7 +204,7 @@ def _check_sparse_engine(engine: EngineConfig, kv_cache_dtype: str, index_heads:
     """What a model with a sparse layer needs of the engine (see the module docstring), and the
     indexer builder's startup asserts."""
     tp = engine.tp
-    if index_heads % tp if index_heads >= tp else tp % index_heads:
+    if split_unevenly(index_heads, tp):
         raise refused(f"AssertionError: MiniMaxM3IndexerMetadataBuilder: the {index_heads} index heads and tp={tp} "
                       "do not divide one another", f"{_SPARSE_KEY}.sparse_num_index_heads")  # fmt: skip
     if kv_cache_dtype == "nvfp4":
@@ -218,7 +218,7 @@ def _check_sparse_engine(engine: EngineConfig, kv_cache_dtype: str, index_heads:
         raise ConfigError("dcp: kvbudget has not checked decode context parallelism on vLLM 0.33.0's MiniMax-M3 "
                           "sparse layers", "dcp")  # fmt: skip
     bs = engine.block_size
-    if bs != _VLLM_DEFAULT_BLOCK_SIZE and bs % MINIMAX_M3_BLOCK_SIZE:
+    if bs != VLLM_DEFAULT_BLOCK_SIZE and bs % MINIMAX_M3_BLOCK_SIZE:
         raise ConfigError(f"block_size {bs}: vLLM 0.33.0 refuses it: ValueError: No common block size for {bs} "
                           f"(MiniMax-M3's sparse backends MINIMAX_M3_SPARSE and MINIMAX_M3_SPARSE_INDEXER take "
                           f"[{MINIMAX_M3_BLOCK_SIZE}])", "block_size")  # fmt: skip
@@ -253,7 +253,7 @@ def minimax_m3_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_
     out: list[LayerSpec] = []
     for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):
         held = any(i in sparse_ids for i in range(start, end))  # the platform's choice is per worker
-        block = MINIMAX_M3_BLOCK_SIZE if held and engine.block_size == _VLLM_DEFAULT_BLOCK_SIZE else None
+        block = MINIMAX_M3_BLOCK_SIZE if held and engine.block_size == VLLM_DEFAULT_BLOCK_SIZE else None
         for i in range(start, end):  # each MiniMaxM3DecoderLayer: its attention, then its FFN
             name = f"{prefix}.layers.{i}.self_attn.attn"
             per_rank, dim = _kv_per_rank(v, engine.tp, i in sparse_ids), v.req_int("head_dim")

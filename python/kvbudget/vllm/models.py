@@ -97,6 +97,7 @@ from kvbudget.vllm.mla_families import MLA_FAMILIES, mla_family_layers
 from kvbudget.vllm.olmo_hybrid import olmo_hybrid_layers
 from kvbudget.vllm.pure_mamba import PURE_MAMBA_ARCHITECTURES, pure_mamba_layers
 from kvbudget.vllm.zamba2 import zamba2_layers
+from kvbudget.vllm.refusal import split_unevenly
 from kvbudget.vllm.registry import NOT_PIPELINE_PARALLEL, registry, served_as
 from kvbudget.vllm.state_common import check_mtp_divisible
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES, state_layers_from_hf_config, state_target_layers
@@ -243,7 +244,7 @@ def _per_rank(v: _View, total: int, tp: int, replicate: bool = True) -> int:
     heads = v.req_int("num_attention_heads")
     if heads % tp:
         raise ConfigError(f"{v.label}: vLLM asserts tp ({tp}) divides num_attention_heads ({heads})")
-    if total >= tp and total % tp or total < tp and tp % total:
+    if split_unevenly(total, tp):
         raise ConfigError(f"{v.label}: vLLM asserts the {total} KV heads and tp={tp} divide one another")
     per_rank = total // tp
     if per_rank == 0 and not replicate:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kvbudget.models.hf import ConfigError
 
-__all__ = ["gqa_per_rank", "refused", "section", "text_int", "text_kv_per_rank"]
+__all__ = ["gqa_per_rank", "refused", "section", "split_unevenly", "text_int", "text_kv_per_rank"]
 
 
 def refused(what: str, key: str, label: str = "config.json") -> ConfigError:
@@ -45,6 +45,12 @@ def text_int(text: Mapping[str, Any], key: str, label: str) -> int:
     return value
 
 
+def split_unevenly(n: int, tp: int) -> bool:
+    """Whether ``n`` heads and ``tp`` ranks fail to divide one another (vLLM's GQA assert: ``tp``
+    divides ``n``, or ``n`` divides ``tp`` and the heads are replicated)."""
+    return bool(n % tp if n >= tp else tp % n)
+
+
 def gqa_per_rank(heads: int, kv: int, tp: int, kv_key: str, where: str = "") -> int:
     """``max(1, kv // tp)`` KV heads on one rank, after the asserts of a GQA attention class (Beam's,
     Step-3.5's): ``tp`` divides the heads, the KV heads and ``tp`` divide one another, and the heads
@@ -54,7 +60,7 @@ def gqa_per_rank(heads: int, kv: int, tp: int, kv_key: str, where: str = "") -> 
     Raises:
         ConfigError: vLLM's assertion.
     """
-    if heads % tp or (kv % tp if kv >= tp else tp % kv):
+    if heads % tp or split_unevenly(kv, tp):
         raise refused(f"AssertionError: {heads} attention heads and {kv} KV heads over tp={tp}{where}",
                       "num_attention_heads")  # fmt: skip
     per_rank = max(1, kv // tp)
@@ -71,7 +77,7 @@ def text_kv_per_rank(heads: int, kv: int, tp: int, label: str) -> int:
     Raises:
         ConfigError: vLLM's assertion.
     """
-    if kv >= tp and kv % tp or kv < tp and tp % kv:
+    if split_unevenly(kv, tp):
         raise refused(f"AssertionError: the {kv} KV heads and tp={tp} do not divide one another",
                       "text_config.num_key_value_heads", label)  # fmt: skip
     per_rank = max(1, kv // tp)

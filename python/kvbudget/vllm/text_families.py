@@ -73,6 +73,7 @@ from typing import Any, Final
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.vllm.pipeline import pp_stage_layers
+from kvbudget.vllm.refusal import split_unevenly
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 
 __all__ = ["TEXT_FAMILIES", "text_family_layers"]
@@ -101,7 +102,7 @@ def _per_rank(v: _View, heads: int, kv: int, tp: int, attention: bool = True) ->
     if heads % tp:
         raise _refused(v, f"AssertionError: tp ({tp}) does not divide num_attention_heads ({heads})",
                        "num_attention_heads")  # fmt: skip
-    if kv >= tp and kv % tp or kv < tp and tp % kv:
+    if split_unevenly(kv, tp):
         raise _refused(v, f"AssertionError: the {kv} KV heads and tp={tp} do not divide one another",
                        "num_key_value_heads")  # fmt: skip
     per_rank = max(1, kv // tp)

@@ -552,3 +552,5 @@ from . import _hf_tables_more  # noqa: E402,F401
 from . import _hf_tables_inkling  # noqa: E402,F401
 # MiniMax-M3: its entries, config classes, records and block sizes (._hf_tables_minimax_m3)
 from . import _hf_tables_minimax_m3  # noqa: E402,F401
+# Qwen4-Exp: its lifted classes and its own build and records (._hf_tables_qwen4_exp)
+from . import _hf_tables_qwen4_exp  # noqa: E402,F401

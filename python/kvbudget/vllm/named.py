@@ -24,6 +24,7 @@ from kvbudget.vllm.inkling import INKLING_ARCHITECTURES, inkling_layers
 from kvbudget.vllm.kimi_k3 import KIMI_K3, kimi_k3_layers
 from kvbudget.vllm.minimax_m3 import MINIMAX_M3, MINIMAX_M3_TEXT, minimax_m3_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
+from kvbudget.vllm.qwen4_exp import QWEN4_EXP_ARCHITECTURES, qwen4_exp_layers
 from kvbudget.vllm.step3_text import STEP3_TEXT, STEP3_VL, step3_layers
 from kvbudget.vllm.step3p5 import STEP3P5, step3p5_layers
 
@@ -87,6 +88,12 @@ def _state(read: _StateReader) -> NamedReader:
                                                    mamba_ssm_cache_dtype=o.mamba_ssm_cache_dtype), False)  # fmt: skip
 
 
+def _qwen4_exp(cfg: Mapping[str, Any], engine: EngineConfig, o: ReadOptions) -> list[LayerSpec]:
+    return qwen4_exp_layers(cfg, engine, kv_cache_dtype=o.kv_cache_dtype, model_dtype=o.model_dtype,
+                            mamba_cache_dtype=o.mamba_cache_dtype, mamba_ssm_cache_dtype=o.mamba_ssm_cache_dtype,
+                            gdn_prefill_backend=o.gdn_prefill_backend)  # fmt: skip
+
+
 def _gdn_wrapper(cfg: Mapping[str, Any], engine: EngineConfig, o: ReadOptions) -> list[LayerSpec]:
     return gdn_wrapper_layers(cfg, engine, kv_cache_dtype=o.kv_cache_dtype, model_dtype=o.model_dtype,
                               mamba_cache_dtype=o.mamba_cache_dtype, mamba_ssm_cache_dtype=o.mamba_ssm_cache_dtype,
@@ -95,7 +102,7 @@ def _gdn_wrapper(cfg: Mapping[str, Any], engine: EngineConfig, o: ReadOptions) -
 
 #: Architecture name -> its reader. Step3 (alone, or in Step3-VL / Step-VL), Cosmos3-Edge, Cohere
 #: Compass, DiffusionGemma and MiniMax-M3 (wrapper and text model) refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam,
-#: Step-3.5, HRM-Text, Kimi-K3, Inkling and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
+#: Step-3.5, HRM-Text, Kimi-K3, Inkling, Qwen4-Exp and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
 #: Intern-S2 Mobius) check drafters themselves.
 NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     **dict.fromkeys((STEP3_TEXT, *STEP3_VL), _attention(step3_layers, refuse_drafters=True)),
@@ -110,4 +117,5 @@ NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     KIMI_K3: _state(kimi_k3_layers),
     **dict.fromkeys(INKLING_ARCHITECTURES, _attention(inkling_layers, refuse_drafters=False)),
     **dict.fromkeys((MINIMAX_M3, MINIMAX_M3_TEXT), _attention(minimax_m3_layers, refuse_drafters=True)),
+    **dict.fromkeys(QWEN4_EXP_ARCHITECTURES, NamedReader(_qwen4_exp, False)),
 }

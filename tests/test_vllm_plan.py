@@ -5,7 +5,8 @@
 * a differential over ``KVBUDGET_VLLM_CASES`` seeded random deployments
   (tests/vllm_cases.py; 5,000 by default) compares every field of the plan,
   the warnings and log, and the error type, text and estimated length, with
-  what tests/vllm_oracle (vLLM's own code) gives;
+  what tests/vllm_oracle (vLLM's own code) gives; another over
+  ``KVBUDGET_VLLM_PACKED_CASES`` (1,000) under block-outer layouts;
 * the typed API: defaults from the core, errors in kvbudget's hierarchy.
 """
 
@@ -37,6 +38,26 @@ def test_differential_against_vllm() -> None:
     outcomes = vllm_differential.run("vllm_cases", N, "vLLM differential")
     # The draws reach plans and vLLM's startup failure alike.
     assert outcomes.get("ok", 0) > N // 3 and outcomes.get("ValueError", 0) > N // 50, outcomes
+
+
+N_PACKED = int(os.environ.get("KVBUDGET_VLLM_PACKED_CASES", "1000"))
+
+
+def test_block_outer_differential_against_vllm() -> None:
+    """Block-outer layouts (tests/vllm_packed_cases.py): grouping case 3, its placement, and
+    vLLM's layout refusals, every field compared."""
+    import vllm_packed_cases
+
+    outcomes = vllm_differential.run("vllm_packed_cases", N_PACKED, "vLLM block-outer differential")
+    # The draws reach packed plans (several uniform-type groups), state buckets among them.
+    packed = mamba = 0
+    for seed in range(N_PACKED):
+        layers, available, engine = vllm_packed_cases.deployment(seed)
+        p = Ours.plan(layers, available, engine)
+        if p["ok"] and len(p["groups"]) > 1 and all(g["spec"] == "UniformTypeKVCacheSpecs" for g in p["groups"]):
+            packed += 1
+            mamba += any(x["kind"] == "mamba" for x in layers)
+    assert packed > N_PACKED // 20 and mamba > N_PACKED // 200 and outcomes.get("ok", 0) > N_PACKED // 3, (packed, mamba, outcomes)
 
 
 def test_engine_defaults_are_the_cores() -> None:

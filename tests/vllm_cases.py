@@ -178,7 +178,19 @@ def deployment(seed: int) -> Deployment:
         layers, compressed = _qsa(r, layers, engine.get("num_speculative_tokens") or 0), True
     if compressed and r.random() < 0.2:
         engine["enable_prefix_caching"] = False  # vLLM then checks no prefix-cache alignment
+    draw_layout(r, engine, 0.5 if compressed else 0.2)
     return layers + drafter, available, engine
+
+
+def draw_layout(r: random.Random, engine: dict[str, Any], block_outer: float) -> None:
+    """The resolved KV layout (drawn last: the draws before it stay): a block-outer one with
+    probability ``block_outer`` (grouping case 3 where pages differ), another layer-outer one
+    with 0.05 (which vLLM refuses for mixed pages in several groups), else the default."""
+    x = r.random()
+    if x < block_outer:
+        engine["kv_cache_layout"] = r.choice(("BLHNC", "BLNHC", "BLNHC", "BHLNC"))
+    elif x < block_outer + 0.05:
+        engine["kv_cache_layout"] = r.choice(("LBHNC", "LHBNC"))
 
 
 def _compressed(r: random.Random, layers: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from vllm_cases import GIB, Deployment, assign_stages, budgets
+from vllm_cases import GIB, Deployment, assign_stages, budgets, draw_layout
 
 STATE_DTYPES = ("bfloat16", "bfloat16", "float32", "float16")
 
@@ -144,4 +144,5 @@ def deployment(seed: int) -> Deployment:
     available = budgets(r, scale, pp, pp * tp)
     if r.random() < 0.05:
         engine["kv_cache_memory_bytes"] = r.choice((0, int(scale * r.uniform(0.5, 1.5))))
+    draw_layout(r, engine, 0.2)
     return layers + drafter, available, engine

@@ -213,7 +213,10 @@ class VllmOracle:
         """The spec ``allocate_kv_cache`` views ``tensor`` with (its first layer's group's;
         a uniform-type group's per-layer spec)."""
         name = tensor.layers[0]
-        group = next(g for g in config.kv_cache_groups if name in g.layer_names)
+        # Under PP a uniform group none of whose layers is on the worker keeps its whole spec,
+        # whose layers ``get_kv_cache_config_from_groups`` still places.
+        group = next(g for g in config.kv_cache_groups
+                     if name in g.layer_names or name in getattr(g.kv_cache_spec, "kv_cache_specs", ()))  # fmt: skip
         return self.planning["_get_per_layer_spec"](group, name)
 
     def _tensor(self, config: Any, t: Any, layout: Any) -> dict[str, Any]:
@@ -288,7 +291,9 @@ class VllmOracle:
             cfg, global_groups, configs = self._configs(layers, available_bytes_per_worker, engine_settings)
         except StubError:
             raise
-        except (ValueError, NotImplementedError, AssertionError) as e:
+        except (ValueError, NotImplementedError, AssertionError, StopIteration) as e:
+            # StopIteration: block-outer packing cutting an uneven state bucket into more groups
+            # than it has repeats builds a spec of no layer (kvbudget refuses it by name).
             return self._failure(e)
         aligned_block = cfg.cache_config.block_size
         for c in configs:
@@ -316,6 +321,16 @@ class VllmOracle:
             del sb.log[logged:]
             return self._failure(e)
         del sb.log[logged:]
+        # The workers' allocation, where a packed group none of whose layers is on a worker (its
+        # whole uniform spec kept there) makes ``allocate_kv_cache`` fail: run it for those.
+        for c in configs:
+            if any(not g.layer_names and getattr(g.kv_cache_spec, "kv_cache_specs", None) for g in c.kv_cache_groups):
+                import torch
+
+                try:
+                    self.sb.allocate_kv_cache(c, torch.device("meta"), layout)
+                except StopIteration as e:
+                    return self._failure(e)
         cdiv = sb.builder.modules["vllm.utils.math_utils"].cdiv
         builder = sb.builder.modules[
             "vllm.v1.core.kv_cache_config_builder"

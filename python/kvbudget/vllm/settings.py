@@ -263,6 +263,12 @@ if TYPE_CHECKING:
         """The attention backend's smallest kernel block, tokens (FLASH_ATTN: any multiple of 16): the
         unit a hybrid model's attention block size is raised in.
         """
+        kv_cache_layout: Literal["LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"] = "LBNHC"
+        """The KV-cache layout vLLM resolved for the model (`cache_config.kv_cache_layout`,
+        `VLLM_KV_CACHE_LAYOUT`): `"LBNHC"` under FLASH_ATTN; a block-outer one (`"BLHNC"`,
+        `"BLNHC"`, `"BHLNC"`) where a backend declares only those, which packs layers of different
+        page sizes into each block (grouping case 3). Flag: ``--kv-cache-layout``.
+        """
     # END GENERATED
 else:
     LayerKind = Literal[next(s.choices for s in LAYER_FIELDS if s.py == "choice")]

@@ -91,7 +91,9 @@ pub fn plan_many(
         let run = check_engine(layers, &engine).and_then(|lengths| {
             with_layout(layers, &engine, lengths, &mut log, |lay, log| {
                 // Budget-independent: vLLM checks it after the capacity step of each row.
-                let aligned = lay.check_prefix_alignment();
+                let aligned = lay
+                    .check_prefix_alignment()
+                    .and_then(|()| lay.check_placeable());
                 let mut avail = vec![0i128; engine.pp as usize * engine.tp as usize];
                 for (r, &budget) in available.iter().enumerate().take(end).skip(start) {
                     avail.fill(i128::from(budget));

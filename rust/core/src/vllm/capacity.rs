@@ -2,8 +2,8 @@
 //! `--max-model-len auto`, the admission check of one request, the blocks every worker
 //! allocates, the scheduler's concurrency, and the plan a budget gives (VLLM.md 5-7).
 
-use super::group::IdGroup;
-use super::place::{format_gib, tensors, thousands};
+use super::group::{GroupSpec, IdGroup};
+use super::place::{check_layout, format_gib, tensors, thousands};
 use super::plan::{gcd, out_group, Layout};
 use super::scheduler::cache_block_size;
 use super::{ErrorKind, LogLine, VllmError, VllmPlan, VllmWorker};
@@ -28,8 +28,18 @@ impl Layout<'_, '_> {
         if let Some(b) = e.kv_cache_memory_bytes.filter(|&b| b > 0) {
             avail.fill(i128::from(b));
         }
+        // Each worker's first placement (the block-size probe) validates the layout: in the
+        // override's loop, before its log line, else before anything else logs.
+        let probe = |w: usize| match &ctx.worker(w).groups {
+            g if g.is_empty() => Ok(()),
+            g => check_layout(g, self.merged, e.kv_cache_layout),
+        };
+        if e.num_gpu_blocks_override.is_none() {
+            (0..avail.len()).try_for_each(probe)?;
+        }
         if let Some(o) = e.num_gpu_blocks_override {
             for (w, a) in avail.iter_mut().enumerate() {
+                probe(w)?;
                 let b = i128::from(ctx.worker(w).bytes_per_block);
                 if b == 0 {
                     return Err(Self::no_layers(w));
@@ -140,6 +150,27 @@ impl Layout<'_, '_> {
         ))
     }
 
+    /// The workers' allocation: a packed group none of whose layers is on a stage keeps its
+    /// whole uniform spec there, whose layers the stage's placement lays out; vLLM's
+    /// `allocate_kv_cache` then finds no group of the worker's own holding them and fails.
+    pub(crate) fn check_placeable(&self) -> Result<(), VllmError> {
+        let foreign = |g: &IdGroup| {
+            g.layers.is_empty()
+                && matches!(&*g.spec, GroupSpec::Uniform { specs, .. } if !specs.is_empty())
+        };
+        match self.ctx.stages.iter().position(|st| st.groups.iter().any(foreign)) {
+            None => Ok(()),
+            Some(stage) => Err(VllmError::new(
+                ErrorKind::Input,
+                format!(
+                    "pipeline stage {stage} holds none of a packed KV-cache group's layers: vLLM 0.33.0 \
+                     still places that group's layers in the stage's buffer, and its workers then fail to \
+                     allocate the KV cache (StopIteration in allocate_kv_cache)"
+                ),
+            )),
+        }
+    }
+
     /// The plan at `num_blocks` and `max_model_len`: every worker's tensors and groups, the
     /// scheduler's view and the capacity log line.
     pub(super) fn result(
@@ -153,7 +184,12 @@ impl Layout<'_, '_> {
         let mut out_workers = Vec::with_capacity(workers);
         for w in 0..workers {
             let wk = ctx.worker(w);
-            let t = tensors(&wk.groups, merged, wk.bytes_per_block, num_blocks)?;
+            let t = tensors(
+                &wk.groups,
+                merged,
+                (wk.bytes_per_block, num_blocks),
+                e.kv_cache_layout,
+            )?;
             let per_request = u64::try_from(ctx.per_request(w, max_model_len)?)
                 .map_err(|_| VllmError::overflow("per-request bytes"))?;
             out_workers.push(VllmWorker {
@@ -192,6 +228,7 @@ impl Layout<'_, '_> {
             thousands(max_model_len)
         )));
         self.check_prefix_alignment()?;
+        self.check_placeable()?;
         Ok(VllmPlan {
             num_blocks,
             max_model_len,

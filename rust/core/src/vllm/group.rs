@@ -3,11 +3,13 @@
 //! case 1 (all specs equal), case 2 (one type, different sizes:
 //! `UniformTypeKVCacheSpecs`) and case 4 (hybrid, uniform page: page
 //! unification, buckets, the 1.5 group-width rule and the strided cut), with
-//! the MLA + sliding-window full-allocation fallback. Case 3 (block-outer
-//! packing) needs a block-outer layout, which is not an input here.
+//! the MLA + sliding-window full-allocation fallback; case 3 (block-outer
+//! packing) is [`super::packed`].
 
+use super::packed::packed_groups;
+use super::place::py_repr;
 use super::spec::{Spec, SpecClass};
-use super::{ErrorKind, LogLine, VllmError};
+use super::{ErrorKind, KvCacheLayout, LogLine, VllmError};
 use std::borrow::Cow;
 
 /// A group's spec: one spec for all its layers, or one per layer. `L` names a
@@ -107,7 +109,7 @@ pub(crate) struct IdGroup {
 
 impl IdGroup {
     /// A group of `layers` with `spec`, not (yet) an EAGLE group.
-    fn new(layers: Vec<usize>, spec: GroupSpec<usize>) -> Self {
+    pub(crate) fn new(layers: Vec<usize>, spec: GroupSpec<usize>) -> Self {
         Self {
             layers,
             spec: Box::new(spec),
@@ -128,11 +130,11 @@ pub(crate) struct LayerSpecs<'s> {
 }
 
 impl<'s> LayerSpecs<'s> {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.kind.len()
     }
 
-    fn spec(&self, m: usize) -> &'s Spec {
+    pub(crate) fn spec(&self, m: usize) -> &'s Spec {
         &self.kinds[self.kind[m] as usize]
     }
 
@@ -446,7 +448,7 @@ fn uniform_page_groups(
 pub(crate) fn kv_cache_groups<'n>(
     specs: LayerSpecs,
     name: &dyn Fn(usize) -> &'n str,
-    disable_hybrid: bool,
+    (disable_hybrid, layout): (bool, KvCacheLayout),
     log: &mut Vec<LogLine>,
 ) -> Result<Vec<IdGroup>, VllmError> {
     let promoted = match disable_hybrid.then(|| promote_local(specs)).transpose()? {
@@ -476,6 +478,9 @@ pub(crate) fn kv_cache_groups<'n>(
     if is_uniform_type(&all) {
         return Ok(vec![uniform_group(specs)]);
     }
+    if let Some(groups) = packed_groups(specs, layout)? {
+        return check_partition(groups, n, name);
+    }
     let unified = match unify_page_size(specs, name) {
         Ok(u) => u,
         Err(e) if e.kind == ErrorKind::NotImplementedError => {
@@ -487,4 +492,27 @@ pub(crate) fn kv_cache_groups<'n>(
         Err(e) => return Err(e),
     };
     uniform_page_groups(specs.with_kinds(&unified), log)
+}
+
+/// `_check_exact_partition`: every layer in some group (the packed cut of an uneven
+/// state bucket drops layers).
+fn check_partition<'n>(
+    groups: Vec<IdGroup>,
+    n: usize,
+    name: &dyn Fn(usize) -> &'n str,
+) -> Result<Vec<IdGroup>, VllmError> {
+    let mut grouped = vec![false; n];
+    for &m in groups.iter().flat_map(|g| &g.layers) {
+        grouped[m] = true;
+    }
+    let mut missing: Vec<&str> = (0..n).filter(|&m| !grouped[m]).map(name).collect();
+    if missing.is_empty() {
+        return Ok(groups);
+    }
+    missing.sort_unstable();
+    let list: Vec<String> = missing.iter().map(|s| py_repr(s)).collect();
+    Err(VllmError::new(
+        ErrorKind::AssertionError,
+        format!("KV cache groups miss layers: [{}].", list.join(", ")),
+    ))
 }

@@ -7,8 +7,7 @@ use super::{Record, VllmEngine, VllmError, VllmGroup, VllmLayer, VllmPlan};
 use serde_json::{json, Map, Value};
 
 /// Engine settings from the oracle's `engine` dict: the declared settings
-/// ([`super::settings`]) over vLLM's defaults, and `kv_cache_layout`, which
-/// must be the modelled `LBNHC`.
+/// ([`super::settings`]) over vLLM's defaults.
 pub fn engine_from_json(v: &Value) -> Result<VllmEngine, String> {
     let mut e = VllmEngine::default();
     let empty = Map::new();
@@ -18,11 +17,7 @@ pub fn engine_from_json(v: &Value) -> Result<VllmEngine, String> {
         _ => return Err("engine must be an object".into()),
     };
     for (k, x) in obj {
-        if k == "kv_cache_layout" {
-            if x.as_str() != Some("LBNHC") {
-                return Err("only the LBNHC layout is modelled".into());
-            }
-        } else if !e.set_json(k, x).map_err(|m| format!("engine {m}"))? {
+        if !e.set_json(k, x).map_err(|m| format!("engine {m}"))? {
             return Err(format!("unknown engine setting {k}"));
         }
     }

@@ -11,11 +11,10 @@
 //! Scope: full, sliding-window, chunked-local and MLA attention (compressed caches of
 //! several tokens per state among them), circular buffers, and state
 //! (`MambaSpec`) layers with vLLM's hybrid block-size alignment ([`mamba`]); grouping
-//! cases 0, 1, 2 and 4 (with the MLA + sliding fallback); the FLASH_ATTN
-//! backend defaults (no packing hooks, the primary block size for window
-//! layers, stride alignment 1) and its layer-outer `LBNHC` layout. Not
-//! modelled: block-outer packing (case 3, which needs a block-outer layout),
-//! hidden-state, HiSparse, backend packing such as
+//! cases 0 to 4 (with the MLA + sliding fallback; case 3, block-outer packing, under
+//! a block-outer [`KvCacheLayout`]); the FLASH_ATTN backend defaults (no packing
+//! hooks, the primary block size for window layers, stride alignment 1); every
+//! resolved layout's placement and strides. Not modelled: hidden-state, HiSparse, backend packing such as
 //! Triton's per-token-head scales or FlashInfer's NVFP4 slots (under
 //! FLASH_ATTN those modes store one byte per element, as vLLM's specs do).
 //!
@@ -28,6 +27,7 @@ mod group;
 pub mod json;
 pub mod mamba;
 mod merge;
+mod packed;
 mod place;
 mod plan;
 pub mod record;
@@ -159,6 +159,76 @@ vllm_choice! {
         /// declares an alignment of 64 tokens and, when every state layer declares
         /// one, keeps one checkpoint block on the prefix-cache grid (the Mamba block).
         FlashinferGdn = "flashinfer_gdn",
+    }
+}
+
+vllm_choice! {
+    /// The physical KV-cache layout vLLM resolved for the model (`KVCacheLayout`, RFC
+    /// vllm-project/vllm#42082): the order of the logical axes `[L, B, H, N, C]` (layers,
+    /// blocks, head slots, states, content) in memory, outermost first. The engine core picks
+    /// it from every backend's `supported_kv_cache_layouts` (`resolve_kv_cache_layout`);
+    /// `VLLM_KV_CACHE_LAYOUT` names one. FLASH_ATTN declares no set, so it is `LBNHC`.
+    KvCacheLayout {
+        /// `[L, B, H, N, C]`.
+        Lbhnc = "LBHNC",
+        /// `[L, B, N, H, C]` (the default preference: FLASH_ATTN's `NHD`).
+        #[default]
+        Lbnhc = "LBNHC",
+        /// `[L, H, B, N, C]`.
+        Lhbnc = "LHBNC",
+        /// `[B, L, H, N, C]` (block-outer).
+        Blhnc = "BLHNC",
+        /// `[B, L, N, H, C]` (block-outer).
+        Blnhc = "BLNHC",
+        /// `[B, H, L, N, C]` (block-outer).
+        Bhlnc = "BHLNC",
+    }
+}
+
+/// A logical axis of a KV-cache tensor (`[L, B, H, N, C]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Axis {
+    /// Layers.
+    L,
+    /// Blocks.
+    B,
+    /// Head slots.
+    H,
+    /// States (tokens) per block.
+    N,
+    /// Content, bytes.
+    C,
+}
+
+impl KvCacheLayout {
+    /// The logical axes in memory order, outermost first.
+    pub fn order(self) -> [Axis; 5] {
+        use Axis::{B, C, H, L, N};
+        match self {
+            Self::Lbhnc => [L, B, H, N, C],
+            Self::Lbnhc => [L, B, N, H, C],
+            Self::Lhbnc => [L, H, B, N, C],
+            Self::Blhnc => [B, L, H, N, C],
+            Self::Blnhc => [B, L, N, H, C],
+            Self::Bhlnc => [B, H, L, N, C],
+        }
+    }
+
+    /// The layer axis is outermost (`is_layer_compact`).
+    pub fn is_layer_compact(self) -> bool {
+        self.order()[0] == Axis::L
+    }
+
+    /// The block axis is outermost (`is_block_outermost`): each block is one packed
+    /// record of its layers' pages.
+    pub fn is_block_outermost(self) -> bool {
+        self.order()[0] == Axis::B
+    }
+
+    /// `L` and `B` are the two outermost axes (`is_block_compact`): each page is one
+    /// contiguous run of bytes.
+    pub fn is_block_compact(self) -> bool {
+        matches!(self.order()[..2], [Axis::L, Axis::B] | [Axis::B, Axis::L])
     }
 }
 

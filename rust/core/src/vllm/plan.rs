@@ -438,7 +438,7 @@ pub(crate) fn with_layout<R>(
     let mut global = kv_cache_groups(
         merged.specs(),
         &|m| merged.name(m),
-        e.disable_hybrid_kv_cache_manager,
+        (e.disable_hybrid_kv_cache_manager, e.kv_cache_layout),
         log,
     )?;
     if e.use_eagle_block_drop() {

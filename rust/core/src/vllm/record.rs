@@ -3,7 +3,9 @@
 //! forms and their rows of the table ([`Setting`]), through each field's kind
 //! ([`SettingKind`]).
 
-use super::{Choice, LayerKind, MambaBackend, MambaType, MaxModelLen, PrefillCheckpoint};
+use super::{
+    Choice, KvCacheLayout, LayerKind, MambaBackend, MambaType, MaxModelLen, PrefillCheckpoint,
+};
 use serde_json::{json, Map, Value};
 use std::marker::PhantomData;
 
@@ -178,6 +180,8 @@ pub type Backend = Pick<MambaType>;
 pub type Checkpoint = Pick<PrefillCheckpoint>;
 /// The Mamba selective-state-update backend ([`MambaBackend`]).
 pub type SsuBackend = Pick<MambaBackend>;
+/// The resolved KV-cache layout ([`KvCacheLayout`]).
+pub type Layout = Pick<KvCacheLayout>;
 
 /// State tensor shapes, elements per dim (`Vec<Vec<u64>>`; JSON: a list of integer lists).
 pub struct Shapes;

@@ -146,6 +146,12 @@ macro_rules! for_each_vllm_record {
                 /// The attention backend's smallest kernel block, tokens (FLASH_ATTN: any
                 /// multiple of 16): the unit a hybrid model's attention block size is raised in.
                 attention_kernel_block_size: u64 = 16 => Count, "tokens";
+                /// The KV-cache layout vLLM resolved for the model (`cache_config.kv_cache_layout`,
+                /// `VLLM_KV_CACHE_LAYOUT`): `"LBNHC"` under FLASH_ATTN; a block-outer one
+                /// (`"BLHNC"`, `"BLNHC"`, `"BHLNC"`) where a backend declares only those, which packs
+                /// layers of different page sizes into each block (grouping case 3).
+                kv_cache_layout: $crate::vllm::KvCacheLayout = $crate::vllm::KvCacheLayout::Lbnhc
+                    => Layout, "", "--kv-cache-layout";
             }
         }
     };

@@ -93,7 +93,7 @@ def test_a_state_layers_fields_are_declared_once() -> None:
     fields = {s.name: s for s in vllm.settings.LAYER_FIELDS}
     assert fields["state_shapes"].py == "shapes" and fields["state_shapes"].default == ()
     assert fields["mamba_type"].choices == ("mamba1", "mamba2", "short_conv", "linear", "gdn_attn")
-    assert fields["prefill_checkpoint"].choices == ("none", "mamba2", "flashinfer_gdn")
+    assert fields["prefill_checkpoint"].choices == ("none", "mamba2", "flashinfer_gdn", "ple_short_conv")
     assert "mamba" in fields["kind"].choices
     engine = {s.name: s for s in vllm.settings.ENGINE_SETTINGS}
     assert engine["enable_prefix_caching"].default is True and engine["attention_kernel_block_size"].default == 16

@@ -21,6 +21,8 @@ Lifted from the verified files and executed:
   ``_exports_checkpoints`` and the ``__init__`` statement that sets
   ``_checkpoint_alignment`` (``layers/mamba/gdn/qwen_gdn_linear_attn.py``, with
   ``FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`` from ``v1/attention/backends/gdn_attn.py``);
+  ``Qwen4ExpPLELayer``'s ``get_prefill_checkpoint_alignment`` and ``get_kv_cache_spec``
+  (``models/qwen4_exp/nvidia/ple_layer.py``);
 * ``MambaAttentionBackendEnum``'s members (``v1/attention/backends/registry.py``),
   as a plain ``Enum`` of the same names and values (its metaclass only improves
   error messages).
@@ -30,7 +32,9 @@ Restated glue (not vLLM text), as the oracle's inputs stand in for a model:
 * a state layer's ``get_state_shape`` / ``get_state_dtype`` / ``mamba_type`` are its
   inputs (``state_shapes``, ``state_dtypes``, ``mamba_type``); its class follows
   ``prefill_checkpoint`` (``none``: ``MambaBase``; ``mamba2``: ``MambaMixer2``;
-  ``flashinfer_gdn``: ``QwenGatedDeltaNetAttention`` with FlashInfer's prefill);
+  ``flashinfer_gdn``: ``QwenGatedDeltaNetAttention`` with FlashInfer's prefill;
+  ``ple_short_conv``: ``Qwen4ExpPLELayer``, its ``conv_state_len`` the state's rows less the
+  speculative tokens);
   ``tp_replicated`` overrides ``is_kv_cache_tp_replicated``;
 * ``get_layers_from_vllm_config(config, MambaBase)`` returns the plan's state layers;
 * the model the platform reads: the first target attention layer gives
@@ -127,6 +131,12 @@ class StateCode:
         self.qwen_gdn = qwen.lift_class(
             qns, cls, ["get_prefill_checkpoint_alignment", "get_kv_cache_spec", "_exports_checkpoints"], ["MambaBase"])
         self.qwen_init = qwen.lift_statements(qns, cls, "__init__", "_checkpoint_alignment")
+        ple = b.source("models/qwen4_exp/nvidia/ple_layer.py")
+        pns = b.namespace("models.qwen4_exp.nvidia.ple_layer", MambaBase=self.base, MambaSpec=mamba_spec,
+                          replace=replace, get_mamba_prefill_checkpoint_grid=ns["get_mamba_prefill_checkpoint_grid"],
+                          get_mamba_prefill_checkpoint_alignment=self.checkpoint_alignment)  # fmt: skip
+        self.ple = ple.lift_class(pns, "Qwen4ExpPLELayer", ["get_prefill_checkpoint_alignment", "get_kv_cache_spec"],
+                                  ["MambaBase"])  # fmt: skip
 
         models = b.source("model_executor/models/config.py")
         cns = b.namespace("model_executor.models.config",
@@ -154,7 +164,8 @@ class StateCode:
     def layer(self, spec: dict[str, Any], config: Any) -> Any:
         """The state layer object of ``spec`` (its class by ``prefill_checkpoint``)."""
         kind = spec.get("prefill_checkpoint", "none")
-        cls = {"none": self.base, "mamba2": self.mamba2, "flashinfer_gdn": self.qwen_gdn}[kind]
+        cls = {"none": self.base, "mamba2": self.mamba2, "flashinfer_gdn": self.qwen_gdn,
+               "ple_short_conv": self.ple}[kind]  # fmt: skip
         if spec.get("tp_replicated"):
             cls = type(cls.__name__, (cls,), {"is_kv_cache_tp_replicated": property(lambda s: True)})
         obj = cls(spec, config)
@@ -162,6 +173,9 @@ class StateCode:
             obj.gdn_prefill_backend = "flashinfer"
             obj.conv_kernel_size = 4  # read only by the exporter stand-in
             self.qwen_init(obj, None, config)
+        if kind == "ple_short_conv":  # its conv rows, without the speculative ones
+            obj.cache_config = config.cache_config
+            obj.conv_state_len = spec["state_shapes"][0][0] - (config.num_speculative_tokens or 0)
         return obj
 
     def configure(self, config: Any, layers: list[dict[str, Any]], kernel_block: int) -> list[Any]:

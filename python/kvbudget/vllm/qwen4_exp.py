@@ -41,11 +41,15 @@ an input), and asserts that a later PP stage starts past them; its vision tower 
 Not read (refused as unchecked): drafters (Qwen4-Exp's MTP; vLLM refuses the others), nested
 ``rope_parameters``, and a config whose ``model_type`` is not the class's. Held to vLLM's classes by
 ``tests/test_vllm_qwen4_exp.py``. vLLM sizes the hybrid block from the larger of the gated delta net's
-and the PLE's state pages whether or not a layer holds them (``get_mamba_specs_from_config``).
+and the PLE's state pages whether or not a layer holds them (``get_mamba_specs_from_config``): without a
+PLE layer and with the larger PLE page, refused as not modelled. kvbudget's planner refuses QSA's caches
+beside state layers (rings and compressed caches there are not modelled), and PLE conv rows beyond one
+prefix-cache grid step fail vLLM's assert as they do kvbudget's.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -323,10 +327,22 @@ def qwen4_exp_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_d
                 raise refused(f"ValueError: Tensor parallel size {engine.tp} is greater than the number of experts "
                               f"{experts}.", v.name("num_experts"))  # fmt: skip
         held.append(any(x.pp_stage == stage and x.kind == "circular_buffer" for x in out))
+    if states and not ple_ids and _page(states[1]) > _page(states[0]):
+        # vLLM sizes the hybrid block from both state specs (get_mamba_specs_from_config), PLE's
+        # included, though no layer holds it; kvbudget's planner reads the layers' states.
+        raise ConfigError(f"config.json: vLLM 0.33.0 sizes Qwen4-Exp's hybrid attention block from its PLE state "
+                          f"page ({_page(states[1])} bytes), larger than the gated delta net's ({_page(states[0])}), "
+                          "though no layer holds a PLE state; kvbudget has not modelled that", v.name("ple_layer_ids"))
     if len(set(held)) > 1:  # resolve_kv_cache_layout
         raise refused("AssertionError: Workers disagree on supported KV cache layouts (the PP stages holding a QSA "
                       "layer take BLNHC / BLHNC only)", v.name("layer_types"))  # fmt: skip
     return out
+
+
+def _page(state: LayerSpec) -> int:
+    """A state layer's unpadded page, bytes (its tensors' elements times their dtypes' sizes)."""
+    size = {"float32": 4, "bfloat16": 2, "float16": 2}
+    return sum(math.prod(shape) * size[d] for shape, d in zip(state.state_shapes, state.state_dtypes))
 
 
 def qwen4_exp_kv_cache_layout(layers: Sequence[LayerSpec]) -> str:

@@ -82,6 +82,7 @@ fn declared_alignment(l: &VllmLayer, mode: MambaCacheMode) -> Option<u64> {
         (PrefillCheckpoint::FlashinferGdn, MambaCacheMode::Align) => {
             Some(FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
         }
+        (PrefillCheckpoint::PleShortConv, MambaCacheMode::Align) => Some(1),
         _ => None,
     }
 }
@@ -286,7 +287,7 @@ fn mamba_state(
     let (blocks, alignment) = match l.prefill_checkpoint {
         PrefillCheckpoint::None => (0, None),
         PrefillCheckpoint::Mamba2 => (1, Some(1)),
-        PrefillCheckpoint::FlashinferGdn => {
+        PrefillCheckpoint::FlashinferGdn | PrefillCheckpoint::PleShortConv => {
             if declared_alignment(l, a.mamba_cache_mode).is_some()
                 && a.checkpoint_alignment.is_some()
             {
@@ -296,6 +297,19 @@ fn mamba_state(
             }
         }
     };
+    // `Qwen4ExpPLELayer`: checkpoint offsets on the grid hold only inputs (its conv rows,
+    // the speculative ones aside, fit in one grid step).
+    if l.prefill_checkpoint == PrefillCheckpoint::PleShortConv && blocks == 1 {
+        let rows = l
+            .state_shapes
+            .first()
+            .and_then(|s| s.first())
+            .copied()
+            .unwrap_or(0);
+        if a.mamba_block_size < rows.saturating_sub(spec_tokens) {
+            return Err(VllmError::new(ErrorKind::AssertionError, String::new()));
+        }
+    }
     Ok(MambaState {
         shapes: l.state_shapes.clone(),
         dtypes: state_dtypes(l)?,

@@ -159,6 +159,10 @@ vllm_choice! {
         /// declares an alignment of 64 tokens and, when every state layer declares
         /// one, keeps one checkpoint block on the prefix-cache grid (the Mamba block).
         FlashinferGdn = "flashinfer_gdn",
+        /// Qwen4-Exp's `Qwen4ExpPLELayer` (a short-convolution state): in align mode it declares
+        /// an alignment of 1 and, when every state layer declares one, keeps one checkpoint
+        /// block on the prefix-cache grid (the Mamba block).
+        PleShortConv = "ple_short_conv",
     }
 }
 

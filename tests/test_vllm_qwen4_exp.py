@@ -248,3 +248,43 @@ def test_qwen4_exp_plans_as_vllm_plans_it() -> None:
         counts["qsa"] += any(x.kind == "circular_buffer" for x in layers)
     print(f"\nQwen4-Exp through both planners: {counts}")
     assert counts["planned"] > N // 10 and counts["ple"] > N // 50, counts
+
+
+def test_the_qsa_layouts_are_the_backends_own() -> None:
+    """``QSA_KV_CACHE_LAYOUTS`` is ``QSAStateBackend.supported_kv_cache_layouts()`` (the wheel's
+    ``common/qsa_cache.py``, executed over the wheel's ``KVCacheLayout``)."""
+    from oracle_kit.lift import Source
+    from vllm_oracle._fetch import vllm_root
+
+    from kvbudget.vllm.qwen4_exp import QSA_KV_CACHE_LAYOUTS
+
+    import enum
+
+    ns: dict[str, Any] = {"__name__": "test_qsa_layouts", "Enum": enum.Enum}
+    Source(vllm_root(), "vllm/v1/kv_cache_layout.py").lift(ns, "KVCacheLayout")
+    declared = Source(vllm_root(), "vllm/models/qwen4_exp/common/qsa_cache.py").lift_member(
+        ns, "QSAStateBackend", "supported_kv_cache_layouts")  # fmt: skip
+    assert tuple(x.name for x in declared.__func__(type)) == QSA_KV_CACHE_LAYOUTS
+
+
+def test_plan_resolves_qsas_block_outer_layout(tmp_path: Any) -> None:
+    """``plan CONFIG --engine vllm`` on QSA layers without state layers: planned under the layout vLLM
+    resolves (block-outer packing), noted; a requested layout outside QSA's set refused as vLLM does."""
+    import json
+
+    from cli_helpers import run
+
+    from kvbudget.vllm import kv_cache_layout
+
+    kinds = ["indexed_attention"] * 4
+    cfg = _qsa(layer_types=kinds, ple_layer_ids=[])
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    args = ("plan", str(path), "--engine", "vllm", "--available", "8GiB", "--max-model-len", "4096", "--json")
+    doc = json.loads(run(*args).stdout)
+    layers = layers_from_hf_config(cfg, vllm.EngineConfig())
+    assert kv_cache_layout(layers) == "BLNHC" and doc["vllm_engine"]["kv_cache_layout"] == "BLNHC", doc["vllm_engine"]
+    want = vllm.plan(layers, 8 << 30, vllm.EngineConfig(max_model_len=4096, kv_cache_layout="BLNHC"))
+    assert doc["vllm_plan"]["num_blocks"] == want.num_blocks and len(want.groups) > 1
+    r = run(*args[:-1], "--kv-cache-layout", "LBNHC")
+    assert r.returncode != 0 and "VLLM_KV_CACHE_LAYOUT=LBNHC does not satisfy every supported set" in r.stderr, r

@@ -375,6 +375,8 @@ def _vllm_flag(s: Setting) -> dict[str, Any]:
     help_text = doc if default is None else f"{doc.rstrip('.')} (default: {default})."
     if s.py == "model_len":
         return {"type": _max_model_len, "metavar": "N|auto", "help": help_text}
+    if s.py == "choice":
+        return {"choices": s.choices, "help": help_text}
     parse, metavar = (_bytes_arg, "BYTES") if s.unit == "bytes" else (_positive_int, "N")
     return {"type": parse, "metavar": metavar, "help": help_text}
 

@@ -27,7 +27,7 @@ from kvbudget.cli.files import read_config
 from kvbudget.cli.parser import VLLM_FLAGS, UsageError, vllm_flags
 from kvbudget.cli.scenario import CliScenario
 from kvbudget.models.hf import text_part
-from kvbudget.vllm.backends import backend_block_size
+from kvbudget.vllm.backends import backend_block_size, kv_cache_layout
 from kvbudget.vllm.models import layers_from_hf_config
 from kvbudget.vllm.state_models import with_mtp_layers
 
@@ -201,6 +201,10 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
         num_nextn_predict_layers=nextn if method == "mtp" else None, **flags,
     )  # fmt: skip
     layers = layers_from_hf_config(target, engine, draft=draft, kv_cache_dtype=kv_dtype, model_dtype=model_dtype)
+    layout = kv_cache_layout(layers, flags.get("kv_cache_layout"))  # what the backends' declared sets resolve
+    if layout != engine.kv_cache_layout:
+        notes.append(f"--kv-cache-layout {layout}: the layout vLLM resolves (the model's backends declare it)")
+        engine = replace(engine, kv_cache_layout=layout)
     block = backend_block_size(layers, engine)  # the Hopper backends' block size, or a refusal
     if block != engine.block_size:
         notes.append(f"block {block}: the platform's choice for the FLASHMLA backend, which stores FP8 MLA in "

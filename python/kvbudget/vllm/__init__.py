@@ -7,7 +7,7 @@
 * :mod:`.models`: a checkpoint's attention layers as vLLM's model classes read
   them (:func:`layers_from_hf_config`).
 * :mod:`.backends`: the block size vLLM's Hopper backends settle on
-  (:func:`backend_block_size`).
+  (:func:`backend_block_size`) and the KV layout they resolve (:func:`kv_cache_layout`).
 * :mod:`.budget`: vLLM's KV budget from a worker's memory.
 * :mod:`.alloc`: a vLLM plan's one buffer and every layer's view
   (``kvbudget.allocate(plan)``; torch, loaded on use).
@@ -17,7 +17,7 @@ Nothing here imports vLLM or torch.
 
 from __future__ import annotations
 
-from kvbudget.vllm.backends import backend_block_size
+from kvbudget.vllm.backends import backend_block_size, kv_cache_layout
 from kvbudget.vllm.batch import VLLM_STATUS_CODES, VllmBatchResult, plan_many
 from kvbudget.vllm.budget import vllm_available_bytes
 from kvbudget.vllm.models import layers_from_hf_config
@@ -26,6 +26,6 @@ from kvbudget.vllm.planner import (VLLM_VERSION, EngineConfig, Layers, LayerSpec
                                    plan_raw)  # fmt: skip
 
 __all__ = ["VLLM_STATUS_CODES", "VLLM_VERSION", "EngineConfig", "Layers", "LayerSpec", "VllmError", "VllmGroup", "VllmHybrid",
-           "VllmBatchResult", "VllmPlan", "VllmStartupError", "VllmTensor", "backend_block_size", "layers",
+           "VllmBatchResult", "VllmPlan", "VllmStartupError", "VllmTensor", "backend_block_size", "kv_cache_layout", "layers",
            "layers_from_hf_config", "plan", "plan_many", "plan_raw",
            "vllm_available_bytes"]  # fmt: skip

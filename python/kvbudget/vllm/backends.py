@@ -42,7 +42,7 @@ from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
 __all__ = ["FLASHMLA_BLOCK_SIZE", "FLASHMLA_KV_CACHE_DTYPES", "FLASH_ATTN_KV_CACHE_DTYPES",
            "FLASH_ATTN_MLA_KV_CACHE_DTYPES", "MLA_HEAD_SIZES", "VLLM_DEFAULT_BLOCK_SIZE",
-           "backend_block_size"]  # fmt: skip
+           "backend_block_size", "kv_cache_layout"]  # fmt: skip
 
 #: ``FlashAttentionBackend.supported_kv_cache_dtypes`` (``v1/attention/backends/flash_attn.py``).
 FLASH_ATTN_KV_CACHE_DTYPES: Final[tuple[str, ...]] = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3")
@@ -112,3 +112,25 @@ def backend_block_size(layers: Sequence[LayerSpec], engine: EngineConfig) -> int
                           f"with FLASHMLA ({FLASHMLA_BLOCK_SIZE}-token kernel blocks), whose hybrid block-size alignment "
                           "beside state layers kvbudget has not checked", "kv_cache_dtype")  # fmt: skip
     return FLASHMLA_BLOCK_SIZE
+
+
+def kv_cache_layout(layers: Sequence[LayerSpec], requested: str | None = None) -> str:
+    """The KV-cache layout vLLM 0.33.0's engine core resolves for ``layers``
+    (``resolve_kv_cache_layout``), for :attr:`EngineConfig.kv_cache_layout`: the first layout of
+    the backends' declared sets, else ``LBNHC``, vLLM's default preference. Of the backends
+    kvbudget plans, only Qwen4-Exp's QSA state caches declare one (``BLNHC``, then ``BLHNC``);
+    ``requested`` (``VLLM_KV_CACHE_LAYOUT``) must be one of them there, as vLLM requires.
+
+    Raises:
+        ConfigError: ``requested`` is not among a declared set's layouts (vLLM's ``ValueError``).
+    """
+    from kvbudget.vllm.qwen4_exp import QSA_KV_CACHE_LAYOUTS, qwen4_exp_kv_cache_layout
+
+    resolved = qwen4_exp_kv_cache_layout(layers)
+    if requested is None:
+        return resolved
+    if resolved in QSA_KV_CACHE_LAYOUTS and requested not in QSA_KV_CACHE_LAYOUTS:
+        raise ConfigError(f"vLLM 0.33.0 refuses it: ValueError: VLLM_KV_CACHE_LAYOUT={requested} does not satisfy "
+                          f"every supported set; valid layouts: {list(QSA_KV_CACHE_LAYOUTS)}.", "kv_cache_layout")
+    return requested
+

@@ -16,12 +16,12 @@ Scope: full, sliding-window, chunked-local and MLA attention (compressed caches,
 ``tokens_per_state`` above 1, among them), circular buffers (``kind="circular_buffer"``:
 vLLM's ``CircularBufferSpec``), and state layers (``kind="mamba"``: vLLM's ``MambaSpec``,
 with the hybrid block-size alignment of ``Platform._align_hybrid_block_size``,
-:attr:`VllmPlan.mamba`); vLLM's FLASH_ATTN
-defaults (no backend packing, the layer-outer ``LBNHC`` layout): the layers are
-planned as given; :func:`kvbudget.vllm.backend_block_size` gives a model's block size on
-vLLM's Hopper backends, or refuses a KV dtype that would take vLLM to another backend.
-Block-outer packing, hidden-state layers and an MLA layer with a window
-(``SlidingWindowMLASpec``) are not modelled.
+:attr:`VllmPlan.mamba`); vLLM's FLASH_ATTN defaults (no backend packing): the layers are
+planned as given, under the layout ``EngineConfig.kv_cache_layout`` names (``LBNHC`` by
+default; a block-outer one packs layers of different pages into each block: grouping case
+3); :func:`kvbudget.vllm.backend_block_size` gives a model's block size on vLLM's Hopper
+backends, or refuses a KV dtype that would take vLLM to another backend. Hidden-state
+layers and an MLA layer with a window (``SlidingWindowMLASpec``) are not modelled.
 
 Example::
 

@@ -60,7 +60,8 @@ from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.refusal import refused, section
 from kvbudget.vllm.state_common import _attention_heads, _state_dtypes
 
-__all__ = ["QWEN4_EXP", "QWEN4_EXP_ARCHITECTURES", "QWEN4_EXP_TEXT", "qwen4_exp_kv_cache_layout", "qwen4_exp_layers"]
+__all__ = ["QSA_KV_CACHE_LAYOUTS", "QWEN4_EXP", "QWEN4_EXP_ARCHITECTURES", "QWEN4_EXP_TEXT", "qwen4_exp_kv_cache_layout",
+           "qwen4_exp_layers"]
 
 QWEN4_EXP_TEXT: Final = "Qwen4ExpForCausalLM"
 QWEN4_EXP: Final = "Qwen4ExpForConditionalGeneration"
@@ -77,9 +78,9 @@ _DEFAULTS: Final[Mapping[str, Any]] = {
 _QSA: Final = ("indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio")
 #: The main QSA cache's ``--kv-cache-dtype`` values (``Qwen4ExpQSAAttention``'s check).
 QSA_KV_CACHE_DTYPES: Final = ("auto", "bfloat16", "fp8", "fp8_e4m3")
-#: The layouts QSA's state backend declares (``QSAStateBackend.supported_kv_cache_layouts``), and vLLM's
-#: default preference's first (every other backend here declares none).
-_BLOCK_OUTER: Final = "BLNHC"
+#: The layouts QSA's state backend declares (``QSAStateBackend.supported_kv_cache_layouts``, most
+#: preferred first), and vLLM's default preference's first (every other backend here declares none).
+QSA_KV_CACHE_LAYOUTS: Final = ("BLNHC", "BLHNC")
 _DEFAULT_LAYOUT: Final = "LBNHC"
 _QSA_SUFFIXES: Final = (".indexer.raw_key_cache", ".indexer.compressed_key_cache")
 _ANY: Final = -(1 << 62)  # req_int's minimum where transformers' own check follows
@@ -349,4 +350,4 @@ def qwen4_exp_kv_cache_layout(layers: Sequence[LayerSpec]) -> str:
     """The KV-cache layout vLLM 0.33.0 resolves for a Qwen4-Exp model's ``layers``
     (``resolve_kv_cache_layout``): ``BLNHC`` where a QSA state cache is registered, else ``LBNHC``."""
     qsa = any(x.name.endswith(_QSA_SUFFIXES) for x in layers)
-    return _BLOCK_OUTER if qsa else _DEFAULT_LAYOUT
+    return QSA_KV_CACHE_LAYOUTS[0] if qsa else _DEFAULT_LAYOUT

@@ -205,6 +205,7 @@ def test_qsa_caches_ple_and_layout() -> None:
     ({"engine": vllm.EngineConfig(pp=2)}, "ple_layer_ids"),  # PLE needs PP=1
     ({"engine": vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=1)}, "architectures"),
     ({"engine": vllm.EngineConfig(dcp=2)}, "dcp"),
+    ({"engine": vllm.EngineConfig(block_size=8)}, "block_size"),  # the aligned block the ring must divide
 ])  # fmt: skip
 def test_qwen4_exp_refusals(kw: dict[str, Any], key: str) -> None:
     cfg, engine = kw.pop("cfg", _qsa()), kw.pop("engine", vllm.EngineConfig())
@@ -216,9 +217,8 @@ def test_qwen4_exp_refusals(kw: dict[str, Any], key: str) -> None:
 def test_qwen4_exp_plans_as_vllm_plans_it() -> None:
     """The reading planned by vLLM's planner (tests/vllm_oracle, with the PLE layer's own
     ``get_kv_cache_spec``) and by kvbudget, every field equal (``plan_both``), under the layout
-    the reader resolves, prefix caching on and off: the census configs and seeded ones. A QSA
-    cache beside the state layers is refused by kvbudget's planner (rings and compressed caches
-    beside state layers are not modelled), which this counts."""
+    the reader resolves, prefix caching on and off: the census configs and seeded ones, QSA's
+    caches beside the state layers among them."""
     import vllm_oracle as vo
     from vllm_differential import plan_both
 
@@ -237,17 +237,14 @@ def test_qwen4_exp_plans_as_vllm_plans_it() -> None:
                   "max_model_len": rng.choice([4096, 32768, 262144]), "enable_prefix_caching": rng.random() < 0.7,
                   "kv_cache_layout": qwen4_exp_kv_cache_layout(layers)}  # fmt: skip
         available = rng.choice([1 << 30, 8 << 30, 40 << 30])
-        if any(x.kind == "circular_buffer" for x in layers) and any(x.kind == "mamba" for x in layers):
-            ours = vllm.plan_raw(layers, available, vllm.EngineConfig(**engine))
-            assert not ours["ok"] and "beside state layers are not modelled" in ours["error"], ours
-            counts["QSA beside state"] += 1
-            continue
         theirs = plan_both(oracle, layers, available, engine)
+        counts["QSA beside state"] += any(x.kind == "circular_buffer" for x in layers) and any(
+            x.kind == "mamba" for x in layers)  # fmt: skip
         counts["planned" if theirs and theirs["ok"] else "vLLM refuses"] += 1
         counts["ple"] += any(x.prefill_checkpoint == "ple_short_conv" for x in layers)
         counts["qsa"] += any(x.kind == "circular_buffer" for x in layers)
     print(f"\nQwen4-Exp through both planners: {counts}")
-    assert counts["planned"] > N // 10 and counts["ple"] > N // 50, counts
+    assert counts["planned"] > N // 10 and counts["ple"] > N // 50 and counts["QSA beside state"] > N // 50, counts
 
 
 def test_the_qsa_layouts_are_the_backends_own() -> None:

@@ -19,7 +19,8 @@ EAGLE head, a state drafter layer beside attention: a larger drafter state trips
 page's assertion, which a pure state model with the hybrid manager off reaches in an order
 not modelled); prefix caching on or off, ReplaySSM, kernel and attention
 block sizes, PP, TP, ``--max-model-len auto``, the block override, the hybrid manager off,
-``kv_cache_memory_bytes`` and budgets too small to start.
+``kv_cache_memory_bytes`` and budgets too small to start; sometimes Qwen4-Exp's QSA caches (a
+ring and compressed keys) beside the attention layers, under a block-outer layout or not.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from vllm_cases import GIB, Deployment, assign_stages, budgets, draw_layout
+from vllm_cases import GIB, Deployment, _qsa, assign_stages, budgets, draw_layout
 
 STATE_DTYPES = ("bfloat16", "bfloat16", "float32", "float16")
 
@@ -144,5 +145,8 @@ def deployment(seed: int) -> Deployment:
     available = budgets(r, scale, pp, pp * tp)
     if r.random() < 0.05:
         engine["kv_cache_memory_bytes"] = r.choice((0, int(scale * r.uniform(0.5, 1.5))))
-    draw_layout(r, engine, 0.2)
+    qsa = r.random() < 0.1 and any(x["kind"] == "full" for x in layers)
+    if qsa:  # Qwen4-Exp's QSA caches (a ring and compressed keys) beside the states (drawn last)
+        layers = _qsa(r, layers, spec or 0)
+    draw_layout(r, engine, 0.5 if qsa else 0.2)
     return layers + drafter, available, engine

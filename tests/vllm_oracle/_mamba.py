@@ -37,7 +37,8 @@ Restated glue (not vLLM text), as the oracle's inputs stand in for a model:
   speculative tokens);
   ``tp_replicated`` overrides ``is_kv_cache_tp_replicated``;
 * ``get_layers_from_vllm_config(config, MambaBase)`` returns the plan's state layers;
-* the model the platform reads: the first target attention layer gives
+* the model the platform reads: the first target attention layer (not a ring, not a
+  compressed cache: else the first target non-state layer) gives
   ``get_num_kv_heads`` (1 for MLA), ``get_head_size``, ``use_mla``, the model
   dtype and ``cache_dtype``; ``ModelRegistry.resolve_model_cls`` gives a model
   class whose ``get_mamba_specs_from_config`` lists the target state layers' specs (their
@@ -207,10 +208,14 @@ class StateCode:
 
 
 def model_fields(layers: list[dict[str, Any]], dtypes: dict[str, Any]) -> dict[str, Any]:
-    """The model-config fields the state steps read, from the first target attention layer
-    (glue; the ``dtype`` a cache dtype of ``auto`` stores)."""
+    """The model-config fields the state steps read, from the first target attention layer that is
+    neither a ring nor a compressed cache (QSA's and GLM-5-Next's side caches register before
+    their layer's own attention), else the first target non-state layer (glue; the ``dtype`` a
+    cache dtype of ``auto`` stores)."""
     attention = [x for x in layers if x.get("kind", "full") != "mamba"]
-    ref = next((x for x in attention if not x.get("is_draft")), attention[0] if attention else {})
+    target = [x for x in attention if not x.get("is_draft")]
+    main = [x for x in target if x.get("kind") != "circular_buffer" and x.get("tokens_per_state", 1) == 1]
+    ref = next(iter(main or target or attention), {})
     mla = ref.get("kind") == "mla"
     heads = 1 if mla else ref.get("num_kv_heads", 1)
     return {

@@ -42,9 +42,10 @@ Not read (refused as unchecked): drafters (Qwen4-Exp's MTP; vLLM refuses the oth
 ``rope_parameters``, and a config whose ``model_type`` is not the class's. Held to vLLM's classes by
 ``tests/test_vllm_qwen4_exp.py``. vLLM sizes the hybrid block from the larger of the gated delta net's
 and the PLE's state pages whether or not a layer holds them (``get_mamba_specs_from_config``): without a
-PLE layer and with the larger PLE page, refused as not modelled. kvbudget's planner refuses QSA's caches
-beside state layers (rings and compressed caches there are not modelled), and PLE conv rows beyond one
-prefix-cache grid step fail vLLM's assert as they do kvbudget's.
+PLE layer and with the larger PLE page, refused as not modelled. QSA's caches beside state layers are
+planned (the hybrid alignment reads the QSA layer's own attention); with an engine block that is not a
+multiple of the kernel block, whose aligned block the ring need not divide, they are refused as unchecked.
+PLE conv rows beyond one prefix-cache grid step fail vLLM's assert as they do kvbudget's.
 """
 
 from __future__ import annotations
@@ -334,6 +335,13 @@ def qwen4_exp_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_d
         raise ConfigError(f"config.json: vLLM 0.33.0 sizes Qwen4-Exp's hybrid attention block from its PLE state "
                           f"page ({_page(states[1])} bytes), larger than the gated delta net's ({_page(states[0])}), "
                           "though no layer holds a PLE state; kvbudget has not modelled that", v.name("ple_layer_ids"))
+    ring = any(x.kind == "circular_buffer" for x in out)
+    if ring and states and engine.block_size % engine.attention_kernel_block_size:
+        # QSAKeyStateCache asserts its ring divides the attention block the hybrid alignment settles on,
+        # a multiple of the engine's block only when that is a multiple of the kernel block.
+        raise ConfigError(f"config.json: kvbudget has not checked Qwen4-Exp's QSA ring against the hybrid attention "
+                          f"block vLLM 0.33.0 aligns a block size of {engine.block_size} to (not a multiple of the "
+                          f"{engine.attention_kernel_block_size}-token kernel block)", "block_size")
     if len(set(held)) > 1:  # resolve_kv_cache_layout
         raise refused("AssertionError: Workers disagree on supported KV cache layouts (the PP stages holding a QSA "
                       "layer take BLNHC / BLHNC only)", v.name("layer_types"))  # fmt: skip

@@ -144,3 +144,37 @@ fn vllm_tokens_per_state_shrinks_the_page_and_must_align_with_prefix_caching() {
         err.message
     );
 }
+
+/// QSA's caches beside gated-delta-net states (Qwen4-Exp): the hybrid alignment reads the QSA
+/// layer's own attention (8 heads of 128, bf16: 4,096 B a token), not the ring or the compressed
+/// keys registered before it; the state page, 3 x 4,096 + 16 x 128 x 128 bf16 = 548,864 B, needs
+/// 16 x cdiv(548,864, 16 x 4,096) = 144 tokens.
+#[test]
+fn vllm_qsa_caches_beside_states_align_on_the_attention() {
+    use kvbudget_core::vllm::{MambaType, PrefillCheckpoint};
+    let mut layers = vec![VllmLayer {
+        kind: LayerKind::Mamba,
+        state_shapes: vec![vec![3, 4096], vec![16, 128, 128]],
+        state_dtypes: vec!["bfloat16".into(), "bfloat16".into()],
+        mamba_type: MambaType::GdnAttn,
+        prefill_checkpoint: PrefillCheckpoint::None,
+        ..VllmLayer::full("l0.linear_attn", 0, 0)
+    }];
+    // Each layer's ring and compressed keys first, then its attention (QSA's registration order).
+    let mut per_layer = qsa(8, 128, 4, Some(4));
+    for three in per_layer.chunks_mut(3) {
+        three.rotate_left(1);
+    }
+    assert_eq!(per_layer[0].kind, LayerKind::CircularBuffer);
+    layers.extend(per_layer);
+    let e = VllmEngine {
+        max_model_len: MaxModelLen::Tokens(8192),
+        ..VllmEngine::default()
+    };
+    let p = plan(&layers, &[8 * GIB], &e).unwrap();
+    let m = p.mamba.expect("a hybrid alignment");
+    assert_eq!(
+        (m.block_size, m.mamba_page_size_padded),
+        (144, Some(144 * 4096))
+    );
+}

@@ -144,19 +144,6 @@ pub fn align_hybrid_block_size(
             "sparse-attention indexer layers beside state layers are not modelled",
         ));
     }
-    // Beside state layers, the alignment below reads the model's attention geometry from its
-    // first attention layer, and the scheduler's prefix-cache granularity
-    // (`resolve_kv_cache_block_sizes`) reads the state layers' cache mode: neither is held to
-    // vLLM with rings or compressed caches, so they are refused there.
-    if layers.iter().any(|l| {
-        l.kind == LayerKind::CircularBuffer
-            || (l.kind != LayerKind::Mamba && l.tokens_per_state > 1)
-    }) {
-        return Err(VllmError::new(
-            ErrorKind::Input,
-            "circular-buffer and compressed (tokens_per_state > 1) layers beside state layers are not modelled",
-        ));
-    }
     // MambaModelConfig: prefix caching decides the mode (its log names the
     // architecture, which is not an input here, so it is not repeated).
     let (mode, mut mamba_block_size) = if e.enable_prefix_caching {
@@ -178,9 +165,20 @@ pub fn align_hybrid_block_size(
         mamba_page_size_padded: None,
         checkpoint_alignment,
     };
+    // The model's attention geometry (`model_config`'s heads, head size and `use_mla`): its
+    // first target attention layer that is neither a ring nor a compressed cache (QSA's and
+    // GLM-5-Next's side caches register before their layer's own), else its first non-state one.
+    let main = |l: &&VllmLayer| {
+        !matches!(l.kind, LayerKind::Mamba | LayerKind::CircularBuffer) && l.tokens_per_state == 1
+    };
     let attention = layers
         .iter()
-        .find(|l| l.kind != LayerKind::Mamba && !l.is_draft)
+        .find(|l| main(l) && !l.is_draft)
+        .or_else(|| {
+            layers
+                .iter()
+                .find(|l| l.kind != LayerKind::Mamba && !l.is_draft)
+        })
         .or_else(|| layers.iter().find(|l| l.kind != LayerKind::Mamba));
     let Some(reference) = attention else {
         return Ok(Some(out)); // no attention backend: nothing to align

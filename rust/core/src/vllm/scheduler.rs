@@ -3,11 +3,12 @@
 //! write-back and the check `resolve_kv_cache_block_sizes` makes of prefix-cache
 //! boundaries against compressed caches (`kv_cache_utils.py`).
 //!
-//! kvbudget takes no `prefix_match_unit` and no KV connector, and refuses compressed caches
-//! beside state layers ([`super::mamba`]); with those, the hash block size is the GCD of the
-//! prefix-cacheable groups' block sizes (which it divides), prefix-cache hits land on the
-//! scheduler block size (no aligned state layer makes them finer), and the one failure left is
-//! a compressed cache whose ratio does not divide the scheduler block size.
+//! kvbudget takes no `prefix_match_unit` and no KV connector; with those, the hash block size is
+//! the GCD of the prefix-cacheable groups' block sizes (which it divides), prefix-cache hits land
+//! on the scheduler block size or, where an aligned state group's block is wider than the hash
+//! block (`partial_hash_hits_enabled`), on the hash block; a state group outside align mode
+//! disables the check; and the one failure left is a compressed cache whose ratio does not
+//! divide where the hits land.
 //!
 //! Units: tokens.
 
@@ -70,13 +71,30 @@ impl Layout<'_, '_> {
                 hash = gcd(hash, b);
             }
         }
+        // Mamba groups outside align mode back off to the scheduler block size (no check).
+        let state = |s: &Spec| s.mamba.as_ref().map(|m| m.align);
+        if specs.clone().any(|s| state(s) == Some(false)) {
+            return Ok(());
+        }
         let mut alignments: Vec<u64> = specs
+            .clone()
             .filter(compressed)
             .map(|s| s.tokens_per_state as u64)
             .collect();
         alignments.sort_unstable();
         alignments.dedup();
-        if alignments.iter().all(|a| scheduler % a == 0) {
+        // `partial_hash_hits_enabled`: an aligned state group wider than the hash block makes
+        // prefix-cache hits land on the hash block instead of the scheduler's.
+        let partial = specs.clone().any(|s| {
+            state(s) == Some(true)
+                && if self.e.dcp == 1 {
+                    s.block_size > hash
+                } else {
+                    s.block_size >= hash
+                }
+        });
+        let hit = if partial { hash } else { scheduler };
+        if alignments.iter().all(|a| hit % a == 0) {
             return Ok(());
         }
         let listed: Vec<String> = alignments.iter().map(u64::to_string).collect();

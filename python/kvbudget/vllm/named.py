@@ -16,6 +16,7 @@ from typing import Any, Final, Protocol
 from kvbudget.vllm.beam import BEAM, beam_layers
 from kvbudget.vllm.cohere_compass import COHERE_COMPASS, cohere_compass_layers
 from kvbudget.vllm.cosmos3_edge import COSMOS3_EDGE, cosmos3_edge_layers
+from kvbudget.vllm.deepseek_v4 import DEEPSEEK_V4, deepseek_v4_layers
 from kvbudget.vllm.diffusion_gemma import DIFFUSION_GEMMA, diffusion_gemma_layers
 from kvbudget.vllm.ernie45_vl import ERNIE45_VL, ernie45_vl_refusal
 from kvbudget.vllm.gdn_wrappers import GDN_WRAPPERS, gdn_wrapper_layers
@@ -118,4 +119,5 @@ NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     **dict.fromkeys(INKLING_ARCHITECTURES, _attention(inkling_layers, refuse_drafters=False)),
     **dict.fromkeys((MINIMAX_M3, MINIMAX_M3_TEXT), _attention(minimax_m3_layers, refuse_drafters=True)),
     **dict.fromkeys(QWEN4_EXP_ARCHITECTURES, NamedReader(_qwen4_exp, False)),
+    DEEPSEEK_V4: _attention(deepseek_v4_layers, refuse_drafters=False),  # read, then refused as not modelled
 }

@@ -554,3 +554,5 @@ from . import _hf_tables_inkling  # noqa: E402,F401
 from . import _hf_tables_minimax_m3  # noqa: E402,F401
 # Qwen4-Exp: its lifted classes and its own build and records (._hf_tables_qwen4_exp)
 from . import _hf_tables_qwen4_exp  # noqa: E402,F401
+# GLM-5-Next: its lifted classes and its own build and records (._hf_tables_glm5_next)
+from . import _hf_tables_glm5_next  # noqa: E402,F401

@@ -124,13 +124,16 @@ def kv_cache_layout(layers: Sequence[LayerSpec], requested: str | None = None) -
     Raises:
         ConfigError: ``requested`` is not among a declared set's layouts (vLLM's ``ValueError``).
     """
+    from kvbudget.vllm.glm5_next import TAIL_KV_CACHE_LAYOUTS, glm5_next_kv_cache_layout
     from kvbudget.vllm.qwen4_exp import QSA_KV_CACHE_LAYOUTS, qwen4_exp_kv_cache_layout
 
-    resolved = qwen4_exp_kv_cache_layout(layers)
+    declared = [s for s, on in ((QSA_KV_CACHE_LAYOUTS, qwen4_exp_kv_cache_layout(layers) != "LBNHC"),
+                                (TAIL_KV_CACHE_LAYOUTS, glm5_next_kv_cache_layout(layers) != "LBNHC")) if on]
+    valid = [x for x in declared[0] if all(x in s for s in declared)] if declared else ["LBNHC"]
     if requested is None:
-        return resolved
-    if resolved in QSA_KV_CACHE_LAYOUTS and requested not in QSA_KV_CACHE_LAYOUTS:
+        return valid[0] if valid else declared[0][0]
+    if declared and requested not in valid:
         raise ConfigError(f"vLLM 0.33.0 refuses it: ValueError: VLLM_KV_CACHE_LAYOUT={requested} does not satisfy "
-                          f"every supported set; valid layouts: {list(QSA_KV_CACHE_LAYOUTS)}.", "kv_cache_layout")
+                          f"every supported set; valid layouts: {valid}.", "kv_cache_layout")
     return requested
 

@@ -20,6 +20,7 @@ from kvbudget.vllm.deepseek_v4 import DEEPSEEK_V4, deepseek_v4_layers
 from kvbudget.vllm.diffusion_gemma import DIFFUSION_GEMMA, diffusion_gemma_layers
 from kvbudget.vllm.ernie45_vl import ERNIE45_VL, ernie45_vl_refusal
 from kvbudget.vllm.gdn_wrappers import GDN_WRAPPERS, gdn_wrapper_layers
+from kvbudget.vllm.glm5_next import GLM5_NEXT_ARCHITECTURES, glm5_next_layers
 from kvbudget.vllm.hrm_text import HRM_TEXT, hrm_text_layers
 from kvbudget.vllm.inkling import INKLING_ARCHITECTURES, inkling_layers
 from kvbudget.vllm.kimi_k3 import KIMI_K3, kimi_k3_layers
@@ -103,7 +104,7 @@ def _gdn_wrapper(cfg: Mapping[str, Any], engine: EngineConfig, o: ReadOptions) -
 
 #: Architecture name -> its reader. Step3 (alone, or in Step3-VL / Step-VL), Cosmos3-Edge, Cohere
 #: Compass, DiffusionGemma and MiniMax-M3 (wrapper and text model) refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam,
-#: Step-3.5, HRM-Text, Kimi-K3, Inkling, Qwen4-Exp and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
+#: Step-3.5, HRM-Text, Kimi-K3, Inkling, Qwen4-Exp, GLM-5-Next and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
 #: Intern-S2 Mobius) check drafters themselves.
 NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     **dict.fromkeys((STEP3_TEXT, *STEP3_VL), _attention(step3_layers, refuse_drafters=True)),
@@ -120,4 +121,5 @@ NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     **dict.fromkeys((MINIMAX_M3, MINIMAX_M3_TEXT), _attention(minimax_m3_layers, refuse_drafters=True)),
     **dict.fromkeys(QWEN4_EXP_ARCHITECTURES, NamedReader(_qwen4_exp, False)),
     DEEPSEEK_V4: _attention(deepseek_v4_layers, refuse_drafters=False),  # read, then refused as not modelled
+    **dict.fromkeys(GLM5_NEXT_ARCHITECTURES, _state(glm5_next_layers)),
 }

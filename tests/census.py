@@ -268,15 +268,21 @@ def vllm_rows() -> Iterator[Row]:
         return next((f"{x} vs {y}" for x, y in zip(a, b) if x != y), "" if len(a) == len(b) else
                     f"{len(a)} vs {len(b)} layers")[:140]  # fmt: skip
 
+    import test_vllm_deepseek_v4 as deepseek_v4
+    import test_vllm_glm5_next as glm5_next
     import test_vllm_qwen4_exp as qwen4_exp
 
-    # Readers held by an oracle of their own (their records' fields), the same engine.
-    own = {a: (qwen4_exp._ours, qwen4_exp._theirs) for a in (qwen4_exp.QWEN4_EXP, qwen4_exp.QWEN4_EXP_TEXT)}
+    # Readers held by an oracle of their own (their records' fields), the same engine: (ours, theirs, engine).
     plain = {**engine, "block_size": 16, "dcp": 1, "kv_cache_dtype": "auto", "model_dtype": "bfloat16"}
+    own = {a: (qwen4_exp._ours, qwen4_exp._theirs, plain) for a in (qwen4_exp.QWEN4_EXP, qwen4_exp.QWEN4_EXP_TEXT)}
+    own.update({a: (glm5_next._planned, glm5_next._theirs, glm5_next.PLAIN)
+                for a in (glm5_next.GLM5_NEXT, glm5_next.GLM5_NEXT_TEXT)})  # fmt: skip
+    own[deepseek_v4.DEEPSEEK_V4] = (deepseek_v4.census_ours, deepseek_v4._theirs, plain)  # read, then refused
 
     def run(arch: str) -> Callable[[dict[str, Any]], tuple[Any, Any]]:
         if arch in own:
-            return lambda cfg: (own[arch][0](cfg, plain), own[arch][1](cfg, plain))
+            mine, engine_s, e = own[arch]
+            return lambda cfg: (mine(cfg, e), engine_s(cfg, e))
         return lambda cfg: (_ours(cfg, engine, "bfloat16"), theirs(cfg))
 
     for table, arch in vllm_architectures(vllm_root()):

@@ -93,7 +93,7 @@ def test_a_state_layers_fields_are_declared_once() -> None:
     fields = {s.name: s for s in vllm.settings.LAYER_FIELDS}
     assert fields["state_shapes"].py == "shapes" and fields["state_shapes"].default == ()
     assert fields["mamba_type"].choices == ("mamba1", "mamba2", "short_conv", "linear", "gdn_attn")
-    assert fields["prefill_checkpoint"].choices == ("none", "mamba2", "flashinfer_gdn", "ple_short_conv")
+    assert fields["prefill_checkpoint"].choices == ("none", "mamba2", "flashinfer_gdn", "ple_short_conv", "flashkda")
     assert "mamba" in fields["kind"].choices
     engine = {s.name: s for s in vllm.settings.ENGINE_SETTINGS}
     assert engine["enable_prefix_caching"].default is True and engine["attention_kernel_block_size"].default == 16
@@ -115,6 +115,10 @@ def test_the_draws_reach_every_state_branch() -> None:
         layers, available, engine = vllm_state_cases.deployment(seed)
         for t in {x.get("mamba_type") for x in layers if x["kind"] == "mamba"}:
             count(f"type {t}")
+        if any(x["kind"] == "circular_buffer" for x in layers):
+            count("rings beside states")
+        if any(x.get("prefill_checkpoint") == "flashkda" for x in layers):
+            count("flashkda")
         r = vllm_differential.Ours.plan(layers, available, engine)
         if not r["ok"]:
             continue
@@ -132,6 +136,7 @@ def test_the_draws_reach_every_state_branch() -> None:
         if engine.get("use_replayssm") and spec:
             count("replayssm")
     for key in ("mode align", "mode none", "attention-free", "hybrid", "padded", "raised", "checkpoint", "replayssm",
+                "rings beside states", "flashkda",
                 *(f"type {t}" for t in ("mamba1", "mamba2", "short_conv", "linear", "gdn_attn"))):
         assert seen.get(key, 0) >= 5, (key, seen)
 

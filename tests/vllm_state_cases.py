@@ -9,7 +9,8 @@ speculative tokens):
   ``(nv/tp, dv, dk)``; Qwen's FlashInfer prefill or not;
 * Mamba-2 (Nemotron-H, Falcon-H1, Granite-4.0-H): conv ``(k-1+s, (I + 2*G*ds)/tp)``, SSM
   ``(H/tp, hd, ds)``;
-* KDA (Kimi-Linear): conv ``(k-1+s, 3*H*hd/tp)``, recurrent ``(H/tp, hd, hd)`` in float32;
+* KDA (Kimi-Linear, GLM-5-Next on FlashKDA): conv ``(k-1+s, 3*H*hd/tp)``, recurrent
+  ``(H/tp, hd, hd)`` in float32;
 * short conv (LFM2): ``(L-1+s, D/tp)``; Mamba-1 (Jamba): ``(k-1, I/tp)``, ``(I/tp, ds)``;
   linear attention (MiniMax): ``(H/tp, hd, hd)``.
 
@@ -47,7 +48,8 @@ def _state(r: random.Random, family: str, tp: int, spec: int) -> dict[str, Any]:
     elif family == "kda":
         h, hd = r.choice((16, 32)), 128
         shapes, ssm = [[k - 1 + spec, 3 * h * hd // tp], [max(1, h // tp), hd, hd]], "float32"
-        extra = {"mamba_type": "gdn_attn", "prefill_checkpoint": "none"}
+        # Kimi-Linear's KDA exports nothing; GLM-5-Next's on FlashKDA one block at alignment 16.
+        extra = {"mamba_type": "gdn_attn", "prefill_checkpoint": r.choice(("none", "flashkda"))}
     elif family == "short_conv":
         dim = r.choice((1024, 2048, 1536)) // tp
         out: dict[str, Any] = {"state_shapes": [[2 + spec, dim]], "state_dtypes": [conv], "mamba_type": "short_conv"}

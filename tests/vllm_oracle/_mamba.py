@@ -22,7 +22,9 @@ Lifted from the verified files and executed:
   ``_checkpoint_alignment`` (``layers/mamba/gdn/qwen_gdn_linear_attn.py``, with
   ``FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`` from ``v1/attention/backends/gdn_attn.py``);
   ``Qwen4ExpPLELayer``'s ``get_prefill_checkpoint_alignment`` and ``get_kv_cache_spec``
-  (``models/qwen4_exp/nvidia/ple_layer.py``);
+  (``models/qwen4_exp/nvidia/ple_layer.py``); ``Glm5NextLinearAttention.get_kv_cache_spec``
+  (``models/glm5next/common/kda.py``, with ``kda_prefill_checkpoint_alignment`` from
+  ``layers/mamba/kda_checkpoint.py``);
 * ``MambaAttentionBackendEnum``'s members (``v1/attention/backends/registry.py``),
   as a plain ``Enum`` of the same names and values (its metaclass only improves
   error messages).
@@ -34,7 +36,7 @@ Restated glue (not vLLM text), as the oracle's inputs stand in for a model:
   ``prefill_checkpoint`` (``none``: ``MambaBase``; ``mamba2``: ``MambaMixer2``;
   ``flashinfer_gdn``: ``QwenGatedDeltaNetAttention`` with FlashInfer's prefill;
   ``ple_short_conv``: ``Qwen4ExpPLELayer``, its ``conv_state_len`` the state's rows less the
-  speculative tokens);
+  speculative tokens; ``flashkda``: ``Glm5NextLinearAttention`` on FlashKDA's prefill);
   ``tp_replicated`` overrides ``is_kv_cache_tp_replicated``;
 * ``get_layers_from_vllm_config(config, MambaBase)`` returns the plan's state layers;
 * the model the platform reads: the first target attention layer (not a ring, not a
@@ -136,6 +138,11 @@ class StateCode:
         pns = b.namespace("models.qwen4_exp.nvidia.ple_layer", MambaBase=self.base, MambaSpec=mamba_spec,
                           replace=replace, get_mamba_prefill_checkpoint_grid=ns["get_mamba_prefill_checkpoint_grid"],
                           get_mamba_prefill_checkpoint_alignment=self.checkpoint_alignment)  # fmt: skip
+        kda_align = b.lift("model_executor/layers/mamba/kda_checkpoint.py", "kda_prefill_checkpoint_alignment")
+        kns = b.namespace("models.glm5next.common.kda", MambaBase=self.base, MambaSpec=mamba_spec, replace=replace,
+                          kda_prefill_checkpoint_alignment=kda_align["kda_prefill_checkpoint_alignment"])  # fmt: skip
+        self.kda = b.source("models/glm5next/common/kda.py").lift_class(
+            kns, "Glm5NextLinearAttention", ["get_kv_cache_spec"], ["MambaBase"])  # fmt: skip
         self.ple = ple.lift_class(pns, "Qwen4ExpPLELayer", ["get_prefill_checkpoint_alignment", "get_kv_cache_spec"],
                                   ["MambaBase"])  # fmt: skip
 
@@ -166,7 +173,7 @@ class StateCode:
         """The state layer object of ``spec`` (its class by ``prefill_checkpoint``)."""
         kind = spec.get("prefill_checkpoint", "none")
         cls = {"none": self.base, "mamba2": self.mamba2, "flashinfer_gdn": self.qwen_gdn,
-               "ple_short_conv": self.ple}[kind]  # fmt: skip
+               "ple_short_conv": self.ple, "flashkda": self.kda}[kind]  # fmt: skip
         if spec.get("tp_replicated"):
             cls = type(cls.__name__, (cls,), {"is_kv_cache_tp_replicated": property(lambda s: True)})
         obj = cls(spec, config)
@@ -174,6 +181,8 @@ class StateCode:
             obj.gdn_prefill_backend = "flashinfer"
             obj.conv_kernel_size = 4  # read only by the exporter stand-in
             self.qwen_init(obj, None, config)
+        if kind == "flashkda":  # Glm5NextLinearAttention on FlashKDA's prefill
+            obj.kda_prefill_backend = "flashkda"
         if kind == "ple_short_conv":  # its conv rows, without the speculative ones
             obj.cache_config = config.cache_config
             obj.conv_state_len = spec["state_shapes"][0][0] - (config.num_speculative_tokens or 0)

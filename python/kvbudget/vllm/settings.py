@@ -177,7 +177,7 @@ if TYPE_CHECKING:
         """
         mamba_type: Literal["mamba1", "mamba2", "short_conv", "linear", "gdn_attn"] = "mamba2"
         """A state layer's backend (`mamba_type`)."""
-        prefill_checkpoint: Literal["none", "mamba2", "flashinfer_gdn", "ple_short_conv"] = "none"
+        prefill_checkpoint: Literal["none", "mamba2", "flashinfer_gdn", "ple_short_conv", "flashkda"] = "none"
         """The prefill-checkpoint export a state layer's class adds to its spec."""
         tp_replicated: bool = False
         """Every TP rank holds the layer's state whole (`is_kv_cache_tp_replicated`)."""

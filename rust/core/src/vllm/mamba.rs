@@ -28,6 +28,10 @@ use super::{
 /// (`FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`, `v1/attention/backends/gdn_attn.py`).
 pub const FLASHINFER_GDN_CHECKPOINT_ALIGNMENT: u64 = 64;
 
+/// FlashKDA's prefill checkpoint alignment, tokens (`kda_prefill_checkpoint_alignment("flashkda")`,
+/// `model_executor/layers/mamba/kda_checkpoint.py`).
+pub const FLASHKDA_CHECKPOINT_ALIGNMENT: u64 = 16;
+
 /// What vLLM's configuration decides for a model with state layers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HybridAlignment {
@@ -285,6 +289,7 @@ fn mamba_state(
     let (blocks, alignment) = match l.prefill_checkpoint {
         PrefillCheckpoint::None => (0, None),
         PrefillCheckpoint::Mamba2 => (1, Some(1)),
+        PrefillCheckpoint::Flashkda => (1, Some(FLASHKDA_CHECKPOINT_ALIGNMENT)),
         PrefillCheckpoint::FlashinferGdn | PrefillCheckpoint::PleShortConv => {
             if declared_alignment(l, a.mamba_cache_mode).is_some()
                 && a.checkpoint_alignment.is_some()

@@ -163,6 +163,10 @@ vllm_choice! {
         /// an alignment of 1 and, when every state layer declares one, keeps one checkpoint
         /// block on the prefix-cache grid (the Mamba block).
         PleShortConv = "ple_short_conv",
+        /// GLM-5-Next's `Glm5NextLinearAttention` (KDA) on FlashKDA's prefill (Hopper, head dim 128,
+        /// bf16, a bounded gate): one checkpoint block at an alignment of 16 tokens in any mode; it
+        /// declares no alignment to the platform.
+        Flashkda = "flashkda",
     }
 }
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import transformers as T
 from vllm_oracle._hf_lift import VllmLoadError
+from vllm_differential import compare_readings
 from vllm_oracle._hf_tables_deepseek_v4 import deepseek_v4_layers
 
 from kvbudget import InvalidConfigError, vllm
@@ -83,24 +84,15 @@ def _theirs(saved: dict[str, Any], e: dict[str, Any]) -> list[dict[str, Any]] | 
         return f"refused: {type(err).__name__}: {err}"
 
 
+def _tally(counts: dict[str, int], records: list[dict[str, Any]]) -> None:
+    counts["caches"] = counts.get("caches", 0) + len(records)
+
+
 def test_deepseek_v4_read_as_vllm_builds_it() -> None:
     rng = random.Random("vllm-deepseek-v4")
     cases = [({**T.DeepseekV4Config().to_dict(), "architectures": [DEEPSEEK_V4]}, PLAIN)]
     cases += [_case(rng) for _ in range(N)]
-    counts = {"compared": 0, "refused": 0, "caches": 0}
-    mismatches: list[str] = []
-    for i, (saved, e) in enumerate(cases):
-        ours, theirs = _ours(saved, e), _theirs(saved, e)
-        counts["compared"] += 1
-        if isinstance(ours, str) or isinstance(theirs, str):
-            if isinstance(ours, str) != isinstance(theirs, str):
-                mismatches.append(f"case {i} ({e}): kvbudget {str(ours)[:300]} vs vLLM {str(theirs)[:300]}")
-            counts["refused"] += 1
-            continue
-        counts["caches"] += len(theirs)
-        if ours != theirs:
-            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} caches")
-            mismatches.append(f"case {i} ({e}): {diff}")
+    counts, mismatches = compare_readings(cases, _ours, _theirs, _tally)
     print(f"\nvLLM DeepSeek-V4 reading: {counts}, {len(mismatches)} mismatches")
     assert not mismatches, f"{len(mismatches)} of {counts['compared']} configs differ:\n" + "\n".join(mismatches[:8])
     assert 0 < counts["refused"] < counts["compared"] * 3 // 4, counts

@@ -23,6 +23,7 @@ import pytest
 import transformers as T
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from vllm_oracle._hf_lift import VllmLoadError
+from vllm_differential import Case, compare_readings
 from vllm_oracle._hf_tables_glm5_next import glm5_next_layers
 
 from kvbudget import InvalidConfigError, vllm
@@ -128,25 +129,15 @@ def _theirs(saved: dict[str, Any], e: dict[str, Any]) -> list[dict[str, Any]] | 
         return f"refused: {type(err).__name__}: {err}"
 
 
-def _compare(cases: list[tuple[dict[str, Any], dict[str, Any]]]) -> tuple[dict[str, int], list[str]]:
-    counts = {"compared": 0, "refused": 0, "kda layers": 0, "mla layers": 0, "flashkda": 0}
-    mismatches: list[str] = []
-    for i, (saved, e) in enumerate(cases):
-        ours, theirs = _ours(saved, e), _theirs(saved, e)
-        counts["compared"] += 1
-        if isinstance(ours, str) or isinstance(theirs, str):
-            if isinstance(ours, str) != isinstance(theirs, str):
-                mismatches.append(f"case {i} ({saved['architectures'][0]}, {e}): kvbudget {str(ours)[:300]} vs "
-                                  f"vLLM {str(theirs)[:300]}")  # fmt: skip
-            counts["refused"] += 1
-            continue
-        counts["kda layers"] += sum(x["kind"] == "mamba" for x in theirs)
-        counts["mla layers"] += sum(x["kind"] == "mla" for x in theirs)
-        counts["flashkda"] += any(x.get("checkpoint_alignment") == 16 for x in theirs)
-        if ours != theirs:
-            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
-            mismatches.append(f"case {i} ({saved['architectures'][0]}, {e}): {diff}")
-    return counts, mismatches
+def _tally(counts: dict[str, int], records: list[dict[str, Any]]) -> None:
+    for key, n in (("kda layers", sum(x["kind"] == "mamba" for x in records)),
+                   ("mla layers", sum(x["kind"] == "mla" for x in records)),
+                   ("flashkda", any(x.get("checkpoint_alignment") == 16 for x in records))):  # fmt: skip
+        counts[key] = counts.get(key, 0) + n
+
+
+def _compare(cases: list[Case]) -> tuple[dict[str, int], list[str]]:
+    return compare_readings(cases, _ours, _theirs, _tally)
 
 
 def _census() -> dict[str, Any]:

@@ -23,6 +23,7 @@ import pytest
 import transformers as T
 from huggingface_hub.errors import StrictDataclassClassValidationError
 from vllm_oracle._hf_lift import VllmLoadError
+from vllm_differential import Case, Reading, compare_readings
 from vllm_oracle._hf_tables_qwen4_exp import qwen4_exp_layers
 
 from kvbudget import InvalidConfigError, vllm
@@ -124,30 +125,22 @@ def _theirs(saved: dict[str, Any], e: dict[str, Any]) -> list[dict[str, Any]] | 
     return out
 
 
-def _compare(cases: list[tuple[dict[str, Any], dict[str, Any]]]) -> tuple[dict[str, int], list[str]]:
-    counts = {"compared": 0, "refused": 0, "refused: PLE page": 0, "qsa layers": 0, "ple layers": 0, "gdn layers": 0}
-    mismatches: list[str] = []
-    for i, (saved, e) in enumerate(cases):
-        ours, theirs = _ours(saved, e), _theirs(saved, e)
-        counts["compared"] += 1
-        if isinstance(ours, str) and "PLE state page" in ours and isinstance(theirs, list):
-            # kvbudget's planner gap, not a reading: vLLM registers no PLE layer here either.
-            assert not any(x["name"].endswith(".ple") for x in theirs), (i, saved)
-            counts["refused: PLE page"] += 1
-            continue
-        if isinstance(ours, str) or isinstance(theirs, str):
-            if isinstance(ours, str) != isinstance(theirs, str):
-                mismatches.append(f"case {i} ({saved['architectures'][0]}, {e}): kvbudget {str(ours)[:300]} vs "
-                                  f"vLLM {str(theirs)[:300]}")  # fmt: skip
-            counts["refused"] += 1
-            continue
-        counts["qsa layers"] += sum(x["kind"] == "circular_buffer" for x in theirs)
-        counts["ple layers"] += sum(x["name"].endswith(".ple") for x in theirs)
-        counts["gdn layers"] += sum(x["name"].endswith(".linear_attn") for x in theirs)
-        if ours != theirs:
-            diff = next((f"{a} vs {b}" for a, b in zip(ours, theirs) if a != b), f"{len(ours)} vs {len(theirs)} layers")
-            mismatches.append(f"case {i} ({saved['architectures'][0]}, {e}): {diff}")
-    return counts, mismatches
+def _ple_gap(ours: Reading, theirs: Reading) -> str | None:
+    """kvbudget's planning gap, not a reading: vLLM sizes the block from a PLE page no layer holds."""
+    if isinstance(ours, str) and "PLE state page" in ours and isinstance(theirs, list):
+        assert not any(x["name"].endswith(".ple") for x in theirs), theirs  # vLLM registers no PLE layer either
+        return "refused: PLE page"
+    return None
+
+
+def _tally(counts: dict[str, int], records: list[dict[str, Any]]) -> None:
+    for key, hit in (("qsa layers", lambda x: x["kind"] == "circular_buffer"), ("ple layers", lambda x: x["name"].endswith(".ple")),
+                     ("gdn layers", lambda x: x["name"].endswith(".linear_attn"))):  # fmt: skip
+        counts[key] = counts.get(key, 0) + sum(map(hit, records))
+
+
+def _compare(cases: list[Case]) -> tuple[dict[str, int], list[str]]:
+    return compare_readings(cases, _ours, _theirs, _tally, _ple_gap)
 
 
 def test_qwen4_exp_read_as_vllm_builds_it() -> None:

@@ -14,7 +14,7 @@ import json
 import multiprocessing
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import vllm_oracle as vo
@@ -104,3 +104,40 @@ def run(cases: str, n: int, label: str) -> dict[str, int]:
     assert sum(outcomes.values()) == n
     assert not mismatches, f"{len(mismatches)} of {n} deployments differ:\n" + "\n".join(mismatches[:15])
     return outcomes
+
+
+Reading = list[dict[str, Any]] | str  # a reader's records, or its refusal's text
+Case = tuple[dict[str, Any], dict[str, Any]]  # a saved config and its engine
+
+
+def compare_readings(cases: Sequence[Case], ours: Callable[[dict[str, Any], dict[str, Any]], Reading],
+                     theirs: Callable[[dict[str, Any], dict[str, Any]], Reading],
+                     tally: Callable[[dict[str, int], list[dict[str, Any]]], None],
+                     known_gap: Callable[[Reading, Reading], str | None] = lambda a, b: None,
+                     ) -> tuple[dict[str, int], list[str]]:  # fmt: skip
+    """A model reader's seeded differential: each case read by kvbudget (``ours``) and by vLLM's own
+    classes (``theirs``). A refusal must meet a refusal; two readings must be equal, record by record.
+    ``tally(counts, records)`` counts what vLLM's reading holds; ``known_gap(ours, theirs)`` names a
+    case kvbudget refuses for a documented planning gap (then counted under that name, not compared).
+    Returns the counts (``compared``, ``refused`` and the tallies) and the mismatches."""
+    counts: dict[str, int] = {"compared": 0, "refused": 0}
+    mismatches: list[str] = []
+    for i, (saved, e) in enumerate(cases):
+        a, b = ours(saved, e), theirs(saved, e)
+        counts["compared"] += 1
+        where = f"case {i} ({saved.get('architectures', ['?'])[0]}, {e})"
+        gap = known_gap(a, b)
+        if gap is not None:
+            counts[gap] = counts.get(gap, 0) + 1
+            continue
+        if isinstance(a, str) or isinstance(b, str):
+            if isinstance(a, str) != isinstance(b, str):
+                mismatches.append(f"{where}: kvbudget {str(a)[:300]} vs vLLM {str(b)[:300]}")
+            counts["refused"] += 1
+            continue
+        tally(counts, b)
+        if a != b:
+            diff = next((f"{x} vs {y}" for x, y in zip(a, b) if x != y), f"{len(a)} vs {len(b)} records")
+            mismatches.append(f"{where}: {diff}")
+    return counts, mismatches
+

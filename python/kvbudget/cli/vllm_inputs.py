@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from kvbudget import vllm
 from kvbudget.cli import render
@@ -204,7 +204,7 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
     layout = kv_cache_layout(layers, flags.get("kv_cache_layout"))  # what the backends' declared sets resolve
     if layout != engine.kv_cache_layout:
         notes.append(f"--kv-cache-layout {layout}: the layout vLLM resolves (the model's backends declare it)")
-        engine = replace(engine, kv_cache_layout=layout)
+        engine = replace(engine, kv_cache_layout=cast(Any, layout))  # one of the declared layout names
     block = backend_block_size(layers, engine)  # the Hopper backends' block size, or a refusal
     if block != engine.block_size:
         notes.append(f"block {block}: the platform's choice for the FLASHMLA backend, which stores FP8 MLA in "

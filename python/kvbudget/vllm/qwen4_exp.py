@@ -146,12 +146,12 @@ def _validate(v: _View, n: int) -> None:
             raise _fail(f"QSA config values must be positive: {qsa}.", f"{w}indexer_n_heads")
         if qsa["indexer_kv_heads"] != 1:
             raise _fail("Qwen4-Exp QSA requires indexer_kv_heads=1.", f"{w}indexer_kv_heads")
-        if qsa["indexer_budget"] % qsa["indexer_compress_ratio"]:
+        if v.req_int("indexer_budget", minimum=_ANY) % v.req_int("indexer_compress_ratio", minimum=_ANY):
             raise _fail("indexer_budget must be divisible by indexer_compress_ratio.", f"{w}indexer_budget")
         rope = c.get("rope_parameters") or {}
         rotary = int(v.req_int("head_dim") * (rope.get("partial_rotary_factor", 1.0) if isinstance(rope, Mapping)
                                               else 1.0))  # fmt: skip
-        if rotary > qsa["indexer_head_dim"]:
+        if rotary > v.req_int("indexer_head_dim", minimum=_ANY):
             raise _fail("Qwen4-Exp attention RoPE dimensions must fit the QSA index head.", f"{w}indexer_head_dim")
     ple = c["ple_layer_ids"]
     if ple:
@@ -274,8 +274,7 @@ def _states(v: _View, engine: EngineConfig, model_dtype: str, cache: tuple[str, 
     conv = (v.req_int("ple_conv_kernel_size") - 1) * v.req_int("ngram_size")
     shapes = tuple(tuple(s) for s in _core._vllm_state_shapes("short_conv", [1, width, conv + 1, 0]))
     ple = LayerSpec("", "mamba", 0, 0, model_dtype=model_dtype, state_shapes=shapes, state_dtypes=(dtypes[0],),
-                    mamba_type="short_conv", prefill_checkpoint="ple_short_conv",  # type: ignore[arg-type]
-                    tp_replicated=True)  # fmt: skip
+                    mamba_type="short_conv", prefill_checkpoint="ple_short_conv", tp_replicated=True)
     return state, ple
 
 

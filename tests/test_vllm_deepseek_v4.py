@@ -25,7 +25,7 @@ from vllm_differential import compare_readings
 from vllm_oracle._hf_tables_deepseek_v4 import deepseek_v4_layers
 
 from kvbudget import InvalidConfigError, vllm
-from kvbudget.vllm.deepseek_v4 import DEEPSEEK_V4, deepseek_v4_caches
+from kvbudget.vllm.deepseek_v4 import DEEPSEEK_V4, DeepseekV4Cache, deepseek_v4_caches
 from kvbudget.vllm.models import layers_from_hf_config
 
 N = int(os.environ.get("KVBUDGET_VLLM_DEEPSEEK_V4_CASES", "150"))
@@ -62,7 +62,16 @@ def _ours(saved: dict[str, Any], e: dict[str, Any]) -> list[dict[str, Any]] | st
                                     kv_cache_dtype=e["kv_cache_dtype"], model_dtype=e["model_dtype"])  # fmt: skip
     except InvalidConfigError as err:
         return f"refused: {err}"
-    return [x.record() for x in caches]
+    return [_record(x) for x in caches]
+
+
+def _record(x: DeepseekV4Cache) -> dict[str, Any]:
+    """The fields the oracle records, by vLLM's names (the layer's and the spec's own)."""
+    layer = ("name", "pp_stage", "block_size", "num_kv_heads", "head_size", "head_size_v", "tokens_per_state",
+             "sliding_window")  # fmt: skip
+    spec = ("spec", "dtype", "kv_quant_mode", "page_size_bytes", "alignment", "state_content_bytes", "model_version",
+            "cache_dtype_str", "block_stride_alignment", "max_tp_shards", "page_size_padded")  # fmt: skip
+    return {**{n: getattr(x.layer, n) for n in layer}, **{n: getattr(x, n) for n in spec}}
 
 
 def census_ours(saved: dict[str, Any], e: dict[str, Any]) -> list[Any] | str:
@@ -111,7 +120,7 @@ def test_the_census_config() -> None:
         ".indexer.k_cache", ".indexer.compressor.state_cache", ".swa_cache", "", ".compressor.state_cache")}
     assert pages == {".indexer.k_cache": 8640, ".indexer.compressor.state_cache": 8640, ".swa_cache": 37440,
                      "": 37440, ".compressor.state_cache": 32832}  # fmt: skip
-    assert (by_name["model.layers.0.attn"].page_size_bytes, by_name["model.layers.0.attn"].block_size) == (1728, 256)
+    assert (by_name["model.layers.0.attn"].page_size_bytes, by_name["model.layers.0.attn"].layer.block_size) == (1728, 256)
     with pytest.raises(InvalidConfigError, match="has not modelled vLLM 0.33.0's DeepSeek-V4 KV caches") as e:
         layers_from_hf_config(cfg, vllm.EngineConfig())
     assert e.value.key == "architectures"

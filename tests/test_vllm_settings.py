@@ -92,6 +92,9 @@ def test_the_cli_flags_are_the_declared_ones() -> None:
         if s.py == "bool":
             argv.append(s.flag)
             want[s.name] = not s.default
+        elif s.py == "choice":  # the last choice (not the default)
+            argv += [s.flag, s.choices[-1]]
+            want[s.name] = s.choices[-1]
         else:
             argv += [s.flag, "7"]
             want[s.name] = 7

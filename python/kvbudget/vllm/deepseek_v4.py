@@ -72,35 +72,39 @@ _DTYPE_BYTES: Final = {"uint8": 1, "float32": 4}
 
 @dataclass(frozen=True)
 class DeepseekV4Cache:
-    """One cache a DeepSeek-V4 worker registers: vLLM's spec class and its fields (sizes in bytes
-    where named so, else elements; token counts in tokens)."""
+    """One cache a DeepSeek-V4 worker registers: its layer fields (:class:`LayerSpec`: kind ``"mla"``, one
+    head, a window on the ``SlidingWindowMLASpec`` ones) and the spec fields vLLM adds, which kvbudget's
+    planner does not take (sizes in bytes where named so)."""
 
-    name: str
-    pp_stage: int
-    #: ``"MLAAttentionSpec"`` or ``"SlidingWindowMLASpec"``.
+    layer: LayerSpec
+    #: vLLM's spec class: ``"MLAAttentionSpec"`` or ``"SlidingWindowMLASpec"``.
     spec: str
     #: The storage dtype, torch's name (``"uint8"``, ``"float32"``).
     dtype: str
     #: vLLM's ``KVQuantMode`` name (``"FP8_PER_TENSOR"`` for fp8_ds_mla, else ``"NONE"``).
     kv_quant_mode: str
-    block_size: int
-    head_size: int
-    tokens_per_state: int
-    sliding_window: int | None
+    #: The page's byte granule (``alignment``), bytes.
     alignment: int | None
+    #: One state's bytes where the dtype does not give them (fp8_ds_mla's 584), bytes.
     state_content_bytes: int | None
+    #: ``model_version`` (``"deepseek_v4"`` on the latent caches).
     model_version: str | None
+    #: ``cache_dtype_str`` (``"fp8_ds_mla"`` on the latent caches).
     cache_dtype_str: str | None
-    num_kv_heads: int = 1
-    head_size_v: int = 0
     max_tp_shards: int = 1
     block_stride_alignment: int | None = None
 
     @property
+    def name(self) -> str:
+        """The layer's name."""
+        return self.layer.name
+
+    @property
     def unpadded_page_size_bytes(self) -> int:
         """``block_size / tokens_per_state`` states of ``state_content_bytes`` (else the head's bytes)."""
-        content = self.state_content_bytes or self.head_size * _DTYPE_BYTES[self.dtype]
-        return self.num_kv_heads * (self.block_size // self.tokens_per_state) * content
+        x = self.layer
+        content = self.state_content_bytes or x.head_size * _DTYPE_BYTES[self.dtype]
+        return x.num_kv_heads * ((x.block_size or 0) // x.tokens_per_state) * content
 
     @property
     def page_size_padded(self) -> int | None:
@@ -114,12 +118,14 @@ class DeepseekV4Cache:
         """vLLM's ``page_size_bytes``, bytes per block."""
         return self.page_size_padded or self.unpadded_page_size_bytes
 
-    def record(self) -> dict[str, Any]:
-        """The fields the oracle records, by vLLM's names."""
-        names = ("name", "pp_stage", "spec", "dtype", "kv_quant_mode", "page_size_bytes", "block_size", "num_kv_heads",
-                 "head_size", "head_size_v", "tokens_per_state", "sliding_window", "alignment", "state_content_bytes",
-                 "model_version", "cache_dtype_str", "block_stride_alignment", "max_tp_shards", "page_size_padded")
-        return {n: getattr(self, n) for n in names}
+
+def _cache(name: str, stage: int, spec: str, dtype: str, quant: str, block: int, head: int, per_state: int,
+           window: int | None, content: int | None = None, version: str | None = None,
+           cache_dtype: str | None = None) -> DeepseekV4Cache:  # fmt: skip
+    """One cache of one latent head (no V part), ``per_state`` tokens a state, every one at :data:`_ALIGNMENT`."""
+    layer = LayerSpec(name, "mla", 1, head, head_size_v=0, block_size=block, sliding_window=window,
+                      tokens_per_state=per_state, pp_stage=stage)  # fmt: skip
+    return DeepseekV4Cache(layer, spec, dtype, quant, _ALIGNMENT, content, version, cache_dtype)
 
 
 def _int(c: Mapping[str, Any], key: str) -> int:
@@ -168,8 +174,8 @@ def _compressor(name: str, ratio: int, head_dim: int, stage: int) -> DeepseekV4C
     if head_dim not in (512, 128):
         raise refused(f"ValueError: Unsupported head_dim for fused quant+cache: {head_dim}", "head_dim")
     coff = 2 if ratio == 4 else 1
-    return DeepseekV4Cache(f"{name}.state_cache", stage, "SlidingWindowMLASpec", "float32", "NONE",
-                           4 if ratio == 4 else 8, 2 * coff * head_dim, 1, coff * ratio, _ALIGNMENT, None, None, None)
+    return _cache(f"{name}.state_cache", stage, "SlidingWindowMLASpec", "float32", "NONE", 4 if ratio == 4 else 8,
+                  2 * coff * head_dim, 1, coff * ratio)
 
 
 def _block_size(engine: EngineConfig) -> int:
@@ -207,16 +213,15 @@ def deepseek_v4_caches(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache
                 raise refused(f"ValueError: DeepseekV4 FlashMLA does not support {heads // tp} heads (FP8 decode "
                               "kernel requires h_q in {64, 128}).", "num_attention_heads")  # fmt: skip
             if ratio == 4:
-                out.append(DeepseekV4Cache(f"{name}.indexer.k_cache", stage, "MLAAttentionSpec", "uint8", "NONE", block,
-                                           index_dim + index_dim // 128 * 4, 4, None, _ALIGNMENT, None, None, None))
+                out.append(_cache(f"{name}.indexer.k_cache", stage, "MLAAttentionSpec", "uint8", "NONE", block,
+                                  index_dim + index_dim // 128 * 4, 4, None))
                 out.append(_compressor(f"{name}.indexer.compressor", 4, index_dim, stage))
             dtype = _kv_dtype(kv_cache_dtype)
-            out.append(DeepseekV4Cache(f"{name}.swa_cache", stage, "SlidingWindowMLASpec", "uint8", "FP8_PER_TENSOR",
-                                       _SWA_BLOCK, head_dim, 1, _int(c, "sliding_window"), _ALIGNMENT,
-                                       _FP8_DS_MLA_STATE, "deepseek_v4", dtype))  # fmt: skip
+            out.append(_cache(f"{name}.swa_cache", stage, "SlidingWindowMLASpec", "uint8", "FP8_PER_TENSOR", _SWA_BLOCK,
+                              head_dim, 1, _int(c, "sliding_window"), _FP8_DS_MLA_STATE, "deepseek_v4", dtype))
             if ratio > 1:
-                out.append(DeepseekV4Cache(name, stage, "MLAAttentionSpec", "uint8", "FP8_PER_TENSOR", block, head_dim,
-                                           ratio, None, _ALIGNMENT, _FP8_DS_MLA_STATE, "deepseek_v4", dtype))
+                out.append(_cache(name, stage, "MLAAttentionSpec", "uint8", "FP8_PER_TENSOR", block, head_dim, ratio,
+                                  None, _FP8_DS_MLA_STATE, "deepseek_v4", dtype))
                 out.append(_compressor(f"{name}.compressor", ratio, head_dim, stage))
             if c["n_shared_experts"] is not None and c["hidden_act"] != "silu":  # DeepseekV4MLP
                 raise refused(f"ValueError: Unsupported activation: {c['hidden_act']}. Only silu is supported for now.",

@@ -138,3 +138,17 @@ def test_plan_shows_the_unified_buffer_as_the_readme_does() -> None:
     lines = [x for x in r.stdout.splitlines() if "unified buffer" in x]
     assert len(lines) == 2 and all(x in readme for x in lines), lines
     assert re.search(r"│ unified │ +1,289,685 │", r.stdout), r.stdout
+
+
+def test_plan_shows_a_fused_draft_as_the_readme_does() -> None:
+    """A linear MTP draft under ``--enable-unified-memory``: its rows ride in the buffer's full-side
+    entries and the verify buffers sit beside it (the README's lines word for word)."""
+    r = run("plan", "qwen3-next-80b-a3b-instruct", "--tp-size", "4", "--available", "28GiB", "--enable-unified-memory",
+            "--draft", "mtp:1", "--num-steps", "3", "--eagle-topk", "1", "--num-draft-tokens", "4",
+            "--max-running-requests", "64")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    lines = [x for x in r.stdout.splitlines() if x.startswith(("  unified buffer (", "  SGLang's unified buffer and"))]
+    assert len(lines) == 2 and all(x in readme for x in lines), lines
+    assert "full tokens take 13,312 bytes each" in lines[0]
+    assert re.search(r"│ state +│ 64 requests │ +65 │", r.stdout), r.stdout

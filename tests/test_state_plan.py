@@ -160,8 +160,8 @@ def test_a_unified_plan_allocates_its_one_buffer() -> None:
 
 def test_unified_memory_refusals() -> None:
     """SGLang builds its unified pool for hybrid-state and hybrid-SWA targets only (a Default target
-    is its ValueError; a draft worker keeps its own pools), refuses an FP4 KV cache at launch; kvbudget
-    refuses a draft on the unified state pool by name."""
+    is its ValueError; a draft worker keeps its own pools), refuses an FP4 KV cache and a draft tree at
+    launch. A linear EAGLE draft rides in the buffer's entries (test_sglang_unified_draft.py)."""
     model = kvbudget.ModelGeometry(full_attention_layer_ids=[0, 1], swa_attention_layer_ids=[], num_kv_heads=2,
                                    head_dim=64)  # fmt: skip
     unified = ServingConfig(enable_unified_memory=True)
@@ -171,10 +171,31 @@ def test_unified_memory_refusals() -> None:
     cfg, state = _qwen3_next(enable_unified_memory=True, kv_cache_dtype="fp4_mx_block16")
     with pytest.raises(InvalidConfigError, match="FP4 KV cache does not yet support --enable-unified-memory"):
         cfg.plan(28 * GIB, state=state)
-    spec = SpeculativeConfig(algorithm="eagle", draft_num_layers=1, num_steps=1, eagle_topk=1, num_draft_tokens=2)
+    spec = SpeculativeConfig(algorithm="eagle", draft_num_layers=1, num_steps=1, eagle_topk=2, num_draft_tokens=2)
     cfg, state = _qwen3_next(spec=spec, max_running_requests=8, enable_unified_memory=True)
-    with pytest.raises(InvalidConfigError, match="unified Mamba pool with a draft"):
+    with pytest.raises(InvalidConfigError, match="supports a linear draft chain only"):
         cfg.plan(28 * GIB, state=state)
+
+
+def test_a_unified_plan_with_a_draft_allocates_its_buffer_and_verify_buffers() -> None:
+    """INV-2 with an MTP draft under unified memory: the buffer (the draft's rows in its full-side entries)
+    and the verify buffers beside it take exactly the plan's bytes, within the budget."""
+    pytest.importorskip("torch")
+    state = StateConfig(num_state_layers=6, conv_elems=96 * 3, conv_kernel=4, ssm_heads=2, ssm_head_dim=16,
+                        ssm_state_dim=16, mixer="gdn", max_mamba_cache_size=9)  # fmt: skip
+    model = kvbudget.ModelGeometry(full_attention_layer_ids=[1, 3], swa_attention_layer_ids=[], num_kv_heads=2,
+                                   head_dim=32)  # fmt: skip
+    spec = SpeculativeConfig(algorithm="nextn", draft_num_layers=1, num_steps=1, eagle_topk=1, num_draft_tokens=3)
+    serving = ServingConfig(page_size=16, enable_unified_memory=True, max_running_requests=4)
+    cfg = kvbudget.create_pool_configurator(model, serving, spec)
+    plan = cfg.plan((8 << 20) + 1000, state=state)
+    assert [p.name for p in plan.pools] == ["unified", "state"]
+    assert [t.kind for t in plan.pool("state").tensors] == ["intermediate_ssm", "intermediate_conv_window"]
+    assert plan.total_bytes <= (8 << 20) + 1000
+    plan.check()
+    pools = kvbudget.allocate(plan, "cpu")
+    assert pools.nbytes == plan.total_bytes
+    pools.release()
 
 
 # The state invariants' states, with a conv kernel (the deduplicated conv windows need one).

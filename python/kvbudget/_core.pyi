@@ -47,6 +47,7 @@ __all__ = [
     "_plan_state_only",
     "_mamba_ratio",
     "_max_num_reqs",
+    "_place_fused_draft",
     "SGLANG_VERSION",
     "__version__",
     "TENSOR_ALIGNMENT",
@@ -156,6 +157,11 @@ def _mamba_ratio(state: StateConfig, serving: ServingConfig) -> int:
 def _max_num_reqs(token_capacity: int, context_len: int, serving: ServingConfig, state: StateConfig | None = None,
                   max_mamba_cache_size: int | None = None) -> int:
     """SGLang's ``resolve_max_num_reqs``; use :func:`kvbudget.sglang.state.max_num_reqs`."""
+def _place_fused_draft(kinds: list[tuple[str, list[int], tuple[int, int, int] | int, int | None]], *, num_depths: int,
+                       num_runners: int, hosts: list[str], target_window: int | None, asymmetric_rows_ok: bool,
+                       draft_backends: list[str], itemsize: int,
+                       host_bytes: dict[str, tuple[int, bool]]) -> dict[str, Any]:
+    """SGLang's ``place_fused_draft``; use :func:`kvbudget.sglang.fused_draft.place_fused_draft`."""
 
 TENSOR_KINDS: tuple[str, ...]
 """Every tensor kind a plan may hold (``TensorSpec.kind``), in the order a layer lists them
@@ -702,6 +708,8 @@ class PoolConfigurator:
         """The plan with a hybrid model's state pool, and SGLang's state budget as StateBudget's keywords."""
     def _unified_state_entries(self, state: StateConfig) -> tuple[int, int]:
         """``(full-side token, state slot)`` bytes in SGLang's unified buffer of a hybrid-state model."""
+    def _unified_draft_decision(self) -> dict[str, Any]:
+        """SGLang's fused-draft decision for this scenario's draft in its unified Mamba pool."""
     def bytes_for_tokens(self, tokens: int) -> int:
         """Exact bytes of the plan whose primary pool holds ``tokens`` (rounded up to a page);
         padding rows and the draft pool are included. The primary pool is the full pool, or

@@ -12,13 +12,19 @@ from ``mem_cache/unified_memory_pool.py`` ``GB``, ``_prod``, ``_check_row_alignm
 ``mem_cache/kv_cache_configurator.py`` ``KVCacheConfigurator.config_from_budget``; from ``model_executor/pool_configurator.py``
 ``MemoryPoolConfig``.
 
+A draft's placement and regions are SGLang's own (:mod:`.fused_draft` lifts
+``layout/fused_draft.py``; :attr:`UnifiedMambaOracle.decision` runs the configurator's decision),
+and with speculative draft tokens ``UnifiedMambaPool`` (lifted) allocates the verify buffers beside
+the buffer, on torch's meta device, with the arguments SGLang's factory hands the request pool.
+
 Stubbed, strictly: the configurator ``config_from_budget`` asks for (its token count is the
 caller's: the Default configurator's numbers are the parity tests'), ``_apply_token_constraints``
-(no token cap, as a plan without ``--max-total-tokens``), the fused-draft region types and the VMM
-owner (poisoned: no draft, no post-capture backing), ``envs.SGLANG_DEBUG_POISON_POOL`` (false),
-``TorchMemorySaverAdapter`` (a region that does nothing), and ``UnifiedHybridReqToTokenPool``, which
-records the buffer it is handed and stops the factory there. torch is real: the buffer is a
-``torch.empty`` on ``device="meta"`` and every view SGLang builds over it is torch's own.
+(no token cap, as a plan without ``--max-total-tokens``), the VMM owner (poisoned: no post-capture
+backing), ``envs.SGLANG_DEBUG_POISON_POOL`` (false), ``TorchMemorySaverAdapter`` (a region that
+does nothing), ``MambaPool`` (``UnifiedMambaPool``'s base: only its ``State`` / ``SpeculativeState``
+records), and ``UnifiedHybridReqToTokenPool``, which records the buffer and the arguments it is
+handed and stops the factory there. torch is real: the buffer is a ``torch.empty`` on
+``device="meta"`` and every view SGLang builds over it is torch's own.
 """
 
 from __future__ import annotations
@@ -33,12 +39,13 @@ from typing import Any
 import msgspec
 import torch
 
+from . import fused_draft
 from ._plumbing import Builder, _EnvValue
 from ._strict import Poison, StrictNamespace, StubError
 
 _LIFTED = ("GB", "_prod", "_check_row_alignment", "_store_dtype_for", "SubPoolSpec", "MHASubPoolSpec",
            "MLASubPoolSpec", "MambaSubPoolSpec", "_assert_physical_id_bound", "_reserved_floor_bytes",
-           "UnifiedKVPool", "_check_bs1_feasibility_floor", "init_unified_mamba_pools")  # fmt: skip
+           "UnifiedKVPool", "UnifiedMambaPool", "_check_bs1_feasibility_floor", "init_unified_mamba_pools")  # fmt: skip
 _TOKEN_MAJOR = ("ENTRY_ALIGN_BYTES", "ROW_ALIGN_BYTES", "_prod", "_contiguous_strides", "align_entry_bytes",
                 "align_part_offset", "DensePart", "DenseEntryLayout", "build_dense_views", "mamba_entry_bytes",
                 "build_mamba_entry_views")  # fmt: skip
@@ -54,13 +61,27 @@ class _Saver:
 class _Reached(Exception):
     """The factory built its buffer and asked for the request pool over it."""
 
-    def __init__(self, buffer: Any) -> None:
+    def __init__(self, buffer: Any, kwargs: dict[str, Any]) -> None:
         super().__init__("UnifiedHybridReqToTokenPool")
-        self.buffer = buffer
+        self.buffer, self.kwargs = buffer, kwargs
 
 
 def _request_pool(*, unified_buffer: Any, **kwargs: Any) -> Any:
-    raise _Reached(unified_buffer)
+    raise _Reached(unified_buffer, kwargs)
+
+
+class _Record:
+    """``MambaPool.State`` / ``SpeculativeState``: the tensors it is built with."""
+
+    def __init__(self, **tensors: Any) -> None:
+        vars(self).update(tensors)
+
+
+class _MambaPool:
+    """``MambaPool``, ``UnifiedMambaPool``'s base: only the records its ``__init__`` builds."""
+
+    State = _Record
+    SpeculativeState = _Record
 
 
 class _Configurator:
@@ -84,13 +105,14 @@ class UnifiedMambaOracle:
         b.source("mem_cache/layout/token_major.py").lift(tm, *_TOKEN_MAJOR)
         b.provide("mem_cache.allocator.unified_mamba",
                   {"UnifiedMambaTokenToKVPoolAllocator": Poison("UnifiedMambaTokenToKVPoolAllocator")})  # fmt: skip
-        draft = {n: type(n, (), {}) for n in ("DraftRegion", "DenseDraftRegion", "DraftStateRegion")}
+        fd = fused_draft.lift(b, tm)
+        draft = {n: fd[n] for n in ("DraftRegion", "DenseDraftRegion", "DraftStateRegion", "FusedDraftPlacement")}
         ns = b.namespace(
             "mem_cache.unified_memory_pool", torch=torch, dataclass=dataclass, ABC=ABC, abstractmethod=abstractmethod,
             ClassVar=typing.ClassVar, Dict=typing.Dict, List=typing.List, Optional=typing.Optional,
             Tuple=typing.Tuple, logger=StrictNamespace("logger", info=lambda *a, **k: None),
             GPU_MEMORY_TYPE_KV_CACHE="kv_cache", KvVmmBufferOwner=Poison("KvVmmBufferOwner (post-capture backing)"),
-            KvBufferDesc=Poison("KvBufferDesc"), FusedDraftPlacement=Poison("FusedDraftPlacement"),
+            KvBufferDesc=Poison("KvBufferDesc"), MambaPool=_MambaPool,
             envs=StrictNamespace("envs", SGLANG_DEBUG_POISON_POOL=_EnvValue(False)),
             TorchMemorySaverAdapter=StrictNamespace("TorchMemorySaverAdapter", create=lambda enable: _Saver()),
             UnifiedHybridReqToTokenPool=_request_pool,
@@ -99,6 +121,9 @@ class UnifiedMambaOracle:
         )  # fmt: skip
         b.source("mem_cache/unified_memory_pool.py").lift(ns, *_LIFTED)
         self.factory = ns["init_unified_mamba_pools"]
+        self.verify_pool = ns["UnifiedMambaPool"]
+        self.fused = fused_draft.FusedDraftOracle(fd, ns)
+        self.decision = fused_draft.DecisionOracle(b, fd, ns)
         self._configurator: _Configurator | None = None
         kvc = b.namespace("mem_cache.kv_cache_configurator", get_memory=b.getters["memory"],
                           get_schedule=b.getters["schedule"])  # fmt: skip
@@ -115,11 +140,14 @@ class UnifiedMambaOracle:
         return self._configurator
 
     def run(self, *, budget_bytes: int, tokens: int, page_size: int, kv_dtype: torch.dtype, full: dict[str, Any],
-            params: Any, mamba_layers: list[int], full_layers: list[int], max_mamba_cache_size: int) -> dict[str, Any]:  # fmt: skip
+            params: Any, mamba_layers: list[int], full_layers: list[int], max_mamba_cache_size: int,
+            fused: Any = None, draft_tokens: int | None = None, max_num_reqs: int = 1) -> dict[str, Any]:  # fmt: skip
         """SGLang's outcome: ``unified_total_bytes`` (``config_from_budget``'s floor of
         ``budget_bytes``), then ``total_bytes`` and ``max_slots`` (by sub-pool) of the buffer, or
         ``error`` ``(kind, message)``. ``full``: ``head_num``, ``head_dim``, ``v_head_dim`` (MHA) or
-        ``kv_lora_rank`` and ``qk_rope_head_dim`` (MLA)."""
+        ``kv_lora_rank`` and ``qk_rope_head_dim`` (MLA). ``fused``: the draft's placement; with
+        ``draft_tokens`` also ``verify``, the bytes of the verify buffers ``UnifiedMambaPool``
+        allocates for ``max_num_reqs`` requests (by kind)."""
         self._configurator = _Configurator(self.memory_pool_config, tokens)
         self.b.active.ctx = StrictNamespace(
             "runtime context", memory=StrictNamespace("get_memory()", enable_unified_memory=True),
@@ -137,15 +165,24 @@ class UnifiedMambaOracle:
                 kv_lora_rank=full.get("kv_lora_rank"), qk_rope_head_dim=full.get("qk_rope_head_dim"),
                 mamba_layer_ids=mamba_layers, full_attention_layer_ids=full_layers, mamba2_cache_params=params,
                 model_context_len=4096, extra_max_context_len=4, max_total_num_tokens=tokens,
-                max_mamba_cache_size=max_mamba_cache_size, max_num_reqs=1, enable_memory_saver=False,
-                enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False,
-                speculative_num_draft_tokens=None, disable_overlap_schedule=False, need_sort=False,
+                max_mamba_cache_size=max_mamba_cache_size, max_num_reqs=max_num_reqs, enable_memory_saver=False,
+                enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False, fused_draft=fused,
+                speculative_num_draft_tokens=draft_tokens, disable_overlap_schedule=False, need_sort=False,
                 unified_total_bytes=config.unified_total_bytes,
             )  # fmt: skip
             raise StubError("init_unified_mamba_pools returned without building its request pool")
         except _Reached as r:
             out["total_bytes"] = r.buffer.total_bytes
             out["max_slots"] = dict(r.buffer._max_slots)
+            if draft_tokens is not None:  # UnifiedHybridReqToTokenPool._init_mamba_pool's pool
+                k = r.kwargs
+                pool = self.verify_pool(unified_buffer=r.buffer, sub_pool_name=k["mamba_sub_pool_name"],
+                                        spec_state_size=k["mamba_spec_state_size"],
+                                        mamba_layer_ids=k["mamba_layer_ids"], enable_memory_saver=False,
+                                        speculative_num_draft_tokens=k["speculative_num_draft_tokens"])  # fmt: skip
+                cache = pool.mamba_cache
+                conv = sum(t.nbytes for t in cache.intermediate_conv_window)
+                out["verify"] = {"intermediate_ssm": cache.intermediate_ssm.nbytes, "intermediate_conv_window": conv}
         except StubError:
             raise
         except (RuntimeError, AssertionError, ValueError) as e:

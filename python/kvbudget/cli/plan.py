@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
             render.unified_lines(out, unified, sc.state_budget, unified_entries(cfg, sc.state))
     state = plan.pool("state")
     parts = "" if state is None else f" (state pool {b(state.nbytes)}, KV pools {b(plan.total_bytes - state.nbytes)})"
+    if state is not None and plan.pool("unified") is not None:  # a draft's verify buffers beside the buffer
+        parts = f" (unified buffer {b(plan.total_bytes - state.nbytes)}, verify buffers {b(state.nbytes)})"
     out.print(
         f"  available {b(available)}, planned {b(plan.total_bytes)}{parts}, "
         f"leftover {b(plan.leftover_bytes)}, over budget {b(over)} bytes"
@@ -78,13 +80,16 @@ def run(args: argparse.Namespace) -> int:
             f"  draft's share: {b(plan.draft_bytes)} bytes ({render.gib(plan.draft_bytes)}), "
             f"{render.percent(plan.draft_bytes, plan.total_bytes, 2)} of the plan"
         )
+    elif state is not None and plan.pool("unified") is not None:
+        out.print("  draft's share: in the unified buffer's full-side entries (no draft pool)")
     else:
         out.print("  draft's share: none (no draft pool)")
     out.print(f"  SGLang's numbers: {render.tokens_text(sglang)}")
     if args.fit == "exact":
         if other.pool("unified") is not None and sc.state is not None:
+            verify = " and verify buffers" if other.pool("state") is not None else ""
             out.print(
-                f"  SGLang's unified buffer: {b(other.total_bytes)} bytes, "
+                f"  SGLang's unified buffer{verify}: {b(other.total_bytes)} bytes, "
                 + (f"[red]{b(other.over_budget_bytes)} over budget[/red]" if other.over_budget_bytes
                    else f"within budget (leftover {b(other.leftover_bytes)}); the exact buffer holds those bytes too")
             )  # fmt: skip

@@ -158,12 +158,14 @@ def pool_table(plan: PoolPlan, title: str) -> Any:
     table.add_column("GiB", justify="right", footer=f"{total / GIB:,.3f}")
     table.add_column("padding", justify="right", footer=b(plan.padding_bytes))
     table.add_column("share", justify="right", footer="100.0%" if total else "-")
+    # Beside a unified buffer (which holds the state slots) the state pool is the verify buffers, per request.
+    per = "requests" if plan.pool("unified") is not None else "slots"
     for pool in plan.pools:
         state = pool.name == "state"  # slots, not tokens; its tensors stack the state layers
         dtypes = "/".join(dict.fromkeys(t.dtype for t in pool.tensors[:2])) if state else pool.kv_cache_dtype
         table.add_row(
             pool.name,
-            f"{b(pool.tokens)} slots" if state else b(pool.tokens),
+            f"{b(pool.tokens)} {per}" if state else b(pool.tokens),
             b(pool.rows),
             str(pool.tensors[0].shape[0] if state else pool.num_layers),
             dtypes,

@@ -278,11 +278,13 @@ def unified_entries(configurator: PoolConfiguratorBase, state: StateConfig) -> t
     ``MLASubPoolSpec`` and ``MambaSubPoolSpec``'s ``entry_bytes``): the full layers' K and V rows
     rounded up to 32 bytes, and the state layers' conv and temporal rows. A buffer of ``B`` bytes
     holds ``B // E_f`` full tokens with no state, or ``B // E_m`` state slots with no KV; SGLang
-    lets the split float between them.
+    lets the split float between them. With a speculative draft ``E_f`` is the fused entry (the
+    draft's K and V rows after the host's, :mod:`kvbudget.sglang.fused_draft`).
 
     Raises:
         InvalidConfigError: what SGLang refuses of the entries (an FP4 KV cache, no full or no
-            state layer) and what kvbudget does not lay out (an mxfp8 KV cache, a DSA indexer).
+            state layer, a draft that cannot fuse) and what kvbudget does not lay out (an mxfp8 KV
+            cache, a DSA indexer, the drafts :func:`plan_with_state` refuses).
     """
     return configurator._unified_state_entries(state)
 
@@ -313,8 +315,14 @@ def plan_with_state(
     tensor of ``unified_total_bytes + slots * E_m`` bytes (:func:`unified_entries`), its
     ``tokens`` the Default configurator's count (SGLang's label: the split floats at run time).
     ``"sglang"`` takes SGLang's buffer; ``"exact"`` the same construction on the whole budget.
-    SGLang's refusals of that buffer are raised (its bs=1 floor as :class:`NotEnoughMemoryError`);
-    a draft is refused by kvbudget (its fused entries are not laid out).
+    SGLang's refusals of that buffer are raised (its bs=1 floor as :class:`NotEnoughMemoryError`).
+    A speculative draft (EAGLE, EAGLE3, NEXTN) rides in the full-side entries as SGLang places it
+    (:func:`kvbudget.sglang.fused_draft.unified_draft_decision`): ``E_f`` is then the fused entry,
+    which also prices the token label, and a second pool, ``plan.pool("state")``, holds the verify
+    buffers SGLang's ``UnifiedMambaPool`` allocates beside the buffer (``intermediate_ssm`` and
+    ``intermediate_conv_window`` for the running requests the state serves plus one). A draft
+    SGLang cannot fuse is refused in SGLang's words; DFLASH and DSPARK drafts, multi-layer EAGLE,
+    and draft window or state layers are refused by kvbudget (not modelled).
 
     With ``fit="exact"`` the KV pools fit ``available_bytes`` minus the state pool, so
     ``plan.total_bytes <= available_bytes`` and :func:`kvbudget.allocate` takes exactly
@@ -326,7 +334,8 @@ def plan_with_state(
         NotEnoughMemoryError: the state pool leaves no bytes for the KV pools, or the KV
             pools' own.
         InvalidConfigError: where SGLang asserts (and its ReplaySSM ring checks), a
-            speculative model's state without ``conv_kernel``, a fused draft's state entry.
+            speculative model's state without ``conv_kernel``, a fused draft's state entry; under
+            unified memory SGLang's launch checks and its refusal of a draft that cannot fuse.
     """
     try:
         plan, budget = configurator._plan_with_state(available_bytes, state, fit)

@@ -7,6 +7,7 @@
 mod batch;
 mod convert;
 mod errors;
+mod fused;
 mod plan;
 mod state;
 mod values;
@@ -29,6 +30,9 @@ mod _core {
 
     #[pymodule_export]
     use crate::batch::{_canonical_name, _choice_codes, _plan_many, _plan_many_state, simd_level};
+
+    #[pymodule_export]
+    use crate::fused::_place_fused_draft;
 
     #[pymodule_export]
     use crate::state::{

@@ -126,13 +126,18 @@ impl PoolConfigurator {
     /// `calculate_pool_sizes` of a hybrid-state model: SGLang's state budget on
     /// `available_bytes` takes the state slots out first
     /// ([`crate::sizing::state::state_budget`]), then this configurator sizes the
-    /// KV pool on the rest (`int(rest_gib * 2**30)` bytes), serving page size.
+    /// KV pool on the rest (`int(rest_gib * 2**30)` bytes), serving page size. Under unified
+    /// memory an EAGLE-family draft that fuses is priced by its fused entry, as SGLang does.
     pub fn calculate_pool_sizes_with_state(
         &self,
         available_bytes: i64,
         state: &StateConfig,
     ) -> Result<(MemoryPoolConfig, StateBudget)> {
         let (kv, budget) = kv_after_state(self.scenario(), state, available_bytes)?;
+        // Under unified memory a fused draft's entry prices the KV pool (SGLang's Default configurator).
+        if let Some(fused) = self.unified_draft_pricing()? {
+            return Ok((fused.calculate_pool_sizes(kv, None)?, budget));
+        }
         Ok((self.calculate_pool_sizes(kv, None)?, budget))
     }
 }

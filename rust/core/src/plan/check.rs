@@ -96,8 +96,9 @@ impl PoolPlan {
     /// of state kinds, each tensor's dtype of its kind (conv-side, SSM-side, float32,
     /// int32 or int8 kinds alike), its slot axis `rows` or the one request count (at most
     /// `rows`) every per-request tensor shares, consecutive aligned offsets, and padding
-    /// bytes one slot (or request) of each tensor.
-    fn check_state(pool: &PoolSpec) -> Result<u64> {
+    /// bytes one slot (or request) of each tensor. Beside a unified pool (`verify`) it holds
+    /// the verify buffers alone (the state slots live in the unified buffer).
+    fn check_state(pool: &PoolSpec, verify: bool) -> Result<u64> {
         use TensorKind as K;
         if pool.tokens.checked_add(1) != Some(pool.rows) || pool.layer_ids != [0] {
             return Err(bad(
@@ -166,8 +167,20 @@ impl PoolPlan {
                 .checked_add(t.nbytes / count)
                 .ok_or_else(|| bad("state padding overflows"))?;
         }
-        if !seen.contains(&K::ConvState) || !seen.contains(&K::TemporalState) {
-            return Err(bad("the state pool holds no conv or temporal state"));
+        let slots = seen.contains(&K::ConvState) && seen.contains(&K::TemporalState);
+        let verify_only = seen
+            .iter()
+            .all(|k| matches!(k, K::IntermediateSsm | K::IntermediateConv));
+        if !(if verify {
+            verify_only && !seen.is_empty()
+        } else {
+            slots
+        }) {
+            return Err(bad(if verify {
+                "the state pool beside a unified pool holds the verify buffers alone"
+            } else {
+                "the state pool holds no conv or temporal state"
+            }));
         }
         if end != pool.nbytes || padding != pool.padding_bytes {
             return Err(bad(
@@ -184,7 +197,7 @@ impl PoolPlan {
             return self.check_unified(pool);
         }
         if pool.name == PoolName::State {
-            return Self::check_state(pool);
+            return Self::check_state(pool, self.pool(PoolName::Unified).is_some());
         }
         if pool.tokens.checked_add(self.page_size) != Some(pool.rows) {
             return Err(bad(format!("pool {name} has rows != tokens + page_size")));

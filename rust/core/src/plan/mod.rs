@@ -17,11 +17,13 @@
 //! and sizes the draft over its virtual ids.
 
 mod check;
+pub mod fused_draft;
 mod kinds;
 mod layout;
 mod state;
 mod state_only;
 mod state_unified;
+mod state_unified_draft;
 mod tensors;
 
 pub use kinds::TensorKind;

@@ -43,7 +43,7 @@ use crate::state::{StateConfig, StateDtype, StateMixer};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-fn storage(d: StateDtype) -> StorageDtype {
+pub(super) fn storage(d: StateDtype) -> StorageDtype {
     match d {
         StateDtype::F32 => StorageDtype::Float32,
         StateDtype::Bf16 => StorageDtype::Bfloat16,
@@ -226,9 +226,19 @@ pub fn state_pool(
     slots: u64,
 ) -> Result<PoolSpec> {
     let state = state.resolved()?;
-    let mut tensors = Vec::new();
+    slab_pool(state_tensors(&state, serving, spec, slots)?, slots, serving)
+}
+
+/// A [`PoolName::State`] pool of `tokens` slots (or requests) and one more row: `tensors`
+/// at 256-byte aligned offsets in one slab, one row of each as the padding bytes.
+pub(super) fn slab_pool(
+    tensors: Vec<(TensorKind, Vec<u64>, StorageDtype)>,
+    tokens: u64,
+    serving: &ServingConfig,
+) -> Result<PoolSpec> {
+    let mut out = Vec::new();
     let (mut end, mut padding) = (0u64, 0u64);
-    for (kind, shape, dtype) in state_tensors(&state, serving, spec, slots)? {
+    for (kind, shape, dtype) in tensors {
         let nbytes = shape
             .iter()
             .try_fold(dtype.bytes(), |acc, &d| mul(acc, d, "state tensor bytes"))?;
@@ -241,7 +251,7 @@ pub fn state_pool(
             nbytes / shape[row_axis(kind)].max(1),
             "state padding",
         )?;
-        tensors.push(TensorSpec {
+        out.push(TensorSpec {
             pool: PoolName::State,
             layer_id: 0,
             kind,
@@ -253,13 +263,13 @@ pub fn state_pool(
     }
     Ok(PoolSpec {
         name: PoolName::State,
-        tokens: slots,
-        rows: add(slots, 1, "state slots")?,
+        tokens,
+        rows: add(tokens, 1, "state slots")?,
         layer_ids: vec![0],
         kv_cache_dtype: serving.kv_cache_dtype,
         nbytes: end,
         padding_bytes: padding,
-        tensors,
+        tensors: out,
     })
 }
 

@@ -31,12 +31,15 @@
 //! temporal elements, the buffer not a whole number of them (torch's dtype
 //! view); on the full side 2^31 physical ids or more, a K, V or latent row that
 //! is not a multiple of 16 bytes, the buffer not a whole number of KV elements.
-//! Not planned (refused by name): a draft (SGLang fuses it into the
-//! entries and allocates the verify buffers beside the buffer), the tri-pool of
-//! a hybrid-SWA state model, an mxfp8 KV cache and a fused state entry. The
+//! A speculative draft (EAGLE, EAGLE3, NEXTN) rides in the full-side entries, `E_f`
+//! then the fused entry, and its verify buffers are a second pool beside the
+//! buffer (`state_unified_draft.rs`). Not planned (refused by name): the tri-pool
+//! of a hybrid-SWA state model, an mxfp8 KV cache and a fused state entry. The
 //! extra bytes per slot and ReplaySSM's rings SGLang's state budget charges are
 //! not in the buffer (SGLang allocates neither there).
 
+use super::fused_draft::{ENTRY_ALIGN, ROW_ALIGN};
+use super::state_unified_draft::verify_buffers;
 use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
 use crate::arith::{add, mul, to_i64};
 use crate::cell::{kv_heads_per_rank, mla_cache_dim};
@@ -48,10 +51,6 @@ use crate::sizing::state::StateBudget;
 use crate::sizing::ConfiguratorKind;
 use crate::state::StateConfig;
 
-/// `ENTRY_ALIGN_BYTES` (`layout/token_major.py`): a dense entry's rounding, bytes.
-const ENTRY_ALIGN: u64 = 32;
-/// `ROW_ALIGN_BYTES`: every K, V or latent row's granule, bytes.
-const ROW_ALIGN: u64 = 16;
 /// `config_from_budget` floors the profiled budget to this many bytes.
 const BUDGET_ALIGN: i64 = 4096;
 
@@ -61,8 +60,11 @@ fn invalid(msg: impl Into<String>) -> PlanError {
 
 /// The full side of the buffer (`MHASubPoolSpec` / `MLASubPoolSpec`).
 struct FullSide {
-    /// One token over the stage's full layers, rounded up to [`ENTRY_ALIGN`], bytes.
+    /// One token over the stage's full layers, rounded up to [`ENTRY_ALIGN`] (a fused
+    /// draft's parts included once [`PoolConfigurator::plan_unified_state`] sets them), bytes.
     entry: u64,
+    /// The stage's full layers' own rows of one token, unaligned, bytes.
+    host: u64,
     /// The per-layer rows SGLang checks (`K`, `V`; `latent`), bytes.
     rows: Vec<(&'static str, u64)>,
     /// The storage dtype's element, bytes.
@@ -126,6 +128,7 @@ fn full_entry(cfg: &PoolConfigurator) -> Result<FullSide> {
         .ok_or_else(|| PlanError::overflow("full entry"))?;
     Ok(FullSide {
         entry,
+        host,
         rows,
         itemsize: b,
     })
@@ -262,16 +265,41 @@ impl PoolConfigurator {
         Ok(())
     }
 
+    /// The configurator SGLang's Default configurator prices a hybrid-state target with under
+    /// unified memory: with an EAGLE-family draft that fuses into the full-side entries, this
+    /// one with `fused_full_entry_bytes` the fused entry; `None` where nothing changes.
+    ///
+    /// Errors: the full side's and the draft decision's (see `state_unified_draft.rs`).
+    pub(crate) fn unified_draft_pricing(&self) -> Result<Option<Self>> {
+        let (serving, spec) = (self.serving(), self.spec());
+        if !serving.enable_unified_memory
+            || serving.is_draft_worker
+            || !spec.algorithm.is_speculative()
+            || spec.is_fused()
+            || self.kind() != ConfiguratorKind::Default
+        {
+            return Ok(None);
+        }
+        self.unified_draft_priced(full_entry(self)?.host)
+    }
+
     /// Bytes of one full-side token and of one state slot in SGLang's unified buffer for
     /// this model and `state`, `(E_f, E_m)` (see the module doc): the buffer holds
     /// `bytes // E_f` full tokens with no state, `bytes // E_m` state slots with no KV.
+    /// With a speculative draft `E_f` is the fused entry (the draft's rows included).
     ///
     /// Errors: what SGLang refuses of the entries (an FP4 KV cache, a sub-pool without
-    /// layers, MLA dims of zero) and what kvbudget does not lay out (mxfp8, DSA).
+    /// layers, MLA dims of zero, a draft that cannot fuse) and what kvbudget does not lay
+    /// out (mxfp8, DSA; see `state_unified_draft.rs` for the draft).
     pub fn unified_state_entries(&self, state: &StateConfig) -> Result<(u64, u64)> {
         self.check_unified_launch()?;
         let state = state.resolved()?;
-        Ok((full_entry(self)?.entry, state_entry(&state)?))
+        let mut full = full_entry(self)?;
+        if self.spec().algorithm.is_speculative() {
+            self.check_unified_draft_launch()?;
+            full.entry = self.unified_fused_full_entry(full.host)?.map_err(invalid)?;
+        }
+        Ok((full.entry, state_entry(&state)?))
     }
 
     /// The plan of a hybrid-state model under unified memory (see the module doc), on
@@ -286,12 +314,6 @@ impl PoolConfigurator {
         state: &StateConfig,
         budget: &StateBudget,
     ) -> Result<PoolPlan> {
-        if self.spec().algorithm.is_speculative() {
-            return Err(invalid(
-                "kvbudget does not plan SGLang's unified Mamba pool with a draft (the draft's KV fused into \
-                 the entries, the verify buffers beside the buffer); plan without --enable-unified-memory",
-            ));
-        }
         if self.kind() != ConfiguratorKind::Default {
             return Err(invalid(
                 "kvbudget does not plan SGLang's unified tri-pool (state, SWA and full layers in one buffer)",
@@ -302,22 +324,55 @@ impl PoolConfigurator {
                 "kvbudget does not lay out SGLang's unified pool with a fused state entry",
             ));
         }
-        let full = full_entry(self)?;
+        let drafting = self.spec().algorithm.is_speculative();
+        if drafting {
+            self.check_unified_draft_launch()?;
+        }
+        let mut full = full_entry(self)?;
         let e_m = state_entry(state)?;
         let slots = budget.max_mamba_cache_size;
         let state_bytes = to_i64(mul(slots, e_m, "state slots")?, "state slots")?;
+        // The verify buffers SGLang allocates beside the buffer (a draft only).
+        let side = if drafting {
+            Some(verify_buffers(state, self.serving(), self.spec(), slots)?)
+        } else {
+            None
+        };
+        let side_bytes = side.as_ref().map_or(0, |p| p.nbytes);
         let token_side = match fit {
             Fit::Sglang => budget.kv_budget_bytes()?,
-            Fit::Exact => available_bytes.saturating_sub(state_bytes),
+            Fit::Exact => available_bytes
+                .saturating_sub(state_bytes)
+                .saturating_sub(to_i64(side_bytes, "verify buffers")?),
             Fit::Given => return Err(invalid("plan_with_state takes fit \"exact\" or \"sglang\"")),
         };
         if token_side <= 0 {
             return Err(PlanError::not_enough_memory(format!(
-                "Not enough memory: the state slots ({slots} x {e_m} bytes) leave no bytes of the \
-                 {available_bytes} for the KV tokens"
+                "Not enough memory: the state slots ({slots} x {e_m} bytes) and the verify buffers \
+                 ({side_bytes} bytes) leave no bytes of the {available_bytes} for the KV tokens"
             )));
         }
-        let config = self.calculate_pool_sizes(token_side, None)?;
+        let config = if drafting {
+            // SGLang's Default configurator prices a fused draft by the fused entry; one that
+            // cannot fuse at the target's geometry, then the factory refuses it.
+            match self.unified_fused_full_entry(full.host)? {
+                Ok(e_f) => {
+                    full.entry = e_f;
+                    let mut spec = *self.spec();
+                    (spec.draft, spec.fused_full_entry_bytes) = (None, Some(e_f));
+                    let mut scenario = *self.scenario();
+                    scenario.spec = spec;
+                    self.with_scenario(&scenario)?
+                        .calculate_pool_sizes(token_side, None)?
+                }
+                Err(refusal) => {
+                    self.calculate_pool_sizes(token_side, None)?;
+                    return Err(invalid(refusal));
+                }
+            }
+        } else {
+            self.calculate_pool_sizes(token_side, None)?
+        };
         let x = token_side - token_side % BUDGET_ALIGN;
         let total = add(
             x.unsigned_abs(),
@@ -350,14 +405,15 @@ impl PoolConfigurator {
                 offset: 0,
             }],
         };
+        let total_bytes = add(total, side_bytes, "plan bytes")?;
         Ok(PoolPlan {
             fit,
             configurator: self.kind(),
             available_bytes,
             page_size: page,
             config,
-            pools: vec![pool],
-            total_bytes: total,
+            pools: std::iter::once(pool).chain(side).collect(),
+            total_bytes,
         })
     }
 }

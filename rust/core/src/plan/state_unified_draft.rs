@@ -1,0 +1,387 @@
+//! A speculative draft in SGLang 0.5.23's unified Mamba pool (`--enable-unified-memory`
+//! with EAGLE / EAGLE3 / NEXTN on a hybrid-state target; see `state_unified.rs` for the
+//! buffer).
+//!
+//! SGLang keeps no draft pool there: the draft's K/V rows ride in every full-side entry
+//! of the target's buffer (`KVCacheConfigurator._fused_draft_decision`, then
+//! [`super::fused_draft::place_fused_draft`] over the hosts `full` and `mamba`), so one
+//! full-side token takes the fused entry `E_f = align32(align16(host) + lanes * (K + V
+//! draft rows))` bytes, which also prices the Default configurator's token label
+//! (`fused_entry_bytes("full")` replaces its cell). The draft worker binds views of those
+//! lanes (`unified_draft_pool.bind_fused_draft`) and allocates nothing; it has no budget
+//! of its own (it takes the target's `MemoryPoolConfig`). Beside the buffer the target's
+//! `UnifiedMambaPool` allocates the verify buffers: `intermediate_ssm` `[L, R + 1, D,
+//! heads, head_dim, state_dim]` (SSM dtype) and one `intermediate_conv_window` `[L, R + 1,
+//! D, *conv_shape]` per conv shape (conv dtype; never deduplicated), `L` the stage's state
+//! layers, `D` `--speculative-num-draft-tokens`, `R + 1` rows over SGLang's `max_num_reqs`.
+//! SGLang's state budget reserved them (`_handle_max_mamba_cache`: `per_req` times
+//! `capped + 1` times `D` bytes); kvbudget lists them as one [`super::PoolName::State`] pool
+//! after the unified one, `R` the running requests the state serves (`min(max_running_requests
+//! / attn_dp, slots / mamba_ratio)`, at least SGLang's `max_num_reqs`), the conv windows
+//! stacked as one tensor.
+//!
+//! The draft kvbudget places is what the scenario says: `d` full-attention layers
+//! (`spec.num_draft_layers()`) at the draft geometry (`spec.draft`, default the target's
+//! full geometry; its heads split over `tp` alone: a draft never joins DCP), one replicated
+//! head served by one runner. Not modelled, so not planned: multi-layer EAGLE runners, a
+//! per-depth head, draft sliding-window layers, a draft state block (a conv-chain MTP head
+//! with `mtp_local_layer_ids`), HiCache and host-pool retraction.
+//!
+//! Refused in SGLang's words, in its order: the launch checks (`handle_unified_memory_pool`:
+//! algorithms other than EAGLE, EAGLE3, DFLASH and DSPARK, NEXTN counting as EAGLE; an
+//! `eagle_topk` above 1; for EAGLE the target's and the draft's attention backends off
+//! the audited rails, when both backends are given), then a draft that cannot fuse
+//! (`_fused_draft_for_mamba_factory`'s ValueError, its reason SGLang's: no draft layer, an
+//! MLA draft, DCP, a draft KV dtype of its own, the placement's declines) after the
+//! Default configurator's own errors. kvbudget refuses by name DFLASH and DSPARK (their
+//! draft worker's parallel group and KV dtype rules are not modelled), given fused entry
+//! bytes, SWA or banded draft layers, and asymmetric draft rows or an MLA target without
+//! both attention backends given (SGLang's answer depends on the backends it resolves).
+
+use super::fused_draft::{
+    host_entry_bytes, place_fused_draft, DraftLayerGeometry, DraftLayerKind, DraftLayerSet,
+    DraftProfile, FusedDraftDecision, Host, PlacementContext,
+};
+use super::state::{slab_pool, storage};
+use super::{PoolSpec, TensorKind};
+use crate::arith::add;
+use crate::cell::kv_heads_per_rank;
+use crate::configurator::PoolConfigurator;
+use crate::dtype::{KvDtype, StorageDtype};
+use crate::error::{PlanError, Result};
+use crate::fields::Named;
+use crate::serving::ServingConfig;
+use crate::sizing::state::{mamba_ratio, running_per_rank};
+use crate::spec::{SpecAlgorithm, SpeculativeConfig};
+use crate::state::{StateConfig, StateMixer};
+
+/// `_SPEC_MHA_AUDITED_BACKENDS` (`kv_cache_hook.py`).
+const MHA_AUDITED: [&str; 4] = ["fa3", "flashinfer", "trtllm_mha", "triton"];
+/// `_SPEC_VERIFY_AUDITED_BACKENDS`, sorted.
+const VERIFY_AUDITED: [&str; 6] = [
+    "cutedsl_mla",
+    "fa3",
+    "flashinfer",
+    "flashmla",
+    "triton",
+    "trtllm_mla",
+];
+/// `ASYMMETRIC_KV_BACKENDS`: backends that carry `v_head_dim` to the kernel.
+const ASYMMETRIC_OK: [&str; 3] = ["fa3", "fa4", "triton"];
+
+fn invalid(msg: impl Into<String>) -> PlanError {
+    PlanError::invalid(msg)
+}
+
+fn py_list(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// SGLang's name of the resolved algorithm (NEXTN collapses to EAGLE).
+fn sglang_name(a: SpecAlgorithm) -> String {
+    match a {
+        SpecAlgorithm::NextN => "EAGLE".into(),
+        a => a.as_str().to_ascii_uppercase(),
+    }
+}
+
+/// `torch.<dtype>` of a KV dtype SGLang resolves (unified memory takes no other).
+fn torch_dtype(d: KvDtype) -> &'static str {
+    match d {
+        KvDtype::Fp16 => "torch.float16",
+        KvDtype::Fp32 => "torch.float32",
+        KvDtype::Fp8E4m3 => "torch.float8_e4m3fn",
+        KvDtype::Fp8E5m2 => "torch.float8_e5m2",
+        _ => "torch.bfloat16",
+    }
+}
+
+/// The resolved (prefill, decode) backends, sorted and deduplicated; `None` unless both are given.
+fn backends(serving: &ServingConfig) -> Option<Vec<&'static str>> {
+    let mut b = vec![
+        serving.prefill_attention_backend?.name(),
+        serving.decode_attention_backend?.name(),
+    ];
+    b.sort_unstable();
+    b.dedup();
+    Some(b)
+}
+
+impl PoolConfigurator {
+    /// SGLang's launch checks of `--enable-unified-memory` with a draft, and what kvbudget
+    /// does not plan of one (see the module doc), in SGLang's order.
+    pub(super) fn check_unified_draft_launch(&self) -> Result<()> {
+        let (spec, serving) = (self.spec(), self.serving());
+        let algorithm = spec.algorithm;
+        if !matches!(
+            algorithm,
+            SpecAlgorithm::Eagle
+                | SpecAlgorithm::Eagle3
+                | SpecAlgorithm::NextN
+                | SpecAlgorithm::Dflash
+                | SpecAlgorithm::Dspark
+        ) {
+            return Err(invalid(format!(
+                "--enable-unified-memory only supports --speculative-algorithm DSPARK, DFLASH, EAGLE and EAGLE3; \
+                 other speculative algorithms are not yet audited for the unified pool's virtual-to-physical loc \
+                 translation. Got --speculative-algorithm='{}'.",
+                sglang_name(algorithm)
+            )));
+        }
+        if let Some(k) = spec.eagle_topk.filter(|k| *k != 1) {
+            return Err(invalid(format!(
+                "--enable-unified-memory supports a linear draft chain only (--speculative-eagle-topk in {{None, 1}}); \
+                 tree verify relocates accepted tokens one at a time inside the target pool, which the unified \
+                 pool's page-granular move_kv_cache cannot express. Got --speculative-eagle-topk={k}."
+            )));
+        }
+        if algorithm.is_dflash_family() {
+            return Err(invalid(format!(
+                "kvbudget does not plan SGLang's unified Mamba pool with a {} draft (its draft worker's parallel \
+                 group and KV dtype rules are not modelled); plan without --enable-unified-memory",
+                sglang_name(algorithm)
+            )));
+        }
+        let mla = self.shape().mla().is_some();
+        if let Some(b) = backends(serving) {
+            let allowed: &[&str] = if mla { &VERIFY_AUDITED } else { &MHA_AUDITED };
+            if !b.iter().all(|x| allowed.contains(x)) {
+                return Err(invalid(format!(
+                    "--enable-unified-memory + EAGLE/EAGLE3 requires the target on the spec-verify-audited \
+                     attention backends {} (got {}).",
+                    py_list(allowed),
+                    py_list(&b)
+                )));
+            }
+            if !b.iter().all(|x| MHA_AUDITED.contains(x)) {
+                return Err(invalid(format!(
+                    "--enable-unified-memory + EAGLE/EAGLE3 runs the draft on {}, but a fused draft is MHA-shaped \
+                     and reads its KV through the translated MHA rails {}. Set \
+                     --speculative-draft-attention-backend to one of them.",
+                    py_list(&b),
+                    py_list(&MHA_AUDITED)
+                )));
+            }
+        } else if mla && spec.draft.is_some() {
+            return Err(invalid(
+                "kvbudget does not plan a draft in SGLang's unified Mamba pool of an MLA target without \
+                 prefill_attention_backend and decode_attention_backend (SGLang's launch check reads the \
+                 backends it resolves)",
+            ));
+        }
+        if spec.fused_swa_entry_bytes.is_some() {
+            return Err(invalid(
+                "SGLang's unified Mamba pool has no 'swa' sub-pool to fuse a draft into \
+                 (fused_swa_entry_bytes given)",
+            ));
+        }
+        if spec.draft_swa_num_layers > 0 || spec.banded_draft_layers > 0 {
+            return Err(invalid(
+                "kvbudget does not plan draft sliding-window or banded layers in SGLang's unified Mamba pool",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether and where SGLang fuses this scenario's draft into its unified Mamba pool
+    /// (`_fused_draft_decision`; see the module doc): the placement over the hosts `full`
+    /// and `mamba`, or SGLang's reason it declines.
+    ///
+    /// Errors: what kvbudget does not decide (asymmetric draft rows without both attention
+    /// backends given) and SGLang's assertions on the region.
+    pub fn unified_draft_decision(&self) -> Result<FusedDraftDecision> {
+        let (spec, serving, shape) = (self.spec(), self.serving(), self.shape());
+        let d = spec.num_draft_layers();
+        let eagle = matches!(
+            spec.algorithm,
+            SpecAlgorithm::Eagle
+                | SpecAlgorithm::Eagle3
+                | SpecAlgorithm::NextN
+                | SpecAlgorithm::FrozenKvMtp
+        );
+        if d == 0 || !(eagle || spec.algorithm.is_dflash_family()) {
+            return Ok(FusedDraftDecision::Declined(
+                "fusion does not apply to it".into(),
+            ));
+        }
+        let draft = match &spec.draft {
+            Some(g) => Some((*g).resolved()?),
+            None => None,
+        };
+        if draft.is_none() && shape.mla().is_some() {
+            return Ok(FusedDraftDecision::Declined(
+                "the draft's attention is MLA; the fused region holds dense MHA K/V rows".into(),
+            ));
+        }
+        if serving.dcp_size > 1 {
+            return Ok(FusedDraftDecision::Declined(format!(
+                "--dcp-size {} shards the host's rows, but the replicated draft reads every token",
+                serving.dcp_size
+            )));
+        }
+        let host = serving.kv_dtype();
+        let kv = match draft.as_ref().and_then(|g| g.kv_cache_dtype) {
+            Some(x) if x.or_model(serving.model_dtype) != host => {
+                return Ok(FusedDraftDecision::Declined(format!(
+                    "the draft's KV cache dtype ({}) differs from the host's ({})",
+                    torch_dtype(x.or_model(serving.model_dtype)),
+                    torch_dtype(host)
+                )));
+            }
+            _ => host,
+        };
+        let (heads, head_dim, v_head_dim) = match &draft {
+            Some(g) => (g.num_kv_heads, g.head_dim, g.v_dim()),
+            None => (shape.num_kv_heads, shape.head_dim, shape.v_dim()),
+        };
+        let b = backends(serving);
+        if head_dim != v_head_dim && b.is_none() {
+            return Err(invalid(
+                "kvbudget does not decide whether SGLang fuses asymmetric draft K/V rows without \
+                 prefill_attention_backend and decode_attention_backend (only backends that carry v_head_dim \
+                 take them)",
+            ));
+        }
+        let ctx = PlacementContext {
+            hosts: vec![Host::Full, Host::Mamba],
+            target_window: None,
+            asymmetric_rows_ok: b
+                .as_ref()
+                .is_some_and(|b| b.iter().all(|x| ASYMMETRIC_OK.contains(x))),
+            draft_backends: b
+                .unwrap_or_default()
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        };
+        let profile = DraftProfile {
+            num_depths: 1,
+            kinds: vec![DraftLayerSet {
+                kind: DraftLayerKind::Full,
+                layer_ids: (0..d).collect(),
+                geometry: DraftLayerGeometry::Kv {
+                    head_num: kv_heads_per_rank(heads, serving.tp_size, 1),
+                    head_dim,
+                    v_head_dim,
+                },
+                window: None,
+            }],
+        };
+        place_fused_draft(&profile, 1, &ctx, kv.element_bytes())
+    }
+
+    /// The full side's fused entry `E_f` for `host_bytes` of the target's own rows, or
+    /// SGLang's refusal of a draft that cannot fuse (`_fused_draft_for_mamba_factory`).
+    pub(super) fn unified_fused_full_entry(
+        &self,
+        host_bytes: u64,
+    ) -> Result<std::result::Result<u64, String>> {
+        match self.unified_draft_decision()? {
+            FusedDraftDecision::Declined(reason) => Ok(Err(format!(
+                "--enable-unified-memory + EAGLE/EAGLE3/DFLASH on a mamba-hybrid target needs the draft's KV \
+                 fused into the target's pages, but this draft cannot fuse ({reason}). A private draft pool would \
+                 overcommit the KV budget the unified buffer already takes."
+            ))),
+            FusedDraftDecision::Placed { placement, .. } => {
+                if placement.region(Host::Mamba).is_some() {
+                    return Err(invalid("kvbudget does not lay out a fused draft state block"));
+                }
+                let e_f = host_entry_bytes(host_bytes, true, placement.region(Host::Full).as_ref())?;
+                match self.spec().fused_full_entry_bytes {
+                    Some(given) if given != e_f => Err(invalid(format!(
+                        "fused_full_entry_bytes {given} is not the entry SGLang lays out for this draft ({e_f} \
+                         bytes: the target's full rows and the draft's)"
+                    ))),
+                    _ => Ok(Ok(e_f)),
+                }
+            }
+        }
+    }
+}
+
+impl PoolConfigurator {
+    /// The configurator SGLang's Default configurator prices with under unified memory on a
+    /// hybrid-state target with an EAGLE-family draft that fuses (`fused_entry_bytes("full")`
+    /// replaces the cell): this one with the fused entry `E_f` for `host_bytes` of the target's
+    /// own rows; `None` where SGLang prices as without unified memory (no such draft, a draft
+    /// worker, given fused entries, a draft that does not fuse).
+    ///
+    /// Errors: [`Self::unified_draft_decision`]'s.
+    pub(super) fn unified_draft_priced(&self, host_bytes: u64) -> Result<Option<Self>> {
+        let (serving, spec) = (self.serving(), self.spec());
+        let eagle = matches!(
+            spec.algorithm,
+            SpecAlgorithm::Eagle
+                | SpecAlgorithm::Eagle3
+                | SpecAlgorithm::NextN
+                | SpecAlgorithm::FrozenKvMtp
+        );
+        if !serving.enable_unified_memory || serving.is_draft_worker || !eagle || spec.is_fused() {
+            return Ok(None);
+        }
+        match self.unified_fused_full_entry(host_bytes)? {
+            Ok(e_f) => {
+                let mut scenario = *self.scenario();
+                (scenario.spec.draft, scenario.spec.fused_full_entry_bytes) = (None, Some(e_f));
+                Ok(Some(self.with_scenario(&scenario)?))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+/// The verify buffers SGLang's `UnifiedMambaPool` allocates beside the unified buffer (see the
+/// module doc) for `slots` state slots, as one [`super::PoolName::State`] pool of `R` requests, `R + 1`
+/// rows.
+///
+/// Errors: a speculative model without `num_draft_tokens` or `max_running_requests`, no request
+/// served, overflow.
+pub(super) fn verify_buffers(
+    state: &StateConfig,
+    serving: &ServingConfig,
+    spec: &SpeculativeConfig,
+    slots: u64,
+) -> Result<PoolSpec> {
+    let d = spec
+        .num_draft_tokens
+        .ok_or_else(|| invalid("the state pool of a speculative model needs num_draft_tokens"))?;
+    let ratio = mamba_ratio(state, serving)?;
+    let running = running_per_rank(serving, "the unified pool's verify buffers")?;
+    let requests = running.min(slots / ratio);
+    if requests == 0 {
+        return Err(PlanError::not_enough_memory(format!(
+            "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. \
+             max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting max_num_reqs=0."
+        )));
+    }
+    let rows = add(requests, 1, "verify buffer rows")?;
+    let layers = state.stage_state_layers.unwrap_or(state.num_state_layers);
+    let window = state.conv_kernel.map(|k| k.saturating_sub(1)).filter(|w| {
+        *w > 0 && state.conv_elems.is_multiple_of(*w) && state.mixer != StateMixer::Kda
+    });
+    let conv_inner = match window {
+        Some(w) => vec![state.conv_elems / w, w],
+        None => vec![state.conv_elems],
+    };
+    let tensors: Vec<(TensorKind, Vec<u64>, StorageDtype)> = vec![
+        (
+            TensorKind::IntermediateSsm,
+            vec![
+                layers,
+                rows,
+                d,
+                state.ssm_heads,
+                state.ssm_head_dim,
+                state.ssm_state_dim,
+            ],
+            storage(state.ssm_dtype),
+        ),
+        (
+            TensorKind::IntermediateConv,
+            [vec![layers, rows, d], conv_inner].concat(),
+            storage(state.conv_dtype),
+        ),
+    ];
+    slab_pool(tensors, requests, serving)
+}

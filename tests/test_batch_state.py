@@ -58,6 +58,7 @@ SCENARIO_COLUMNS: dict[str, list[Any]] = {
     "attn_dp_size": [1, 2],
     "algorithm": ["none", "eagle"],
     "num_draft_tokens": [None, 4],
+    "enable_unified_memory": [False, True],
 }
 
 
@@ -104,6 +105,21 @@ def test_inv7_state_rows_equal_the_scalar_api(case: tuple[list[int], dict[str, A
         want = _scalar_row(a, scalars, {k: v[i] for k, v in cols.items()})
         got = (int(r.max_total_num_tokens[i]), int(r.status[i]), int(r.max_mamba_cache_size[i]))
         assert got == want, (i, a, {k: v[i] for k, v in cols.items()})
+
+
+def test_unified_rows_with_a_draft_price_the_fused_entry() -> None:
+    """Under unified memory an EAGLE draft's rows fuse into the buffer's entries: each row is the
+    scalar API's (SGLang's Default configurator on the fused entry), not the unfused kernel's."""
+    budgets = [2 * GIB, 20 * GIB, 28 * GIB, 80 * GIB]
+    cols = {"enable_unified_memory": [True] * 4, "algorithm": ["eagle", "eagle", "none", "eagle"],
+            "tp_size": [1, 4, 4, 2]}  # fmt: skip
+    scalars = {"head_dim": 256, "num_kv_heads": 2, "num_full_layers": 12, "num_draft_tokens": 4,
+               "max_running_requests": 64}  # fmt: skip
+    r = plan_many(np.array(budgets), state=QWEN3_NEXT, **scalars, **cols)
+    rows = [_scalar_row(a, scalars, {k: v[i] for k, v in cols.items()}) for i, a in enumerate(budgets)]
+    assert [(int(r.max_total_num_tokens[i]), int(r.status[i]), int(r.max_mamba_cache_size[i]))
+            for i in range(4)] == rows  # fmt: skip
+    assert sum(status == 0 for _, status, _ in rows) >= 3, rows
 
 
 def test_state_rows_need_state_and_take_its_fields() -> None:

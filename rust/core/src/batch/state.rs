@@ -99,6 +99,12 @@ pub(super) fn solve_state_row(
     available_bytes: i64,
 ) -> Result<(MemoryPoolConfig, StateBudget)> {
     row.check_rules::<PlanError>()?;
+    // Under unified memory a speculative draft fuses into the buffer's entries: the scalar
+    // configurator prices it (or refuses it) as SGLang does.
+    if row.serving.enable_unified_memory && row.spec.algorithm.is_speculative() {
+        return PoolConfigurator::from_scenario(Some(kind), row)?
+            .calculate_pool_sizes_with_state(available_bytes, state);
+    }
     let (kv, budget) = kv_after_state(row, state, available_bytes)?;
     let r = super::kernel::solve_row(kind, row, kv).map_err(|code| PlanError::new(code, ""))?;
     Ok((r, budget))

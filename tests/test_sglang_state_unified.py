@@ -20,6 +20,7 @@ import functools
 import os
 import random
 from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -210,15 +211,21 @@ REQUIRED = ("buffer", "draft refused", "refused mxfp8", "refused fp4_mx_block16"
             "error invalid (torch view)", "error invalid (int32 ids)", "error invalid (layer_num)")  # fmt: skip
 
 
-def test_unified_state_buffer_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle]) -> None:
+def run_all(run: Callable[[int], tuple[str, list[str]]], cases: int, required: Sequence[str], label: str) -> None:
+    """Seeds ``0..cases`` through ``run`` (each gives its branch and its differences): none differs,
+    and every ``required`` branch is reached."""
     hits: Counter[str] = Counter()
     failures: list[str] = []
-    for seed in range(CASES):
-        branch, diffs = run_case(oracles, seed)
+    for seed in range(cases):
+        branch, diffs = run(seed)
         hits[branch] += 1
         if diffs:
             failures.append(f"seed {seed}: {'; '.join(diffs)}")
-    print(f"\nunified state cases: {dict(sorted(hits.items()))}")
-    assert not failures, f"{len(failures)} of {CASES} differ:\n" + "\n".join(failures[:15])
-    missing = [b for b in REQUIRED if not hits[b]]
+    print(f"\n{label}: {dict(sorted(hits.items()))}")
+    assert not failures, f"{len(failures)} of {cases} differ:\n" + "\n".join(failures[:15])
+    missing = [b for b in required if not hits[b]]
     assert not missing, f"never reached: {missing} ({dict(hits)})"
+
+
+def test_unified_state_buffer_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle]) -> None:
+    run_all(lambda seed: run_case(oracles, seed), CASES, REQUIRED, "unified state cases")

@@ -348,14 +348,4 @@ REQUIRED = ("buffer", "declined", "launch: algorithm", "launch: eagle_topk", "la
 
 
 def test_unified_draft_plan_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle]) -> None:
-    hits: Counter[str] = Counter()
-    failures = []
-    for seed in range(CASES):
-        branch, diffs = run_case(oracles, seed)
-        hits[branch] += 1
-        if diffs:
-            failures.append(f"seed {seed}: {'; '.join(diffs)}")
-    print(f"\nunified draft cases: {dict(sorted(hits.items()))}")
-    assert not failures, f"{len(failures)} of {CASES} differ:\n" + "\n".join(failures[:15])
-    missing = [b for b in REQUIRED if not hits[b]]
-    assert not missing, f"never reached: {missing} ({dict(hits)})"
+    U.run_all(lambda seed: run_case(oracles, seed), CASES, REQUIRED, "unified draft cases")

@@ -37,13 +37,18 @@ pub enum SpecAlgorithm {
 }
 
 impl SpecAlgorithm {
-    /// EAGLE-family (eagle, eagle3, nextn, frozen_kv_mtp) or standalone: SGLang
-    /// counts their draft KV layers (`is_eagle() or is_standalone()`).
-    pub const fn counts_draft_layers(self) -> bool {
+    /// The EAGLE family (eagle, eagle3, nextn, frozen_kv_mtp: SGLang's `is_eagle()`).
+    pub const fn is_eagle(self) -> bool {
         matches!(
             self,
-            Self::Eagle | Self::Eagle3 | Self::NextN | Self::FrozenKvMtp | Self::Standalone
+            Self::Eagle | Self::Eagle3 | Self::NextN | Self::FrozenKvMtp
         )
+    }
+
+    /// EAGLE-family or standalone: SGLang counts their draft KV layers
+    /// (`is_eagle() or is_standalone()`).
+    pub const fn counts_draft_layers(self) -> bool {
+        self.is_eagle() || matches!(self, Self::Standalone)
     }
 
     /// The DFLASH family (dflash, dspark): a draft priced by its own bytes per

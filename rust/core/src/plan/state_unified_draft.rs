@@ -193,13 +193,7 @@ impl PoolConfigurator {
     pub fn unified_draft_decision(&self) -> Result<FusedDraftDecision> {
         let (spec, serving, shape) = (self.spec(), self.serving(), self.shape());
         let d = spec.num_draft_layers();
-        let eagle = matches!(
-            spec.algorithm,
-            SpecAlgorithm::Eagle
-                | SpecAlgorithm::Eagle3
-                | SpecAlgorithm::NextN
-                | SpecAlgorithm::FrozenKvMtp
-        );
+        let eagle = spec.algorithm.is_eagle();
         if d == 0 || !(eagle || spec.algorithm.is_dflash_family()) {
             return Ok(FusedDraftDecision::Declined(
                 "fusion does not apply to it".into(),
@@ -310,13 +304,7 @@ impl PoolConfigurator {
     /// Errors: [`Self::unified_draft_decision`]'s.
     pub(super) fn unified_draft_priced(&self, host_bytes: u64) -> Result<Option<Self>> {
         let (serving, spec) = (self.serving(), self.spec());
-        let eagle = matches!(
-            spec.algorithm,
-            SpecAlgorithm::Eagle
-                | SpecAlgorithm::Eagle3
-                | SpecAlgorithm::NextN
-                | SpecAlgorithm::FrozenKvMtp
-        );
+        let eagle = spec.algorithm.is_eagle();
         if !serving.enable_unified_memory || serving.is_draft_worker || !eagle || spec.is_fused() {
             return Ok(None);
         }

@@ -110,6 +110,17 @@ def _available(c: StateCase) -> int:
     return max(int(c.rest_gib * GIB), 1)
 
 
+def full_side_model(full: dict[str, Any]) -> Any:
+    """The ``ModelGeometry`` of a case's full side ``full`` (its layers, heads and dims; MLA's latent)."""
+    import kvbudget
+
+    mla = {k: full[k] for k in ("kv_lora_rank", "qk_rope_head_dim") if k in full}
+    return kvbudget.ModelGeometry(
+        full_attention_layer_ids=list(range(full["layers"])), swa_attention_layer_ids=[],
+        num_kv_heads=full.get("num_kv_heads", 1), head_dim=full.get("head_dim", full.get("kv_lora_rank")),
+        v_head_dim=full.get("v_head_dim"), **mla)  # fmt: skip
+
+
 def kvbudget_side(c: StateCase, full: dict[str, Any], o: dict[str, Any], fit: str) -> dict[str, Any]:
     """kvbudget's plan of ``c`` (its state as ``test_sglang_state`` builds it) on the full side ``full``."""
     import kvbudget
@@ -118,11 +129,7 @@ def kvbudget_side(c: StateCase, full: dict[str, Any], o: dict[str, Any], fit: st
 
     state, serving, spec = o["inputs"]
     try:
-        mla = {k: full[k] for k in ("kv_lora_rank", "qk_rope_head_dim") if k in full}
-        model = kvbudget.ModelGeometry(
-            full_attention_layer_ids=list(range(full["layers"])), swa_attention_layer_ids=[],
-            num_kv_heads=full.get("num_kv_heads", 1), head_dim=full.get("head_dim", full.get("kv_lora_rank")),
-            v_head_dim=full.get("v_head_dim"), **mla)  # fmt: skip
+        model = full_side_model(full)
         serving = serving.replace(tp_size=c.tp, kv_cache_dtype=full["dtype"], page_size=full["page"])
         cfg = kvbudget.create_pool_configurator(model, serving, spec)
         plan, budget = plan_with_state(cfg, _available(c), state, fit=fit)  # type: ignore[arg-type]

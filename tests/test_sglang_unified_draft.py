@@ -199,11 +199,7 @@ def kvbudget_side(c: StateCase, full: dict[str, Any], draft: dict[str, Any], o: 
 
     state, serving, spec = o["inputs"]
     try:
-        mla = {k: full[k] for k in ("kv_lora_rank", "qk_rope_head_dim") if k in full}
-        model = kvbudget.ModelGeometry(
-            full_attention_layer_ids=list(range(full["layers"])), swa_attention_layer_ids=[],
-            num_kv_heads=full.get("num_kv_heads", 1), head_dim=full.get("head_dim", full.get("kv_lora_rank")),
-            v_head_dim=full.get("v_head_dim"), **mla)  # fmt: skip
+        model = U.full_side_model(full)
         b = draft["backends"]
         serving = serving.replace(tp_size=c.tp, dcp_size=draft["dcp"], kv_cache_dtype=full["dtype"],
                                   page_size=full["page"], prefill_attention_backend=b and b[0],

@@ -11,8 +11,10 @@ import __future__
 
 import ast
 import builtins
+import contextlib
 import copy
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,24 @@ def _load_error(e: BaseException) -> VllmLoadError:
     last = traceback.extract_tb(e.__traceback__)[-1]
     where = f" [{Path(last.filename).name}:{last.lineno}: {last.line}]" if last.line else ""
     return VllmLoadError(f"{type(e).__name__}: {e}{where}")
+
+
+@contextlib.contextmanager
+def vllm_refusals(*oracle_gaps: type[BaseException], clear: dict[str, Any] | None = None) -> Iterator[None]:
+    """Runs vLLM's model code: its exceptions come out as :class:`VllmLoadError`; the oracle's own pass
+    through (a stub's ``StubError``, a ``VllmLoadError`` already made, ``oracle_gaps``); ``clear`` (the
+    build in progress) is emptied after."""
+    try:
+        yield
+    except VllmLoadError:
+        raise
+    except Exception as e:
+        if type(e).__name__ == "StubError" or isinstance(e, oracle_gaps):
+            raise
+        raise _load_error(e) from e
+    finally:
+        if clear is not None:
+            clear.clear()
 
 
 class _Module:

@@ -35,7 +35,7 @@ import torch
 from oracle_kit.lift import Source
 from oracle_kit.strict import Poison, StrictModule
 
-from ._hf_lift import VllmLoadError, _inert, _lift_class, _load_error, _Module
+from ._hf_lift import _inert, _lift_class, _load_error, _Module, vllm_refusals
 from ._strict import StrictConfig
 
 __all__ = ["deepseek_v4_layers"]
@@ -233,19 +233,12 @@ def deepseek_v4_layers(config: Any, *, tp: int = 1, pp: int = 1, model_dtype: st
                                    **base)  # fmt: skip
         pp_group = StrictConfig(rank_in_group=rank, world_size=pp, is_first_rank=rank == 0, is_last_rank=rank == pp - 1)
         _CTX.update(tp=tp, pp_group=pp_group, vllm_config=vllm_config)
-        try:
+        with vllm_refusals(clear=_CTX):
             ns["DeepseekV4ForCausalLM"](vllm_config=vllm_config, prefix="")
-        except VllmLoadError:
-            raise
-        except Exception as e:
-            if type(e).__name__ == "StubError":
-                raise
-            raise _load_error(e) from e
-        finally:
-            _CTX.clear()
         contexts.append(context)
         configs.append(vllm_config)
-    try:  # update_block_size_for_backend: each worker, after its model is built, from its own layers
+    # update_block_size_for_backend: each worker, after its model is built, from its own layers
+    with vllm_refusals():
         for context, vc in zip(contexts, configs):
             backends: list[Any] = []
             for layer in context.values():
@@ -257,8 +250,4 @@ def deepseek_v4_layers(config: Any, *, tp: int = 1, pp: int = 1, model_dtype: st
         specs = [(name, layer.get_kv_cache_spec(vc), rank)
                  for rank, (ctx, vc) in enumerate(zip(contexts, configs)) for name, layer in ctx.items()]  # fmt: skip
         out = [_record(name, spec, rank) for name, spec, rank in specs if spec is not None]
-    except Exception as e:
-        if type(e).__name__ == "StubError":
-            raise
-        raise _load_error(e) from e
     return out

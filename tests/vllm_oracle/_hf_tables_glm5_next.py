@@ -34,7 +34,7 @@ import torch
 
 from oracle_kit.lift import Source
 
-from ._hf_lift import VllmLoadError, _load_error
+from ._hf_lift import _load_error, vllm_refusals
 from ._hf_tables import MODELS, NAMESPACES
 from ._hf_tables_minimax_m3 import _attention_config
 from ._strict import StrictConfig
@@ -212,14 +212,6 @@ def glm5_next_layers(config: Any, *, tp: int = 1, model_dtype: str = "bfloat16",
     _CTX.update(tp=tp, pp_group=pp_group, vllm_config=vllm_config)
     prefix = "language_model.model" if multimodal else "model"
     _with_base_init(env.models[_KDA]["Glm5NextLinearAttention"], env.models[_GDN]["GatedDeltaNetAttention"])
-    try:
+    with vllm_refusals(NameError, clear=_CTX):  # a NameError: an oracle gap, not vLLM's refusal
         env.models[_MODEL]["Glm5NextModel"](vllm_config=vllm_config, prefix=prefix)
         return _records(env, context, vllm_config, block_size)
-    except VllmLoadError:
-        raise
-    except Exception as e:
-        if type(e).__name__ == "StubError" or isinstance(e, NameError):  # an oracle gap, not vLLM's refusal
-            raise
-        raise _load_error(e) from e
-    finally:
-        _CTX.clear()

@@ -34,7 +34,7 @@ import torch
 
 from oracle_kit.lift import Source
 
-from ._hf_lift import VllmLoadError, _lift_stmts, _load_error, _run, _stores
+from ._hf_lift import _lift_stmts, _load_error, _run, _stores, vllm_refusals
 from ._hf_tables import MODELS, NAMESPACES
 from ._hf_tables_inkling import _kv_cache_dtype_str_to_dtype
 from ._hf_tables_minimax_m3 import _attention_config
@@ -216,7 +216,7 @@ def qwen4_exp_layers(config: Any, *, tp: int = 1, pp: int = 1, model_dtype: str 
                                    **base)  # fmt: skip
         pp_group = StrictConfig(rank_in_group=rank, world_size=pp, is_first_rank=rank == 0, is_last_rank=rank == pp - 1)
         _CTX.update(tp=tp, pp_group=pp_group, vllm_config=vllm_config)
-        try:
+        with vllm_refusals(clear=_CTX):
             prefix = "model"
             if multimodal is not None:
                 built = StrictConfig(language_model_only=False, use_deepstack=None, language_model=None,
@@ -231,12 +231,4 @@ def qwen4_exp_layers(config: Any, *, tp: int = 1, pp: int = 1, model_dtype: str 
             else:
                 env.models[_MODEL]["Qwen4ExpModel"](vllm_config=vllm_config, prefix=prefix)
             out += _records(env, context, vllm_config, cls, rank, block_size)
-        except VllmLoadError:
-            raise
-        except Exception as e:
-            if type(e).__name__ == "StubError":
-                raise
-            raise _load_error(e) from e
-        finally:
-            _CTX.clear()
     return out

@@ -1,7 +1,7 @@
 //! SGLang's fused-draft placement (`kvbudget_core::plan::fused_draft`): Python tuples in, a
 //! dict out (`kvbudget.sglang.fused_draft` types it).
 
-use crate::errors::{invalid, nonneg, Result};
+use crate::errors::{nonneg, Result};
 use crate::plan::PoolConfigurator;
 use kvbudget_core::plan::fused_draft::{
     self as fd, DraftLayerGeometry, DraftLayerKind, DraftLayerSet, DraftProfile,
@@ -15,33 +15,13 @@ use std::collections::HashMap;
 /// state bytes per layer, window.
 type KindTuple<'py> = (String, Vec<i64>, Bound<'py, PyAny>, Option<i64>);
 
-fn host(name: &str) -> Result<Host> {
-    match name {
-        "full" => Ok(Host::Full),
-        "swa" => Ok(Host::Swa),
-        "mamba" => Ok(Host::Mamba),
-        _ => Err(invalid(format!(
-            "unknown host sub-pool {name:?} (full, swa, mamba)"
-        ))),
-    }
-}
-
 fn layer_set(
     kind: &str,
     ids: Vec<i64>,
     geometry: &Bound<'_, PyAny>,
     window: Option<i64>,
 ) -> Result<DraftLayerSet> {
-    let kind = match kind {
-        "full" => DraftLayerKind::Full,
-        "window" => DraftLayerKind::Window,
-        "state" => DraftLayerKind::State,
-        _ => {
-            return Err(invalid(format!(
-                "unknown draft layer kind {kind:?} (full, window, state)"
-            )))
-        }
-    };
+    let kind = DraftLayerKind::from_name(kind)?;
     let geometry = if kind == DraftLayerKind::State {
         DraftLayerGeometry::State {
             layer_bytes: nonneg("layer_bytes", geometry.extract::<i64>()?)?,
@@ -135,7 +115,10 @@ pub fn _place_fused_draft<'py>(
             .collect::<Result<_>>()?,
     };
     let ctx = PlacementContext {
-        hosts: hosts.iter().map(|h| host(h)).collect::<Result<_>>()?,
+        hosts: hosts
+            .iter()
+            .map(|h| Host::from_name(h))
+            .collect::<std::result::Result<_, _>>()?,
         target_window: target_window
             .map(|w| nonneg("target_window", w))
             .transpose()?,
@@ -143,11 +126,6 @@ pub fn _place_fused_draft<'py>(
         draft_backends,
     };
     let runners = nonneg("num_runners", num_runners)?;
-    if runners == 0 || runners > 4096 {
-        return Err(invalid(format!(
-            "num_runners must be in 1..=4096; got {runners}"
-        )));
-    }
     let d = fd::place_fused_draft(&profile, runners, &ctx, nonneg("itemsize", itemsize)?)?;
     decision_dict(py, &d, &host_bytes)
 }

@@ -38,6 +38,9 @@ pub const ROW_ALIGN: u64 = 16;
 /// (`WINDOW_RAIL_BACKENDS`).
 const WINDOW_RAIL_BACKENDS: [&str; 1] = ["triton"];
 
+/// The most draft runners a placement takes (far above any deployment; keeps lane counts small).
+pub const MAX_RUNNERS: u64 = 4096;
+
 /// A host sub-pool (`HOST_KINDS`, in registration order: the order placements report hosts in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Host {
@@ -50,6 +53,9 @@ pub enum Host {
 }
 
 impl Host {
+    /// Every host, in registration order.
+    pub const ALL: [Self; 3] = [Self::Full, Self::Swa, Self::Mamba];
+
     /// SGLang's sub-pool name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -57,6 +63,19 @@ impl Host {
             Self::Swa => "swa",
             Self::Mamba => "mamba",
         }
+    }
+
+    /// The host named `name` (one of [`Self::as_str`]'s names).
+    pub fn from_name(name: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|h| h.as_str() == name)
+            .ok_or_else(|| {
+                PlanError::invalid(format!(
+                    "unknown host sub-pool {name:?} ({})",
+                    Self::ALL.map(Self::as_str).join(", ")
+                ))
+            })
     }
 
     /// The host a kind this host turns away falls back to (`fallback_host`).
@@ -89,6 +108,31 @@ pub enum DraftLayerKind {
 }
 
 impl DraftLayerKind {
+    /// Every kind.
+    pub const ALL: [Self; 3] = [Self::Full, Self::Window, Self::State];
+
+    /// SGLang's name (`LAYER_FULL`, `LAYER_WINDOW`, `LAYER_STATE`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Window => "window",
+            Self::State => "state",
+        }
+    }
+
+    /// The kind named `name` (one of [`Self::as_str`]'s names).
+    pub fn from_name(name: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .ok_or_else(|| {
+                PlanError::invalid(format!(
+                    "unknown draft layer kind {name:?} ({})",
+                    Self::ALL.map(Self::as_str).join(", ")
+                ))
+            })
+    }
+
     /// `_LAYER_KIND_NOUN`.
     const fn noun(self) -> &'static str {
         match self {
@@ -406,6 +450,11 @@ pub fn place_fused_draft(
     ctx: &PlacementContext,
     itemsize: u64,
 ) -> Result<FusedDraftDecision> {
+    if num_runners == 0 || num_runners > MAX_RUNNERS {
+        return Err(PlanError::invalid(format!(
+            "num_runners must be in 1..={MAX_RUNNERS}; got {num_runners}"
+        )));
+    }
     let counts = match runner_counts(profile, num_runners) {
         Ok(c) => c,
         Err(reason) => return Ok(FusedDraftDecision::Declined(reason)),

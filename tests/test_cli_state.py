@@ -76,6 +76,18 @@ def test_a_state_pool_that_does_not_fit_is_an_error(qwen3_next: Path) -> None:
     assert "Not enough GPU memory for hybrid" in r.stderr
 
 
+def test_a_draft_beside_a_state_pool_asks_for_its_draft_tokens(qwen3_next: Path) -> None:
+    """The state pool holds a row per draft token: ``--draft mtp:1`` alone is a usage error that
+    names the flags and what SGLang's launch picks for this model (``auto_speculative_params``),
+    and with them the plan goes through."""
+    r = run("plan", str(qwen3_next), "--available", "40GiB", "--draft", "mtp:1")
+    assert r.returncode == 2 and "give --num-steps, --eagle-topk and --num-draft-tokens" in r.stderr, r.stderr
+    assert "SGLang's launch picks 3, 1 and 4 for this model" in r.stderr
+    r = run("plan", str(qwen3_next), "--available", "40GiB", "--draft", "mtp:1", "--num-steps", "3",
+            "--eagle-topk", "1", "--num-draft-tokens", "4", "--max-running-requests", "48")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+
+
 def test_sweep_refuses_a_state_model(qwen3_next: Path) -> None:
     r = run("sweep", str(qwen3_next), "--available", "40GiB", "--vary", "tp", "--values", "1", "2")
     assert r.returncode == 2

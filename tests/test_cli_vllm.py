@@ -217,3 +217,29 @@ def test_plan_engine_vllm_plans_a_dsa_models_mtp_drafter(tmp_path: Path) -> None
                                                                              ("attn", "mla"))]  # fmt: skip
     assert [g["spec"] for g in doc["vllm_plan"]["groups"]] == ["UniformTypeKVCacheSpecs"]
     assert doc["vllm_plan"]["num_blocks"] == vllm.plan(layers, 2 << 30, engine).num_blocks
+
+
+def test_plan_engine_vllm_takes_configs_only_vllms_reader_reads(tmp_path: Path) -> None:
+    """Configs kvbudget's SGLang-mode reading refuses go to vLLM's reader alone under ``--engine
+    vllm``: transformers' default Qwen3-Next (no ``full_attention_interval``), with an MTP drafter,
+    and a pure Mamba2 model (no attention layer). The document's layers and plan are the library's,
+    the note names SGLang's refusal, and SGLang mode still refuses the config."""
+    import transformers as T
+
+    q3n = {**T.Qwen3NextConfig(num_hidden_layers=8).to_dict(), "architectures": ["Qwen3NextForCausalLM"]}
+    q3n.pop("full_attention_interval", None)
+    engine = vllm.EngineConfig(max_model_len=4096, derived_max_model_len=q3n["max_position_embeddings"],
+                               speculative_method="mtp", num_speculative_tokens=1, num_nextn_predict_layers=1)
+    args, doc, layers = _planned_config(tmp_path, q3n, "--draft", "mtp:1", engine=engine)
+    assert [x.kind for x in layers].count("mamba") == 6 and sum(x.is_draft for x in layers) == 1
+    assert doc["vllm_plan"]["num_blocks"] == vllm.plan(layers, 2 << 30, engine).num_blocks
+    assert doc["model"]["geometry"] is None and "full_attention_interval" in doc["model"]["sglang_refusal"]
+    assert "kvbudget's SGLang-mode reading refuses this config" in run(*args).stdout
+    r = run("plan", args[1], "--engine", "sglang", "--available", "2GiB")
+    assert r.returncode == 1 and "full_attention_interval" in r.stderr, r.stderr
+
+    mamba = {**T.Mamba2Config(num_hidden_layers=4).to_dict(), "architectures": ["Mamba2ForCausalLM"]}
+    _, doc, layers = _planned_config(tmp_path, mamba)
+    assert {x.kind for x in layers} == {"mamba"} and len(layers) == 4
+    assert doc["vllm_plan"]["num_blocks"] == vllm.plan(layers, 2 << 30, vllm.EngineConfig(max_model_len=4096)).num_blocks
+    assert doc["model"]["sglang_refusal"] == "a model without attention layers"

@@ -160,7 +160,7 @@ def _draft_budget(out: Console, sc: CliScenario, c: Comparison) -> None:
     out.print(t)
     # max_total_num_tokens is the primary pool: the full pool, or an all-SWA model's SWA pool.
     with_tokens, without_tokens = with_sizes.max_total_num_tokens, wo.config.max_total_num_tokens
-    pool_word = "full" if sc.scenario.model.full_attention_layer_ids else "SWA"
+    pool_word = "full" if sc.sglang_scenario.model.full_attention_layer_ids else "SWA"
     out.print(
         f"  Without draft terms SGLang's {pool_word} pool would hold {b(without_tokens)} tokens "
         f"({without_tokens - with_tokens:+,}), and allocating the draft pool "

@@ -70,7 +70,7 @@ def compare(args: argparse.Namespace, sc: CliScenario, engines: tuple[str, ...] 
     if sc.state is not None:  # the plans hold the state pool: the whole budget
         assert sc.available is not None
         available = sc.available
-    c = compare_engines(sc.scenario, available, hybrid_swa=sc.sglang_hybrid_swa, vllm_deployment=deployment,
+    c = compare_engines(sc.sglang_scenario, available, hybrid_swa=sc.sglang_hybrid_swa, vllm_deployment=deployment,
                         sglang="sglang" in engines, lengths=lengths, max_running_requests=cap,
                         state=sc.state)  # fmt: skip
     return EngineView(c, vi, unread)

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         kv_budget = sc.require_budget()
         available = kv_budget if sc.state is None else sc.available
         assert available is not None
-        v = EngineView(compare_engines(sc.scenario, available, lengths=(), state=sc.state), None)
+        v = EngineView(compare_engines(sc.sglang_scenario, available, lengths=(), state=sc.state), None)
     c = v.comparison
     cfg, available = c.configurator, c.available
     assert c.sglang is not None  # compare_engines plans SGLang's token counts unless told not to

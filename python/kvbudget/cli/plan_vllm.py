@@ -84,7 +84,7 @@ def summary(out: Console, vi: VllmInputs, p: vllm.VllmPlan) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    sc = build_scenario(args)
+    sc = build_scenario(args, vllm_only=True)
     vi = vllm_inputs(args, sc)
     p = vi.plan()
     if args.json:

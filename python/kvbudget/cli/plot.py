@@ -133,6 +133,6 @@ def plot(rows: list[dict[str, Any]], sc: CliScenario, vary: str, x_label: str, p
         f"kvbudget sweep: {model}, draft {draft_name}{budget}\n"
         f"pool tokens and bytes vs {x_label}"
     )
-    ax1.set_title(render.serving_summary(sc.scenario.serving, skip=vary), fontsize=9)
+    ax1.set_title(render.serving_summary(sc.serving, skip=vary), fontsize=9)
     fig.tight_layout()
     _save(fig, plt, path)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import kvbudget
-from kvbudget.sglang.draft_layers import sglang_draft_layers
+from kvbudget.sglang.draft_layers import DraftLayers, sglang_draft_layers
 from kvbudget import (
     DraftGeometry,
     InvalidConfigError,
@@ -36,7 +36,7 @@ from kvbudget.cli.parser import (
     spec_values,
     state_values,
 )
-from kvbudget.cli.values import CliScenario, _PlanningError, budget_of
+from kvbudget.cli.values import CliScenario, VllmOnly, _PlanningError, budget_of
 
 if TYPE_CHECKING:
     from kvbudget.sglang.configurators import PoolConfiguratorBase
@@ -128,10 +128,14 @@ def _config_geometry(cfg: dict[str, Any]) -> ModelGeometry:
 
 
 def _load_model(
-    args: argparse.Namespace,
-) -> tuple[str, dict[str, Any], ModelGeometry, str | None, bool, _SGLangModel | None]:
-    """(label, info, geometry, suggested kv dtype, is_default, what SGLang reads of the model)."""
+    args: argparse.Namespace, *, vllm_only: bool = False
+) -> tuple[str, dict[str, Any], ModelGeometry | str, str | None, bool, _SGLangModel | None]:
+    """(label, info, geometry, suggested kv dtype, is_default, what SGLang reads of the model).
+
+    ``vllm_only``: a config SGLang's reading refuses gives that refusal in place of the geometry
+    (vLLM's reader takes the config itself)."""
     from kvbudget.models import get_preset
+    from kvbudget.models.hf import ConfigError
     from kvbudget.models.hybrid_state import find_hybrid_state_model
 
     config_path: str | None = args.config
@@ -144,7 +148,13 @@ def _load_model(
     if config_path is not None or hybrid is not None:
         # read_config is bounded: size, UTF-8, nesting, 64-bit integers
         cfg = hybrid.config if hybrid is not None else read_config(str(config_path))
-        model = _config_geometry(cfg)
+        model: ModelGeometry | str
+        try:
+            model = _config_geometry(cfg)
+        except (ConfigError, _NoAttention) as exc:
+            if not vllm_only:
+                raise
+            model = str(exc) if isinstance(exc, ConfigError) else "a model without attention layers"
         label = f"config {config_path}" if hybrid is None else f"{hybrid.hf_id} [{hybrid.name}, bundled config values]"
         arch = cfg.get("architectures") or []
         if isinstance(arch, list) and arch and hybrid is None:
@@ -277,8 +287,8 @@ class StateOnlyModel(_PlanningError):
     def __init__(self, state: StateConfig, config: dict[str, Any], serving: ServingConfig,
                  spec: SpeculativeConfig | None, notes: list[str]) -> None:  # fmt: skip
         super().__init__("this model has no attention layer (a pure state model): `kvbudget plan CONFIG --engine "
-                         "sglang` plans its state pool; this command does not take it (in vLLM mode the library "
-                         "does: kvbudget.vllm.layers_from_hf_config, then kvbudget.vllm.plan)")  # fmt: skip
+                         "sglang` plans its state pool, and `--engine vllm` vLLM's blocks; this command does not "
+                         "take it")  # fmt: skip
         self.state, self.config, self.serving, self.spec, self.notes = state, config, serving, spec, notes
 
 
@@ -321,9 +331,18 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
+def _draft_layers(algorithm: str, layers: int, model: ModelGeometry | None,
+                  draft_model: ModelGeometry | None) -> DraftLayers:  # fmt: skip
+    """SGLang's draft-layer classes (:func:`sglang_draft_layers`); for a target only vLLM reads
+    (``model`` None), the layer count alone (vLLM's reader reads the drafter itself)."""
+    if model is None:
+        return {"draft_num_layers": layers, "draft_swa_num_layers": 0, "banded_draft_layers": 0}
+    return sglang_draft_layers(algorithm, layers, target=model, draft_model=draft_model)
+
+
 def _draft(
     text: str | None,
-    model: ModelGeometry,
+    model: ModelGeometry | None,
     model_info: dict[str, Any],
     extra: dict[str, Any],
     notes: list[str],
@@ -371,20 +390,23 @@ def _draft(
             f"{kind.upper()} draft, {_plural(layers, 'layer')} at the target's full-layer geometry"
         )
         # An MTP head without a checkpoint of its own: SGLang reads the target's config.
-        counts = sglang_draft_layers(
-            algorithm, layers, target=model, draft_model=None if algorithm == "nextn" else _NOT_HYBRID
-        )
+        counts = _draft_layers(algorithm, layers, model, None if algorithm == "nextn" else _NOT_HYBRID)
         spec = SpeculativeConfig(algorithm=algorithm, **counts, **extra)
         return label, info, spec
     if looks_like_path(value):
-        target_kwargs = {key: getattr(model, key) for key in GEOMETRY_KEYS}
         hf_kind: Any = _HF_KIND[algorithm]
         cfg = read_config(value)  # bounded: size, UTF-8, nesting, 64-bit integers
+        if model is None:  # vLLM's reader reads the drafter's config itself
+            key = "num_nextn_predict_layers" if algorithm == "nextn" else "num_hidden_layers"
+            n = cfg.get(key)
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                raise UsageError(f"--draft {text!r}: the config gives no positive {key}")
+            spec = SpeculativeConfig(algorithm=algorithm, **_draft_layers(algorithm, n, None, None), **extra)
+            return f"{kind.upper()} draft from {value}, {_plural(n, 'layer')}", {**info, "config": value}, spec
+        target_kwargs = {key: getattr(model, key) for key in GEOMETRY_KEYS}
         geom = DraftGeometry(**draft_kwargs_from_hf_config(cfg, target_kwargs, kind=hf_kind))
         label = f"{kind.upper()} draft from {value}, {geom.num_layers} layers"
-        counts = sglang_draft_layers(
-            algorithm, geom.num_layers, target=model, draft_model=_config_as_draft_model(cfg, hf_kind)
-        )
+        counts = _draft_layers(algorithm, geom.num_layers, model, _config_as_draft_model(cfg, hf_kind))
         spec = SpeculativeConfig(algorithm=algorithm, **counts, draft=geom, **extra)
         return label, {**info, "config": value}, spec
     preset = get_preset(value)
@@ -405,7 +427,7 @@ def _preset_result(
     text: str,
     algorithm: str,
     geom: DraftGeometry | None,
-    model: ModelGeometry,
+    model: ModelGeometry | None,
     model_info: dict[str, Any],
     notes: list[str],
     extra: dict[str, Any],
@@ -418,7 +440,7 @@ def _preset_result(
         own = preset.model_geometry()
     elif algorithm != "nextn":
         own = _NOT_HYBRID
-    counts = sglang_draft_layers(algorithm, layers, target=model, draft_model=own)
+    counts = _draft_layers(algorithm, layers, model, own)
     label = f"{preset.display_name} [{preset.name}]: {_KIND_LABEL[algorithm]}, "
     label += _plural(layers, "layer")
     if geom is None:
@@ -439,15 +461,19 @@ def _preset_result(
 # --------------------------------------------------------------------------- the scenario
 
 
-def build_scenario(args: argparse.Namespace) -> CliScenario:
-    """Turn parsed arguments into a CliScenario (may raise UsageError, KeyError, KVBudgetError)."""
+def build_scenario(args: argparse.Namespace, *, vllm_only: bool = False) -> CliScenario:
+    """Turn parsed arguments into a CliScenario (may raise UsageError, KeyError, KVBudgetError).
+
+    ``vllm_only`` (``plan --engine vllm``): a config SGLang's reading refuses gives a CliScenario
+    without a :class:`kvbudget.Scenario` (:class:`~kvbudget.cli.values.VllmOnly`), for vLLM's
+    reader to take the config itself."""
     if getattr(args, "sglang", None) is not None:
         from kvbudget.cli.launch import launch_scenario
 
         return launch_scenario(args)
     notes: list[str] = []
     try:
-        label, info, model, preset_dtype, is_default, sglang_model = _load_model(args)
+        label, info, model, preset_dtype, is_default, sglang_model = _load_model(args, vllm_only=vllm_only)
     except _NoAttention as e:
         raise _state_only(args, e.config) from None
     draft_text, extra = args.draft, spec_values(args)
@@ -456,7 +482,7 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
         draft_text = DEFAULT_DRAFT
     if steps:
         extra = dict(DEFAULT_SPEC)
-    draft_label, draft_info, spec = _draft(draft_text, model, info, extra, notes)
+    draft_label, draft_info, spec = _draft(draft_text, None if isinstance(model, str) else model, info, extra, notes)
     if steps:
         draft_label += (f", {extra['num_steps']} steps, top-k {extra['eagle_topk']}, {extra['num_draft_tokens']} "
                         "draft tokens (SGLang's own for this launch line)")  # fmt: skip
@@ -466,6 +492,13 @@ def build_scenario(args: argparse.Namespace) -> CliScenario:
     if values["kv_cache_dtype"] is None:
         values["kv_cache_dtype"] = "bf16"
         notes.append("the model's dtype is unknown: kv_cache_dtype bf16 (set --kv-dtype)")
+    if isinstance(model, str):  # only vLLM's reader takes this config
+        notes.append(f"kvbudget's SGLang-mode reading refuses this config ({model}); vLLM's reader takes it")
+        available, budget_label, budget_info = budget_of(args, is_default, notes)
+        parts = VllmOnly(ServingConfig(**values), spec or SpeculativeConfig(), model)
+        return CliScenario(scenario=None, model_label=label, model_info=info, draft_label=draft_label,
+                           draft_info=draft_info, available=available, budget_label=budget_label,
+                           budget_info=budget_info, notes=notes, vllm_only=parts)  # fmt: skip
     scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
     scenario, state = _hybrid_state(sglang_model, scenario, args, notes)
     sglang_pools, what_if = _sglang_pools(sglang_model, scenario, notes)

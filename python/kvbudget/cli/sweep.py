@@ -117,7 +117,7 @@ def sweep_values(args: argparse.Namespace) -> list[float | int]:
 def sweep_row(sc: CliScenario, vary: str, value: float | int) -> dict[str, Any]:
     """One CSV row: the scenario with ``vary`` set to ``value``, planned both ways."""
     name = VARY_FIELDS[vary]
-    serving = sc.scenario.serving
+    serving = sc.serving
     row: dict[str, Any] = dict.fromkeys(CSV_COLUMNS, "")
     row.update(
         vary=vary,
@@ -131,7 +131,7 @@ def sweep_row(sc: CliScenario, vary: str, value: float | int) -> dict[str, Any]:
         row[name] = int(value) if _is_int(vary) else float(value)
     available: int = row["available_bytes"]
     try:
-        scenario = sc.scenario if name is None else sc.scenario.replace(**{name: row[name]})
+        scenario = sc.sglang_scenario if name is None else sc.sglang_scenario.replace(**{name: row[name]})
         cfg = scenario.configurator()
         row.update(configurator=cfg.kind, cell_size=cfg.cell_size)
         sg = cfg.plan(available, fit="sglang")

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kvbudget._core import SpeculativeConfig
+from kvbudget._core import ServingConfig, SpeculativeConfig
 from kvbudget.cli import render
 from kvbudget.cli.parser import (
     DEFAULT_GPU,
@@ -27,18 +27,31 @@ if TYPE_CHECKING:
     from kvbudget.sglang.configurators import PoolConfiguratorBase
     from kvbudget.sglang.state import StateBudget
 
-__all__ = ["CliScenario", "budget_of"]
+__all__ = ["CliScenario", "VllmOnly", "budget_of"]
 
 
 class _PlanningError(KVBudgetError):
     """A planning error raised by the command line itself (exit status 1)."""
 
 
+@dataclass(frozen=True)
+class VllmOnly:
+    """``plan --engine vllm`` on a config SGLang's reading refuses: what the command line gives
+    beside the model (vLLM's reader takes the config itself)."""
+
+    serving: ServingConfig
+    spec: SpeculativeConfig
+    #: Why kvbudget's SGLang-mode reading of the config refused it, in its words.
+    sglang_refusal: str
+
+
 @dataclass
 class CliScenario:
     """What to plan (a :class:`kvbudget.Scenario`) and how the command line describes it."""
 
-    scenario: Scenario
+    #: What SGLang and the exact plan read; None only for ``plan --engine vllm`` on a config
+    #: SGLang's reading refuses (:attr:`vllm_only` then holds the rest).
+    scenario: Scenario | None
     model_label: str
     model_info: dict[str, Any]
     draft_label: str
@@ -59,6 +72,31 @@ class CliScenario:
     state: StateConfig | None = None
     #: The state pool SGLang sizes from ``available`` (set by :meth:`require_budget`).
     state_budget: StateBudget | None = None
+    #: When :attr:`scenario` is None: the serving flags, the draft, and why SGLang's reading
+    #: of the config refused it.
+    vllm_only: VllmOnly | None = None
+
+    @property
+    def sglang_scenario(self) -> Scenario:
+        """:attr:`scenario`; a planning error naming SGLang's refusal when only vLLM reads the model."""
+        if self.scenario is None:
+            assert self.vllm_only is not None
+            raise _PlanningError(f"only vLLM's reader takes this config: {self.vllm_only.sglang_refusal}")
+        return self.scenario
+
+    @property
+    def serving(self) -> ServingConfig:
+        """The serving flags."""
+        return self.scenario.serving if self.scenario is not None else self._parts().serving
+
+    @property
+    def spec(self) -> SpeculativeConfig:
+        """The speculative settings."""
+        return self.scenario.spec if self.scenario is not None else self._parts().spec
+
+    def _parts(self) -> VllmOnly:
+        assert self.vllm_only is not None, "a CliScenario holds a scenario or vllm_only"
+        return self.vllm_only
 
     @property
     def sglang_hybrid_swa(self) -> bool | None:
@@ -67,7 +105,7 @@ class CliScenario:
 
     def configurator(self) -> PoolConfiguratorBase:
         """SGLang's configurator for the scenario (the factory's choice)."""
-        return self.scenario.configurator()
+        return self.sglang_scenario.configurator()
 
     def require_budget(self) -> int:
         """The KV pool's budget, bytes: ``available``, less a hybrid model's state pool
@@ -81,18 +119,29 @@ class CliScenario:
             return self.available
         from kvbudget.sglang.state import kv_budget_bytes, state_budget
 
-        s = self.scenario
+        s = self.sglang_scenario
+        if s.spec.algorithm not in ("none", "") and s.spec.num_draft_tokens is None:
+            from kvbudget.sglang.resolve import auto_speculative_params
+
+            arch = (self.model_info.get("architectures") or [""])[0]
+            steps, topk, tokens = auto_speculative_params(s.spec.algorithm, arch)
+            raise UsageError(f"a draft beside a state pool: the state pool holds a row per draft token, so give "
+                             f"--num-steps, --eagle-topk and --num-draft-tokens (SGLang's launch picks {steps}, "
+                             f"{topk} and {tokens} for this model, and --max-running-requests 48 when unset), or "
+                             "plan the launch line itself with --sglang '...'")  # fmt: skip
         self.state_budget = state_budget(self.state, s.serving, s.spec, self.available / GIB)
         return kv_budget_bytes(self.state_budget)
 
     def to_dict(self) -> dict[str, Any]:
         s = self.scenario
-        spec = None if s.spec == SpeculativeConfig() else json.loads(s.spec.to_json())
+        spec = None if self.spec == SpeculativeConfig() else json.loads(self.spec.to_json())
+        geometry = None if s is None else json.loads(s.model.to_json())
         return {
             "default": self.is_default,
-            "model": {**self.model_info, "geometry": json.loads(s.model.to_json())},
+            "model": {**self.model_info, "geometry": geometry,
+                      **({} if self.vllm_only is None else {"sglang_refusal": self.vllm_only.sglang_refusal})},
             "draft": {**self.draft_info, "speculative": spec},
-            "serving": json.loads(s.serving.to_json()),
+            "serving": json.loads(self.serving.to_json()),
             "budget": {"available_bytes": self.available, **self.budget_info},
             "sglang_pools": self.sglang_pools,
             "state": None if self.state is None else {

@@ -117,7 +117,7 @@ def _draft(sc: CliScenario, target: dict[str, Any]) -> tuple[str | None, dict[st
     """(vLLM's method, the drafter's config, MTP layers) for the command line's draft."""
     from kvbudget.models import get_preset
 
-    spec = sc.scenario.spec
+    spec = sc.spec
     if spec.algorithm in ("none", "") or spec.draft_num_layers == 0:
         return None, None, None
     method = _METHODS.get(spec.algorithm)
@@ -170,7 +170,7 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
         kvbudget.models.ConfigError: a config vLLM refuses (an InvalidConfigError).
     """
     target = _target_config(sc)
-    serving = sc.scenario.serving
+    serving = sc.serving
     if serving.kv_cache_dtype not in _KV_DTYPES:
         raise UsageError(f"--engine vllm: no vLLM --kv-cache-dtype for {serving.kv_cache_dtype!r} "
                          f"(kvbudget maps {', '.join(_KV_DTYPES)})")  # fmt: skip
@@ -193,7 +193,7 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
         raise UsageError("--max-model-len auto needs the model's max_position_embeddings")
     k = flags.pop("num_speculative_tokens", None)
     if method is not None and k is None:
-        k = sc.scenario.spec.num_steps or 1
+        k = sc.spec.num_steps or 1
     # The settings the rest of the command line gives; every other one is its own flag.
     engine = vllm.EngineConfig(
         max_model_len=max_len, derived_max_model_len=derived, tp=serving.tp_size, dcp=serving.dcp_size,

@@ -47,7 +47,7 @@ from typing import Any
 
 from kvbudget.errors import InvalidConfigError
 
-__all__ = ["EAGLE_FAMILY", "LaunchRefused", "MTP_FROM_TARGET", "draft_kv_layers", "resolve_launch"]
+__all__ = ["EAGLE_FAMILY", "LaunchRefused", "MTP_FROM_TARGET", "auto_speculative_params", "draft_kv_layers", "resolve_launch"]
 
 
 class LaunchRefused(InvalidConfigError):
@@ -241,6 +241,14 @@ def _algorithm(v: dict[str, Any], draft_archs: Callable[[str], list[str]]) -> No
                       f"speculative decoding (--speculative-algorithm {algo})")  # fmt: skip
 
 
+def auto_speculative_params(algorithm: str, arch: str) -> tuple[int, int, int]:
+    """(steps, top-k, draft tokens) SGLang 0.5.23 picks at launch for an EAGLE-family draft when
+    ``--speculative-num-steps`` is unset (``_auto_choose_speculative_params``); ``algorithm`` in
+    SGLang's spelling (``EAGLE``, ``EAGLE3``, ``STANDALONE``; NEXTN launches as EAGLE)."""
+    wide = algorithm.upper() != "STANDALONE" and arch in _WIDE_DRAFT_ARCHS
+    return (5, 4, 8) if wide else (3, 1, 4)
+
+
 def _eagle_family(v: dict[str, Any], arch: str) -> None:
     if v["speculative_algorithm"] == "STANDALONE" and v["attn_dp_size"] > 1:
         raise _refuse("speculative_hook.py", "Currently standalone speculative decoding does not support dp attention.")
@@ -252,9 +260,8 @@ def _eagle_family(v: dict[str, Any], arch: str) -> None:
         if v["speculative_eagle_topk"] is not None or v["speculative_num_draft_tokens"] is not None:
             raise _refuse("speculative_hook.py, an assertion", "--speculative-eagle-topk and "
                           "--speculative-num-draft-tokens need --speculative-num-steps")  # fmt: skip
-        wide = v["speculative_algorithm"] != "STANDALONE" and arch in _WIDE_DRAFT_ARCHS
         v["speculative_num_steps"], v["speculative_eagle_topk"], v["speculative_num_draft_tokens"] = (
-            (5, 4, 8) if wide else (3, 1, 4))
+            auto_speculative_params(v["speculative_algorithm"], arch))
     topk, steps = v["speculative_eagle_topk"], v["speculative_num_steps"]
     backends = {v["prefill_attention_backend"] or v["attention_backend"],
                 v["decode_attention_backend"] or v["attention_backend"]}  # fmt: skip

@@ -32,11 +32,12 @@ import os
 import random
 from typing import Any
 
+import pytest
 import transformers as T
 from vllm_oracle._hf import VllmLoadError, vllm_config_class, vllm_layers, vllm_model_type
 
 from kvbudget import InvalidConfigError, vllm
-from kvbudget.models.hybrid_state import get_hybrid_state_model
+from kvbudget.models.hybrid_state import get_hybrid_state_model, hybrid_state_entries
 from kvbudget.vllm.models import layers_from_hf_config
 
 N = int(os.environ.get("KVBUDGET_VLLM_STATE_MODEL_CASES", "300"))
@@ -377,16 +378,21 @@ def test_kimi_linear_read_as_vllm_reads_it() -> None:
     assert counts["attention layers"] > 3 * N, counts
 
 
-def test_the_bundled_checkpoints_read_as_vllm_reads_them() -> None:
-    """Qwen3-Next-80B-A3B, Qwen3.5-9B, Qwen3.5-35B-A3B, Nemotron-Nano-9B-v2, Falcon-H1-7B and
-    Kimi-Linear-48B-A3B's published configs at TP 4."""
-    for name in ("qwen3-next-80b-a3b-instruct", "qwen3.5-9b", "qwen3.5-35b-a3b", "nvidia-nemotron-nano-9b-v2",
-                 "falcon-h1-7b-instruct", "kimi-linear-48b-a3b-instruct"):
-        saved = get_hybrid_state_model(name).config
-        ours, theirs = _ours(saved, {"tp": 4, "pp": 1}, "bfloat16"), _theirs(saved, {"tp": 4, "pp": 1}, "bfloat16")
-        assert not isinstance(theirs, str) and ours == theirs, (name, theirs if isinstance(theirs, str) else "")
+@pytest.mark.parametrize("entry", hybrid_state_entries(), ids=lambda e: e["name"])
+def test_the_bundled_checkpoints_read_as_vllm_reads_them(entry: dict[str, Any]) -> None:
+    """Every bundled published config (``kvbudget models``, ``plan NAME --engine vllm``) at TP 1, 2
+    and 4: none refused by vLLM's own class (LFM2-1.2B once lacked the ``block_dim`` it reads)."""
+    saved = entry["config"]
+    for tp in (1, 2, 4):
+        ours, theirs = _ours(saved, {"tp": tp, "pp": 1}, "bfloat16"), _theirs(saved, {"tp": tp, "pp": 1}, "bfloat16")
+        why = theirs if isinstance(theirs, str) else ""
+        assert not isinstance(theirs, str) and ours == theirs, (entry["name"], tp, why)
+        assert isinstance(ours, list) and sum(x["kind"] == "mamba" for x in ours) == entry["expect"]["state_layers"]
+
+
+def test_qwen3_5_states_take_its_mamba_ssm_dtype() -> None:
     qwen35 = _ours(get_hybrid_state_model("qwen3.5-9b").config, {"tp": 4, "pp": 1}, "bfloat16")
-    assert isinstance(qwen35, list) and qwen35[0]["state_dtypes"] == ["bfloat16", "float32"]  # its mamba_ssm_dtype
+    assert isinstance(qwen35, list) and qwen35[0]["state_dtypes"] == ["bfloat16", "float32"]
 
 
 def test_the_bundled_qwen_checkpoints_read_with_their_mtp_drafter_as_vllm_reads_them() -> None:
@@ -586,3 +592,4 @@ def test_state_shapes_are_vllms_calculators() -> None:
             ours = "refused"
         assert ours == theirs, ("mamba2_replayssm", dims, ours, theirs)
     assert min(outcomes.values()) > 500, outcomes
+

@@ -11,7 +11,9 @@ readers use, its Hugging Face id and file, and a note on how the values were
 checked; ``kvbudget plan NAME`` plans one as if its config were given.
 
 ``tests/test_sglang_model.py`` and ``tests/test_sglang_state_model.py`` hold every
-entry to SGLang's own config code. vLLM mode does not plan these models yet.
+entry to SGLang's own config code; in vLLM mode (``kvbudget plan NAME --engine vllm``,
+:func:`kvbudget.vllm.layers_from_hf_config`) the same configs are read as vLLM's model classes
+read them (tests/test_vllm_state_models.py).
 """
 
 from __future__ import annotations

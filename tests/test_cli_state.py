@@ -108,6 +108,22 @@ def test_a_named_hybrid_state_model_plans_as_its_config(tmp_path: Path, name: st
     assert a["model"]["hf_id"] == m.hf_id and a["state"]["budget"]["max_mamba_cache_size"] > 0
 
 
+@pytest.mark.parametrize("name", list_hybrid_state_models())
+def test_a_named_hybrid_state_model_plans_in_vllm_mode(name: str) -> None:
+    """``plan NAME --engine vllm``: each bundled model's layers as the library reads its config, and
+    its state layers in vLLM's one pool (the bundled LFM2 once lacked keys vLLM's class reads)."""
+    from kvbudget import vllm
+    from kvbudget.vllm.models import layers_from_hf_config
+
+    r = run("plan", name, "--engine", "vllm", "--available", "20GiB", "--max-model-len", "8192", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    m = get_hybrid_state_model(name)
+    layers = layers_from_hf_config(m.config, vllm.EngineConfig(max_model_len=8192))
+    assert [x["name"] for x in doc["vllm_layers"]] == [x.name for x in layers]
+    assert any(g["spec"] == "MambaSpec" for g in doc["vllm_plan"]["groups"]) and doc["vllm_plan"]["num_blocks"] > 0
+
+
 def test_the_bundled_hybrid_state_models_are_listed() -> None:
     r = run("models", "--json")
     assert r.returncode == 0, r.stderr

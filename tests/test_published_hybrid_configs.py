@@ -90,3 +90,22 @@ def test_published_config_refused_as_sglang_refuses_it(oracle: ModelOracle, entr
     assert "does not support custom attention backends" in theirs[1], theirs
     with pytest.raises(ConfigError, match="no custom attention backend support"):
         resolve_sglang(dict(cfg))
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
+def test_plan_config_refuses_in_sglang_mode_and_plans_in_vllm_mode(tmp_path: Path, entry: dict[str, Any]) -> None:
+    """``kvbudget plan CONFIG``: SGLang mode refuses the checkpoint with SGLang's reason (it once read
+    Jamba's Mamba layers as 32 full-attention layers and planned them); ``--engine vllm`` plans vLLM's
+    4 attention and 28 Mamba layers, its note naming SGLang's refusal."""
+    from cli_helpers import run
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(entry["config"]))
+    r = run("plan", str(path), "--available", "20GiB")
+    assert r.returncode == 1 and "no custom attention backend support" in r.stderr, r.stderr
+    r = run("plan", str(path), "--engine", "vllm", "--available", "20GiB", "--max-model-len", "8192", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    kinds = [x["kind"] for x in doc["vllm_layers"]]
+    assert (kinds.count("mamba"), len(kinds) - kinds.count("mamba")) == (28, 4), kinds
+    assert "no custom attention backend support" in doc["model"]["sglang_refusal"]

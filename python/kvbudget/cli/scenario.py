@@ -111,13 +111,22 @@ _SGLangModel = tuple[list[str], dict[str, Any], dict[str, Any]]
 def _config_geometry(cfg: dict[str, Any]) -> ModelGeometry:
     """A config's attention geometry: a model SGLang keeps a recurrent state for, as SGLang resolves
     its KV layers (its layer kinds name state layers the generic reader does not know); else the
-    generic reading."""
-    from kvbudget.models.hf import geometry_kwargs_from_hf_config
+    generic reading. A model SGLang cannot serve by its architecture or model type (no model class:
+    Jamba; pools kvbudget does not model) is SGLang's refusal, not the generic reading of its
+    layers (which would take Jamba's Mamba layers for attention)."""
+    from kvbudget.models.hf import ConfigError, geometry_kwargs_from_hf_config
     from kvbudget.sglang.model import resolve_sglang
     from kvbudget.sglang.state_model import STATE_MODEL_TYPES
 
     text = cfg.get("text_config")
     types = {cfg.get("model_type"), text.get("model_type") if isinstance(text, dict) else None}
+    archs = cfg.get("architectures")
+    if not types & set(STATE_MODEL_TYPES) and isinstance(archs, list) and archs:
+        try:
+            resolve_sglang(cfg)
+        except ConfigError as exc:
+            if exc.key in ("architectures", "model_type"):  # refused by name: SGLang's class, or its pools
+                raise
     if types & set(STATE_MODEL_TYPES):
         resolved = resolve_sglang(cfg)
         if resolved.state_pool and not resolved.num_attention_layers:

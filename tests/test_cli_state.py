@@ -94,7 +94,8 @@ def test_sweep_refuses_a_state_model(qwen3_next: Path) -> None:
     assert "recurrent state pool" in r.stderr
 
 
-@pytest.mark.parametrize("name", [*list_hybrid_state_models(), "tiiuae/Falcon-H1-7B-Instruct"])
+@pytest.mark.parametrize("name", [*(n for n in list_hybrid_state_models() if "sglang" in get_hybrid_state_model(n).engines),
+                                  "tiiuae/Falcon-H1-7B-Instruct"])  # fmt: skip
 def test_a_named_hybrid_state_model_plans_as_its_config(tmp_path: Path, name: str) -> None:
     """Each bundled model's name (or HF id) plans exactly as its config file does (Qwen3.5's
     ``linear_attention`` layer kinds included)."""
@@ -132,6 +133,9 @@ def test_the_bundled_hybrid_state_models_are_listed() -> None:
     # Nemotron-Nano-9B-v2: 27 Mamba layers and 4 attention layers (of 56); Falcon-H1: both in all 44.
     assert (rows["nvidia-nemotron-nano-9b-v2"]["state_layers"], rows["nvidia-nemotron-nano-9b-v2"]["attention_layers"]) == (27, 4)
     assert (rows["falcon-h1-7b-instruct"]["state_layers"], rows["falcon-h1-7b-instruct"]["attention_layers"]) == (44, 44)
+    assert rows["ai21-jamba-1.5-mini"]["engines"] == ["vllm"] and rows["ai21-jamba-1.5-mini"]["mixer"] == "mamba"
+    r = run("plan", "ai21-jamba-1.5-mini", "--available", "40GiB")  # SGLang mode: SGLang's reason, and the way out
+    assert r.returncode == 2 and "SGLang 0.5.23 does not serve it" in r.stderr and "--engine vllm" in r.stderr
     with pytest.raises(UnknownHybridStateModelError, match="qwen3-next-80b-a3b-instruct"):
         get_hybrid_state_model("qwen3-next-80b")
 

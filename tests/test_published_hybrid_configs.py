@@ -1,10 +1,10 @@
-"""Released checkpoints' config.json values of the hybrid-state families the bundled
-``kvbudget models`` table (``python/kvbudget/models/data/hybrid_state_models.json``) does not
-carry, read through both engines' readers and held to each engine's own code (issue 24: "a test
-per family with a real checkpoint's config.json values").
+"""Released checkpoints' config.json values of the hybrid-state families only one engine serves,
+read through both engines' readers and held to each engine's own code (issue 24: "a test per
+family with a real checkpoint's config.json values").
 
-The values are in ``tests/data/published_hybrid_configs.json``, each entry with the public copy it
-was taken from (the Hub is not reachable from this project):
+The values are the bundled ``kvbudget models`` table's entries whose ``engines`` leave SGLang out
+(``python/kvbudget/models/data/hybrid_state_models.json``), each with the public copy it was taken
+from (the Hub is not reachable from this project):
 
 * **Jamba** (``JambaForCausalLM``): ai21labs/Jamba-v0.1 (the whole file) and
   ai21labs/AI21-Jamba-1.5-Mini. vLLM 0.33.0 serves it: ``layers_from_hf_config`` must equal
@@ -32,10 +32,11 @@ from sglang_oracle.model import ModelOracle, load
 from test_vllm_state_models import _ours, _theirs
 
 from kvbudget.models.hf import ConfigError
+from kvbudget.models.hybrid_state import hybrid_state_entries
 from kvbudget.sglang.model import resolve_sglang
 
-DATA = Path(__file__).parent / "data" / "published_hybrid_configs.json"
-ENTRIES: list[dict[str, Any]] = json.loads(DATA.read_text())["entries"]
+#: The bundled checkpoints only vLLM serves (``kvbudget models``: ``engines`` ["vllm"]).
+ENTRIES: list[dict[str, Any]] = [e for e in hybrid_state_entries() if "sglang" not in e.get("engines", ("sglang",))]
 #: The parallel layouts each checkpoint is read at (TP divides its 32 heads and 8 KV heads).
 LAYOUTS = ({"tp": 1, "pp": 1}, {"tp": 2, "pp": 1}, {"tp": 4, "pp": 1}, {"tp": 8, "pp": 1}, {"tp": 2, "pp": 2})
 

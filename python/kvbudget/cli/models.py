@@ -10,19 +10,29 @@ from kvbudget.cli.render import b
 
 
 def _hybrid_rows() -> list[dict[str, Any]]:
-    """The bundled hybrid-state models, read as SGLang 0.5.23 reads them (state and KV layers)."""
+    """The bundled hybrid-state models, read as SGLang 0.5.23 reads them (state and KV layers), or
+    as vLLM 0.33.0 reads one SGLang does not serve."""
+    from kvbudget import vllm
     from kvbudget.models.hybrid_state import get_hybrid_state_model, list_hybrid_state_models
     from kvbudget.sglang import resolve_sglang
     from kvbudget.sglang.state_model import state_from_hf_config
+    from kvbudget.vllm.models import layers_from_hf_config
 
     rows = []
     for name in list_hybrid_state_models():
         m = get_hybrid_state_model(name)
-        state = state_from_hf_config(m.config)
-        assert state is not None, name
-        rows.append({"name": m.name, "hf_id": m.hf_id, "mixer": state.mixer, "state_layers": state.num_state_layers,
-                     "attention_layers": resolve_sglang(m.config).num_attention_layers, "source": m.source,
-                     "note": m.note})  # fmt: skip
+        row: dict[str, Any] = {"name": m.name, "hf_id": m.hf_id, "engines": list(m.engines), "source": m.source,
+                               "note": m.note}
+        if "sglang" in m.engines:
+            state = state_from_hf_config(m.config)
+            assert state is not None, name
+            row.update(mixer=state.mixer, state_layers=state.num_state_layers,
+                       attention_layers=resolve_sglang(m.config).num_attention_layers)  # fmt: skip
+        else:  # vLLM's Mamba-1 layers (a MambaSpec each)
+            kinds = [x.kind for x in layers_from_hf_config(m.config, vllm.EngineConfig())]
+            row.update(mixer="mamba", state_layers=kinds.count("mamba"),
+                       attention_layers=len(kinds) - kinds.count("mamba"))  # fmt: skip
+        rows.append(row)
     return rows
 
 
@@ -109,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
     tables.append(render.fixed_table(
         "hybrid-state models (config values bundled; SGLang mode plans the state pool first, vLLM mode its state "
         "layers in the one pool)",
-        ["name", "hf_id", "state", "layers state/attention"],
-        [[h["name"], h["hf_id"], h["mixer"], f"{h['state_layers']}/{h['attention_layers']}",
+        ["name", "hf_id", "state", "layers state/attention", "engines"],
+        [[h["name"], h["hf_id"], h["mixer"], f"{h['state_layers']}/{h['attention_layers']}", ", ".join(h["engines"]),
           f"{h['source']['model_id']} {h['source']['file']}"] for h in hybrid], "source"))  # fmt: skip
     g_rows = [
         [

@@ -1,7 +1,8 @@
 """Named hybrid-state models: released checkpoints' ``config.json`` values, with their sources.
 
 The models people serve with a recurrent state beside the KV cache (Qwen3-Next,
-Qwen3.5 dense and MoE, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2) are planned from
+Qwen3.5 dense and MoE, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2; Jamba, which only vLLM
+serves: :attr:`HybridStateModel.engines`) are planned from
 their config: the layer kinds, the state shapes and the attention geometry are
 read as SGLang 0.5.23's config classes read them
 (:func:`kvbudget.sglang.resolve_sglang`,
@@ -49,6 +50,8 @@ class HybridStateModel:
         source: where the values come from (``model_id`` and ``file``).
         note: how the values were checked against the published file.
         config: the published ``config.json`` keys the readers use (a private copy).
+        engines: the engines that serve it (``"sglang"``, ``"vllm"``); SGLang mode refuses
+            the others with SGLang's reason (Jamba: no SGLang class).
     """
 
     name: str
@@ -56,6 +59,7 @@ class HybridStateModel:
     source: dict[str, Any] = field(hash=False)
     note: str
     config: dict[str, Any] = field(hash=False, repr=False)
+    engines: tuple[str, ...] = ("sglang", "vllm")
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,7 +95,8 @@ def find_hybrid_state_model(name: str) -> HybridStateModel | None:
     if e is None:
         return None
     return HybridStateModel(name=_name(e), hf_id=str(e["source"]["model_id"]), source=dict(e["source"]),
-                            note=str(e["note"]), config=json.loads(json.dumps(e["config"])))  # fmt: skip
+                            note=str(e["note"]), config=json.loads(json.dumps(e["config"])),
+                            engines=tuple(e.get("engines", ("sglang", "vllm"))))  # fmt: skip
 
 
 def get_hybrid_state_model(name: str) -> HybridStateModel:

@@ -11,12 +11,18 @@ Two differentials, seeded:
 * The unified Mamba pool with a draft (``plan_with_state`` against ``_handle_max_mamba_cache``,
   the configurator's ``_fused_draft_for_mamba_factory`` / ``fused_entry_bytes("full")``,
   ``init_unified_mamba_pools`` with the placement and ``UnifiedMambaPool``'s verify buffers): a
-  unified state case of ``tests/test_sglang_state_unified.py`` with an EAGLE-family draft (its
-  layers, geometry, KV dtype, DCP, backends). kvbudget must give SGLang's ``max_mamba_cache_size``,
-  fused entry, buffer bytes, sub-pool capacities, verify buffer bytes and refusal kind (a draft that
-  cannot fuse: SGLang's message); its exact plan must fit the budget and allocate exactly its bytes.
-  SGLang's launch checks (``handle_unified_memory_pool``: the algorithm list, ``eagle_topk``, the
-  EAGLE backend sets) are held to their text; what kvbudget does not model is refused by name.
+  unified state case of ``tests/test_sglang_state_unified.py`` with an EAGLE- or DFLASH-family
+  draft (its layers, geometry, KV dtype, DCP, backends). kvbudget must give SGLang's
+  ``max_mamba_cache_size``, fused entry, buffer bytes, sub-pool capacities, verify buffer bytes and
+  refusal kind (a draft that cannot fuse: SGLang's message); its exact plan must fit the budget and
+  allocate exactly its bytes. A DFLASH-family draft's decision is SGLang's whole: its backend
+  (``resolve_draft_worker_attention_backend``) and its KV dtype (``configure_kv_cache_dtype``, fa4's
+  model-dtype rows). SGLang's launch checks (``handle_unified_memory_pool``, run by
+  :mod:`sglang_oracle.unified_launch`: the algorithm list, ``eagle_topk``, the EAGLE backend sets,
+  DFLASH's and DSPARK's verify backends, the DCP gate) are held to their text. Where kvbudget's
+  backends are unknown, the first of :data:`STAND_INS` SGLang admits stands for them. What kvbudget
+  does not model is refused by name, and so is a DSPARK draft that cannot fuse (SGLang then boots
+  its private draft pool beside the buffer, unpriced).
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ import torch
 import test_sglang_state as S
 import test_sglang_state_unified as U
 from sglang_oracle import state as oracle_state
-from sglang_oracle._case import HF_ABSENT
+from sglang_oracle._case import HF_ABSENT, KV_CACHE_DTYPES
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle._sandbox import HFConfig
 from sglang_oracle.state import StateCase, StateOracle
+from sglang_oracle.unified_launch import LaunchOracle
 from sglang_oracle.unified_mamba import UnifiedMambaOracle
 
 PLACEMENTS = int(os.environ.get("KVBUDGET_FUSED_PLACEMENT_CASES", "800"))
@@ -48,9 +55,9 @@ BACKENDS = ("triton", "fa3", "flashinfer", "trtllm_mha", "fa4", "torch_native")
 
 
 @pytest.fixture(scope="module")
-def oracles() -> tuple[StateOracle, UnifiedMambaOracle]:
+def oracles() -> tuple[StateOracle, UnifiedMambaOracle, LaunchOracle]:
     state = oracle_state.load(sglang_root())
-    return state, UnifiedMambaOracle(state.b)
+    return state, UnifiedMambaOracle(state.b), LaunchOracle(state.b)
 
 
 # --------------------------------------------------------------------------- placement
@@ -152,8 +159,10 @@ def test_placement_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle]) -
 
 # --------------------------------------------------------------------------- the unified pool with a draft
 
-ALGORITHMS = ("eagle",) * 6 + ("nextn",) * 5 + ("eagle3",) * 3 + ("standalone", "ngram", "dflash", "dspark",
-                                                                   "frozen_kv_mtp", "uno")  # fmt: skip
+ALGORITHMS = ("eagle",) * 6 + ("nextn",) * 5 + ("eagle3",) * 3 + ("dflash",) * 4 + ("dspark",) * 4 + (
+    "standalone", "ngram", "frozen_kv_mtp", "uno")  # fmt: skip
+#: A DFLASH-family draft's draws: the pairs its launch checks and its fa4 KV dtype rule read.
+DFLASH_BACKENDS = ("fa4", "fa3", "triton", "flashinfer", "trtllm_mha")
 
 
 def case(seed: int) -> tuple[StateCase, dict[str, Any], dict[str, Any]]:
@@ -171,6 +180,8 @@ def case(seed: int) -> tuple[StateCase, dict[str, Any], dict[str, Any]]:
                              "geometry": None, "dcp": 2 if r.random() < 0.03 else 1,
                              "backends": None if r.random() < 0.75 else (r.choice(BACKENDS), r.choice(BACKENDS)),
                              }  # fmt: skip
+    if draft["algorithm"] in ("dflash", "dspark") and r.random() < 0.5:
+        draft["backends"] = (r.choice(DFLASH_BACKENDS), r.choice(DFLASH_BACKENDS))
     if r.random() < 0.4:
         h = S._pick(r, (1, 2, 4, 8), (3, 5))
         d = S._pick(r, (64, 128, 256), (72, 40, 20))
@@ -203,7 +214,7 @@ def kvbudget_side(c: StateCase, full: dict[str, Any], draft: dict[str, Any], o: 
         b = draft["backends"]
         serving = serving.replace(tp_size=c.tp, dcp_size=draft["dcp"], kv_cache_dtype=full["dtype"],
                                   page_size=full["page"], prefill_attention_backend=b and b[0],
-                                  decode_attention_backend=b and b[1])  # fmt: skip
+                                  decode_attention_backend=b and b[1], model_dtype=_model_dtype(full)[0])  # fmt: skip
         g = draft["geometry"]
         geometry = None if g is None or not draft["layers"] else kvbudget.DraftGeometry(num_layers=draft["layers"], **g)
         spec = spec.replace(algorithm=draft["algorithm"], draft_num_layers=0 if geometry else draft["layers"],
@@ -223,33 +234,26 @@ def kvbudget_side(c: StateCase, full: dict[str, Any], draft: dict[str, Any], o: 
             "max_slots": {"mamba": pool.nbytes // e_m, "full": pool.nbytes // e_f}}  # fmt: skip
 
 
-#: SGLang's launch checks (``handle_unified_memory_pool``), by a piece of their text.
+def _model_dtype(full: dict[str, Any]) -> tuple[str, torch.dtype]:
+    """The model dtype of the case, kvbudget's name and torch's: the one the parity oracle gives SGLang
+    for the KV dtype (``fp16`` / ``fp32`` KV are SGLang's ``auto`` on such a model), else bf16."""
+    dtype = KV_CACHE_DTYPES[full["dtype"]][1] or torch.bfloat16
+    return {torch.float16: "fp16", torch.float32: "fp32"}.get(dtype, "bf16"), dtype
+
+
+#: SGLang's launch checks (``handle_unified_memory_pool``, run by :mod:`sglang_oracle.unified_launch`),
+#: by a piece of their text.
 LAUNCH = {"algorithm": "only supports --speculative-algorithm DSPARK, DFLASH, EAGLE and EAGLE3",
           "eagle_topk": "supports a linear draft chain only", "target backends": "requires the target on the",
-          "draft backends": "a fused draft is MHA-shaped"}  # fmt: skip
+          "draft backends": "a fused draft is MHA-shaped",
+          "verify backends": "requires spec-verify-audited attention backends",
+          "dcp": "with decode context parallelism (--dcp-size > 1)"}  # fmt: skip
+#: What kvbudget's unknown pair stands for: the first of these SGLang's launch checks admit.
+STAND_INS = ("triton", "flashinfer", "trtllm_mla", "cutedsl_mla")
 
 
-def _launch(c: StateCase, full: dict[str, Any], draft: dict[str, Any]) -> str | None:
-    """The launch check SGLang fails first, if any."""
-    if draft["algorithm"] not in ("eagle", "nextn", "eagle3", "dflash", "dspark"):
-        return "algorithm"
-    if c.eagle_topk not in (None, 1):
-        return "eagle_topk"
-    if draft["algorithm"] in ("dflash", "dspark"):
-        return "kvbudget: DFLASH family"
-    b = draft["backends"]
-    mha = {"triton", "flashinfer", "fa3", "trtllm_mha"}
-    verify = {"triton", "trtllm_mla", "cutedsl_mla", "flashmla", "flashinfer", "fa3"}
-    allowed = verify if "kv_lora_rank" in full else mha
-    if b is not None and not set(b) <= allowed:
-        return "target backends"
-    if b is not None and not set(b) <= mha:
-        return "draft backends"
-    return None
-
-
-def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tuple[str, list[str]]:
-    sglang, unified = oracles
+def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle], seed: int) -> tuple[str, list[str]]:
+    sglang, unified, launch = oracles
     sb = U._sandbox()
     c, full, draft = case(seed)
     c = dataclasses.replace(c, rest_gib=U._available(c) / GIB)
@@ -265,20 +269,29 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tupl
     if not (state.stage_state_layers if state.stage_state_layers is not None else state.num_state_layers):
         # SGLang asserts "layer_num must be positive" (or refuses the draft first): invalid either way
         return "refused (no state layer)", [] if err and err[0] == "invalid" else [f"kvbudget: {ours}"]
-    launch = _launch(c, full, draft)
-    if launch is not None:
-        want = "kvbudget does not plan" if launch.startswith("kvbudget") else LAUNCH[launch]
-        ok = err and err[0] == "invalid" and want in err[1]
-        return f"launch: {launch}", [] if ok else [f"kvbudget: {err}"]
-    mla = "kv_lora_rank" in full
-    g = draft["geometry"]
-    if mla and g and draft["layers"] and draft["backends"] is None:  # kvbudget's stand-in for a launch check
+    algo = sb.speculative_algorithm.from_string(draft["algorithm"].upper())  # NEXTN resolves to EAGLE
+    family = f" {algo.name}" if algo.is_dflash_family() else ""
+    mla, g, b = "kv_lora_rank" in full, draft["geometry"], draft["backends"]
+    def check(pair: tuple[str, str]) -> str | None:
+        return launch.check(algorithm=algo.name, eagle_topk=c.eagle_topk, backends=pair, dcp=draft["dcp"], mla=mla)
+
+    refusals = {x: check((x, x)) for x in STAND_INS} if b is None else {}
+    pair = b or next(((x, x) for x, m in refusals.items() if m is None), None)
+    if pair is None and len(set(refusals.values())) > 1:
+        # SGLang refuses whatever it resolves, in words that depend on it: kvbudget refuses too
+        return "launch: any backends", [] if err and err[0] == "invalid" else [f"kvbudget: {ours}"]
+    refusal = check(pair) if pair else refusals[STAND_INS[0]]
+    if refusal is not None:
+        what = next(k for k, m in LAUNCH.items() if m in refusal)
+        ok = err and err[0] == "invalid" and err[1] == refusal
+        return f"launch: {what}{family if what == 'verify backends' else ''}", [] if ok else [
+            f"SGLang {refusal!r} vs kvbudget {err}"]  # fmt: skip
+    if mla and g and draft["layers"] and b is None:  # kvbudget's stand-in for a launch check
         ok = err and "of an MLA target without" in err[1]
         return "kvbudget: MLA target, backends unknown", [] if ok else [f"kvbudget: {err}"]
     budget = int(t["rest_gib"] * GIB)
     if budget <= 0:
         return "no KV budget", [] if err and err[0] == "memory" else [f"kvbudget: {ours}"]
-    b = draft["backends"] or ("flashinfer",)
     arch = sb.attention_arch
     target_mc = _mc(sb, "model_config", full.get("num_kv_heads", 1), arch.MLA if mla else arch.MHA,
                     is_multi_layer_eagle=False, sliding_window_size=None, head_dim=full.get("head_dim"),
@@ -288,28 +301,34 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tupl
                "v_head_dim": full.get("v_head_dim")}  # fmt: skip
     draft_mc = _mc(sb, "draft_model_config", dg["num_kv_heads"], arch.MLA if mla and g is None else arch.MHA,
                    head_dim=dg["head_dim"], v_head_dim=dg["v_head_dim"], num_nextn_predict_layers=1,
-                   is_hybrid_swa=False, is_deepseek_v4_arch=False, sliding_window_size=None)  # fmt: skip
-    # kvbudget's order: the launch-level refusal of an MLA host without backends, then the declines it
-    # takes before placing (no draft layer, an MLA draft, DCP: run by SGLang's decision below), its draft
-    # KV dtype decline (SGLang's configure_kv_cache_dtype is not run here), asymmetric rows unknown.
-    simple_decline = not draft["layers"] or draft["dcp"] > 1 or (mla and g is None)
+                   is_hybrid_swa=False, is_deepseek_v4_arch=False, sliding_window_size=None,
+                   dtype=_model_dtype(full)[1])  # fmt: skip
+    stage = o["inputs"][0].stage_state_layers
     none_fits = err is not None and "max_total_num_tokens would be" in err[1]
-    if not simple_decline and g and g.get("kv_cache_dtype") not in (None, full["dtype"]):
-        ok = err and ("differs from the host's" in err[1] or none_fits)  # the configurator runs first
-        return "declined: draft KV dtype", [] if ok else [f"kvbudget: {err}"]
-    dims = g or {"head_dim": full.get("head_dim"), "v_head_dim": full.get("v_head_dim")}
-    if not simple_decline and dims["head_dim"] != dims["v_head_dim"] and draft["backends"] is None:
+
+    def decide(pair: tuple[str, str]) -> dict[str, Any]:
+        return unified.decision.decide(
+            attention_arch=arch, spec_algorithm=algo, target_mc=target_mc, draft_mc=draft_mc,
+            draft_layers=draft["layers"], kv_dtype=U._torch_dtype(full["dtype"]), tp=c.tp, dcp=draft["dcp"],
+            backends=pair, full_layers=list(range(full["layers"])), num_layers=max(full["layers"], stage) + 1,
+            use_mla=mla, server_kv=KV_CACHE_DTYPES[full["dtype"]][0], draft_kv=g and g["kv_cache_dtype"])  # fmt: skip
+
+    decided = decide(pair)
+    # kvbudget's own refusals where SGLang's answer hangs on the backends it resolves: a DSPARK draft runs on
+    # the prefill backend (its KV dtype rule reads fa4), and asymmetric rows fuse on some backends only.
+    if algo.is_dspark() and b is None and _outcome(decide(("fa4", "fa4"))) != _outcome(decided):
+        ok = err and "without prefill_attention_backend" in err[1]
+        return "kvbudget: DSPARK draft KV dtype, backend unknown", [] if ok else [f"kvbudget: {err}"]
+    if dg["head_dim"] != dg["v_head_dim"] and b is None and decided["reached"]:
         ok = err and "asymmetric draft K/V rows" in err[1]
         return "kvbudget: asymmetric rows, backends unknown", [] if ok else [f"kvbudget: {err}"]
-    algo = sb.speculative_algorithm.EAGLE3 if draft["algorithm"] == "eagle3" else sb.speculative_algorithm.EAGLE
-    stage = o["inputs"][0].stage_state_layers
-    decided = unified.decision.decide(
-        attention_arch=arch, spec_algorithm=algo, target_mc=target_mc, draft_mc=draft_mc, draft_layers=draft["layers"],
-        kv_dtype=U._torch_dtype(full["dtype"]), tp=c.tp, dcp=draft["dcp"], backends=b,
-        full_layers=list(range(full["layers"])), num_layers=max(full["layers"], stage) + 1, use_mla=mla)  # fmt: skip
     if decided["error"]:  # SGLang's configurator runs first: its own "no token" may come before the refusal
         ok = err is not None and (err == decided["error"] or (none_fits and err[0] == "memory"))
-        return "declined", [] if ok else [f"SGLang {decided['error']} vs kvbudget {err}"]
+        return f"declined{family}", [] if ok else [f"SGLang {decided['error']} vs kvbudget {err}"]
+    if decided["placement"] is None:  # DSPARK boots on a private draft pool nothing prices: kvbudget refuses
+        want = f"DSPARK draft that cannot fuse ({decided['declined'] or 'fusion does not apply to it'})"
+        ok = err is not None and (want in err[1] or (none_fits and err[0] == "memory"))
+        return "kvbudget: DSPARK declined", [] if ok else [f"SGLang declines {decided['declined']!r}; kvbudget {err}"]
     theirs = unified.run(budget_bytes=budget, tokens=0 if none_fits else ours.get("tokens", 1), page_size=full["page"],
                          kv_dtype=U._torch_dtype(full["dtype"]), full=U._full_args(full, c.tp), params=t["params"],
                          mamba_layers=list(range(stage)), full_layers=list(range(full["layers"])),
@@ -336,12 +355,22 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tupl
         pools = kvbudget.allocate(p, device="meta")
         if pools.nbytes != p.total_bytes:
             diffs.append(f"allocation {pools.nbytes} != plan {p.total_bytes}")
-    return "buffer", diffs
+    region = decided["placement"].region("full")
+    own = region is not None and region.resolved_kv_dtype() != U._torch_dtype(full["dtype"])
+    own_dtype = " (draft KV in its own dtype)" if own else ""
+    return f"buffer{family}{own_dtype}", diffs
 
 
-REQUIRED = ("buffer", "declined", "launch: algorithm", "launch: eagle_topk", "launch: kvbudget: DFLASH family",
-            "launch: target backends", "kvbudget: asymmetric rows, backends unknown")  # fmt: skip
+def _outcome(decided: dict[str, Any]) -> tuple[Any, ...]:
+    """What a decision answers kvbudget: its refusal, its fused entry, its decline."""
+    return decided["error"], decided.get("entry"), decided.get("declined")
 
 
-def test_unified_draft_plan_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle]) -> None:
+REQUIRED = ("buffer", "buffer DFLASH", "buffer DSPARK", "declined", "declined DFLASH", "launch: algorithm",
+            "launch: eagle_topk", "launch: target backends", "launch: verify backends DFLASH",
+            "launch: verify backends DSPARK", "kvbudget: asymmetric rows, backends unknown",
+            "kvbudget: DSPARK declined")  # fmt: skip
+
+
+def test_unified_draft_plan_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle]) -> None:
     U.run_all(lambda seed: run_case(oracles, seed), CASES, REQUIRED, "unified draft cases")

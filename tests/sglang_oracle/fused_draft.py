@@ -27,7 +27,7 @@ import msgspec
 import torch
 
 from ._plumbing import Builder
-from ._strict import StrictNamespace, StubError
+from ._strict import Poison, StrictNamespace, StubError
 
 _LIFTED = ("LAYER_FULL", "LAYER_WINDOW", "LAYER_STATE", "_LAYER_KIND_NOUN", "DenseDraftRegion", "DraftKVGeometry",
            "DraftStateGeometry", "DraftStateRegion", "DraftRegion", "DraftLayerSet", "DraftKVProfile",
@@ -120,13 +120,19 @@ class _Log:
 
 class DecisionOracle:
     """:meth:`decide`: SGLang's ``KVCacheConfigurator`` on a target of a unified Mamba pool with an
-    EAGLE-family draft: ``_fused_draft_for_mamba_factory`` (``_fused_draft_decision`` and its
-    refusal of a draft that cannot fuse) and ``fused_entry_bytes("full")``, lifted from
+    EAGLE- or DFLASH-family draft: ``_fused_draft_for_mamba_factory`` (``_fused_draft_decision`` and
+    its refusal of a draft that cannot fuse) and ``fused_entry_bytes("full")``, lifted from
     ``mem_cache/kv_cache_configurator.py`` onto a stand-in holding only those methods; the backend
     sets from ``arg_groups/kv_cache_hook.py``; ``draft_kv_profile`` and its helpers from
-    ``layout/fused_draft.py``. Stubbed: the runtime-context getters (the case's values, strict),
-    ``attention_backends()`` (the case's pair), ``mambaish_config`` (the draft is an MTP head of the
-    state trunk: the trunk's config class, without ``mtp_local_layer_ids``) and ``logger``."""
+    ``layout/fused_draft.py``; for a DFLASH-family draft ``resolve_draft_worker_attention_backend``
+    (``speculative/draft_worker_common.py``, over ``arg_groups/choices.py``'s
+    ``DRAFT_ATTENTION_BACKEND_CHOICES``) and ``configure_kv_cache_dtype`` /
+    ``allow_target_draft_different_cache_dtype`` (``mem_cache/kv_cache_dtype.py``). Stubbed: the
+    runtime-context getters (the case's values, strict), ``attention_backends()`` (the case's pair),
+    ``mambaish_config`` (the draft is an MTP head of the state trunk: the trunk's config class,
+    without ``mtp_local_layer_ids``), ``get_platform()`` (CUDA: not XPU), ``logger``, and the
+    stand-in's ``draft_attn_tp_size`` (the attention TP: no attention DP or prefill CP, where
+    ``resolve_draft_parallel_layout`` gives ``attn_tp_size``)."""
 
     def __init__(self, b: Builder, fd: dict[str, Any], pool: dict[str, Any]) -> None:
         self.b = b
@@ -136,7 +142,11 @@ class DecisionOracle:
         b.source("arg_groups/kv_cache_hook.py").lift(hook, *_HOOK)
         self.hook = {k: hook[k] for k in _HOOK}
         b.provide("arg_groups.kv_cache_hook", {"ASYMMETRIC_KV_BACKENDS": hook["ASYMMETRIC_KV_BACKENDS"]})
-        b.provide("mem_cache.layout.fused_draft", {k: v for k, v in fd.items() if not k.startswith("__")})
+        self._reached = False
+        placed = {k: v for k, v in fd.items() if not k.startswith("__")}
+        placed["place_fused_draft"] = self._placing(fd["place_fused_draft"])
+        b.provide("mem_cache.layout.fused_draft", placed)
+        self._dflash_family(b)
         b.provide("mem_cache.unified_memory_pool",
                   {k: pool[k] for k in ("_store_dtype_for", "MHASubPoolSpec", "MLASubPoolSpec", "MambaSubPoolSpec")})
         b.provide("configs.hybrid_arch", {"mambaish_config": self._mambaish})
@@ -149,6 +159,36 @@ class DecisionOracle:
         self.kvc = b.source("mem_cache/kv_cache_configurator.py").lift_class(self.ns, "KVCacheConfigurator",
                                                                               _KVC_MEMBERS, ())  # fmt: skip
 
+    def _placing(self, place: Any) -> Any:
+        """``place_fused_draft``, noting that the decision reached it."""
+
+        def placing(**kwargs: Any) -> Any:
+            self._reached = True
+            return place(**kwargs)
+
+        return placing
+
+    def _dflash_family(self, b: Builder) -> None:
+        """What a DFLASH-family decision imports: the draft worker's backend
+        (``resolve_draft_worker_attention_backend``, over ``DRAFT_ATTENTION_BACKEND_CHOICES``; CUDA,
+        not XPU) and the draft's KV dtype (``configure_kv_cache_dtype``,
+        ``allow_target_draft_different_cache_dtype``; CUDA, not HIP)."""
+        choices = b.namespace("arg_groups.choices")
+        b.source("arg_groups/choices.py").lift(choices, "DRAFT_ATTENTION_BACKEND_CHOICES")
+        worker = b.namespace("speculative.draft_worker_common", torch=torch, Optional=typing.Optional,
+                             get_spec=b.getters["spec"], attention_backends=self._attention, logger=_Log(),
+                             get_platform=lambda: StrictNamespace("get_platform()", is_xpu=False),
+                             DRAFT_ATTENTION_BACKEND_CHOICES=choices["DRAFT_ATTENTION_BACKEND_CHOICES"])  # fmt: skip
+        b.source("speculative/draft_worker_common.py").lift(worker, "resolve_draft_worker_attention_backend")
+        b.provide("speculative.draft_worker_common",
+                  {"resolve_draft_worker_attention_backend": worker["resolve_draft_worker_attention_backend"]})
+        dtype = b.namespace("mem_cache.kv_cache_dtype", torch=torch, Optional=typing.Optional, _is_hip=False,
+                            fp8_dtype=Poison("fp8_kernel.fp8_dtype (HIP)"), logger=_Log(),
+                            current_platform=StrictNamespace("current_platform", is_cpu=lambda: False))  # fmt: skip
+        names = ("TORCH_DTYPE_TO_KV_CACHE_STR", "allow_target_draft_different_cache_dtype", "configure_kv_cache_dtype")
+        b.source("mem_cache/kv_cache_dtype.py").lift(dtype, *names)
+        b.provide("mem_cache.kv_cache_dtype", {n: dtype[n] for n in names[1:]})
+
     def _attention(self) -> tuple[str, ...]:
         if self._backends is None:
             raise StubError("sglang_oracle.fused_draft: attention_backends() outside decide()")
@@ -160,10 +200,14 @@ class DecisionOracle:
 
     def decide(self, *, attention_arch: Any, spec_algorithm: Any, target_mc: Any, draft_mc: Any, draft_layers: int,
                kv_dtype: torch.dtype, tp: int, dcp: int, backends: tuple[str, ...], full_layers: list[int],
-               num_layers: int, use_mla: bool) -> dict[str, Any]:  # fmt: skip
-        """``placement`` (SGLang's ``FusedDraftPlacement``) and ``entry`` (``fused_entry_bytes("full")``),
-        or ``error`` ``("invalid", message)``. ``target_mc`` / ``draft_mc``: model configs carrying
-        SGLang's ``get_num_kv_heads`` (``draft_mc`` also ``attention_arch``)."""
+               num_layers: int, use_mla: bool, server_kv: str, draft_kv: str | None) -> dict[str, Any]:  # fmt: skip
+        """``placement`` (SGLang's ``FusedDraftPlacement``; ``None`` for a DSPARK draft that cannot
+        fuse, ``declined`` then its reason) and ``entry`` (``fused_entry_bytes("full")``), or ``error``
+        ``("invalid", message)``; ``reached``: whether the decision got to ``place_fused_draft``.
+        ``target_mc`` / ``draft_mc``: model configs carrying SGLang's ``get_num_kv_heads``
+        (``draft_mc`` also ``attention_arch`` and ``dtype``); ``backends``: the (prefill, decode)
+        pair; ``server_kv`` / ``draft_kv``: ``--kv-cache-dtype`` and
+        ``--speculative-draft-kv-cache-dtype``."""
         self.ns["AttentionArch"] = attention_arch  # the module's import (configs/model_config.py's enum)
         kvc = self.kvc.__new__(self.kvc)
         vars(kvc).update(
@@ -180,15 +224,21 @@ class DecisionOracle:
             "runtime context",
             memory=StrictNamespace("get_memory()", enable_unified_memory=True, enable_hierarchical_cache=False),
             spec=StrictNamespace("get_spec()", speculative_draft_attention_backend=None, speculative_num_steps=1,
-                                 speculative_draft_kv_cache_dtype=None),
+                                 speculative_draft_kv_cache_dtype=draft_kv),
             parallel=StrictNamespace("get_parallel()", attn_dcp_size=dcp, attn_tp_size=tp),
             disagg=StrictNamespace("get_disagg()", disaggregation_decode_retraction_backup=None),
+            model=StrictNamespace("get_model()", kv_cache_dtype=server_kv),
         )  # fmt: skip
+        self._reached = False
         try:
             placement = kvc._fused_draft_for_mamba_factory()
-            return {"error": None, "placement": placement, "entry": kvc.fused_entry_bytes("full")}
+            declined = None if placement is not None else kvc._fused_draft_decision().declined
+            return {"error": None, "placement": placement, "entry": kvc.fused_entry_bytes("full"),
+                    "declined": declined, "reached": self._reached}  # fmt: skip
+        except StubError:
+            raise
         except (AssertionError, ValueError) as e:
-            return {"error": ("invalid", str(e))}
+            return {"error": ("invalid", str(e)), "reached": self._reached}
         finally:
             self.b.active.ctx = None
             self._backends = None

@@ -15,7 +15,8 @@ region)`` bytes.
 * :func:`place_fused_draft`: SGLang's ``place_fused_draft`` on a draft profile, its placement or
   its reason to decline, in SGLang's words.
 * :func:`unified_draft_decision`: what SGLang decides for a configurator's own draft in the
-  unified Mamba pool (``KVCacheConfigurator._fused_draft_decision``; EAGLE, EAGLE3, NEXTN);
+  unified Mamba pool (``KVCacheConfigurator._fused_draft_decision``; EAGLE, EAGLE3, NEXTN, DFLASH,
+  DSPARK);
   :func:`kvbudget.sglang.state.plan_with_state` plans it (``rust/core/src/plan/state_unified_draft.rs``).
 
 The arithmetic is the Rust core's (``rust/core/src/plan/fused_draft.rs``);
@@ -104,10 +105,14 @@ def unified_draft_decision(configurator: PoolConfiguratorBase) -> FusedDraftDeci
     (``_fused_draft_decision``): ``d`` full-attention layers (``spec.num_draft_layers()``) at the
     draft geometry (``spec.draft``, default the target's; heads over ``tp`` alone), one replicated
     head on one runner, over the hosts ``"full"`` and ``"mamba"``. Declined: no draft layer, an MLA
-    draft, ``dcp_size > 1``, a draft KV dtype of its own, and the placement's declines.
+    draft, ``dcp_size > 1``, a draft KV dtype of its own, and the placement's declines. The rows are
+    in the host's KV dtype, except that a DFLASH-family draft on fa4 (a DSPARK draft whose
+    ``prefill_attention_backend`` is fa4: no ``--speculative-draft-attention-backend``) keeps its KV
+    in the model dtype (``configure_kv_cache_dtype``), which its region then holds.
 
     Raises:
-        InvalidConfigError: asymmetric draft rows without both attention backends given (SGLang's
-            answer depends on the backends it resolves).
+        InvalidConfigError: asymmetric draft rows without both attention backends given, and a
+            DSPARK draft whose KV dtype hangs on an unknown prefill backend (SGLang's answer
+            depends on the backends it resolves).
     """
     return configurator._unified_draft_decision()  # type: ignore[return-value]

@@ -316,13 +316,15 @@ def plan_with_state(
     ``tokens`` the Default configurator's count (SGLang's label: the split floats at run time).
     ``"sglang"`` takes SGLang's buffer; ``"exact"`` the same construction on the whole budget.
     SGLang's refusals of that buffer are raised (its bs=1 floor as :class:`NotEnoughMemoryError`).
-    A speculative draft (EAGLE, EAGLE3, NEXTN) rides in the full-side entries as SGLang places it
-    (:func:`kvbudget.sglang.fused_draft.unified_draft_decision`): ``E_f`` is then the fused entry,
-    which also prices the token label, and a second pool, ``plan.pool("state")``, holds the verify
-    buffers SGLang's ``UnifiedMambaPool`` allocates beside the buffer (``intermediate_ssm`` and
-    ``intermediate_conv_window`` for the running requests the state serves plus one). A draft
-    SGLang cannot fuse is refused in SGLang's words; DFLASH and DSPARK drafts, multi-layer EAGLE,
-    and draft window or state layers are refused by kvbudget (not modelled).
+    A speculative draft (EAGLE, EAGLE3, NEXTN, DFLASH, DSPARK) rides in the full-side entries as
+    SGLang places it (:func:`kvbudget.sglang.fused_draft.unified_draft_decision`): ``E_f`` is then
+    the fused entry, which also prices the token label, and a second pool, ``plan.pool("state")``,
+    holds the verify buffers SGLang's ``UnifiedMambaPool`` allocates beside the buffer
+    (``intermediate_ssm`` and ``intermediate_conv_window`` for the running requests the state
+    serves plus one). Under ``dcp_size > 1`` SGLang's DCP launch checks apply. An EAGLE or
+    DFLASH draft SGLang cannot fuse is refused in SGLang's words; a DSPARK draft that cannot fuse
+    is refused by kvbudget (SGLang boots it on a private draft pool nothing prices, beyond the
+    budget), as are multi-layer EAGLE and draft window or state layers (not modelled).
 
     With ``fit="exact"`` the KV pools fit ``available_bytes`` minus the state pool, so
     ``plan.total_bytes <= available_bytes`` and :func:`kvbudget.allocate` takes exactly

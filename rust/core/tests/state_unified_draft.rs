@@ -148,9 +148,109 @@ fn refused_in_sglangs_words() {
         ..serving()
     };
     let e = refusal(mtp(SpecAlgorithm::Eagle, 1), dcp);
-    assert!(e.contains("--dcp-size 2 shards the host's rows"), "{e}");
-    let e = refusal(mtp(SpecAlgorithm::Dflash, 1), serving());
-    assert!(e.starts_with("kvbudget does not plan"), "{e}");
+    assert!(
+        e.contains("(--dcp-size > 1) supports MLA models only"),
+        "{e}"
+    );
+    let e = refusal(mtp(SpecAlgorithm::Dflash, 0), serving());
+    assert!(
+        e.contains("EAGLE/EAGLE3/DFLASH on a mamba-hybrid target")
+            && e.contains("does not apply to it"),
+        "{e}"
+    );
+    // DSPARK boots a draft that cannot fuse on a private pool nothing prices: kvbudget refuses.
+    let e = refusal(mtp(SpecAlgorithm::Dspark, 0), serving());
+    assert!(
+        e.starts_with("kvbudget does not plan")
+            && e.contains("DSPARK draft that cannot fuse (fusion does not apply to it)"),
+        "{e}"
+    );
+    let on = |prefill, decode| ServingConfig {
+        prefill_attention_backend: Some(prefill),
+        decode_attention_backend: Some(decode),
+        ..serving()
+    };
+    let e = refusal(
+        mtp(SpecAlgorithm::Dflash, 1),
+        on(AttentionBackend::Fa4, AttentionBackend::Fa3),
+    );
+    assert_eq!(
+        e,
+        "--enable-unified-memory + DFLASH requires spec-verify-audited attention backends ['fa3', \
+         'flashinfer', 'triton', 'trtllm_mha'] for both prefill and decode; got ['fa3', 'fa4']. Other \
+         backends do not translate speculative verify indices to the unified pool's physical ids yet."
+    );
+}
+
+/// A DFLASH draft (five Qwen3-style layers of 8 KV heads of 128) fuses like an MTP head;
+/// a DSPARK draft on fa4 keeps its rows in the model dtype under an fp8 host.
+#[test]
+fn dflash_family_drafts_ride_in_the_full_entries() {
+    let (s, m) = qwen3_next(4);
+    let draft = DraftGeometry {
+        num_layers: 5,
+        num_kv_heads: 8,
+        head_dim: 128,
+        ..DraftGeometry::default()
+    };
+    let spec = |algorithm| SpeculativeConfig {
+        draft: Some(draft),
+        num_steps: None,
+        eagle_topk: None,
+        num_draft_tokens: Some(16),
+        ..mtp(algorithm, 0)
+    };
+    // TP 4: 2 draft KV heads per rank; bf16 K and V rows of 512 bytes each over 5 layers.
+    let cfg = PoolConfigurator::create(m.clone(), serving(), spec(SpecAlgorithm::Dflash)).unwrap();
+    assert_eq!(cfg.unified_state_entries(&s).unwrap().0, 12_288 + 5 * 1_024);
+    let a = 28i64 << 30;
+    let (plan, budget) = cfg.plan_with_state(a, Fit::Sglang, &s).unwrap();
+    let fused = SpeculativeConfig {
+        fused_full_entry_bytes: Some(12_288 + 5_120),
+        draft: None,
+        ..spec(SpecAlgorithm::Dflash)
+    };
+    let priced = PoolConfigurator::create(m.clone(), serving(), fused).unwrap();
+    let kv = budget.kv_budget_bytes().unwrap();
+    assert_eq!(
+        plan.config.max_total_num_tokens,
+        priced
+            .calculate_pool_sizes(kv, None)
+            .unwrap()
+            .max_total_num_tokens
+    );
+    let names: Vec<_> = plan.pools.iter().map(|p| p.name).collect();
+    assert_eq!(names, vec![PoolName::Unified, PoolName::State]);
+
+    let fp8 = |prefill| ServingConfig {
+        kv_cache_dtype: KvDtype::Fp8E4m3,
+        prefill_attention_backend: prefill,
+        decode_attention_backend: prefill,
+        ..serving()
+    };
+    let entry = |serving| {
+        PoolConfigurator::create(m.clone(), serving, spec(SpecAlgorithm::Dspark))
+            .unwrap()
+            .unified_state_entries(&s)
+    };
+    // fp8 host rows of 6,144 bytes; the fa4 draft's bf16 rows 5,120, flashinfer's fp8 ones 2,560.
+    assert_eq!(
+        entry(fp8(Some(AttentionBackend::Fa4))).unwrap().0,
+        6_144 + 5_120
+    );
+    assert_eq!(
+        entry(fp8(Some(AttentionBackend::Flashinfer))).unwrap().0,
+        6_144 + 2_560
+    );
+    let e = entry(fp8(None)).unwrap_err();
+    assert!(
+        e.message().contains("without prefill_attention_backend"),
+        "{e}"
+    );
+    // The same draft under DFLASH never runs on fa4 (its launch check), so an unknown one is fine.
+    let dflash =
+        PoolConfigurator::create(m.clone(), fp8(None), spec(SpecAlgorithm::Dflash)).unwrap();
+    assert_eq!(dflash.unified_state_entries(&s).unwrap().0, 6_144 + 2_560);
 }
 
 // ---- place_fused_draft on its own

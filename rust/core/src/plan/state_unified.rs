@@ -31,7 +31,7 @@
 //! temporal elements, the buffer not a whole number of them (torch's dtype
 //! view); on the full side 2^31 physical ids or more, a K, V or latent row that
 //! is not a multiple of 16 bytes, the buffer not a whole number of KV elements.
-//! A speculative draft (EAGLE, EAGLE3, NEXTN) rides in the full-side entries, `E_f`
+//! A speculative draft (EAGLE, EAGLE3, NEXTN, DFLASH, DSPARK) rides in the full-side entries, `E_f`
 //! then the fused entry, and its verify buffers are a second pool beside the
 //! buffer (`state_unified_draft.rs`). Not planned (refused by name): the tri-pool
 //! of a hybrid-SWA state model, an mxfp8 KV cache and a fused state entry. The
@@ -266,7 +266,7 @@ impl PoolConfigurator {
     }
 
     /// The configurator SGLang's Default configurator prices a hybrid-state target with under
-    /// unified memory: with an EAGLE-family draft that fuses into the full-side entries, this
+    /// unified memory: with an EAGLE- or DFLASH-family draft that fuses into the full-side entries, this
     /// one with `fused_full_entry_bytes` the fused entry; `None` where nothing changes.
     ///
     /// Errors: the full side's and the draft decision's (see `state_unified_draft.rs`).

@@ -163,13 +163,14 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tupl
     if full["dtype"] == "fp4_mx_block16" or full["layers"] == 0:  # SGLang's launch check; its layer_num assert
         ok = ours["error"] and ours["error"][0] == "invalid"
         return f"refused {full['dtype'] if full['layers'] else 'no full layer'}", [] if ok else [f"kvbudget: {ours}"]
-    if full["dtype"] == "mxfp8":
-        ok = ours["error"] and "mxfp8" in ours["error"][1]
+    if full["dtype"] == "mxfp8":  # kvbudget's own refusal, after SGLang's launch refusal of a draft under PD
+        pd = c.spec and c.disagg != "null"
+        ok = ours["error"] and ("with PD disaggregation" if pd else "mxfp8") in ours["error"][1]
         return "refused mxfp8", [] if ok else [f"kvbudget: {ours}"]
     if c.spec:  # an EAGLE algorithm without draft layers: SGLang refuses it (test_sglang_unified_draft plans drafts)
         msg = ours["error"] and ours["error"][1]
         known = ("cannot fuse (fusion does not apply to it)", "linear draft chain only",
-                 "max_total_num_tokens would be", "no bytes of the")
+                 "max_total_num_tokens would be", "no bytes of the", "with PD disaggregation and a speculative")
         ok = bool(msg) and any(m in msg for m in known)
         return "draft refused", [] if ok else [f"kvbudget: {ours}"]
     budget = int(t["rest_gib"] * GIB)  # SGLang's _profile_available_bytes: int(rest_memory * (1 << 30))

@@ -190,6 +190,8 @@ def case(seed: int) -> tuple[StateCase, dict[str, Any], dict[str, Any]]:
         draft["geometry"] = dict(num_kv_heads=h, head_dim=d, v_head_dim=v, kv_cache_dtype=dtype)
     if draft["dcp"] > 1:
         c = dataclasses.replace(c, tp=2)
+    if c.disagg != "null" and r.random() < 0.9:  # SGLang refuses every draft under PD: colocate most
+        c = dataclasses.replace(c, disagg="null")
     return c, full, draft
 
 
@@ -250,6 +252,7 @@ LAUNCH = {"algorithm": "only supports --speculative-algorithm DSPARK, DFLASH, EA
           "dcp": "with decode context parallelism (--dcp-size > 1)"}  # fmt: skip
 #: What kvbudget's unknown pair stands for: the first of these SGLang's launch checks admit.
 STAND_INS = ("triton", "flashinfer", "trtllm_mla", "cutedsl_mla")
+UNKNOWN = (STAND_INS[0], STAND_INS[0])
 
 
 def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle], seed: int) -> tuple[str, list[str]]:
@@ -275,6 +278,11 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle], seed
     def check(pair: tuple[str, str]) -> str | None:
         return launch.check(algorithm=algo.name, eagle_topk=c.eagle_topk, backends=pair, dcp=draft["dcp"], mla=mla)
 
+    if c.disagg != "null":  # SGLang refuses whatever its transfer backend (kvbudget does not know it)
+        pd = {tb: launch.check(algorithm=algo.name, eagle_topk=c.eagle_topk, backends=b or UNKNOWN, dcp=draft["dcp"],
+                               mla=mla, disagg=c.disagg, transfer_backend=tb, pp=c.pp) for tb in ("mooncake", "nixl")}
+        ok = all(pd.values()) and err and err[0] == "invalid" and "with PD disaggregation" in err[1]
+        return "launch: PD (any transfer backend)", [] if ok else [f"SGLang {pd} vs kvbudget {err}"]  # fmt: skip
     refusals = {x: check((x, x)) for x in STAND_INS} if b is None else {}
     pair = b or next(((x, x) for x, m in refusals.items() if m is None), None)
     if pair is None and len(set(refusals.values())) > 1:
@@ -368,7 +376,8 @@ def _outcome(decided: dict[str, Any]) -> tuple[Any, ...]:
 
 REQUIRED = ("buffer", "buffer DFLASH", "buffer DSPARK", "declined", "declined DFLASH", "launch: algorithm",
             "launch: eagle_topk", "launch: target backends", "launch: verify backends DFLASH",
-            "launch: verify backends DSPARK", "kvbudget: asymmetric rows, backends unknown",
+            "launch: verify backends DSPARK", "launch: PD (any transfer backend)",
+            "kvbudget: asymmetric rows, backends unknown",
             "kvbudget: DSPARK declined")  # fmt: skip
 
 

@@ -4,7 +4,8 @@ algorithm list, ``--speculative-eagle-topk``, EAGLE's target and draft backend s
 DSPARK's ``_assert_spec_verify_backends``, then ``_validate_unified_memory_dcp`` under DCP) on a
 server-args stand-in.
 
-Lifted unchanged (:class:`~oracle_kit.lift.Source`): from ``arg_groups/kv_cache_hook.py``
+Lifted unchanged (:class:`~oracle_kit.lift.Source`): ``ServerArgs._unified_memory_pd_transfer_backends``
+(``server_args.py``, called unbound: it reads nothing); from ``arg_groups/kv_cache_hook.py``
 ``_SPEC_VERIFY_AUDITED_BACKENDS``, ``_SPEC_MHA_AUDITED_BACKENDS``,
 ``_assert_spec_verify_backends``, ``handle_unified_memory_pool`` and
 ``_validate_unified_memory_dcp``; from
@@ -48,6 +49,9 @@ class LaunchOracle:
         )  # fmt: skip
         b.source("arg_groups/kv_cache_hook.py").lift(ns, *_HOOK)
         self._check = ns["handle_unified_memory_pool"]
+        server = b.namespace("server_args")
+        self._pd_backends = b.source("server_args.py").lift_method(server, "ServerArgs",
+                                                                    "_unified_memory_pd_transfer_backends")
 
     def _use_mla(self, server_args: Any) -> bool:
         if self._mla is None:
@@ -59,11 +63,16 @@ class LaunchOracle:
         return StrictNamespace("the target's ModelConfig", is_hybrid_swa=False)
 
     def check(self, *, algorithm: str | None, eagle_topk: int | None, backends: tuple[str, str], dcp: int,
-              mla: bool) -> str | None:  # fmt: skip
+              mla: bool, disagg: str = "null", transfer_backend: str = "mooncake", pp: int = 1) -> str | None:  # fmt: skip
         """SGLang's refusal (its assertion's message), or ``None``. ``algorithm``: SGLang's resolved
-        name (``EAGLE`` for NEXTN); ``backends``: the resolved (prefill, decode) pair."""
+        name (``EAGLE`` for NEXTN); ``backends``: the resolved (prefill, decode) pair; ``disagg``,
+        ``transfer_backend``, ``pp``: ``--disaggregation-mode``, ``--disaggregation-transfer-backend``
+        and the pipeline size (read under PD only)."""
+        pd = {} if disagg == "null" else dict(
+            disaggregation_transfer_backend=transfer_backend, pp_size=pp,
+            _unified_memory_pd_transfer_backends=lambda: self._pd_backends(None))  # fmt: skip
         args = StrictNamespace(
-            "server_args", enable_unified_memory=True, disaggregation_mode="null", speculative_algorithm=algorithm,
+            "server_args", **pd, enable_unified_memory=True, disaggregation_mode=disagg, speculative_algorithm=algorithm,
             speculative_eagle_topk=eagle_topk, speculative_draft_attention_backend=None, dcp_size=dcp,
             attention_backend=None, prefill_attention_backend=backends[0], decode_attention_backend=backends[1],
             enable_two_batch_overlap=False, enable_lmcache=False, enable_unified_cache_external_linker=False,

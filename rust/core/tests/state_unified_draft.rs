@@ -152,6 +152,15 @@ fn refused_in_sglangs_words() {
         e.contains("(--dcp-size > 1) supports MLA models only"),
         "{e}"
     );
+    let pd = ServingConfig {
+        disaggregation_mode: DisaggregationMode::Decode,
+        ..serving()
+    };
+    let e = refusal(mtp(SpecAlgorithm::Dflash, 1), pd);
+    assert!(
+        e.contains("with PD disaggregation and a speculative draft"),
+        "{e}"
+    );
     let e = refusal(mtp(SpecAlgorithm::Dflash, 0), serving());
     assert!(
         e.contains("EAGLE/EAGLE3/DFLASH on a mamba-hybrid target")

@@ -36,7 +36,8 @@
 //! with `mtp_local_layer_ids`), HiCache and host-pool retraction.
 //!
 //! Refused in SGLang's words, in its order: the launch checks (`handle_unified_memory_pool`:
-//! algorithms other than EAGLE, EAGLE3, DFLASH and DSPARK, NEXTN counting as EAGLE; an
+//! PD disaggregation, whatever the transfer backend, in kvbudget's words (SGLang's name the
+//! backend); algorithms other than EAGLE, EAGLE3, DFLASH and DSPARK, NEXTN counting as EAGLE; an
 //! `eagle_topk` above 1; for EAGLE the target's and the draft's attention backends off
 //! the audited rails, when both backends are given; for DFLASH and DSPARK
 //! `_assert_spec_verify_backends` on the backends given), then a draft that cannot fuse
@@ -204,8 +205,8 @@ fn check_verify_backends(serving: &ServingConfig, algorithm: SpecAlgorithm) -> R
 }
 
 /// `_validate_unified_memory_dcp` (`--dcp-size > 1` under unified memory, after the draft's
-/// checks): an MLA target, no PD disaggregation, the backends given among those that translate
-/// a DCP block table.
+/// checks): an MLA target and the backends given among those that translate a DCP block table
+/// (its PD check is never reached with a draft: PD is refused first).
 fn check_unified_dcp(serving: &ServingConfig, mla: bool) -> Result<()> {
     const DCP_ALLOWED: [&str; 3] = ["cutedsl_mla", "flashinfer", "trtllm_mla"];
     if serving.dcp_size <= 1 {
@@ -216,14 +217,6 @@ fn check_unified_dcp(serving: &ServingConfig, mla: bool) -> Result<()> {
             "--enable-unified-memory with decode context parallelism (--dcp-size > 1) supports MLA models only \
              (e.g. kimi-linear): the MHA unified pool has no DCP-aware masked write path \
              (UnifiedMHATokenToKVPool.set_kv_buffer asserts dcp_kv_mask is None).",
-        ));
-    }
-    if serving.disaggregation_mode != crate::DisaggregationMode::Null {
-        return Err(invalid(
-            "--enable-unified-memory with decode context parallelism (--dcp-size > 1) does not support PD \
-             disaggregation: the transfer ships whole page envelopes, which under DCP hold only this rank's \
-             shard of each widened page. Rejected here rather than at the first KV transfer, where \
-             translate_kv_indices_for_transfer would abort a server that had already booted.",
         ));
     }
     let given = given_backends(serving);
@@ -269,6 +262,15 @@ impl PoolConfigurator {
     pub(super) fn check_unified_draft_launch(&self) -> Result<()> {
         let (spec, serving) = (self.spec(), self.serving());
         let algorithm = spec.algorithm;
+        if serving.disaggregation_mode != crate::DisaggregationMode::Null {
+            // Its first checks: the transfer backend among `_unified_memory_pd_transfer_backends()`
+            // (mooncake alone), then none of mooncake with a draft.
+            return Err(invalid(
+                "kvbudget: SGLang refuses --enable-unified-memory with PD disaggregation and a speculative \
+                 draft whatever the transfer backend (its unified pool ships page envelopes over mooncake \
+                 alone, and mooncake does not support speculative decoding there)",
+            ));
+        }
         if !matches!(
             algorithm,
             SpecAlgorithm::Eagle

@@ -18,6 +18,7 @@
 
 mod check;
 pub mod fused_draft;
+mod fused_entry;
 mod kinds;
 mod layout;
 mod state;

@@ -1,7 +1,7 @@
 """Named hybrid-state models: released checkpoints' ``config.json`` values, with their sources.
 
 The models people serve with a recurrent state beside the KV cache (Qwen3-Next,
-Qwen3.5 dense and MoE, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2; Jamba, which only vLLM
+Qwen3.5 dense and MoE, Nemotron-H and Nemotron 3, Falcon-H1, Kimi-Linear, LFM2; Jamba, which only vLLM
 serves: :attr:`HybridStateModel.engines`) are planned from
 their config: the layer kinds, the state shapes and the attention geometry are
 read as SGLang 0.5.23's config classes read them

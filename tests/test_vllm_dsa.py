@@ -50,6 +50,9 @@ def _case(rng: random.Random, arch: str) -> tuple[dict[str, Any], dict[str, Any]
         if rng.random() < 0.2:
             rope["attention_factor"] = 1.0
         saved["rope_parameters"] = rope
+        if rng.random() < 0.4:  # as released configs write it (DeepSeek-V3.2): the legacy key, its "type"
+            del saved["rope_parameters"]
+            saved["rope_scaling"] = {("type" if k == "rope_type" else k): x for k, x in rope.items() if k != "rope_theta"}
     elif pick < 0.2:
         saved["index_topk_freq"] = rng.choice([None, 0, -2])
     elif pick < 0.25:

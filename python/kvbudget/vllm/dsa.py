@@ -114,8 +114,12 @@ def _rope_checks(v: _View) -> None:
     """``DeepseekV32Attention.__init__``'s RoPE statements: the keys they read (their failures)."""
     rope = v.raw("rope_parameters")
     key = v.name("rope_parameters")
-    if "rope_parameters" not in v.cfg and "rope_scaling" in v.cfg:
-        raise ConfigError(f"{v.label}: kvbudget reads rope_parameters, not the legacy rope_scaling (which "
+    legacy = v.cfg.get("rope_scaling") if "rope_parameters" not in v.cfg else None
+    if isinstance(legacy, Mapping):  # a released config's legacy key: transformers' standardize_rope_params
+        rope = {**legacy, "rope_type": legacy.get("rope_type", legacy.get("type", "default"))}
+        key = v.name("rope_scaling")
+    elif legacy is not None:
+        raise ConfigError(f"{v.label}: kvbudget reads a rope_scaling object, not {type(legacy).__name__} (which "
                           "transformers converts)", v.name("rope_scaling"))  # fmt: skip
     if not isinstance(rope, Mapping):
         raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: TypeError: DeepseekV32Attention subscripts "

@@ -131,9 +131,9 @@ def _unknown_command(argv: list[str]) -> str | None:
     from kvbudget.cli.scenario import looks_like_path
     from kvbudget.models import get_preset
 
-    from kvbudget.models.hybrid_state import find_hybrid_state_model
+    from kvbudget.models import find_bundled_model
 
-    if looks_like_path(argv[0]) or find_hybrid_state_model(argv[0]) is not None:
+    if looks_like_path(argv[0]) or find_bundled_model(argv[0]) is not None:
         return None
     try:
         get_preset(argv[0])

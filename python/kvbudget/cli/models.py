@@ -36,12 +36,27 @@ def _hybrid_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def _published_rows() -> list[dict[str, Any]]:
+    """The bundled published attention models, with the KV layers SGLang 0.5.23 pools for each."""
+    from kvbudget.models.published import get_published_model, list_published_models
+    from kvbudget.sglang import resolve_sglang
+
+    rows = []
+    for name in list_published_models():
+        m = get_published_model(name)
+        sg = resolve_sglang(m.config)
+        rows.append({"name": m.name, "hf_id": m.hf_id, "architecture": (m.config.get("architectures") or [""])[0],
+                     "attention_layers": sg.num_attention_layers, "engines": list(m.engines), "source": m.source,
+                     "note": m.note})  # fmt: skip
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     from kvbudget.models import GpuSpec, get_gpu, get_preset, list_gpus, list_presets
 
     presets = [get_preset(n) for n in list_presets()]
     gpus: list[GpuSpec] = [get_gpu(n) for n in list_gpus()]
-    hybrid = _hybrid_rows()
+    hybrid, published = _hybrid_rows(), _published_rows()
     if args.json:
         render.emit_json(
             {
@@ -62,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
                     for p in presets
                 ],
                 "hybrid_state_models": hybrid,
+                "published_models": published,
                 "gpus": [
                     {
                         "name": g.name,
@@ -122,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
         ["name", "hf_id", "state", "layers state/attention", "engines"],
         [[h["name"], h["hf_id"], h["mixer"], f"{h['state_layers']}/{h['attention_layers']}", ", ".join(h["engines"]),
           f"{h['source']['model_id']} {h['source']['file']}"] for h in hybrid], "source"))  # fmt: skip
+    tables.append(render.fixed_table(
+        "published models (config files bundled; planned as if the file were given, in either engine)",
+        ["name", "hf_id", "architecture", "KV layers (SGLang)", "engines"],
+        [[h["name"], h["hf_id"], h["architecture"], str(h["attention_layers"]), ", ".join(h["engines"]),
+          f"{h['source']['model_id']} {h['source']['file']}"] for h in published], "source"))  # fmt: skip
     g_rows = [
         [
             g.name,

@@ -145,7 +145,7 @@ def _load_model(
     (vLLM's reader takes the config itself)."""
     from kvbudget.models import get_preset
     from kvbudget.models.hf import ConfigError
-    from kvbudget.models.hybrid_state import find_hybrid_state_model
+    from kvbudget.models import find_bundled_model
 
     config_path: str | None = args.config
     name: str | None = args.model
@@ -153,7 +153,7 @@ def _load_model(
         raise UsageError(f"give a MODEL ({name!r}) or --config, not both")
     if config_path is None and name is not None and looks_like_path(name):
         config_path = name
-    hybrid = find_hybrid_state_model(name) if config_path is None and name is not None else None
+    hybrid = find_bundled_model(name) if config_path is None and name is not None else None
     if config_path is not None or hybrid is not None:
         # read_config is bounded: size, UTF-8, nesting, 64-bit integers
         cfg = hybrid.config if hybrid is not None else read_config(str(config_path))
@@ -177,7 +177,7 @@ def _load_model(
             "architectures": list(arch) if isinstance(arch, list) else [],
         }  # fmt: skip
         if hybrid is not None:
-            info.update(hybrid_state_model=hybrid.name, source=hybrid.source)
+            info.update(bundled_model=hybrid.name, source=hybrid.source)
         text = cfg.get("text_config")
         sglang = (info["architectures"], text if isinstance(text, dict) else cfg, cfg)
         return label, info, model, _hf_dtype(cfg), False, sglang

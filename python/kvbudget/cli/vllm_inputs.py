@@ -99,17 +99,16 @@ class VllmInputs:
 
 
 def _target_config(sc: CliScenario) -> dict[str, Any]:
-    from kvbudget.models import get_preset
+    from kvbudget.models import find_bundled_model, get_preset
 
     info = sc.model_info
     if info.get("preset"):
         return get_preset(info["preset"]).hf_config()
     if info.get("config"):
         return read_config(info["config"])
-    if info.get("hybrid_state_model"):
-        from kvbudget.models.hybrid_state import get_hybrid_state_model
-
-        return get_hybrid_state_model(info["hybrid_state_model"]).config
+    bundled = find_bundled_model(info["bundled_model"]) if info.get("bundled_model") else None
+    if bundled is not None:
+        return bundled.config
     raise UsageError("--engine vllm needs a model preset or a config.json")
 
 

@@ -4,7 +4,10 @@
   ``DraftGeometry`` keyword arguments.
 * :mod:`kvbudget.models.presets`: every model of the bundled model table.
 * :mod:`kvbudget.models.hybrid_state`: released hybrid-state checkpoints' config
-  values (Qwen3-Next, Qwen3.5, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2), by name.
+  values (Qwen3-Next, Qwen3.5, Nemotron-H, Falcon-H1, Kimi-Linear, LFM2, Jamba), by name.
+* :mod:`kvbudget.models.published`: released attention checkpoints' config files
+  (DeepSeek-V3.2, GLM-5, Kimi-K2.5, Gemma 4, Llama 4 Maverick, Qwen3-235B), by name;
+  :func:`find_bundled_model` looks a name up in both tables.
 * :mod:`kvbudget.models.gpus`: vendor-stated GPU memory.
 * :mod:`kvbudget.sglang.hybrid`: whether SGLang gives a model separate
   full and SWA pools (its architecture list), and why.
@@ -29,6 +32,8 @@ from kvbudget.models.hf_draft import draft_kwargs_from_hf_config
 from kvbudget.models.hybrid_state import (HybridStateModel, UnknownHybridStateModelError, get_hybrid_state_model,
                                           list_hybrid_state_models)
 from kvbudget.models.presets import Preset, UnknownPresetError, drafts_for, get_preset, list_presets
+from kvbudget.models.published import (PublishedModel, UnknownPublishedModelError, get_published_model,
+                                       list_published_models)
 from kvbudget.models.weights import WeightEstimate, weight_bytes
 
 if TYPE_CHECKING:
@@ -38,6 +43,15 @@ if TYPE_CHECKING:
 #: SGLang's model resolution moved to :mod:`kvbudget.sglang` (these names work until kvbudget 0.3).
 __getattr__ = moved(__name__, {"SGLangHybrid": "kvbudget.sglang.hybrid", "sglang_hybrid_swa": "kvbudget.sglang.hybrid",
                                "SGLangModel": "kvbudget.sglang.model", "resolve_sglang": "kvbudget.sglang.model"})
+
+
+def find_bundled_model(name: str) -> HybridStateModel | None:
+    """The bundled released config called ``name`` (its name or HF id, any case): a hybrid-state
+    model's, else a published model's; None when neither table has it."""
+    from kvbudget.models.hybrid_state import find_hybrid_state_model
+    from kvbudget.models.published import find_published_model
+
+    return find_hybrid_state_model(name) or find_published_model(name)
 
 
 def geometry_kwargs_for(path_or_dict: PathOrDict, engine: str = "sglang") -> dict[str, Any]:
@@ -65,20 +79,25 @@ __all__ = [
     "GpuSpec",
     "HybridStateModel",
     "Preset",
+    "PublishedModel",
     "UnknownGpuError",
     "UnknownHybridStateModelError",
     "UnknownPresetError",
+    "UnknownPublishedModelError",
     "WeightEstimate",
     "draft_kwargs_from_hf_config",
     "drafts_for",
+    "find_bundled_model",
     "geometry_kwargs_for",
     "geometry_kwargs_from_hf_config",
     "get_gpu",
     "get_hybrid_state_model",
     "get_preset",
+    "get_published_model",
     "list_gpus",
     "list_hybrid_state_models",
     "list_presets",
+    "list_published_models",
     "load_hf_config",
     "weight_bytes",
 ]

@@ -22,7 +22,7 @@ from test_sglang_model import _differs
 from test_sglang_model import _ours as sglang_ours
 from test_vllm_state_models import _ours, _theirs
 
-from kvbudget.models import find_bundled_model
+from kvbudget.models import find_bundled_model, list_hybrid_state_models, list_presets
 from kvbudget.models.published import (UnknownPublishedModelError, get_published_model, list_published_models,
                                        published_model_entries)
 
@@ -41,8 +41,10 @@ def test_every_entry_is_a_whole_file_with_its_source() -> None:
         src = e["source"]
         assert src["model_id"] and src["file"] == "config.json" and " at commit " in src["copy"], e["name"]
         assert e["config"]["architectures"] and e["config"]["model_type"], e["name"]
-    # no name is both a published and a hybrid-state model, nor a preset's
+    # no name is both a published and a hybrid-state model (the lookup takes hybrid-state first), nor a
+    # preset's (a bundled name shadows a preset on the command line)
     assert all(find_bundled_model(n) == get_published_model(n) for n in list_published_models())
+    assert not {*list_published_models(), *list_hybrid_state_models()} & set(list_presets())
     with pytest.raises(UnknownPublishedModelError, match="deepseek-v3.2"):
         get_published_model("deepseek-v3.3")
 

@@ -138,6 +138,11 @@ def test_sglangs_call_site_patched_gives_sglangs_numbers(oracles: tuple[sglang_o
     assert sum(cap is not None and cfg["max_total_num_tokens"] <= cap for cap, cfg in configs) >= MIN_COMPARED // 20
 
 
+#: SGLang's launch refusals of unified memory on backends the parity cases draw (the installed
+#: configurator, reading only a worker SGLang launched, never passes them to kvbudget).
+LAUNCH_REFUSALS = ("--enable-page-major-kv-layout", "--enable-unified-memory with decode context parallelism")
+
+
 def test_exact_fit_returns_the_exact_plans_pools(oracles: tuple[sglang_oracle.Oracle, ...]) -> None:
     sglang, _ = oracles
     exact = _installed(sglang, "exact")
@@ -153,7 +158,9 @@ def test_exact_fit_returns_the_exact_plans_pools(oracles: tuple[sglang_oracle.Or
         sc = P.scenario_of(original)
         try:
             plan = kvbudget.create_pool_configurator(sc.model, sc.serving, sc.spec).plan(amount, fit="exact")
-        except kvbudget.KVBudgetError:  # no exact plan: SGLang's own configurator answered instead
+        except kvbudget.KVBudgetError as e:  # no exact plan: SGLang's own configurator answered instead
+            if str(e).startswith(LAUNCH_REFUSALS):  # SGLang refuses these at launch: no configurator runs
+                continue
             assert got.config == sglang.run(c, entry="bytes", amount=amount).config
             continue
         assert got.config["max_total_num_tokens"] == plan.config.max_total_num_tokens

@@ -11,6 +11,12 @@ slots, each sub-pool's capacity (``bytes // entry``: :func:`kvbudget.sglang.stat
 and the same refusal kind; the exact plan must fit the budget and hold at least SGLang's
 bytes. Branch counts show every check was reached. A draft without layers is refused as SGLang
 refuses it; ``tests/test_sglang_unified_draft.py`` holds the plans with a draft.
+
+Without a draft a case also draws (from its own stream, so the rest of the case is unchanged)
+``--dcp-size``, the attention backends and, under PD, the transfer backend's stand-ins: SGLang's
+launch checks (``handle_page_major_kv_layout``, ``handle_unified_memory_pool``, run by
+:mod:`sglang_oracle.unified_launch`) must refuse in the words and order kvbudget does. Where
+kvbudget's backends are unknown it plans as on the first of :data:`STAND_INS` SGLang admits.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from sglang_oracle._case import HF_ABSENT, KV_CACHE_DTYPES
 from sglang_oracle._sandbox import HFConfig
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle.state import StateCase, StateOracle
+from sglang_oracle.unified_launch import LaunchOracle
 from sglang_oracle.unified_mamba import UnifiedMambaOracle
 
 CASES = int(os.environ.get("KVBUDGET_UNIFIED_STATE_CASES", "10000"))
@@ -67,9 +74,79 @@ def _kv_heads(total: int, tp: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def oracles() -> tuple[StateOracle, UnifiedMambaOracle]:
+def oracles() -> tuple[StateOracle, UnifiedMambaOracle, LaunchOracle]:
     state = oracle_state.load(sglang_root())
-    return state, UnifiedMambaOracle(state.b)
+    return state, UnifiedMambaOracle(state.b), LaunchOracle(state.b)
+
+
+#: The attention backends a case draws (those kvbudget names).
+BACKENDS = ("triton", "fa3", "flashinfer", "trtllm_mha", "fa4", "torch_native", "aiter")
+#: What kvbudget's unknown pair stands for: the first of these SGLang's launch checks admit.
+STAND_INS = ("triton", "flashinfer", "trtllm_mla", "cutedsl_mla")
+
+
+def launch_draw(r: random.Random, c: StateCase, full: dict[str, Any]) -> tuple[StateCase, dict[str, Any]]:
+    """The launch inputs of a case without a draft in ``full``: ``--dcp-size`` (2 on an even TP) and
+    the attention backends (``None``: unknown)."""
+    dcp = 2 if r.random() < 0.12 and c.tp % 2 == 0 else 1
+    names = BACKENDS if r.random() < 0.2 else ("triton", "fa3", "flashinfer")  # most on the page-major lists
+    return c, dict(full, dcp=dcp, backends=(r.choice(names), r.choice(names)) if r.random() < 0.3 else None)
+
+
+def kv_dims(full: dict[str, Any]) -> tuple[int, int, int, int]:
+    """The full side's ``head_dim``, ``v_head_dim``, ``swa_head_dim`` and ``swa_v_head_dim`` as
+    SGLang's ``ModelConfig`` holds them (no SWA layer: its defaults, the K dim; MLA: unread)."""
+    d = full.get("head_dim", 1)
+    return d, full.get("v_head_dim") or d, d, d
+
+
+def sglang_launch(check: Callable[[tuple[str, str]], str | None],
+                  backends: tuple[str, str] | None) -> tuple[tuple[str, str] | None, str | None, bool]:  # fmt: skip
+    """``(pair, refusal, varies)``: the backends SGLang's ``check`` runs on (kvbudget's, or for
+    unknown ones the first of :data:`STAND_INS` it admits; ``None`` if none), its refusal there
+    (the first stand-in's if none), and whether that refusal's words hang on the backends."""
+    refusals = {x: check((x, x)) for x in STAND_INS} if backends is None else {}
+    pair = backends or next(((x, x) for x, m in refusals.items() if m is None), None)
+    refusal = check(pair) if pair else refusals[STAND_INS[0]]
+    return pair, refusal, pair is None and len(set(refusals.values())) > 1
+
+
+#: SGLang's launch checks without a draft, by a piece of their text.
+LAUNCH = {"page-major backends": "--enable-page-major-kv-layout: the resolved attention backends",
+          "dcp: MLA only": "supports MLA models only", "dcp: hybrid SWA": "does not support hybrid sliding-window",
+          "dcp: backends": "for the full-attention layers; got"}  # fmt: skip
+
+
+def launch_outcome(launch: LaunchOracle, ours: dict[str, Any], *, disagg: str, pp: int, dcp: int, mla: bool,
+                   backends: tuple[str, str] | None, hybrid_swa: bool,
+                   dims: tuple[int, int, int, int]) -> tuple[str, list[str]] | None:  # fmt: skip
+    """``(branch, differences)`` where SGLang's launch checks refuse a case without a draft (kvbudget's
+    plan or refusal ``ours``), else ``None`` (kvbudget must not refuse at launch: the caller goes on)."""
+    err = ours["error"]
+
+    def check(pair: tuple[str, str], tb: str) -> str | None:
+        return launch.check(algorithm=None, eagle_topk=None, backends=pair, dcp=dcp, mla=mla, disagg=disagg,
+                            transfer_backend=tb, pp=pp, hybrid_swa=hybrid_swa, kv_dims=dims)  # fmt: skip
+
+    if disagg != "null" and dcp > 1:  # SGLang refuses whatever its transfer backend (kvbudget does not know it)
+        pd = {tb: sglang_launch(functools.partial(check, tb=tb), backends)[1] for tb in ("mooncake", "nixl")}
+        if len(set(pd.values())) == 1:  # refused before the PD block (the page-major layout's backends)
+            refusal = pd["mooncake"]
+        else:
+            ok = all(pd.values()) and err and err[0] == "invalid" and "with PD disaggregation and decode" in err[1]
+            return "launch: PD with DCP (any transfer backend)", [] if ok else [f"SGLang {pd} vs kvbudget {err}"]
+    else:
+        pair, refusal, varies = sglang_launch(functools.partial(check, tb="mooncake"), backends)
+        if varies:  # SGLang refuses whatever it resolves, in words that depend on it: kvbudget refuses too
+            return "launch: any backends", [] if err and err[0] == "invalid" else [f"kvbudget: {ours}"]
+        if refusal is None:
+            if err and any(m in err[1] for m in LAUNCH.values()):
+                return "launch: admitted", [f"SGLang admits ({pair}), kvbudget: {err}"]
+            return None
+    assert refusal is not None
+    what = next((k for k, m in LAUNCH.items() if m in refusal), "other")
+    ok = err and err[0] == "invalid" and err[1] == refusal
+    return f"launch: {what}", [] if ok else [f"SGLang {refusal!r} vs kvbudget {err}"]
 
 
 def case(seed: int) -> tuple[StateCase, dict[str, Any]]:
@@ -103,6 +180,8 @@ def case(seed: int) -> tuple[StateCase, dict[str, Any]]:
                     v_head_dim=r.choice((d, d, 128, S._pick(r, (64,), (12, 5)))))  # fmt: skip
     if r.random() < 0.03:
         full["dtype"] = r.choice(("fp4_mx_block16", "mxfp8"))
+    if not spec:
+        c, full = launch_draw(random.Random(f"unified launch {seed}"), c, full)
     return c, full
 
 
@@ -128,9 +207,12 @@ def kvbudget_side(c: StateCase, full: dict[str, Any], o: dict[str, Any], fit: st
     from kvbudget.sglang.state import plan_with_state, unified_entries
 
     state, serving, spec = o["inputs"]
+    b = full.get("backends")
     try:
         model = full_side_model(full)
-        serving = serving.replace(tp_size=c.tp, kv_cache_dtype=full["dtype"], page_size=full["page"])
+        serving = serving.replace(tp_size=c.tp, kv_cache_dtype=full["dtype"], page_size=full["page"],
+                                  dcp_size=full["dcp"], prefill_attention_backend=b and b[0],
+                                  decode_attention_backend=b and b[1])  # fmt: skip
         cfg = kvbudget.create_pool_configurator(model, serving, spec)
         plan, budget = plan_with_state(cfg, _available(c), state, fit=fit)  # type: ignore[arg-type]
     except NotEnoughMemoryError as e:
@@ -150,9 +232,9 @@ def _full_args(full: dict[str, Any], tp: int) -> dict[str, Any]:
     return {"head_num": _kv_heads(full["num_kv_heads"], tp), "head_dim": full["head_dim"], "v_head_dim": full["v_head_dim"]}
 
 
-def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tuple[str, list[str]]:
+def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle], seed: int) -> tuple[str, list[str]]:
     """``(branch, differences)`` of seed ``seed``."""
-    sglang, unified = oracles
+    sglang, unified, launch = oracles
     c, full = case(seed)
     c = dataclasses.replace(c, rest_gib=_available(c) / GIB)
     t = sglang.run(c)
@@ -163,9 +245,16 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle], seed: int) -> tupl
     if full["dtype"] == "fp4_mx_block16" or full["layers"] == 0:  # SGLang's launch check; its layer_num assert
         ok = ours["error"] and ours["error"][0] == "invalid"
         return f"refused {full['dtype'] if full['layers'] else 'no full layer'}", [] if ok else [f"kvbudget: {ours}"]
-    if full["dtype"] == "mxfp8":  # kvbudget's own refusal, after SGLang's launch refusal of a draft under PD
-        pd = c.spec and c.disagg != "null"
-        ok = ours["error"] and ("with PD disaggregation" if pd else "mxfp8") in ours["error"][1]
+    if not c.spec:  # SGLang's launch checks, before its pools (a draft's: test_sglang_unified_draft); kvbudget
+        # has no pipeline size (SGLang refuses PD with several stages whatever the transfer backend): one stage
+        out = launch_outcome(launch, ours, disagg=c.disagg, pp=1, dcp=full["dcp"], mla="kv_lora_rank" in full,
+                             backends=full["backends"], hybrid_swa=False, dims=kv_dims(full))  # fmt: skip
+        if out is not None:
+            return out
+    if full["dtype"] == "mxfp8":  # kvbudget's own refusal, after SGLang's launch refusals of a draft (PD, topk)
+        pd, topk = c.spec and c.disagg != "null", c.spec and c.eagle_topk not in (None, 1)
+        want = "with PD disaggregation" if pd else "linear draft chain only" if topk else "mxfp8"
+        ok = ours["error"] and want in ours["error"][1]
         return "refused mxfp8", [] if ok else [f"kvbudget: {ours}"]
     if c.spec:  # an EAGLE algorithm without draft layers: SGLang refuses it (test_sglang_unified_draft plans drafts)
         msg = ours["error"] and ours["error"][1]
@@ -216,7 +305,9 @@ _CHECKS = {"bs=1 floor": "bs=1 floor", "no slot past the sink": "leaves no room 
 REQUIRED = ("buffer", "draft refused", "refused mxfp8", "refused fp4_mx_block16", "refused no full layer",
             "no KV budget", "error memory (bs=1 floor)", "error memory (no slot past the sink)",
             "error memory (no token)", "error invalid (row alignment)", "error invalid (misaligned entry)",
-            "error invalid (torch view)", "error invalid (int32 ids)", "error invalid (layer_num)")  # fmt: skip
+            "error invalid (torch view)", "error invalid (int32 ids)", "error invalid (layer_num)",
+            "launch: page-major backends", "launch: dcp: MLA only", "launch: dcp: backends",
+            "launch: PD with DCP (any transfer backend)")  # fmt: skip
 
 
 def run_all(run: Callable[[int], tuple[str, list[str]]], cases: int, required: Sequence[str], label: str) -> None:
@@ -235,5 +326,5 @@ def run_all(run: Callable[[int], tuple[str, list[str]]], cases: int, required: S
     assert not missing, f"never reached: {missing} ({dict(hits)})"
 
 
-def test_unified_state_buffer_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle]) -> None:
+def test_unified_state_buffer_is_sglangs(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle]) -> None:
     run_all(lambda seed: run_case(oracles, seed), CASES, REQUIRED, "unified state cases")

@@ -19,8 +19,9 @@ Two differentials, seeded:
   (``resolve_draft_worker_attention_backend``) and its KV dtype (``configure_kv_cache_dtype``, fa4's
   model-dtype rows). SGLang's launch checks (``handle_unified_memory_pool``, run by
   :mod:`sglang_oracle.unified_launch`: the algorithm list, ``eagle_topk``, the EAGLE backend sets,
-  DFLASH's and DSPARK's verify backends, the DCP gate) are held to their text. Where kvbudget's
-  backends are unknown, the first of :data:`STAND_INS` SGLang admits stands for them. What kvbudget
+  DFLASH's and DSPARK's verify backends, the DCP gate; before them ``handle_page_major_kv_layout``'s
+  backends) are held to their text. Where kvbudget's backends are unknown, the first of
+  ``test_sglang_state_unified.STAND_INS`` SGLang admits stands for them. What kvbudget
   does not model is refused by name, and so is a DSPARK draft that cannot fuse (SGLang then boots
   its private draft pool beside the buffer, unpriced).
 """
@@ -249,10 +250,10 @@ LAUNCH = {"algorithm": "only supports --speculative-algorithm DSPARK, DFLASH, EA
           "eagle_topk": "supports a linear draft chain only", "target backends": "requires the target on the",
           "draft backends": "a fused draft is MHA-shaped",
           "verify backends": "requires spec-verify-audited attention backends",
-          "dcp": "with decode context parallelism (--dcp-size > 1)"}  # fmt: skip
-#: What kvbudget's unknown pair stands for: the first of these SGLang's launch checks admit.
-STAND_INS = ("triton", "flashinfer", "trtllm_mla", "cutedsl_mla")
-UNKNOWN = (STAND_INS[0], STAND_INS[0])
+          "dcp": "with decode context parallelism (--dcp-size > 1)",
+          "page-major backends": "--enable-page-major-kv-layout: the resolved"}  # fmt: skip
+#: What kvbudget's unknown pair stands for under PD (SGLang refuses a draft there first).
+UNKNOWN = (U.STAND_INS[0], U.STAND_INS[0])
 
 
 def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle], seed: int) -> tuple[str, list[str]]:
@@ -276,19 +277,22 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle], seed
     family = f" {algo.name}" if algo.is_dflash_family() else ""
     mla, g, b = "kv_lora_rank" in full, draft["geometry"], draft["backends"]
     def check(pair: tuple[str, str]) -> str | None:
-        return launch.check(algorithm=algo.name, eagle_topk=c.eagle_topk, backends=pair, dcp=draft["dcp"], mla=mla)
+        return launch.check(algorithm=algo.name, eagle_topk=c.eagle_topk, backends=pair, dcp=draft["dcp"], mla=mla,
+                            kv_dims=U.kv_dims(full))  # fmt: skip
 
     if c.disagg != "null":  # SGLang refuses whatever its transfer backend (kvbudget does not know it)
         pd = {tb: launch.check(algorithm=algo.name, eagle_topk=c.eagle_topk, backends=b or UNKNOWN, dcp=draft["dcp"],
-                               mla=mla, disagg=c.disagg, transfer_backend=tb, pp=c.pp) for tb in ("mooncake", "nixl")}
-        ok = all(pd.values()) and err and err[0] == "invalid" and "with PD disaggregation" in err[1]
-        return "launch: PD (any transfer backend)", [] if ok else [f"SGLang {pd} vs kvbudget {err}"]  # fmt: skip
-    refusals = {x: check((x, x)) for x in STAND_INS} if b is None else {}
-    pair = b or next(((x, x) for x, m in refusals.items() if m is None), None)
-    if pair is None and len(set(refusals.values())) > 1:
-        # SGLang refuses whatever it resolves, in words that depend on it: kvbudget refuses too
-        return "launch: any backends", [] if err and err[0] == "invalid" else [f"kvbudget: {ours}"]
-    refusal = check(pair) if pair else refusals[STAND_INS[0]]
+                               mla=mla, disagg=c.disagg, transfer_backend=tb, pp=c.pp, kv_dims=U.kv_dims(full))
+              for tb in ("mooncake", "nixl")}
+        if len(set(pd.values())) == 1:  # refused before the PD block (the page-major layout's backends)
+            pair, refusal = b or UNKNOWN, pd["mooncake"]
+        else:
+            ok = all(pd.values()) and err and err[0] == "invalid" and "with PD disaggregation" in err[1]
+            return "launch: PD (any transfer backend)", [] if ok else [f"SGLang {pd} vs kvbudget {err}"]  # fmt: skip
+    else:
+        pair, refusal, varies = U.sglang_launch(check, b)
+        if varies:  # SGLang refuses whatever it resolves, in words that depend on it: kvbudget refuses too
+            return "launch: any backends", [] if err and err[0] == "invalid" else [f"kvbudget: {ours}"]
     if refusal is not None:
         what = next(k for k, m in LAUNCH.items() if m in refusal)
         ok = err and err[0] == "invalid" and err[1] == refusal

@@ -397,9 +397,13 @@ class ServingConfig:
     enable_unified_memory: Final[bool]
     """Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`)."""
     prefill_attention_backend: Final[str | None]
-    """The prefill attention backend (read only to price `nvfp4`)."""
+    """The prefill attention backend (read to price `nvfp4` and by the unified-memory launch
+    checks).
+    """
     decode_attention_backend: Final[str | None]
-    """The decode attention backend (read only to price `nvfp4`)."""
+    """The decode attention backend (read to price `nvfp4` and by the unified-memory launch
+    checks).
+    """
     is_sm100: Final[bool]
     """The GPU is SM100 (B200/GB200): TRT-LLM reads NVFP4's native scale layout (SM120 reads the
     linear one); read only to price `nvfp4`.

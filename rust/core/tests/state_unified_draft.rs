@@ -2,27 +2,15 @@
 //! fused into the full-side entries, the verify buffers beside the buffer, and SGLang's refusals.
 use kvbudget_core::plan::fused_draft::*;
 use kvbudget_core::sizing::state::mamba_ratio;
-use kvbudget_core::state::{shape, StateMixer};
 use kvbudget_core::*;
+
+mod common;
 
 /// Qwen3-Next-80B-A3B (huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct, config.json): 36
 /// gated-delta layers (32 value heads, 16 key heads, head dims 128, conv kernel 4) and 12
 /// full-attention layers of 2 KV heads of 256; its MTP head is one full-attention block.
 fn qwen3_next(tp: u64) -> (StateConfig, ModelGeometry) {
-    let d = shape::mamba2(tp, 32 * 128, 16, 32, 128, 128, 4).unwrap();
-    let state = StateConfig {
-        num_state_layers: 36,
-        conv_elems: d.conv_elems,
-        conv_kernel: Some(4),
-        ssm_heads: d.ssm_heads,
-        ssm_head_dim: d.ssm_head_dim,
-        ssm_state_dim: d.ssm_state_dim,
-        k_heads_per_tp: d.k_heads_per_tp,
-        mixer: StateMixer::Gdn,
-        ..StateConfig::default()
-    }
-    .resolved()
-    .unwrap();
+    let state = common::qwen3_next_state(tp);
     let shape = AttentionShape {
         num_kv_heads: 2,
         head_dim: 256,

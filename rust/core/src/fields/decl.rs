@@ -89,9 +89,9 @@ macro_rules! for_each_value_type {
                     is_draft_worker: bool = false => $crate::fields::Flag,
                     /// Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`).
                     enable_unified_memory: bool = false => $crate::fields::Flag,
-                    /// The prefill attention backend (read only to price `nvfp4`).
+                    /// The prefill attention backend (read to price `nvfp4` and by the unified-memory launch checks).
                     prefill_attention_backend: Option<$crate::fp4::AttentionBackend> = None => $crate::fields::OptChoice<$crate::fp4::AttentionBackend>,
-                    /// The decode attention backend (read only to price `nvfp4`).
+                    /// The decode attention backend (read to price `nvfp4` and by the unified-memory launch checks).
                     decode_attention_backend: Option<$crate::fp4::AttentionBackend> = None => $crate::fields::OptChoice<$crate::fp4::AttentionBackend>,
                     /// The GPU is SM100 (B200/GB200): TRT-LLM reads NVFP4's native scale layout
                     /// (SM120 reads the linear one); read only to price `nvfp4`.

@@ -26,6 +26,7 @@ mod state_only;
 mod state_unified;
 mod state_unified_draft;
 mod tensors;
+mod unified_launch;
 
 pub use kinds::TensorKind;
 

@@ -302,7 +302,7 @@ impl PoolConfigurator {
             return Err(PlanError::overflow("available_bytes"));
         }
         let (serving, spec) = (self.serving(), self.spec());
-        self.check_unified_launch()?;
+        self.check_unified_hooks(true)?;
         let unified = serving.enable_unified_memory && !serving.is_draft_worker;
         let budget = state_budget(&state, serving, spec, available_bytes as f64 / GIB)?;
         if unified {

@@ -55,7 +55,7 @@ pub fn plan_state_only(
             "plan_state_only takes fit \"exact\" or \"sglang\"",
         ));
     }
-    super::state_unified::check_unified_launch(serving)?;
+    super::unified_launch::check_unified_launch(serving)?;
     let budget = state_budget(&state, serving, spec, available_bytes as f64 / GIB)?;
     if serving.enable_unified_memory && !serving.is_draft_worker {
         return Err(PlanError::invalid("layer_num must be positive; got 0"));

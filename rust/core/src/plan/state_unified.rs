@@ -24,7 +24,7 @@
 //! pipeline stage's share priced as `int(per_req * share)`, a byte under the
 //! slot it lays out, can make it overshoot by about a byte a slot.
 //!
-//! SGLang's refusals, in its order: an FP4 KV cache (its launch check), a
+//! SGLang's refusals, in its order: its launch checks (`unified_launch.rs`), a
 //! sub-pool without layers, the bs=1 floor (`3 * E_m` plus the slot-0 sink, the
 //! largest entry or a page of full tokens); then per sub-pool, state first: no
 //! slot past the sink, a state entry that is not a whole number of conv or
@@ -46,7 +46,6 @@ use crate::cell::{kv_heads_per_rank, mla_cache_dim};
 use crate::configurator::PoolConfigurator;
 use crate::dtype::{KvDtype, StorageDtype};
 use crate::error::{PlanError, Result};
-use crate::serving::ServingConfig;
 use crate::sizing::state::StateBudget;
 use crate::sizing::ConfiguratorKind;
 use crate::state::StateConfig;
@@ -223,29 +222,13 @@ fn viewable(total: u64, item: u64) -> Result<()> {
     )))
 }
 
-/// SGLang's launch check of `--enable-unified-memory` (`kv_cache_hook.py`): no FP4 KV cache.
-pub(super) fn check_unified_launch(serving: &ServingConfig) -> Result<()> {
-    if serving.enable_unified_memory && serving.kv_dtype().is_fp4() {
-        return Err(invalid(
-            "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not \
-             allocate FP4 block scales or the prefill dequant workspace.",
-        ));
-    }
-    Ok(())
-}
-
 impl PoolConfigurator {
-    /// SGLang's launch check of `--enable-unified-memory` (`kv_cache_hook.py`): no FP4 KV cache.
-    pub fn check_unified_launch(&self) -> Result<()> {
-        check_unified_launch(self.serving())
-    }
-
-    /// [`Self::check_unified_launch`], and `_init_pools`' refusals on a target worker: a model
-    /// that is neither hybrid-SWA nor hybrid-state (a Default plan; a state model's plan takes
-    /// [`Self::plan_unified_state`] instead), and MLA sliding-window pools
-    /// (`_init_unified_swa_pools`' assertion).
+    /// SGLang's launch checks of `--enable-unified-memory` (`unified_launch.rs`), and `_init_pools`'
+    /// refusals on a target worker: a model that is neither hybrid-SWA nor hybrid-state (a Default
+    /// plan; a state model's plan takes [`Self::plan_unified_state`] instead), and MLA
+    /// sliding-window pools (`_init_unified_swa_pools`' assertion).
     pub fn check_unified_default(&self) -> Result<()> {
-        self.check_unified_launch()?;
+        self.check_unified_hooks(false)?;
         let serving = self.serving();
         if !serving.enable_unified_memory || serving.is_draft_worker {
             return Ok(());
@@ -292,11 +275,10 @@ impl PoolConfigurator {
     /// layers, MLA dims of zero, a draft that cannot fuse) and what kvbudget does not lay
     /// out (mxfp8, DSA; see `state_unified_draft.rs` for the draft).
     pub fn unified_state_entries(&self, state: &StateConfig) -> Result<(u64, u64)> {
-        self.check_unified_launch()?;
+        self.check_unified_hooks(true)?;
         let state = state.resolved()?;
         let mut full = full_entry(self)?;
         if self.spec().algorithm.is_speculative() {
-            self.check_unified_draft_launch()?;
             full.entry = self.unified_fused_full_entry(full.host)?.map_err(invalid)?;
         }
         Ok((full.entry, state_entry(&state)?))
@@ -325,9 +307,6 @@ impl PoolConfigurator {
             ));
         }
         let drafting = self.spec().algorithm.is_speculative();
-        if drafting {
-            self.check_unified_draft_launch()?;
-        }
         let mut full = full_entry(self)?;
         let e_m = state_entry(state)?;
         let slots = budget.max_mamba_cache_size;

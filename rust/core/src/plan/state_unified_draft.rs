@@ -35,15 +35,16 @@
 //! per-depth head, draft sliding-window layers, a draft state block (a conv-chain MTP head
 //! with `mtp_local_layer_ids`), HiCache and host-pool retraction.
 //!
-//! Refused in SGLang's words, in its order: the launch checks (`handle_unified_memory_pool`:
-//! PD disaggregation, whatever the transfer backend, in kvbudget's words (SGLang's name the
-//! backend); algorithms other than EAGLE, EAGLE3, DFLASH and DSPARK, NEXTN counting as EAGLE; an
+//! Refused in SGLang's words, in its order: the launch checks (`unified_launch.rs`: FP4, the
+//! page-major layout's backends, PD disaggregation, whatever the transfer backend, in
+//! kvbudget's words (SGLang's name the backend); then `handle_unified_memory_pool`'s:
+//! algorithms other than EAGLE, EAGLE3, DFLASH and DSPARK, NEXTN counting as EAGLE; an
 //! `eagle_topk` above 1; for EAGLE the target's and the draft's attention backends off
 //! the audited rails, when both backends are given; for DFLASH and DSPARK
-//! `_assert_spec_verify_backends` on the backends given), then a draft that cannot fuse
-//! (`_fused_draft_for_mamba_factory`'s ValueError for EAGLE and DFLASH, its reason SGLang's:
-//! no draft layer, an MLA draft, DCP, a draft KV dtype of its own, the placement's declines)
-//! after the Default configurator's own errors. Refused by kvbudget: a DSPARK draft that
+//! `_assert_spec_verify_backends` on the backends given; `_validate_unified_memory_dcp`),
+//! then a draft that cannot fuse (`_fused_draft_for_mamba_factory`'s ValueError for EAGLE and
+//! DFLASH, its reason SGLang's: no draft layer, an MLA draft, DCP, a draft KV dtype of its own,
+//! the placement's declines) after the Default configurator's own errors. Refused by kvbudget: a DSPARK draft that
 //! cannot fuse (SGLang boots it with a private draft pool beside the buffer that nothing
 //! prices, overcommitting the budget), a DSPARK draft whose KV dtype hangs on an unknown
 //! prefill backend (fa4 or not), given fused entry bytes, SWA or banded draft layers, and
@@ -55,6 +56,9 @@ use super::fused_draft::{
     DraftProfile, FusedDraftDecision, Host, PlacementContext,
 };
 use super::state::{slab_pool, storage};
+use super::unified_launch::{
+    check_unified_dcp, given_backends, py_list, ASYMMETRIC_OK, VERIFY_AUDITED,
+};
 use super::{PoolSpec, TensorKind};
 use crate::arith::add;
 use crate::cell::kv_heads_per_rank;
@@ -80,17 +84,6 @@ const DSPARK_VERIFY: [&str; 7] = [
     "triton",
     "trtllm_mla",
 ];
-/// `_SPEC_VERIFY_AUDITED_BACKENDS`, sorted.
-const VERIFY_AUDITED: [&str; 6] = [
-    "cutedsl_mla",
-    "fa3",
-    "flashinfer",
-    "flashmla",
-    "triton",
-    "trtllm_mla",
-];
-/// `ASYMMETRIC_KV_BACKENDS`: backends that carry `v_head_dim` to the kernel.
-const ASYMMETRIC_OK: [&str; 3] = ["fa3", "fa4", "triton"];
 /// `DRAFT_ATTENTION_BACKEND_CHOICES` (`arg_groups/choices.py`), those kvbudget names.
 const DRAFT_CHOICES: [AttentionBackend; 5] = [
     AttentionBackend::Flashinfer,
@@ -102,11 +95,6 @@ const DRAFT_CHOICES: [AttentionBackend; 5] = [
 
 fn invalid(msg: impl Into<String>) -> PlanError {
     PlanError::invalid(msg)
-}
-
-fn py_list(names: &[&str]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
-    format!("[{}]", quoted.join(", "))
 }
 
 /// SGLang's name of the resolved algorithm (NEXTN collapses to EAGLE).
@@ -137,21 +125,6 @@ fn backends(serving: &ServingConfig) -> Option<Vec<&'static str>> {
     b.sort_unstable();
     b.dedup();
     Some(b)
-}
-
-/// The backends given (prefill, decode, either), sorted and deduplicated (SGLang's set less `None`).
-fn given_backends(serving: &ServingConfig) -> Vec<&'static str> {
-    let mut given: Vec<&str> = [
-        serving.prefill_attention_backend,
-        serving.decode_attention_backend,
-    ]
-    .into_iter()
-    .flatten()
-    .map(Named::name)
-    .collect();
-    given.sort_unstable();
-    given.dedup();
-    given
 }
 
 /// `handle_unified_memory_pool`'s EAGLE / EAGLE3 checks of the target's backends `b` (both given).
@@ -204,35 +177,6 @@ fn check_verify_backends(serving: &ServingConfig, algorithm: SpecAlgorithm) -> R
     )))
 }
 
-/// `_validate_unified_memory_dcp` (`--dcp-size > 1` under unified memory, after the draft's
-/// checks): an MLA target and the backends given among those that translate a DCP block table
-/// (its PD check is never reached with a draft: PD is refused first).
-fn check_unified_dcp(serving: &ServingConfig, mla: bool) -> Result<()> {
-    const DCP_ALLOWED: [&str; 3] = ["cutedsl_mla", "flashinfer", "trtllm_mla"];
-    if serving.dcp_size <= 1 {
-        return Ok(());
-    }
-    if !mla {
-        return Err(invalid(
-            "--enable-unified-memory with decode context parallelism (--dcp-size > 1) supports MLA models only \
-             (e.g. kimi-linear): the MHA unified pool has no DCP-aware masked write path \
-             (UnifiedMHATokenToKVPool.set_kv_buffer asserts dcp_kv_mask is None).",
-        ));
-    }
-    let given = given_backends(serving);
-    if given.iter().all(|b| DCP_ALLOWED.contains(b)) {
-        return Ok(());
-    }
-    Err(invalid(format!(
-        "--enable-unified-memory with decode context parallelism (--dcp-size > 1) requires {} for the \
-         full-attention layers; got {}. The other paged MLA backends build their block table from raw \
-         (widened) req_to_token page ids and do not translate them through the unified pool's \
-         virtual->physical page table.",
-        py_list(&DCP_ALLOWED),
-        py_list(&given)
-    )))
-}
-
 /// The dtype of the fused draft's rows (`_fused_draft_decision`'s region KV dtype), or SGLang's
 /// reason it declines: the host's; a draft KV dtype given (`--speculative-draft-kv-cache-dtype`)
 /// must be the host's; a DFLASH-family draft on fa4 keeps its KV in the model dtype
@@ -257,20 +201,12 @@ fn region_kv_dtype(
 }
 
 impl PoolConfigurator {
-    /// SGLang's launch checks of `--enable-unified-memory` with a draft, and what kvbudget
-    /// does not plan of one (see the module doc), in SGLang's order.
+    /// SGLang's launch checks of `--enable-unified-memory` with a draft after its PD block
+    /// (`unified_launch.rs`), and what kvbudget does not plan of one (see the module doc), in
+    /// SGLang's order.
     pub(super) fn check_unified_draft_launch(&self) -> Result<()> {
         let (spec, serving) = (self.spec(), self.serving());
         let algorithm = spec.algorithm;
-        if serving.disaggregation_mode != crate::DisaggregationMode::Null {
-            // Its first checks: the transfer backend among `_unified_memory_pd_transfer_backends()`
-            // (mooncake alone), then none of mooncake with a draft.
-            return Err(invalid(
-                "kvbudget: SGLang refuses --enable-unified-memory with PD disaggregation and a speculative \
-                 draft whatever the transfer backend (its unified pool ships page envelopes over mooncake \
-                 alone, and mooncake does not support speculative decoding there)",
-            ));
-        }
         if !matches!(
             algorithm,
             SpecAlgorithm::Eagle
@@ -307,7 +243,7 @@ impl PoolConfigurator {
                  backends it resolves)",
             ));
         }
-        check_unified_dcp(serving, mla)?;
+        check_unified_dcp(serving, mla, self.shape().num_swa_layers > 0)?;
         if spec.fused_swa_entry_bytes.is_some() {
             return Err(invalid(
                 "SGLang's unified Mamba pool has no 'swa' sub-pool to fuse a draft into \

@@ -65,3 +65,22 @@ pub fn sizes(c: &MemoryPoolConfig) -> (i64, Option<i64>, Option<i64>) {
         c.swa_max_total_num_tokens,
     )
 }
+
+/// Qwen3-Next-80B-A3B's state at TP `tp` (huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct,
+/// config.json): 36 gated-delta layers, 32 value heads, 16 key heads, head dims 128, conv kernel 4.
+pub fn qwen3_next_state(tp: u64) -> StateConfig {
+    let d = state::shape::mamba2(tp, 32 * 128, 16, 32, 128, 128, 4).unwrap();
+    StateConfig {
+        num_state_layers: 36,
+        conv_elems: d.conv_elems,
+        conv_kernel: Some(4),
+        ssm_heads: d.ssm_heads,
+        ssm_head_dim: d.ssm_head_dim,
+        ssm_state_dim: d.ssm_state_dim,
+        k_heads_per_tp: d.k_heads_per_tp,
+        mixer: state::StateMixer::Gdn,
+        ..StateConfig::default()
+    }
+    .resolved()
+    .unwrap()
+}

@@ -13,23 +13,21 @@ entry to both engines' own reading. The hybrid-state models are
 from __future__ import annotations
 
 from kvbudget.errors import UnknownNameError
-from kvbudget.models.bundled import BundledConfig, table_functions
-
-__all__ = ["PublishedModel", "UnknownPublishedModelError", "find_published_model", "get_published_model",
-           "list_published_models", "published_model_entries"]  # fmt: skip
+from kvbudget.models.bundled import BundledConfig as PublishedModel
+from kvbudget.models.bundled import table_functions
 
 
 class UnknownPublishedModelError(UnknownNameError):
     """No bundled published model has this name; the message lists the closest names."""
 
-    what = "published model"
-    lister = "list_published_models"
+    what, lister = "published model", "list_published_models"
 
-
-#: One released checkpoint's config (:class:`~kvbudget.models.bundled.BundledConfig`).
-PublishedModel = BundledConfig
 
 #: The table's entries as stored; its names in order; a name's model or None; a name's model or
-#: UnknownPublishedModelError (:func:`~kvbudget.models.bundled.table_functions`).
+#: UnknownPublishedModelError (:func:`~kvbudget.models.bundled.table_functions`). A model is a
+#: :class:`~kvbudget.models.bundled.BundledConfig` (``PublishedModel``).
 published_model_entries, list_published_models, find_published_model, get_published_model = table_functions(
     "published_models.json", UnknownPublishedModelError)
+
+__all__ = ["PublishedModel", "UnknownPublishedModelError", "find_published_model", "get_published_model",
+           "list_published_models", "published_model_entries"]  # fmt: skip

@@ -38,6 +38,18 @@ const WINDOW_RAIL_BACKENDS: [&str; 1] = ["triton"];
 /// The most draft runners a placement takes (far above any deployment; keeps lane counts small).
 pub const MAX_RUNNERS: u64 = 4096;
 
+/// The value of `all` whose SGLang name (`as_str`) is `name`, or an error naming `what` and
+/// every name.
+fn by_name<T: Copy>(all: &[T], name: &str, what: &str, as_str: fn(T) -> &'static str) -> Result<T> {
+    all.iter()
+        .copied()
+        .find(|x| as_str(*x) == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|x| as_str(*x)).collect();
+            PlanError::invalid(format!("unknown {what} {name:?} ({})", names.join(", ")))
+        })
+}
+
 /// A host sub-pool (`HOST_KINDS`, in registration order: the order placements report hosts in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Host {
@@ -64,15 +76,7 @@ impl Host {
 
     /// The host named `name` (one of [`Self::as_str`]'s names).
     pub fn from_name(name: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|h| h.as_str() == name)
-            .ok_or_else(|| {
-                PlanError::invalid(format!(
-                    "unknown host sub-pool {name:?} ({})",
-                    Self::ALL.map(Self::as_str).join(", ")
-                ))
-            })
+        by_name(&Self::ALL, name, "host sub-pool", Self::as_str)
     }
 
     /// The host a kind this host turns away falls back to (`fallback_host`).
@@ -119,15 +123,7 @@ impl DraftLayerKind {
 
     /// The kind named `name` (one of [`Self::as_str`]'s names).
     pub fn from_name(name: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.as_str() == name)
-            .ok_or_else(|| {
-                PlanError::invalid(format!(
-                    "unknown draft layer kind {name:?} ({})",
-                    Self::ALL.map(Self::as_str).join(", ")
-                ))
-            })
+        by_name(&Self::ALL, name, "draft layer kind", Self::as_str)
     }
 
     /// `_LAYER_KIND_NOUN`.

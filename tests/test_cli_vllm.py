@@ -246,14 +246,14 @@ def test_plan_engine_vllm_takes_configs_only_vllms_reader_reads(tmp_path: Path) 
 
 
 def test_a_dsa_config_in_sglang_mode_asks_for_its_page(tmp_path: Path) -> None:
-    """SGLang's launch sets a DSA model's 64-token page (``model_overrides``): the flag path's default
-    page of 1 is a usage error naming ``--page-size 64`` (it was the core's bare layout error), and
-    with it SGLang mode plans the config; vLLM mode takes its own 64-token block."""
+    """SGLang's launch sets a DSA model's 64-token page (``model_overrides``): at the flag path's default
+    page of 1 the core's refusal names ``--page-size 64`` (it named no way out), and with it SGLang
+    mode plans the config."""
     import transformers as T
 
     cfg = {**T.DeepseekV32Config(num_hidden_layers=3).to_dict(), "architectures": ["DeepseekV32ForCausalLM"]}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     r = run("plan", str(path), "--available", "2GiB")
-    assert r.returncode == 2 and "give --page-size 64" in r.stderr, r.stderr
+    assert r.returncode == 1 and "its launch sets --page-size 64" in r.stderr, r.stderr
     assert run("plan", str(path), "--available", "2GiB", "--page-size", "64").returncode == 0

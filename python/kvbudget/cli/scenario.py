@@ -511,11 +511,6 @@ def build_scenario(args: argparse.Namespace, *, vllm_only: bool = False) -> CliS
         return CliScenario(scenario=None, model_label=label, model_info=info, draft_label=draft_label,
                            draft_info=draft_info, available=available, budget_label=budget_label,
                            budget_info=budget_info, notes=notes, vllm_only=parts)  # fmt: skip
-    page = 64 * model.index_kpool
-    if not vllm_only and model.index_head_dim and values["page_size"] % page:  # SGLang's launch sets it
-        raise UsageError(f"a DSA model (its indexer) takes {page}-token pages in SGLang 0.5.23, which its launch "
-                         f"sets whatever --page-size says: give --page-size {page}, or plan the launch line itself "
-                         "with --sglang '...'")  # fmt: skip
     scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
     scenario, state = _hybrid_state(sglang_model, scenario, args, notes)
     sglang_pools, what_if = _sglang_pools(sglang_model, scenario, notes)

@@ -76,8 +76,9 @@ impl Geometry<'_> {
         if s.page_size != 64 * kpool {
             return Err(PlanError::invalid(format!(
                 "DSA requires 64-token physical pages, got page_size={} with index_kpool={kpool} \
-                 (SGLang's DSATokenToKVPool on CUDA)",
-                s.page_size
+                 (SGLang's DSATokenToKVPool on CUDA; its launch sets --page-size {})",
+                s.page_size,
+                64 * kpool
             )));
         }
         if s.kv_dtype() == KvDtype::Mxfp8 {

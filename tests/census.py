@@ -17,6 +17,9 @@ Each architecture gets its configs, the same for both engines:
   mappings name for the architecture), else
 * the defaults of the config class SGLang's model class for it names (``__init__(self,
   config: X)``: one of SGLang's own config classes, or transformers'), else
+* the defaults of the config class vLLM's module serving it annotates its ``config`` with
+  (transformers', or vLLM's own where the vLLM oracle lifts it: InternLM3, TeleChat3 and
+  LLaMA are served by vLLM's Llama class, which reads a ``LlamaConfig``), else
 * none (a remote-code config), and the row says so.
 
 SGLang's side is its config loading and ``ModelConfig`` derivations
@@ -186,6 +189,71 @@ def _transformers_config(model_type: str) -> Any:
     return own if isinstance(own, type) and issubclass(own, T.PretrainedConfig) else T.CONFIG_MAPPING[model_type]
 
 
+@functools.cache
+def _vllm_served() -> dict[str, tuple[str, str]]:
+    """Architecture -> (module, class) vLLM 0.33.0's registries serve it with."""
+    from vllm_oracle._fetch import vllm_root
+
+    ns: dict[str, Any] = {"__name__": "census_vllm_served"}
+    tables = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS")
+    Source(vllm_root(), "vllm/model_executor/models/registry.py").lift(ns, *tables)
+    return {a: where for t in tables for a, where in ns[t].items()}
+
+
+def _optional_stripped(annotation: ast.expr) -> str:
+    """``X`` of an annotation ``X`` or ``X | None``."""
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = [a for a in (annotation.left, annotation.right) if not (isinstance(a, ast.Constant) and a.value is None)]
+        if len(sides) == 1:
+            return ast.unparse(sides[0])
+    return ast.unparse(annotation)
+
+
+def _vllm_annotated_class(arch: str) -> tuple[str, Any] | None:
+    """The config class vLLM's module serving ``arch`` annotates its ``config`` with (``config: X``,
+    a parameter or an assignment; one class, not ``PretrainedConfig``): transformers', or vLLM's own
+    where the vLLM oracle lifts it (:func:`vllm_oracle._hf.vllm_config_class`)."""
+    from vllm_oracle._fetch import vllm_root
+    from vllm_oracle._hf import vllm_config_class
+
+    where = _vllm_served().get(arch)
+    rel = f"vllm/model_executor/models/{where[0]}.py" if where else ""
+    if not rel or not (vllm_root() / rel).is_file():  # a module the vLLM oracle does not extract
+        return None
+    tree = Source(vllm_root(), rel).tree
+    named = {_optional_stripped(n.annotation) for n in ast.walk(tree)
+             if (isinstance(n, ast.arg) and n.arg == "config" and n.annotation is not None)
+             or (isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "config")}  # fmt: skip
+    named -= {"PretrainedConfig", "PreTrainedConfig"}
+    if len(named) != 1:
+        return None
+    (name,) = named
+    cls = getattr(T, name, None)
+    if isinstance(cls, type) and issubclass(cls, T.PretrainedConfig):
+        return f"transformers:{name} (vLLM's {where[0]}.py)", cls
+    model_type = _vllm_registered_types().get(name)
+    try:
+        return (f"vllm:{name}", vllm_config_class(model_type)) if model_type else None
+    except LookupError:  # a class of vLLM's the oracle does not lift
+        return None
+
+
+@functools.cache
+def _vllm_registered_types() -> dict[str, str]:
+    """vLLM's own config class name -> the model type its ``_CONFIG_REGISTRY`` registers it for
+    (``transformers_utils/config.py``; the first, for a class registered twice)."""
+    from vllm_oracle._fetch import vllm_root
+
+    tree = Source(vllm_root(), "vllm/transformers_utils/config.py").tree
+    call = next(n.value for n in tree.body if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "_CONFIG_REGISTRY")
+    assert isinstance(call, ast.Call)
+    found: dict[str, str] = {}
+    for kw in call.keywords:
+        if kw.arg is not None and isinstance(kw.value, ast.Constant):
+            found.setdefault(kw.value.value, kw.arg)
+    return found
+
+
 def census_configs(arch: str) -> tuple[str, tuple[dict[str, Any], ...]]:
     """(where they came from, the config dicts) for ``arch``; none when no class builds one."""
     if arch in _generated():
@@ -193,7 +261,7 @@ def census_configs(arch: str) -> tuple[str, tuple[dict[str, Any], ...]]:
     model_type = _model_type(arch)
     if model_type is not None and model_type in T.CONFIG_MAPPING:
         return f"transformers:{model_type}", ({**_transformers_config(model_type)().to_dict(), "architectures": [arch]},)
-    annotated = _annotated_class(arch)
+    annotated = _annotated_class(arch) or _vllm_annotated_class(arch)
     if annotated is None:
         return "none", ()
     try:
@@ -294,7 +362,7 @@ def _row(engine: str, table: str, arch: str, run: Callable[[dict[str, Any]], tup
     source, cfgs = census_configs(arch)
     if not cfgs:
         return Row(engine, table, arch, source, Verdict.NO_CONFIG, "no config class: not in transformers 5.19.0, "
-                   "and SGLang's model class names none of its own")  # fmt: skip
+                   "and neither engine's model class names one")  # fmt: skip
     judged = [_judge(*run(cfg), refused, diff) for cfg in cfgs]
     verdict, detail = min(judged, key=lambda j: _RANK.index(j[0]))
     return Row(engine, table, arch, source, verdict, detail)
@@ -335,7 +403,8 @@ def render(rows: Sequence[Row]) -> str:
            "Generated by `python tests/census.py` (checked by `tests/test_census.py` on every CI run): every",
            "text-generation architecture in SGLang 0.5.23's and vLLM 0.33.0's registries, with its configs",
            "(the model-resolution differential's seeded variants, else its transformers 5.19.0 class defaults,",
-           "else those of the config class SGLang's model class names), resolved by the engine's own code",
+           "else those of the config class SGLang's model class names, else the one vLLM's module serving it",
+           "annotates its config with), resolved by the engine's own code",
            "from the pinned wheels and by kvbudget. A row is a failure if any of its configs is planned",
            "differently; \"equal\" if any is planned equal; else the refusal.",
            "\"engine not run\": the oracle does not build that class yet, so only kvbudget's side is known.",

@@ -497,6 +497,11 @@ def layers_from_hf_config(
             raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {archs[0]}",
                               "architectures")  # fmt: skip
         return text_family_layers(cfg, engine, kv_cache_dtype, dtype_m, disable_sliding_window)
+    if isinstance(archs, list) and archs and served_as(archs[0], STATE_ARCHITECTURES) in STATE_ARCHITECTURES:
+        raise ConfigError(f"config.json: kvbudget does not read {archs[0]}: vLLM 0.33.0 serves it with "
+                          f"{served_as(archs[0], STATE_ARCHITECTURES)}'s class, which reads heterogeneous per-layer "
+                          "blocks through the checkpoint's remote config code (get_nemotron_h_config_for_layer)",
+                          "architectures")  # fmt: skip
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
     if family == "mla" and target.v.has("index_topk"):

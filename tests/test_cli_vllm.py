@@ -20,6 +20,7 @@ import pytest
 from cli_helpers import REF1, REF1_VLLM, run
 
 from kvbudget import vllm
+from kvbudget.compare import VllmDeployment
 from kvbudget.vllm.budget import vllm_available_bytes
 from kvbudget.models import get_preset
 from kvbudget.vllm.models import layers_from_hf_config
@@ -257,3 +258,29 @@ def test_a_dsa_config_in_sglang_mode_asks_for_its_page(tmp_path: Path) -> None:
     r = run("plan", str(path), "--available", "2GiB")
     assert r.returncode == 1 and "its launch sets --page-size 64" in r.stderr, r.stderr
     assert run("plan", str(path), "--available", "2GiB", "--page-size", "64").returncode == 0
+
+
+def test_compare_engines_on_a_config_only_vllms_reader_reads(tmp_path: Path) -> None:
+    """``compare --engines sglang vllm`` on a bundled Jamba (SGLang has no Jamba class): SGLang's
+    refusal, by its reason, in place of SGLang's pools and the exact plan, and vLLM's blocks and
+    concurrency, the library's; ``--engines sglang`` alone still fails on that refusal."""
+    png = tmp_path / "j.png"
+    args = ("jamba-v0.1", "--available", "8GiB", "--max-model-len", "8192", "--context-lengths", "4096,8192")
+    doc = _json("compare", *args, "--engines", "sglang", "vllm", "--plot", str(png))
+    refusal = doc["engines"]["sglang"]["error"]
+    assert "Jamba" in refusal and doc["model"]["sglang_refusal"] == refusal and "exact" not in doc["engines"]
+    engine = vllm.EngineConfig(**doc["engines"]["vllm"]["vllm_engine"])
+    layers = [vllm.LayerSpec(**x) for x in doc["engines"]["vllm"]["vllm_layers"]]
+    assert [x.kind for x in layers].count("mamba") == 28
+    deployment = VllmDeployment(layers, engine, 8 << 30)
+    assert doc["engines"]["vllm"]["vllm_plan"]["num_blocks"] == deployment.plan().num_blocks
+    assert [(r["context_len"], r["vllm"]) for r in doc["concurrency"]] == [
+        (n, deployment.concurrency(n)) for n in (4096, 8192)]  # fmt: skip
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = run("compare", *args, "--engines", "sglang", "vllm").stdout
+    assert "only vLLM is shown: SGLang mode refuses this config" in text and "requests held at once" in text
+    small = _json("compare", "jamba-v0.1", "--available", "64MiB", "--max-model-len", "8192", "--engines", "sglang",
+                  "vllm")  # fmt: skip
+    assert "estimated maximum model length is 2880" in small["engines"]["vllm"]["error"] and small["concurrency"] == []
+    r = run("compare", *args, "--engines", "sglang")
+    assert r.returncode == 2 and "Jamba" in r.stderr and "compare --engines sglang vllm" in r.stderr, r.stderr

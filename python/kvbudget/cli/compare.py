@@ -67,7 +67,8 @@ def to_json(c: Comparison) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    sc = build_scenario(args)
+    # with vLLM among the engines, a config only vLLM's reader takes is compared on vLLM's side alone
+    sc = build_scenario(args, vllm_only="vllm" in (args.engines or ()))
     if args.engines:
         from kvbudget.cli import engines
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvbudget import KVBudgetError, PoolPlan, vllm
@@ -123,16 +124,16 @@ def _memory_table(v: EngineView) -> Any:
     return t
 
 
-def _concurrency_table(c: EngineComparison) -> Any:
+def _concurrency_table(rows: Sequence[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     t = Table(title="requests held at once, by context length", title_justify="left")
     t.add_column("context tokens", justify="right")
-    cols = [k for k in ("sglang", "exact", "vllm") if k in c.rows[0]]
+    cols = [k for k in ("sglang", "exact", "vllm") if k in rows[0]]
     names = {"sglang": "SGLang (its pools)", "exact": "kvbudget exact", "vllm": "vLLM (its estimate)"}
     for k in cols:
         t.add_column(names[k], justify="right")
-    for r in c.rows:
+    for r in rows:
         t.add_row(b(r["context_len"]), *(f"{r[k]:,.2f}" if k == "vllm" else b(r[k]) for k in cols))
     return t
 
@@ -164,7 +165,7 @@ def tables(out: Console, v: EngineView, over_budget: bool = True) -> None:
               "(kvbudget's exact plan uses the same layout)")  # fmt: skip
     out.print(_memory_table(v))
     if c.rows:
-        out.print(_concurrency_table(c))
+        out.print(_concurrency_table(c.rows))
     vp = c.vllm_plan
     if vp is not None:
         e = vp.max_model_len
@@ -183,15 +184,60 @@ def run(args: argparse.Namespace, sc: CliScenario) -> int:
 
     if args.plot:
         check_output(args.plot, "--plot")
-    v = compare(args, sc, tuple(args.engines))
-    if args.json:
-        render.emit_json(render.document("compare", sc, **to_json(v)))
+    if sc.vllm_only is not None:
+        rows = _vllm_alone(args, sc)
     else:
-        out = render.console()
-        header(out, "kvbudget compare --engines", sc, v)
-        tables(out, v)
+        v = compare(args, sc, tuple(args.engines))
+        rows = list(v.comparison.rows)
+        if args.json:
+            render.emit_json(render.document("compare", sc, **to_json(v)))
+        else:
+            out = render.console()
+            header(out, "kvbudget compare --engines", sc, v)
+            tables(out, v)
     if args.plot:
         from kvbudget.cli.plot import plot_engines
 
-        plot_engines(list(v.comparison.rows), sc, args.plot)
+        plot_engines(rows, sc, args.plot)
     return 0
+
+
+def _vllm_alone(args: argparse.Namespace, sc: CliScenario) -> list[dict[str, Any]]:
+    """``compare --engines sglang vllm`` on a config only vLLM's reader takes: SGLang's refusal in
+    place of its pools and of the exact plan (which follows SGLang's layout), then vLLM's blocks and
+    the requests they hold at each length; the rows it printed."""
+    from rich.markup import escape
+
+    from kvbudget.cli.plan_vllm import group_table, summary
+    from kvbudget.cli.plan_vllm import header as vllm_header
+
+    assert sc.vllm_only is not None
+    refusal = sc.vllm_only.sglang_refusal
+    lengths = context_lengths(args.context_lengths) if args.context_lengths else DEFAULT_LENGTHS
+    vi = vllm_inputs(args, sc)
+    deployment = VllmDeployment(vi.layers, vi.engine, vi.available)
+    try:
+        p: vllm.VllmPlan | None = deployment.plan()
+        error = None
+    except (vllm.VllmStartupError, vllm.VllmError) as exc:
+        p, error = None, str(exc)
+    rows = [] if p is None else [{"context_len": n, "vllm": deployment.concurrency(n)} for n in lengths]
+    if args.json:
+        side = {"engine": "vllm", "vllm_version": vllm.VLLM_VERSION, "error": error} if p is None else \
+            {**plan_json(vi, p), "padding_bytes_per_request": p.padding_bytes_per_request}
+        engines = {"sglang": {"engine": "sglang", "error": refusal}, "vllm": side}
+        render.emit_json(render.document("compare", sc, engines=engines, available_bytes=vi.available,
+                                         sglang_configurator=None, concurrency=rows))  # fmt: skip
+        return rows
+    out = render.console()
+    vllm_header(out, "kvbudget compare --engines", sc, vi)
+    out.print("  [yellow]only vLLM is shown:[/yellow] SGLang mode refuses this config (the note above says why), "
+              "and kvbudget's exact plan follows SGLang's layout")  # fmt: skip
+    if p is None:
+        out.print(f"  [yellow]vLLM {vllm.VLLM_VERSION} would not start:[/yellow] {escape(str(error))}")
+        return rows
+    out.print(group_table(p, {x.name for x in vi.layers if x.is_draft}))
+    summary(out, vi, p)
+    if rows:
+        out.print(_concurrency_table(rows))
+    return rows

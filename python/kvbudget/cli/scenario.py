@@ -162,8 +162,8 @@ def _load_model(
             model = _config_geometry(cfg)
         except (ConfigError, _NoAttention) as exc:
             if not vllm_only and hybrid is not None and "sglang" not in hybrid.engines:
-                raise UsageError(f"{hybrid.name}: SGLang 0.5.23 does not serve it ({exc}); --engine vllm plans "
-                                 "it") from None  # fmt: skip
+                raise UsageError(f"{hybrid.name}: SGLang 0.5.23 does not serve it ({exc}); kvbudget's vLLM mode "
+                                 "plans it (plan --engine vllm, compare --engines sglang vllm)") from None  # fmt: skip
             if not vllm_only:
                 raise
             model = str(exc) if isinstance(exc, ConfigError) else "a model without attention layers"

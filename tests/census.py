@@ -141,7 +141,11 @@ def _model_types() -> dict[str, tuple[str, ...]]:
 
 
 def _model_type(arch: str) -> str | None:
-    types = _model_types().get(arch, ())
+    """The model type transformers' auto mappings name ``arch`` for (else its name case-folded:
+    vLLM's and SGLang's ``PhiMoEForCausalLM`` is transformers' ``PhimoeForCausalLM``, whose
+    ``phimoe`` type the released checkpoints carry)."""
+    folded = {a.lower(): t for a, t in _model_types().items()}
+    types = _model_types().get(arch, ()) or folded.get(arch.lower(), ())
     if len(types) > 1 and arch.endswith("ForCausalLM"):  # a text-only class reads the text config
         types = tuple(t for t in types if t.endswith("_text")) or types
     if len(types) > 1:  # a type its class owns (gpt2, not gpt-sw3, which borrows GPT2Config)
@@ -161,13 +165,18 @@ def _sglang_classes() -> tuple[Any, Any]:
 
 
 def _annotated_class(arch: str) -> tuple[str, Any] | None:
-    """The config class SGLang's model class for ``arch`` names in its ``__init__(self, config: X)``:
-    SGLang's own (its config registry) or transformers'."""
+    """The config class SGLang's model class for ``arch`` names in its ``__init__(self, config: X)``
+    (its own, else that of its first base defined in the same file: ``ChatGLMModel`` is a
+    ``ChatGLMForCausalLM``): SGLang's own (its config registry) or transformers'."""
     classes, models = _sglang_classes()
     module = models.entry.get(arch)
-    node = next((n for n in models.sources[module].tree.body if isinstance(n, ast.ClassDef) and n.name == arch),
-                None) if module else None  # fmt: skip
-    init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None) if node else None
+    defined = {n.name: n for n in models.sources[module].tree.body if isinstance(n, ast.ClassDef)} if module else {}
+    init, cls_name, seen = None, arch, set()
+    while init is None and cls_name in defined and cls_name not in seen:  # its own __init__, else a base's in its file
+        seen.add(cls_name)
+        node = defined[cls_name]
+        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        cls_name = next((b.id for b in node.bases if isinstance(b, ast.Name) and b.id in defined), "")
     ann = next((ast.unparse(a.annotation) for a in init.args.args if a.arg == "config" and a.annotation), None) if init else None
     if ann is None or ann == "PretrainedConfig":
         return None

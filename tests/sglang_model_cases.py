@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import transformers as T
 from sglang_mla_cases import hy_v4, longcat_flash
 from sglang_state_cases import (_falcon_h1, _granite_hybrid, _kimi_linear, _lfm2, _lfm2_moe, _lfm2_vl,
-                                _nemotron_h, _pure_ssm, _qwen3_next, _zaya)
+                                _nemotron_h, _pure_ssm, _qwen3_5_moe, _qwen3_next, _zaya)
 
 Case = tuple[str, dict[str, Any]]
 _Builder = Callable[[random.Random], "Built"]
@@ -178,8 +178,36 @@ def _mimo_v2(rng: random.Random) -> Built:
         built = built._replace(extra={
             "hybrid_layer_pattern": [int(t == "sliding_attention") for t in kw["layer_types"]],
             "swa_num_key_value_heads": rng.choice([4, 8]), "swa_head_dim": rng.choice([128, 192]),
-            "swa_v_head_dim": 128, "sliding_window_size": kw["sliding_window"]})  # fmt: skip
+            "swa_v_head_dim": 128, "sliding_window_size": kw["sliding_window"],
+            "swa_num_attention_heads": kw["num_attention_heads"], "layernorm_epsilon": 1e-5})  # fmt: skip
     return built
+
+
+def _chatglm(rng: random.Random) -> Built:
+    """ChatGLM2/3 and GLM-4 (``ChatGLMModel``; vLLM also serves the name
+    ``ChatGLMForConditionalGeneration`` with its class) as their files hold them: no transformers
+    class; SGLang and vLLM each load it with a ``ChatGLMConfig`` of their own (``num_layers``, the
+    KV groups of ``multi_query_group_num``; the files carry ``original_rope``, which vLLM reads)."""
+    kw = _gqa(rng)
+    heads, hidden = kw["num_attention_heads"], kw["hidden_size"]
+    saved = {"model_type": "chatglm", "num_layers": kw["num_hidden_layers"], "hidden_size": hidden,
+             "num_attention_heads": heads, "kv_channels": hidden // heads, "multi_query_attention": rng.random() < 0.9,
+             "multi_query_group_num": rng.choice([1, 2, 2, 4, 8]), "original_rope": True, "rmsnorm": True,
+             "add_qkv_bias": True, "padded_vocab_size": 151552, "seq_length": rng.choice([8192, 131072])}  # fmt: skip
+    return Built(None, "ChatGLMModel" if rng.random() < 0.8 else "ChatGLMForConditionalGeneration", saved)
+
+
+def _first_dense(cls: Any, arch: str, **file_keys: Any) -> _Builder:
+    """A MoE decoder's class defaults at a drawn depth, with the ``first_k_dense_replace`` its
+    released checkpoints carry and its transformers class does not write (vLLM's class reads it:
+    GLM-4.7-Flash, Hunyuan-V3), and ``file_keys``: other such keys vLLM's MoE blocks read (their
+    values stand in; they do not shape a cache)."""
+
+    def build(rng: random.Random) -> Built:
+        n = rng.randint(1, 48)
+        return Built(cls(num_hidden_layers=n), arch, {"first_k_dense_replace": rng.randint(0, min(3, n)), **file_keys})
+
+    return build
 
 
 def _plain(cls: Any, arch: str, **extra: Callable[[random.Random], Any]) -> _Builder:
@@ -397,6 +425,7 @@ FAMILIES: dict[str, _Builder] = {
     "muse_glimmer": _muse_glimmer,
     "hybrid_opt_in": _opt_in,
     "qwen3_next": _qwen3_next,
+    "qwen3_5_moe": _qwen3_5_moe,
     "kimi_linear": _kimi_linear,
     "lfm2": _lfm2,
     "nemotron_h": _nemotron_h,
@@ -419,6 +448,10 @@ FAMILIES: dict[str, _Builder] = {
     "qwen3_moe": _plain(T.Qwen3MoeConfig, "Qwen3MoeForCausalLM"),
     "qwen2_moe": _plain(T.Qwen2MoeConfig, "Qwen2MoeForCausalLM"),
     "mixtral": _plain(T.MixtralConfig, "MixtralForCausalLM", **_SW),
+    "chatglm": _chatglm,
+    "glm4_moe_lite": _first_dense(T.Glm4MoeLiteConfig, "Glm4MoeLiteForCausalLM"),
+    "hy_v3": _first_dense(T.HYV3Config, "HYV3ForCausalLM", expert_hidden_dim=1536, route_norm=True),
+    "phimoe": _plain(T.PhimoeConfig, "PhiMoEForCausalLM", **_SW),  # the released checkpoints' name (transformers': Phimoe)
     "glm4_moe": _plain(T.Glm4MoeConfig, "Glm4MoeForCausalLM", head_dim=lambda r: r.choice([64, 128, 128, 128, None])),
     "minimax_m2": _minimax_m2,
     "gemma": _plain(T.GemmaConfig, "GemmaForCausalLM"),
@@ -456,7 +489,8 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "glm_moe_dsa": (T.GlmMoeDsaConfig, "GlmMoeDsaForCausalLM"), "minicpm3": (T.MiniCPM3Config, "MiniCPM3ForCausalLM"),
     "hy_v4": (T.HYV4Config, "HYV4ForCausalLM"), "longcat_flash": (T.LongcatFlashConfig, "LongcatFlashForCausalLM"),
     "qwen3_moe": (T.Qwen3MoeConfig, "Qwen3MoeForCausalLM"), "qwen2_moe": (T.Qwen2MoeConfig, "Qwen2MoeForCausalLM"),
-    "mixtral": (T.MixtralConfig, "MixtralForCausalLM"), "glm4_moe": (T.Glm4MoeConfig, "Glm4MoeForCausalLM"),
+    "mixtral": (T.MixtralConfig, "MixtralForCausalLM"), "phimoe": (T.PhimoeConfig, "PhiMoEForCausalLM"),
+    "glm4_moe": (T.Glm4MoeConfig, "Glm4MoeForCausalLM"),
     "minimax_m2": (T.MiniMaxM2Config, "MiniMaxM2ForCausalLM"), "gemma": (T.GemmaConfig, "GemmaForCausalLM"),
     "granite": (T.GraniteConfig, "GraniteForCausalLM"), "olmoe": (T.OlmoeConfig, "OlmoeForCausalLM"),
     "granitemoe": (T.GraniteMoeConfig, "GraniteMoeForCausalLM"),

@@ -1,5 +1,5 @@
 """The hybrid-state families of the model-resolution differential (``sglang_model_cases.FAMILIES``):
-Qwen3-Next, Kimi-Linear, LFM2 (dense, MoE, VL), Nemotron-H, Falcon-H1, Granite-4.0-H, ZAYA1 and the
+Qwen3-Next and Qwen3.5 (dense, MoE), Kimi-Linear, LFM2 (dense, MoE, VL), Nemotron-H, Falcon-H1, Granite-4.0-H, ZAYA1 and the
 pure state models (Mamba-1, Falcon-Mamba, Mamba-2), built by transformers 5.19.0's classes (or as
 their checkpoints hold them) with the keys released checkpoints carry. The shared builders
 (``Built``, ``_gqa``, ``_text``, ``_multimodal``) are ``sglang_model_cases``', imported when a
@@ -55,6 +55,18 @@ def _qwen3_next(rng: random.Random) -> Built:
     return _built(T.Qwen3_5TextConfig(**kw), "Qwen3_5ForCausalLM", interval)
 
 
+def _qwen3_5_moe(rng: random.Random) -> Built:
+    """Qwen3.5's MoE classes (Qwen3.5-122B-A10B, -397B-A17B): the causal LM or the multimodal
+    model, the interval as checkpoints carry it."""
+    kw = _gqa(rng)
+    interval = {"full_attention_interval": rng.choice([2, 4, 8])} if rng.random() < 0.8 else {}
+    if rng.random() < 0.5:
+        saved = T.Qwen3_5MoeConfig(text_config=kw).to_dict()
+        saved["text_config"].update(interval)
+        return _built(None, "Qwen3_5MoeForConditionalGeneration", saved)
+    return _built(T.Qwen3_5MoeTextConfig(**kw), "Qwen3_5MoeForCausalLM", interval)
+
+
 def _kimi_linear(rng: random.Random) -> Built:
     n = rng.randint(2, 48)
     kw: dict[str, Any] = {"num_hidden_layers": n, "kv_lora_rank": rng.choice([256, 512]),
@@ -63,13 +75,25 @@ def _kimi_linear(rng: random.Random) -> Built:
         kda = sorted(rng.sample(range(1, n + 1), rng.randint(0, n - 1)))
         kw["linear_attn_config"] = {"kda_layers": kda, "full_attn_layers": [i for i in range(1, n + 1) if i not in kda],
                                     "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}  # fmt: skip
+    if rng.random() < 0.8:  # as Kimi-Linear's checkpoints give it (vLLM's MLA layers are NoPE-only)
+        kw["mla_use_nope"] = True
     return _text(T.KimiLinearConfig, "KimiLinearForCausalLM", **kw)
+
+
+#: Keys LFM2's released files carry that transformers' class does not write and vLLM's class reads
+#: (LFM2-1.2B's values, the conv widths the hidden size: ``kvbudget.models.hybrid_state``'s entry).
+_LFM2_FILE = {"block_ff_dim": 12288, "block_multiple_of": 256, "block_ffn_dim_multiplier": 1.0,
+              "block_auto_adjust_ff_dim": True, "conv_bias": False}  # fmt: skip
 
 
 def _lfm2(rng: random.Random) -> Built:
     kw = _gqa(rng)
     kw["layer_types"] = ["full_attention" if rng.random() < 0.4 else "conv" for _ in range(kw["num_hidden_layers"])]
-    return _text(T.Lfm2Config, "Lfm2ForCausalLM", **kw)
+    built = _text(T.Lfm2Config, "Lfm2ForCausalLM", **kw)
+    if rng.random() < 0.7:  # the checkpoint's own keys
+        hidden = kw["hidden_size"]
+        built = built._replace(extra={**_LFM2_FILE, "block_dim": hidden, "conv_dim": hidden, "conv_dim_out": hidden})
+    return built
 
 
 def _nemotron_h(rng: random.Random) -> Built:

@@ -1,9 +1,10 @@
-"""``kvbudget.vllm.layers_from_hf_config`` on the classic decoders (GPT-2, GPT-J, OPT, BLOOM, Falcon),
-held to vLLM 0.33.0's own model classes (``tests/vllm_oracle``: ``GPT2LMHeadModel``,
-``GPTJForCausalLM``, ``OPTForCausalLM``, ``BloomForCausalLM``, ``FalconForCausalLM``, their
-``__init__`` kept to the decoder they build and their asserts on the config).
+"""``kvbudget.vllm.layers_from_hf_config`` on the classic decoders (GPT-2, GPT-J, OPT, BLOOM, Falcon,
+ChatGLM), held to vLLM 0.33.0's own model classes (``tests/vllm_oracle``: ``GPT2LMHeadModel``,
+``GPTJForCausalLM``, ``OPTForCausalLM``, ``BloomForCausalLM``, ``FalconForCausalLM``,
+``ChatGLMForCausalLM``, their ``__init__`` kept to the decoder they build and their asserts on the
+config).
 
-The configs are transformers 5.19.0's classes: the defaults, then seeded variants of the layer
+The configs are transformers 5.19.0's classes (vLLM's own ``ChatGLMConfig`` for ChatGLM): the defaults, then seeded variants of the layer
 count, heads and width (Falcon's ``new_decoder_architecture`` / ``multi_query`` / ``alibi``
 variants, BLOOM's and Falcon's legacy ``n_embed``), some with what the classes refuse (GPT-2's
 cross attention, GPT-J's tied embeddings or odd ``rotary_dim``, a width the heads do not divide,
@@ -26,7 +27,7 @@ import pytest
 import test_vllm_models
 import transformers as T
 from huggingface_hub.errors import StrictDataclassClassValidationError
-from vllm_oracle._hf import VllmLoadError, vllm_layers
+from vllm_oracle._hf import VllmLoadError, vllm_config_class, vllm_layers
 from vllm_reading import judge_families
 
 from kvbudget import InvalidConfigError, vllm
@@ -93,13 +94,34 @@ def _falcon(rng: random.Random) -> dict[str, Any]:
     return d
 
 
-#: family -> (transformers class, architecture, seeded config builder)
+def _chatglm_config(**kw: Any) -> Any:
+    """vLLM's own ``ChatGLMConfig`` (lifted from the wheel: the class vLLM loads ``chatglm`` with)."""
+    return vllm_config_class("chatglm")(**kw)
+
+
+def _chatglm(rng: random.Random) -> dict[str, Any]:
+    """ChatGLM2/3 and GLM-4 (``ChatGLMModel``), with the keys their files carry beyond vLLM's class
+    (``original_rope``, left out now and then: GLMAttention reads it), some with a vision config
+    (GLM-4V, which the text class refuses)."""
+    heads, hidden = _heads(rng)
+    d = _chatglm_config(num_layers=rng.randint(1, 48), num_attention_heads=heads, hidden_size=hidden,
+                        kv_channels=hidden // heads, multi_query_attention=rng.random() < 0.8,
+                        multi_query_group_num=rng.choice([1, 2, 2, 4, 8, 3])).to_dict()  # fmt: skip
+    if rng.random() < 0.9:
+        d["original_rope"] = True
+    if rng.random() < 0.05:
+        d["vision_config"] = {"hidden_size": 1792}
+    return d
+
+
+#: family -> (config class, architecture, seeded config builder)
 FAMILIES: dict[str, tuple[Any, str, Callable[[random.Random], dict[str, Any]]]] = {
     "gpt2": (T.GPT2Config, "GPT2LMHeadModel", _gpt2),
     "gptj": (T.GPTJConfig, "GPTJForCausalLM", _gptj),
     "opt": (T.OPTConfig, "OPTForCausalLM", _opt),
     "bloom": (T.BloomConfig, "BloomForCausalLM", _bloom),
     "falcon": (T.FalconConfig, "FalconForCausalLM", _falcon),
+    "chatglm": (_chatglm_config, "ChatGLMModel", _chatglm),
 }
 
 
@@ -131,7 +153,7 @@ def _ours(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any
 
 def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
     try:  # what vLLM loads config.json with
-        loaded = T.CONFIG_MAPPING[saved["model_type"]].from_dict(dict(saved))
+        loaded = vllm_config_class(saved["model_type"]).from_dict(dict(saved))
     except StrictDataclassClassValidationError as e:  # transformers refuses to load it (FalconConfig's RoPE check)
         return f"refused: transformers: {e}"
     try:

@@ -28,7 +28,7 @@ from kvbudget.vllm.models import ARCHITECTURES, EAGLE3_ARCHITECTURES, EAGLE3_PP_
 from kvbudget.vllm.state_models import STATE_ARCHITECTURES
 
 N = int(os.environ.get("KVBUDGET_VLLM_MODEL_CASES", "40"))
-_UNIFORM = ("qwen3_moe", "qwen2_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite", "granite_swa", "phi3",
+_UNIFORM = ("qwen3_moe", "qwen2_moe", "mixtral", "phimoe", "glm4_moe", "minimax_m2", "gemma", "granite", "granite_swa", "phi3",
             "exaone4", "mimo", "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe",
             "hyperclovax", "apertus", "stablelm", "afmoe")  # fmt: skip
 _FAMILIES = ("gemma2", "gemma3", "cohere2", "mistral", "qwen2", "qwen3", "llama", "llama4", "gpt_oss", "deepseek_v3",

@@ -47,10 +47,10 @@ KEYS = (
 MODEL_TYPES = (
     "gemma2", "gemma3_text", "gemma3n_text", "gemma4_text", "cohere2", "exaone4", "olmo2", "olmo3",
     "mistral", "phi3", "qwen2", "qwen3", "llama", "llama4_text", "gpt_oss", "mimo_v2_flash",
-    "granite_swa", "laguna", "deepseek_v3", "qwen3_next", "qwen3_5_text", "kimi_linear", "lfm2",
+    "granite_swa", "laguna", "deepseek_v3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "kimi_linear", "lfm2",
     "step3p5", "deepseek_v32", "glm_moe_dsa", "mellum", "muse_glimmer", "muse_glimmer_text",
     "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe", "minicpm3",
-    "whisper", "nanbeige", "qwen2_moe", "qwen3_moe", "mixtral", "glm4_moe", "minimax_m2", "gemma", "granite",
+    "whisper", "nanbeige", "qwen2_moe", "qwen3_moe", "mixtral", "phimoe", "glm4_moe_lite", "hy_v3", "glm4_moe", "minimax_m2", "gemma", "granite",
     "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe", "hyperclovax", "apertus",
     "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text",
     "beam", "gemma4_unified_text", "stablelm", "afmoe", "qwen2_5_omni_text", "qwen3_omni_moe_text", "glm_ocr_text", "paddleocr_vl_text", "aria_text", "mamba",
@@ -67,14 +67,14 @@ VLLM_KEYS = (*KEYS, "linear_num_key_heads", "linear_num_value_heads", "linear_ke
              "mamba_d_state", "mamba_d_head", "mamba_d_conv", "mamba_expand", "mamba_d_ssm", "conv_L_cache", "num_dense_layers",
              "num_experts", "attn_layer_period", "attn_layer_offset", "global_attn_every_n_layers", "state_size",
              "expand", "num_heads")  # fmt: skip
-#: The classic decoders' model types (``kvbudget.vllm.classic``: transformers' classes, vLLM's loader) and
-#: the keys that reader uses; read through the class's ``attribute_map`` (GPT-2 saves ``hidden_size``
+#: The classic decoders' model types (``kvbudget.vllm.classic``: transformers' classes and vLLM's own
+#: ``ChatGLMConfig``, as vLLM's loader takes them) and the keys that reader uses; read through the class's ``attribute_map`` (GPT-2 saves ``hidden_size``
 #: as ``n_embd``).
-VLLM_CLASSIC_TYPES = ("gpt2", "gptj", "opt", "bloom", "falcon")
+VLLM_CLASSIC_TYPES = ("gpt2", "gptj", "opt", "bloom", "falcon", "chatglm")
 VLLM_CLASSIC_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "sliding_window", "layer_types",
                      "rotary_dim", "multi_query", "add_cross_attention", "scale_attn_by_inverse_layer_idx",
                      "reorder_and_upcast_attn", "tie_word_embeddings", "new_decoder_architecture",
-                     "num_kv_heads", "alibi")  # fmt: skip
+                     "num_kv_heads", "alibi", "multi_query_attention", "multi_query_group_num")  # fmt: skip
 #: The text families of ``kvbudget.vllm.text_families`` (transformers' classes, vLLM's loader) and the keys
 #: that reader uses.
 VLLM_TEXT_TYPES = ("exaone_moe", "laguna", "cohere2_moe", "axk1", "hy_v3", "mimo_v2_flash")
@@ -143,15 +143,22 @@ def defaults_of(cls: Any, keys: tuple[str, ...] = KEYS, aliased: bool = False) -
 
 
 def attribute_maps() -> dict[str, dict[str, str]]:
-    """Per model type (every type transformers registers, with SGLang's own class where it has
-    one), the ``attribute_map`` aliases of :data:`KEYS`: a config object answers ``num_hidden_layers``
-    with its ``n_layer`` (GPT-2, GPT-J, ...), and both engines read the object. ``layer_types``
+    """Per model type (every type transformers registers and every type SGLang's config registry
+    has, with SGLang's own class where it has one), the ``attribute_map`` aliases of :data:`KEYS`:
+    a config object answers ``num_hidden_layers`` with its ``n_layer`` (GPT-2, GPT-J, ...; SGLang's
+    ``ChatGLMConfig`` with its ``num_layers``), and both engines read the object. ``layer_types``
     aside: the hybrid-state readers take ``layers_block_type`` themselves."""
     import transformers
 
     out: dict[str, dict[str, str]] = {}
-    for model_type in sorted(transformers.CONFIG_MAPPING.keys()):
-        aliases = getattr(_config_class(model_type), "attribute_map", None) or {}
+    for model_type in sorted({*transformers.CONFIG_MAPPING.keys(), *_sglang_classes().types}):
+        try:
+            cls = _config_class(model_type)
+        except Exception:  # noqa: BLE001 - an SGLang-only config module its sandbox cannot run (PIL, a
+            if model_type in transformers.CONFIG_MAPPING:  # class it does not lift): no aliases read
+                raise
+            continue
+        aliases = getattr(cls, "attribute_map", None) or {}
         picked = {k: v for k, v in aliases.items() if k in KEYS and k != "layer_types"}
         if picked:
             out[model_type] = dict(sorted(picked.items()))

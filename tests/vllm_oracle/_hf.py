@@ -221,6 +221,7 @@ def _env(root: Path) -> _Env:
     source("transformers_utils/configs/kimi_k3.py").lift(k3, "KimiK3VisionConfig", "KimiK3Config")
     cfg["KimiK3Config"] = k3["KimiK3Config"]  # vLLM's own (_CONFIG_REGISTRY)
     source("transformers_utils/configs/beam.py").lift(cfg, "BeamConfig")  # vLLM's own (_CONFIG_REGISTRY)
+    source("transformers_utils/configs/chatglm.py").lift(cfg, "ChatGLMConfig")  # vLLM's own (_CONFIG_REGISTRY)
     spec_py = source("config/speculative.py")
     cfg["hf_config_override"] = spec_py.lift_member(cfg, "SpeculativeConfig", "hf_config_override")
     # SpeculativeConfig.__post_init__: n_predict read from the drafter, and its `elif n_predict is
@@ -469,7 +470,7 @@ def vllm_config_class(model_type: str) -> Any:
         return _env(_root()).cfg["KimiLinearConfig"]
     own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
            "step3_vl": "Step3VLConfig", "step3_text": "Step3TextConfig", "kimi_k3": "KimiK3Config",
-           "beam": "BeamConfig"}
+           "beam": "BeamConfig", "chatglm": "ChatGLMConfig"}
     if model_type in own:
         return _env(_root()).cfg[own[model_type]]
     from ._hf_tables_inkling import INKLING_CONFIGS, inkling_config_class

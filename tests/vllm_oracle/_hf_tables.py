@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -193,6 +194,7 @@ ENTRY.update({
     ("minimax_m2", "MiniMaxM2ForCausalLM"): ("MiniMaxM2Model", None, "model", False),
     ("gemma", "GemmaForCausalLM"): ("GemmaModel", None, "model", False),
     ("granite", "GraniteForCausalLM"): ("GraniteModel", None, "model", False),
+    ("phimoe", "PhiMoEForCausalLM"): ("PhiMoEModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_moe": (["Qwen3MoeAttention", "Qwen3MoeDecoderLayer", "Qwen3MoeModel"],
@@ -200,6 +202,7 @@ MODELS.update({
     "qwen2_moe": (["Qwen2MoeAttention", "Qwen2MoeDecoderLayer", "Qwen2MoeModel"],
                   "Qwen2MoeMLP Qwen2MoeSparseMoeBlock", {}),
     "mixtral": (["MixtralAttention", "MixtralDecoderLayer", "MixtralModel"], "MixtralMoE", {}),
+    "phimoe": (["PhiMoEAttention", "PhiMoEDecoderLayer", "PhiMoEModel"], "PhiMoE", {}),
     "glm4_moe": (["Glm4MoeAttention", "Glm4MoeDecoderLayer", "Glm4MoeModel"], "Glm4MoeMLP Glm4MoE", {}),
     "minimax_m2": (["MiniMaxM2Attention", "MiniMaxM2DecoderLayer", "MiniMaxM2Model"],
                    "MiniMaxM2MoE MiniMaxText01RMSNormTP", {}),
@@ -288,6 +291,7 @@ ENTRY.update({
     ("opt", "OPTForCausalLM"): ("OPTForCausalLM", None, "", False),
     ("bloom", "BloomForCausalLM"): ("BloomForCausalLM", None, "", False),
     ("falcon", "FalconForCausalLM"): ("FalconForCausalLM", None, "", False),
+    ("chatglm", "ChatGLMForCausalLM"): ("ChatGLMForCausalLM", None, "", False),
 })  # fmt: skip
 MODELS.update({
     "gpt2": (["GPT2Attention", "GPT2Block", "GPT2Model", ("GPT2LMHeadModel", _TRANSFORMER)], "GPT2MLP", {}),
@@ -298,13 +302,17 @@ MODELS.update({
               "BloomMLP", {}),
     "falcon": (["_get_alibi_slopes", "FalconAttention", "FalconDecoderLayer", "FalconModel",
                 ("FalconForCausalLM", _TRANSFORMER)], "FalconMLP", {}),
+    # ChatGLM: its class refuses a vision config, then its base builds the decoder (no LM head)
+    "chatglm": (["GLMAttention", "GLMBlock", "GLMTransformer", "ChatGLMModel", ("ChatGLMBaseModel", _TRANSFORMER),
+                 "ChatGLMForCausalLM"], "GLMMLP", {}),
 })  # fmt: skip
 #: Model file -> names its namespace gets besides the common stand-ins (restated): Qwen3-Next's and
 #: Qwen3.5's attention probes its rope with getattr defaults; Bloom and Falcon compute their ALiBi
-#: slopes (``_get_alibi_slopes``, lifted) with torch and math.
+#: slopes (``_get_alibi_slopes``, lifted) with torch and math; ChatGLM's refusal writes JSON.
 NAMESPACES: dict[str, dict[str, Any]] = {
     **{m: {"get_rope": lambda **kw: _Rope(), "MRotaryEmbedding": _Rope} for m in ("qwen3_next", "qwen3_5")},
     **{m: {"torch": torch, "math": math} for m in ("bloom", "falcon")},
+    "chatglm": {"json": json},  # its vision-config refusal names the override as JSON
 }
 # TeleFLM: vLLM's Llama class and its own muP statements; LlamaForCausalLM lifted into its namespace
 # with its __init__ kept to what builds the decoder (no LM head).

@@ -1,5 +1,6 @@
-"""vLLM 0.33.0's classic decoders: GPT-2, GPT-J, OPT, BLOOM and Falcon, read as their model files read them
-(and TeleFLM's muP keys, which vLLM's Llama-derived TeleFLM class reads: :func:`teleflm_checks`).
+"""vLLM 0.33.0's classic decoders: GPT-2, GPT-J, OPT, BLOOM, Falcon and ChatGLM, read as their model
+files read them (and TeleFLM's muP keys, which vLLM's Llama-derived TeleFLM class reads:
+:func:`teleflm_checks`).
 
 Each registers one ``Attention`` per block, under the name its model class gives it, with the
 config's ``hidden_size // num_attention_heads`` as head size whatever else the config says (no
@@ -16,10 +17,13 @@ architecture                  layer names                                     KV
                                                                               ``new_decoder_architecture``,
                                                                               else 1 with ``multi_query``,
                                                                               else the query heads
+``ChatGLMModel``              ``transformer.encoder.layers.{i}.               ``multi_query_group_num`` with
+                              self_attention.attn``                           ``multi_query_attention``, else
+                                                                              the query heads
 ============================  ==============================================  =======================
 
-Per rank: the query heads over ``tp`` (each class asserts ``tp`` divides them) and, for Falcon,
-``max(1, kv // tp)`` after its asserts that the KV heads and ``tp`` divide one another (and
+Per rank: the query heads over ``tp`` (each class asserts ``tp`` divides them) and, for Falcon and
+ChatGLM, ``max(1, kv // tp)`` after its asserts that the KV heads and ``tp`` divide one another (and
 ``Attention``'s that the rank's KV heads divide its query heads). The window is the model-wide one
 (vLLM's ``CacheConfig.sliding_window``, which these configs normally lack), except for Falcon:
 its rotary and ALiBi layers (``FalconConfig.rotary`` is ``not alibi``: every layer is one of them)
@@ -29,7 +33,9 @@ dtype) whatever ``--kv-cache-dtype`` says. BLOOM's and Falcon's config classes t
 GPT-2's ``add_cross_attention``, ``scale_attn_by_inverse_layer_idx`` and ``reorder_and_upcast_attn``,
 GPT-J's tied embeddings, ``rotary`` off or an odd ``rotary_dim``, BLOOM's and Falcon's
 ``hidden_size`` not a multiple of the heads; and Falcon's odd fully rotated head, which
-transformers' ``FalconConfig`` refuses to load. A config of another ``model_type`` (Falcon's
+transformers' ``FalconConfig`` refuses to load; ChatGLM's vision config (GLM-4V) and a config without
+``original_rope``, which ``GLMAttention`` reads and vLLM's own ``ChatGLMConfig`` (the class vLLM loads
+``chatglm`` with) does not default. A config of another ``model_type`` (Falcon's
 ``RefinedWeb``, which vLLM loads with its own ``RWConfig``; remote code) is refused as unchecked.
 Held to vLLM's classes by ``tests/test_vllm_classic.py``.
 """
@@ -53,6 +59,7 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
     "OPTForCausalLM": ("model.decoder.layers", "self_attn.attn"),
     "BloomForCausalLM": ("transformer.h", "self_attention.attn"),
     "FalconForCausalLM": ("transformer.h", "self_attention.attn"),
+    "ChatGLMModel": ("transformer.encoder.layers", "self_attention.attn"),
 }
 
 
@@ -61,7 +68,7 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
 #: ``RefinedWebModel`` (one KV head by default, the new decoder forced at width 8192), or remote code.
 _MODEL_TYPES: Final[dict[str, tuple[str, ...]]] = {
     "GPT2LMHeadModel": ("gpt2", "gpt-sw3"), "GPTJForCausalLM": ("gptj",), "OPTForCausalLM": ("opt",),
-    "BloomForCausalLM": ("bloom",), "FalconForCausalLM": ("falcon",),
+    "BloomForCausalLM": ("bloom",), "FalconForCausalLM": ("falcon",), "ChatGLMModel": ("chatglm",),
 }
 
 
@@ -94,6 +101,8 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
             raise _refused(v, "GPTJAttention asserts getattr(config, 'rotary', True)", "rotary")
         if v.req_int("rotary_dim", 0) % 2:
             raise _refused(v, f"GPTJAttention: rotary_dim ({v.raw('rotary_dim')}) is odd", "rotary_dim")
+    if arch == "ChatGLMModel":
+        return _chatglm_heads(v, heads, tp), dim
     if arch != "FalconForCausalLM":
         return heads // tp, dim
     if dim * heads != hidden:
@@ -112,10 +121,34 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
     return per_rank, dim
 
 
+def _chatglm_heads(v: _View, heads: int, tp: int) -> int:
+    """``GLMAttention``'s KV heads per rank (``multi_query_group_num`` with ``multi_query_attention``,
+    else the query heads), with its asserts, its read of ``original_rope`` (which vLLM's
+    ``ChatGLMConfig`` does not default; the released files carry it), then ``Attention``'s."""
+    kv = v.req_int("multi_query_group_num") if v.raw("multi_query_attention") else heads
+    if split_unevenly(kv, tp):
+        raise _refused(v, f"GLMAttention: the {kv} KV heads and tp={tp} do not divide one another",
+                       "multi_query_group_num")  # fmt: skip
+    if not v.has("original_rope"):
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AttributeError: 'ChatGLMConfig' object has no "
+                          "attribute 'original_rope' (GLMAttention reads it; the released files carry it)",
+                          v.name("original_rope"))  # fmt: skip
+    per_rank = max(1, kv // tp)
+    if (heads // tp) % per_rank:
+        raise _refused(v, f"Attention: num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
+                       "multi_query_group_num")  # fmt: skip
+    return per_rank
+
+
 def _model_checks(v: _View, arch: str) -> None:
     """The asserts vLLM's model classes make before building a layer."""
     if arch == "GPTJForCausalLM" and v.raw("tie_word_embeddings"):
         raise _refused(v, "GPTJForCausalLM asserts not config.tie_word_embeddings", "tie_word_embeddings")
+    if arch == "ChatGLMModel" and v.has("vision_config"):
+        raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: RuntimeError: The configuration of this model "
+                          "indicates that it supports vision inputs, but you instantiated the text-only version of "
+                          "this model (ChatGLMForCausalLM); vLLM serves it as GLM4VForCausalLM",
+                          v.name("vision_config"))  # fmt: skip
     if arch == "GPT2LMHeadModel":
         for key in ("add_cross_attention", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
             if v.raw(key):

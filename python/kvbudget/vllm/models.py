@@ -38,8 +38,8 @@ its rules, held to the wheel's own code by ``tests/test_vllm_models.py``):
 * **Text families with their own per-layer rules** (Gemma 4, Gemma 3n, Cohere2-MoE, EXAONE-MoE, Laguna,
   Muse Glimmer, HunYuan V3, AXK1): :mod:`kvbudget.vllm.text_families` (Gemma's KV-shared layers own no
   cache and are not listed, as vLLM's ``get_kv_cache_spec`` skips them; AXK1's layers are MLA).
-* **Classic decoders** (GPT-2, GPT-J, OPT, BLOOM, Falcon): :mod:`kvbudget.vllm.classic` (one
-  ``Attention`` per block, MHA or Falcon's MQA / GQA, no drafter read).
+* **Classic decoders** (GPT-2, GPT-J, OPT, BLOOM, Falcon, ChatGLM): :mod:`kvbudget.vllm.classic` (one
+  ``Attention`` per block, MHA, Falcon's MQA / GQA or ChatGLM's KV groups, no drafter read).
 * **MiniCPM3, GLM-4.7-Flash, LongCat-Flash** (:mod:`kvbudget.vllm.mla_families`): MiniCPM3's plain
   attention of the decompressed heads; DeepSeek-V2's MLA in GLM's decoder and twice per LongCat layer.
 * **Zamba2, OLMo Hybrid** (:mod:`kvbudget.vllm.zamba2`, :mod:`kvbudget.vllm.olmo_hybrid`): Mamba-2
@@ -118,7 +118,7 @@ _BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
     # decoders whose attention takes no per-layer window: every layer the model's window, if any
     "uniform": ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Glm4MoeForCausalLM",
                 "MiniMaxM2ForCausalLM", "OlmoeForCausalLM", "Glm4ForCausalLM", "Ernie4_5_MoeForCausalLM",
-                "HyperCLOVAXForCausalLM", "StableLmForCausalLM"),
+                "HyperCLOVAXForCausalLM", "StableLmForCausalLM", "PhiMoEForCausalLM"),
     "qwen2": ("Qwen2ForCausalLM", "MiMoForCausalLM"),
     "qwen3": ("Qwen3ForCausalLM",),
     "gemma": ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
@@ -484,7 +484,7 @@ def layers_from_hf_config(
             n, window = state_target_layers(cfg)
             out += _eagle_drafter(load_hf_config(draft), engine, out, (n, window), (dtype_d, dtype_m), archs[0])
         return out
-    if isinstance(archs, list) and archs and archs[0] in CLASSIC:  # GPT-2, GPT-J, OPT, BLOOM, Falcon
+    if isinstance(archs, list) and archs and archs[0] in CLASSIC:  # GPT-2, GPT-J, OPT, BLOOM, Falcon, ChatGLM
         if method is not None:
             raise ConfigError(f"config.json: kvbudget has not checked vLLM 0.33.0's drafters on {archs[0]}",
                               "architectures")  # fmt: skip

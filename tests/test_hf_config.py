@@ -326,3 +326,19 @@ def test_parsed_draft_builds_draft_geometry(name: str) -> None:
         builder(ENTRIES[name]), kind=kind, num_layers=layers  # type: ignore[arg-type]
     )
     assert cls(**kw) is not None
+
+
+def test_chatglm_kv_groups_are_read_as_its_modeling_code_reads_them() -> None:
+    """ChatGLM / GLM-4 files give their KV heads as ``multi_query_group_num`` under
+    ``multi_query_attention`` (no ``num_key_value_heads``): the generic reading took the query heads,
+    16 times the cache. SGLang's reading (``resolve_sglang``) agrees on such a file."""
+    from kvbudget.sglang.model import resolve_sglang
+
+    cfg = {"architectures": ["ChatGLMModel"], "model_type": "chatglm", "num_layers": 40, "hidden_size": 4096,
+           "num_attention_heads": 32, "kv_channels": 128, "multi_query_attention": True,
+           "multi_query_group_num": 2, "original_rope": True}  # fmt: skip
+    kw = geometry_kwargs_from_hf_config(cfg)
+    assert (kw["num_kv_heads"], kw["head_dim"], len(kw["full_attention_layer_ids"])) == (2, 128, 40)
+    g = resolve_sglang(cfg).model_geometry()
+    assert (g.num_kv_heads, g.head_dim, g.num_layers) == (2, 128, 40)
+    assert geometry_kwargs_from_hf_config({**cfg, "multi_query_attention": False})["num_kv_heads"] == 32

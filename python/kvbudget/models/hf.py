@@ -263,6 +263,8 @@ def _heads_and_dims(v: _View) -> tuple[int, int, int | None]:
     """Return (num_kv_heads, head_dim, explicit v_head_dim) of a full layer."""
     num_heads = v.req_int("num_attention_heads")
     kv = v.opt_int("num_key_value_heads")
+    if kv is None and v.raw("multi_query_attention") and v.has("multi_query_group_num"):
+        kv = v.req_int("multi_query_group_num")  # ChatGLM's KV groups, as its modeling code reads them
     if kv is None:
         kv = num_heads
     head_dim = v.opt_int("head_dim")

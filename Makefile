@@ -71,6 +71,8 @@ test-parity-long: sglang
 	    $(PY) -m pytest -q tests/test_sglang_parity.py -k differential
 	KVBUDGET_VLLM_WRAPPER_CASES=$(or $(WRAPPER_CASES),1000) \
 	    $(PY) -m pytest -q tests/test_vllm_wrappers.py -k read_as_vllm
+	KVBUDGET_MODEL_CASES=$(or $(MODEL_CASES),400) \
+	    $(PY) -m pytest -q tests/test_sglang_model.py -k every_family
 
 # A plain pip install of the built wheel in a fresh venv: the CLI works, allocate names its extra.
 check-wheel: venv

@@ -279,8 +279,10 @@ def test_compare_engines_on_a_config_only_vllms_reader_reads(tmp_path: Path) -> 
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = run("compare", *args, "--engines", "sglang", "vllm").stdout
     assert "only vLLM is shown: SGLang mode refuses this config" in text and "requests held at once" in text
-    small = _json("compare", "jamba-v0.1", "--available", "64MiB", "--max-model-len", "8192", "--engines", "sglang",
-                  "vllm")  # fmt: skip
-    assert "estimated maximum model length is 2880" in small["engines"]["vllm"]["error"] and small["concurrency"] == []
+    small = ("compare", "jamba-v0.1", "--available", "64MiB", "--max-model-len", "8192", "--engines", "sglang", "vllm")
+    doc = _json(*small)
+    assert "estimated maximum model length is 2880" in doc["engines"]["vllm"]["error"] and doc["concurrency"] == []
+    r = run(*small, "--plot", str(tmp_path / "none.png"))
+    assert r.returncode == 0 and "nothing to plot" in r.stderr and not (tmp_path / "none.png").exists()
     r = run("compare", *args, "--engines", "sglang")
     assert r.returncode == 2 and "Jamba" in r.stderr and "compare --engines sglang vllm" in r.stderr, r.stderr

@@ -13,8 +13,9 @@ into its inputs (:func:`compare`) and renders what it returns.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvbudget import KVBudgetError, PoolPlan, vllm
@@ -195,10 +196,12 @@ def run(args: argparse.Namespace, sc: CliScenario) -> int:
             out = render.console()
             header(out, "kvbudget compare --engines", sc, v)
             tables(out, v)
-    if args.plot:
+    if args.plot and rows:
         from kvbudget.cli.plot import plot_engines
 
         plot_engines(rows, sc, args.plot)
+    elif args.plot:  # vLLM alone, and it would not start: no row to draw
+        print(f"kvbudget: --plot: nothing to plot, {args.plot} not written", file=sys.stderr)
     return 0
 
 

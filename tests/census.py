@@ -51,6 +51,7 @@ import transformers.models.auto.modeling_auto as auto
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from oracle_kit.lift import Source  # noqa: E402
+from oracle_kit.tools import load_tool  # noqa: E402
 from oracle_kit.strict import StubError  # noqa: E402
 from sglang_model_cases import FAMILIES, cases  # noqa: E402
 
@@ -101,12 +102,19 @@ def sglang_architectures(generating: Collection[str]) -> list[str]:
                                  or a in generating) and not a.startswith("Transformers")]  # fmt: skip
 
 
-def vllm_architectures(root: Path) -> list[tuple[str, str]]:
-    """(table, architecture) for vLLM 0.33.0's text-generation and multimodal registries."""
+@functools.cache
+def _vllm_registry(root: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """vLLM 0.33.0's text-generation and multimodal registries (lifted): table -> architecture ->
+    the (module, class) serving it."""
     ns: dict[str, Any] = {"__name__": "census_vllm_registry"}
     tables = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS")
     Source(root, "vllm/model_executor/models/registry.py").lift(ns, *tables)
-    return [(t.strip("_").lower().removesuffix("_models"), a) for t in tables for a in ns[t]]
+    return {t.strip("_").lower().removesuffix("_models"): ns[t] for t in tables}
+
+
+def vllm_architectures(root: Path) -> list[tuple[str, str]]:
+    """(table, architecture) for vLLM 0.33.0's text-generation and multimodal registries."""
+    return [(t, a) for t, table in _vllm_registry(root).items() for a in table]
 
 
 # --- the configs of an architecture --------------------------------------------------------
@@ -170,13 +178,7 @@ def _annotated_class(arch: str) -> tuple[str, Any] | None:
     ``ChatGLMForCausalLM``): SGLang's own (its config registry) or transformers'."""
     classes, models = _sglang_classes()
     module = models.entry.get(arch)
-    defined = {n.name: n for n in models.sources[module].tree.body if isinstance(n, ast.ClassDef)} if module else {}
-    init, cls_name, seen = None, arch, set()
-    while init is None and cls_name in defined and cls_name not in seen:  # its own __init__, else a base's in its file
-        seen.add(cls_name)
-        node = defined[cls_name]
-        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-        cls_name = next((b.id for b in node.bases if isinstance(b, ast.Name) and b.id in defined), "")
+    init = load_tool("gen_vllm_archs").init_of(models.sources[module].tree, arch) if module else None
     ann = next((ast.unparse(a.annotation) for a in init.args.args if a.arg == "config" and a.annotation), None) if init else None
     if ann is None or ann == "PretrainedConfig":
         return None
@@ -198,17 +200,6 @@ def _transformers_config(model_type: str) -> Any:
     return own if isinstance(own, type) and issubclass(own, T.PretrainedConfig) else T.CONFIG_MAPPING[model_type]
 
 
-@functools.cache
-def _vllm_served() -> dict[str, tuple[str, str]]:
-    """Architecture -> (module, class) vLLM 0.33.0's registries serve it with."""
-    from vllm_oracle._fetch import vllm_root
-
-    ns: dict[str, Any] = {"__name__": "census_vllm_served"}
-    tables = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS")
-    Source(vllm_root(), "vllm/model_executor/models/registry.py").lift(ns, *tables)
-    return {a: where for t in tables for a, where in ns[t].items()}
-
-
 def _optional_stripped(annotation: ast.expr) -> str:
     """``X`` of an annotation ``X`` or ``X | None``."""
     if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
@@ -225,7 +216,7 @@ def _vllm_annotated_class(arch: str) -> tuple[str, Any] | None:
     from vllm_oracle._fetch import vllm_root
     from vllm_oracle._hf import vllm_config_class
 
-    where = _vllm_served().get(arch)
+    where = next((t[arch] for t in _vllm_registry(vllm_root()).values() if arch in t), None)
     rel = f"vllm/model_executor/models/{where[0]}.py" if where else ""
     if not rel or not (vllm_root() / rel).is_file():  # a module the vLLM oracle does not extract
         return None

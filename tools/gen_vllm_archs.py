@@ -54,7 +54,7 @@ HF_CONFIG_FORMS = (None, "config.text_config", "config.get_text_config()", "conf
 ARCHITECTURES_FORMS = (None, "config.text_config.architectures")
 
 
-def _init_of(tree: ast.Module, cls: str) -> ast.FunctionDef | None:
+def init_of(tree: ast.Module, cls: str) -> ast.FunctionDef | None:
     """The ``__init__`` a class runs: its own, else that of its first base defined in the same file."""
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     seen: set[str] = set()
@@ -290,7 +290,7 @@ def wrappers(root: Path, tables: dict[str, dict[str, list[str]]]) -> dict[str, d
         if tree is None or depth > 3:
             return None
         classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-        init = _init_of(tree, cls)
+        init = init_of(tree, cls)
         imported = {a.asname or a.name: f"{(n.module or '').removeprefix('vllm.model_executor.models.')}:{a.name}"
                     for n in tree.body if isinstance(n, ast.ImportFrom) and n.level <= 1 for a in n.names}  # fmt: skip
         found = None if init is None else _wrapper(init, classes, served, imported)

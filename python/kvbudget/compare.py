@@ -92,6 +92,13 @@ class VllmDeployment:
         """
         return vllm.plan(self.layers, self.available, dataclasses.replace(self.engine, **changes))
 
+    def plan_or_refusal(self) -> tuple[vllm.VllmPlan | None, str | None]:
+        """(:meth:`plan`, None), or (None, vLLM's message) when it would not start or refuses."""
+        try:
+            return self.plan(), None
+        except (vllm.VllmStartupError, vllm.VllmError) as exc:
+            return None, str(exc)
+
     def concurrency(self, context_len: int) -> float:
         """vLLM's max concurrency at ``--max-model-len context_len`` (0.0 when one request does not fit)."""
         try:
@@ -161,13 +168,7 @@ def compare_engines(
     cfg = sglang_configurator(scenario, hybrid_swa)
     exact = cfg.plan(available, fit="exact", state=state)
     theirs = cfg.plan(available, fit="sglang", state=state) if sglang else None
-    vplan: vllm.VllmPlan | None = None
-    refusal: str | None = None
-    if vllm_deployment is not None:
-        try:
-            vplan = vllm_deployment.plan()
-        except (vllm.VllmStartupError, vllm.VllmError) as exc:
-            refusal = str(exc)
+    vplan, refusal = (None, None) if vllm_deployment is None else vllm_deployment.plan_or_refusal()
     rows = []
     for n in lengths:
         cap = max_running_requests

@@ -92,12 +92,16 @@ def to_json(v: EngineView) -> dict[str, Any]:
                            "sglang_configurator": c.kind, "concurrency": list(c.rows)}  # fmt: skip
     if c.sglang is not None:
         doc["engines"]["sglang"] = _plan_doc(c.sglang)
-    if v.vllm_inputs is not None and c.vllm_plan is not None:
-        doc["engines"]["vllm"] = {**plan_json(v.vllm_inputs, c.vllm_plan),
-                                  "padding_bytes_per_request": c.vllm_plan.padding_bytes_per_request}  # fmt: skip
-    elif v.vllm_refusal is not None:
-        doc["engines"]["vllm"] = {"engine": "vllm", "vllm_version": vllm.VLLM_VERSION, "error": v.vllm_refusal}
+    if (v.vllm_inputs is not None and c.vllm_plan is not None) or v.vllm_refusal is not None:
+        doc["engines"]["vllm"] = _vllm_doc(v.vllm_inputs, c.vllm_plan, v.vllm_refusal)
     return doc
+
+
+def _vllm_doc(vi: VllmInputs | None, p: vllm.VllmPlan | None, refusal: str | None) -> dict[str, Any]:
+    """vLLM's member of ``engines``: its plan and inputs, or why it is not there."""
+    if vi is not None and p is not None:
+        return {**plan_json(vi, p), "padding_bytes_per_request": p.padding_bytes_per_request}
+    return {"engine": "vllm", "vllm_version": vllm.VLLM_VERSION, "error": refusal}
 
 
 def _memory_table(v: EngineView) -> Any:
@@ -219,16 +223,10 @@ def _vllm_alone(args: argparse.Namespace, sc: CliScenario) -> list[dict[str, Any
     lengths = context_lengths(args.context_lengths) if args.context_lengths else DEFAULT_LENGTHS
     vi = vllm_inputs(args, sc)
     deployment = VllmDeployment(vi.layers, vi.engine, vi.available)
-    try:
-        p: vllm.VllmPlan | None = deployment.plan()
-        error = None
-    except (vllm.VllmStartupError, vllm.VllmError) as exc:
-        p, error = None, str(exc)
+    p, error = deployment.plan_or_refusal()
     rows = [] if p is None else [{"context_len": n, "vllm": deployment.concurrency(n)} for n in lengths]
     if args.json:
-        side = {"engine": "vllm", "vllm_version": vllm.VLLM_VERSION, "error": error} if p is None else \
-            {**plan_json(vi, p), "padding_bytes_per_request": p.padding_bytes_per_request}
-        engines = {"sglang": {"engine": "sglang", "error": refusal}, "vllm": side}
+        engines = {"sglang": {"engine": "sglang", "error": refusal}, "vllm": _vllm_doc(vi, p, error)}
         render.emit_json(render.document("compare", sc, engines=engines, available_bytes=vi.available,
                                          sglang_configurator=None, concurrency=rows))  # fmt: skip
         return rows

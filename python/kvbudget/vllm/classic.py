@@ -114,11 +114,16 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
         kv = 1 if v.raw("multi_query") else heads
     if split_unevenly(kv, tp):
         raise _refused(v, f"FalconAttention: the {kv} KV heads and tp={tp} do not divide one another", "num_kv_heads")
+    return _attention_per_rank(v, heads, kv, tp, "num_kv_heads"), dim
+
+
+def _attention_per_rank(v: _View, heads: int, kv: int, tp: int, key: str) -> int:
+    """The KV heads per rank of a grouped layer (``max(1, kv // tp)``), with ``Attention``'s assert
+    that they divide the rank's query heads."""
     per_rank = max(1, kv // tp)
     if (heads // tp) % per_rank:
-        raise _refused(v, f"Attention: num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
-                       "num_kv_heads")  # fmt: skip
-    return per_rank, dim
+        raise _refused(v, f"Attention: num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})", key)
+    return per_rank
 
 
 def _chatglm_heads(v: _View, heads: int, tp: int) -> int:
@@ -133,11 +138,7 @@ def _chatglm_heads(v: _View, heads: int, tp: int) -> int:
         raise ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AttributeError: 'ChatGLMConfig' object has no "
                           "attribute 'original_rope' (GLMAttention reads it; the released files carry it)",
                           v.name("original_rope"))  # fmt: skip
-    per_rank = max(1, kv // tp)
-    if (heads // tp) % per_rank:
-        raise _refused(v, f"Attention: num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})",
-                       "multi_query_group_num")  # fmt: skip
-    return per_rank
+    return _attention_per_rank(v, heads, kv, tp, "multi_query_group_num")
 
 
 def _model_checks(v: _View, arch: str) -> None:

@@ -173,7 +173,8 @@ def _mimo_v2(rng: random.Random) -> Built:
     n = kw["num_hidden_layers"]
     kw["layer_types"] = _types(rng, n)
     kw["sliding_window"] = rng.choice([128, 512])
-    built = _text(T.MiMoV2FlashConfig, "MiMoV2FlashForCausalLM", **kw)
+    arch = rng.choice(["MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"])  # both engines: the Flash class and its subclass
+    built = _text(T.MiMoV2FlashConfig, arch, **kw)
     if rng.random() < 0.7:  # the checkpoint's own keys
         built = built._replace(extra={
             "hybrid_layer_pattern": [int(t == "sliding_attention") for t in kw["layer_types"]],

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 import transformers as T
-from vllm_oracle._hf import VllmLoadError, vllm_config_class, vllm_layers, vllm_model_type
+from vllm_oracle._hf import VllmLoadError, vllm_config_class, vllm_layers, vllm_load_config
 
 from kvbudget import InvalidConfigError, vllm
 from kvbudget.models.hybrid_state import get_hybrid_state_model, hybrid_state_entries
@@ -120,8 +120,7 @@ def _ours(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: 
 
 def _theirs(saved: dict[str, Any], engine: dict[str, Any], dtype: str, no_window: bool = False,
             spec: bool = False) -> list[dict[str, Any]] | str:  # fmt: skip
-    d = dict(saved)
-    loaded = vllm_config_class(vllm_model_type(d)).from_dict(d)
+    loaded = vllm_load_config(saved)
     replay = {k: engine[k] for k in _REPLAY_KEYS if k in engine}
     draft = engine.get("draft")
     drafter = None if draft is None else T.CONFIG_MAPPING[draft["model_type"]].from_dict(dict(draft))

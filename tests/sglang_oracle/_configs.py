@@ -26,6 +26,7 @@ import torch
 import transformers
 from transformers import AutoConfig, PretrainedConfig
 
+from oracle_kit import remote_code
 from oracle_kit.lift import Source
 from ._plumbing import Builder
 from ._strict import Poison, StubError, poison_class
@@ -234,6 +235,8 @@ def parser(b: Builder, classes: ConfigClasses) -> tuple[Callable[[Path], Any], C
         mt = raw.get("model_type")
         if mt in classes.types and mt not in transformers.CONFIG_MAPPING:
             register(classes.types[mt]())  # what SGLang registered at import
+        elif mt not in classes.types:
+            remote_code.register(raw)  # the checkpoint's own class (--trust-remote-code), stood in
         return parse(None, str(folder), trust_remote_code=False, revision=None)
 
     return load, cns["get_hf_text_config"]

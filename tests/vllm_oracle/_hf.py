@@ -82,6 +82,7 @@ import builtins
 import copy
 import enum
 import functools
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,8 @@ from ._hf_lift import (VllmLoadError, _Module, _StateLayer, _inert, _lift_class,
                        _lift_stmts, _load_error, _run, _stores, _unlifted)  # fmt: skip
 from ._wrappers import run_with_hf_config, with_hf_config_code, wrapper_call
 
-__all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_model_config", "vllm_model_type"]
+__all__ = ["ENTRY", "VllmLoadError", "vllm_config_class", "vllm_layers", "vllm_load_config", "vllm_model_config",
+           "vllm_model_type"]
 _REAL = frozenset("__future__ typing collections dataclasses copy math os json functools enum "
                   "itertools pydantic transformers torch".split())  # fmt: skip
 from ._hf_tables import ENTRY, MERGES, NAMESPACES, MODELS as _MODELS  # noqa: E402
@@ -199,7 +201,9 @@ def _env(root: Path) -> _Env:
              **{n: Poison(n) for n in never})  # fmt: skip
     source("config/utils.py").lift(cfg, "getattr_iter")
     source("transformers_utils/config.py").lift(
-        cfg, "CONFIG_FIELD_ALIASES", "get_hf_text_config", "set_default_rope_theta", "_ARCHITECTURE_TO_MODEL_TYPE")
+        cfg, "CONFIG_FIELD_ALIASES", "get_hf_text_config", "set_default_rope_theta", "_ARCHITECTURE_TO_MODEL_TYPE",
+        "is_rope_parameters_nested", "patch_legacy_rope_type", "patch_rope_parameters")
+    cfg.update(math=math, ALLOWED_LAYER_TYPES=transformers.configuration_utils.ALLOWED_LAYER_TYPES)
     source("transformers_utils/deepseek_v4_utils.py").lift(cfg, "get_compress_ratios")
     source("config/model_arch.py").lift(cfg, "ModelArchitectureConfig")
     conv = source("transformers_utils/model_arch_config_convertor.py")
@@ -249,7 +253,7 @@ def _env(root: Path) -> _Env:
     multimodal = frozenset(reg["_MULTIMODAL_MODELS"])  # ModelConfig.is_multimodal_model (restated)
 
     inert_nn = {n: _inert(f"nn.{n}") for n in ("Identity", "Sequential", "GELU", "Linear",
-                                               "Parameter", "LayerNorm", "Embedding")}  # fmt: skip
+                                               "Parameter", "LayerNorm", "Embedding", "Dropout")}  # fmt: skip
     nn = StrictModule("torch.nn", {"Module": _Module, "ModuleList": list, "ModuleDict": dict,
                                    **inert_nn})  # fmt: skip
     real = ("float32", "float16", "int32", "long", "bfloat16", "uint8", "tensor", "zeros", "empty", "ones", "Tensor")
@@ -286,6 +290,7 @@ def _env(root: Path) -> _Env:
         "vllm.model_executor.offloader": StrictModule("ol", {"get_offloader": lambda: offloader}),
         "vllm.model_executor.model_loader.utils": StrictModule("mlu", {"initialize_model": _initialize}),
         "vllm.model_executor.models.utils": StrictModule("mu", {"extract_layer_index": utils["extract_layer_index"]}),
+        "vllm.config.utils": StrictModule("cu", {"getattr_iter": cfg["getattr_iter"]}),  # patch_rope_parameters'
     })  # fmt: skip
     bns = ns("backend", Enum=__import__("enum").Enum)
     source("v1/attention/backend.py").lift(bns, "AttentionType")
@@ -453,52 +458,6 @@ def _root() -> Path:
     return vllm_root()  # verified once per process
 
 
-def vllm_model_type(config: dict[str, Any]) -> Any:
-    """The model type vLLM 0.33.0 loads a ``config.json`` dict as: its own, else (a remote-code
-    checkpoint without one, such as LongCat-Flash's) the one ``_ARCHITECTURE_TO_MODEL_TYPE`` (lifted)
-    names for its first architecture; None when neither gives one."""
-    archs = config.get("architectures") or [None]
-    return config.get("model_type") or _env(_root()).cfg["_ARCHITECTURE_TO_MODEL_TYPE"].get(archs[0])
-
-
-def vllm_config_class(model_type: str) -> Any:
-    """The class vLLM 0.33.0 loads ``model_type``'s config with: its own where it registers one
-    (``kimi_linear``, Inkling's, MiniMax-M3's, lifted from the wheel), SGLang 0.5.23's
-    ``InternS2MobiusConfig`` standing in for ``interns2_mobius``'s remote code (restated), else
-    transformers'."""
-    if model_type == "kimi_linear":
-        return _env(_root()).cfg["KimiLinearConfig"]
-    own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
-           "step3_vl": "Step3VLConfig", "step3_text": "Step3TextConfig", "kimi_k3": "KimiK3Config",
-           "beam": "BeamConfig", "chatglm": "ChatGLMConfig"}
-    if model_type in own:
-        return _env(_root()).cfg[own[model_type]]
-    from ._hf_tables_inkling import INKLING_CONFIGS, inkling_config_class
-
-    if model_type in INKLING_CONFIGS:  # registered over transformers' (inkling_mm_model)
-        return inkling_config_class(model_type)
-    from ._hf_tables_minimax_m3 import MINIMAX_M3_CONFIGS, minimax_m3_config_class
-
-    if model_type in MINIMAX_M3_CONFIGS:  # registered over transformers' (minimax_m3_vl)
-        return minimax_m3_config_class(model_type)
-    if model_type == "interns2_mobius":
-        # Restated glue (the lead's stand-in): vLLM loads the checkpoint's own config code
-        # (trust_remote_code; neither vLLM nor transformers 5.19.0 has a class for it); SGLang 0.5.23's
-        # InternS2MobiusConfig stands in, executed from the verified SGLang wheel extraction (as the
-        # census and tests/sglang_model_cases.py load SGLang's own config classes)
-        from sglang_oracle._configs import REAL, ConfigClasses
-        from sglang_oracle._fetch import sglang_root
-        from sglang_oracle._plumbing import Builder
-
-        return ConfigClasses(Builder(sglang_root(), real=REAL)).cls("InternS2MobiusConfig")
-    # transformers' own class, whatever another oracle registered over it (SGLang's classes)
-    name = transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES.get(model_type)
-    if name is None:
-        raise LookupError(f"vllm_oracle._hf: vLLM 0.33.0's config class for {model_type!r} is not lifted "
-                          "(transformers has none)")  # fmt: skip
-    return getattr(transformers, name)
-
-
 def vllm_model_config(config: Any, *, disable_sliding_window: bool = False) -> Any:
     """vLLM's ``ModelConfig`` methods (lifted) over a copy of ``config``."""
     return _model_config(_env(_root()), copy.deepcopy(config), disable_sliding_window)
@@ -587,3 +546,4 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = 
 
 # vllm_layers lives in _hf_layers (it imports this module's environment); re-exported here.
 from ._hf_layers import vllm_layers  # noqa: E402
+from ._hf_configs import vllm_config_class, vllm_load_config, vllm_model_type  # noqa: E402

@@ -353,7 +353,8 @@ ENTRY.update({
     ("longcat_flash_ngram", "LongcatFlashNgramForCausalLM"): ("FlashNgramModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
-    "minicpm": ([("MiniCPMDecoderLayer", "_init_ffn_block"), "MiniCPMModel"], "MiniCPMMLP MiniCPMMoE", {}),
+    "minicpm": (["MiniCPMAttention", ("MiniCPMDecoderLayer", "_init_attn_block", "_init_ffn_block"),
+                 ("MiniCPMModel", "_init_layers")], "MiniCPMMLP MiniCPMMoE", {}),
     "minicpm3": (["MiniCPM3Attention", ("MiniCPM3DecoderLayer", "_init_attn_block"),
                   ("MiniCPM3Model", "_init_layers")], "",
                  {"MiniCPMDecoderLayer": "minicpm", "MiniCPMModel": "minicpm"}),
@@ -453,6 +454,7 @@ NAMESPACES["hy_v3"] = {"PPMissingLayer": __import__("oracle_kit.strict", fromlis
 # cache config included), the attention kept to its geometry, sinks and Attention (restated: no
 # DiffKV backend selection, which owns no KV of its own: attn_backend None); the MoE block's checks.
 ENTRY[("mimo_v2", "MiMoV2FlashForCausalLM")] = ("MiMoV2Model", None, "model", False)
+ENTRY[("mimo_v2", "MiMoV2ForCausalLM")] = ENTRY[("mimo_v2", "MiMoV2FlashForCausalLM")]  # its subclass, as new configs name it
 MODELS["mimo_v2"] = (["_fused_qkv_kv_chunk_rows", "MiMoV2MLP", ("MiMoV2MoE", frozenset({"config", "self.tp_size"})),
                       ("MiMoV2Attention", frozenset(
                           """self.hidden_size self.layer_id tp_size self.total_num_heads self.num_heads
@@ -564,3 +566,20 @@ from . import _hf_tables_minimax_m3  # noqa: E402,F401
 from . import _hf_tables_qwen4_exp  # noqa: E402,F401
 # GLM-5-Next: its lifted classes and its own build and records (._hf_tables_glm5_next)
 from . import _hf_tables_glm5_next  # noqa: E402,F401
+# Remote-code decoders (tests/test_vllm_remote_code.py; their configs are the checkpoint's own class,
+# stood in by tests/oracle_kit/remote_code.py): InternLM2, Orion, Solar, MiniCPM and Ling / Bailing MoE,
+# each one Attention per layer under its own name. MLP / MoE blocks, norms and embeddings are inert (no KV).
+ENTRY.update({
+    ("internlm2", "InternLM2ForCausalLM"): ("InternLM2Model", None, "model", False),
+    ("orion", "OrionForCausalLM"): ("OrionModel", None, "model", False),
+    ("solar", "SolarForCausalLM"): ("SolarModel", None, "model", False),
+    ("minicpm", "MiniCPMForCausalLM"): ("MiniCPMModel", None, "model", False),
+    ("bailing_moe", "BailingMoeForCausalLM"): ("BailingMoeModel", None, "model", False),
+    ("bailing_moe", "BailingMoeV2ForCausalLM"): ("BailingMoeModel", None, "model", False),
+})  # fmt: skip
+MODELS.update({
+    "internlm2": (["InternLM2Attention", "InternLMDecoderLayer", "InternLM2Model"], "InternLM2MLP", {}),
+    "orion": (["OrionAttention", "OrionDecoderLayer", "OrionModel"], "OrionMLP", {}),
+    "solar": (["SolarAttention", "SolarDecoderLayer", "SolarModel"], "SolarMLP", {}),
+    "bailing_moe": (["BailingAttention", "BailingMoeBlock", "BailingMoeModel"], "BailingMLP BailingMoE", {}),
+})  # fmt: skip

@@ -1,10 +1,10 @@
-"""vLLM 0.33.0's classic decoders: GPT-2, GPT-J, OPT, BLOOM, Falcon and ChatGLM, read as their model
-files read them (and TeleFLM's muP keys, which vLLM's Llama-derived TeleFLM class reads:
-:func:`teleflm_checks`).
+"""vLLM 0.33.0's classic decoders: GPT-2, GPT-J, OPT, BLOOM, Falcon and ChatGLM, and the remote-code
+decoders InternLM2, Orion, Solar, MiniCPM and Ling / Bailing MoE, read as their model files read them
+(and TeleFLM's muP keys, which vLLM's Llama-derived TeleFLM class reads: :func:`teleflm_checks`).
 
 Each registers one ``Attention`` per block, under the name its model class gives it, with the
 config's ``hidden_size // num_attention_heads`` as head size whatever else the config says (no
-``head_dim``, no per-layer window):
+``head_dim``, but Solar's when set and Ling's when not null; no per-layer window):
 
 ============================  ==============================================  =======================
 architecture                  layer names                                     KV heads (total)
@@ -20,11 +20,18 @@ architecture                  layer names                                     KV
 ``ChatGLMModel``              ``transformer.encoder.layers.{i}.               ``multi_query_group_num`` with
                               self_attention.attn``                           ``multi_query_attention``, else
                                                                               the query heads
+``InternLM2ForCausalLM``,     ``model.layers.{i}.attention.attn``             ``num_key_value_heads``
+``BailingMoeForCausalLM``,
+``BailingMoeV2ForCausalLM``
+``OrionForCausalLM``,         ``model.layers.{i}.self_attn.attn``             ``num_key_value_heads``
+``MiniCPMForCausalLM``                                                        (Solar: else the query
+``SolarForCausalLM``                                                          heads)
 ============================  ==============================================  =======================
 
-Per rank: the query heads over ``tp`` (each class asserts ``tp`` divides them) and, for Falcon and
-ChatGLM, ``max(1, kv // tp)`` after its asserts that the KV heads and ``tp`` divide one another (and
-``Attention``'s that the rank's KV heads divide its query heads). The window is the model-wide one
+Per rank: the query heads over ``tp`` (each class asserts ``tp`` divides them) and, for Falcon,
+ChatGLM and the remote-code decoders, ``max(1, kv // tp)`` after its asserts that the KV heads and
+``tp`` divide one another (Ling's: that the query heads are at least the KV heads), and
+``Attention``'s that the rank's KV heads divide its query heads. The window is the model-wide one
 (vLLM's ``CacheConfig.sliding_window``, which these configs normally lack), except for Falcon:
 its rotary and ALiBi layers (``FalconConfig.rotary`` is ``not alibi``: every layer is one of them)
 are built without the ``cache_config``, so they take no window and store ``"auto"`` (the model
@@ -35,9 +42,12 @@ GPT-J's tied embeddings, ``rotary`` off or an odd ``rotary_dim``, BLOOM's and Fa
 ``hidden_size`` not a multiple of the heads; and Falcon's odd fully rotated head, which
 transformers' ``FalconConfig`` refuses to load; ChatGLM's vision config (GLM-4V) and a config without
 ``original_rope``, which ``GLMAttention`` reads and vLLM's own ``ChatGLMConfig`` (the class vLLM loads
-``chatglm`` with) does not default. A config of another ``model_type`` (Falcon's
-``RefinedWeb``, which vLLM loads with its own ``RWConfig``; remote code) is refused as unchecked.
-Held to vLLM's classes by ``tests/test_vllm_classic.py``.
+``chatglm`` with) does not default; and a remote-code config without ``num_key_value_heads`` (but
+Solar's), or Ling's without ``head_dim`` or ``embedding_dropout``, which the classes read. The
+remote-code decoders' configs are the checkpoint's own class (``--trust-remote-code``), whose
+attributes are its file's keys. A config of another ``model_type`` (Falcon's ``RefinedWeb``, which
+vLLM loads with its own ``RWConfig``; remote code) is refused as unchecked.
+Held to vLLM's classes by ``tests/test_vllm_classic.py`` and ``tests/test_vllm_remote_code.py``.
 """
 
 from __future__ import annotations
@@ -60,7 +70,17 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
     "BloomForCausalLM": ("transformer.h", "self_attention.attn"),
     "FalconForCausalLM": ("transformer.h", "self_attention.attn"),
     "ChatGLMModel": ("transformer.encoder.layers", "self_attention.attn"),
+    "InternLM2ForCausalLM": ("model.layers", "attention.attn"),
+    "OrionForCausalLM": ("model.layers", "self_attn.attn"),
+    "SolarForCausalLM": ("model.layers", "self_attn.attn"),
+    "MiniCPMForCausalLM": ("model.layers", "self_attn.attn"),
+    "BailingMoeForCausalLM": ("model.layers", "attention.attn"),
+    "BailingMoeV2ForCausalLM": ("model.layers", "attention.attn"),
 }
+#: The remote-code decoders of :data:`CLASSIC`: grouped attention over ``num_key_value_heads``
+#: (Solar: ``getattr(config, "num_key_value_heads", num_attention_heads)`` and its ``head_dim`` when
+#: the config sets one), with ``Attention``'s divisibility asserts.
+_GROUPED: Final = frozenset({"InternLM2ForCausalLM", "OrionForCausalLM", "SolarForCausalLM", "MiniCPMForCausalLM"})
 
 
 #: Architecture -> the model types whose config class kvbudget reads it with (transformers' own; GPT-SW3
@@ -69,7 +89,14 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
 _MODEL_TYPES: Final[dict[str, tuple[str, ...]]] = {
     "GPT2LMHeadModel": ("gpt2", "gpt-sw3"), "GPTJForCausalLM": ("gptj",), "OPTForCausalLM": ("opt",),
     "BloomForCausalLM": ("bloom",), "FalconForCausalLM": ("falcon",), "ChatGLMModel": ("chatglm",),
+    # remote code: the checkpoint's own class, which sets what its file holds
+    "InternLM2ForCausalLM": ("internlm2",), "OrionForCausalLM": ("orion",), "SolarForCausalLM": ("solar",),
+    "MiniCPMForCausalLM": ("minicpm",), "BailingMoeForCausalLM": ("bailing_moe",),
+    "BailingMoeV2ForCausalLM": ("bailing_moe",),
 }
+#: Ling / Bailing MoE (v1 and 2.0): ``BailingAttention``'s own rules (no KV / TP divisibility assert).
+_BAILING: Final = frozenset({"BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"})
+_REMOTE: Final = _GROUPED | _BAILING
 
 
 def _refused(v: _View, what: str, key: str | None = None) -> ConfigError:
@@ -83,6 +110,8 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
     if arch in ("BloomForCausalLM", "FalconForCausalLM") and v.cfg.get("n_embed") is not None:
         hidden = v.req_int("n_embed")  # the config class's __post_init__: n_embed over hidden_size
     dim = hidden // heads
+    if arch == "SolarForCausalLM" and v.cfg.get("head_dim") is not None:
+        dim = v.req_int("head_dim")
     if arch == "BloomForCausalLM" and dim * heads != hidden:
         raise _refused(v, f"BloomAttention: hidden_size ({hidden}) is not a multiple of n_head ({heads})",
                        "hidden_size")  # fmt: skip
@@ -94,6 +123,10 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
             raise ConfigError(f"{v.label}: transformers 5.19.0's FalconConfig (vLLM's loader) refuses it: RoPE "
                               f"requires an even rotary dimension, but got `head_dim`={dim}",
                               v.name("hidden_size"))  # fmt: skip
+    if arch in _GROUPED and arch != "SolarForCausalLM" and not v.has("num_key_value_heads"):
+        raise _missing(v, "num_key_value_heads", f"{arch}'s decoder layer, before building the attention,")
+    if arch in _BAILING:
+        return _bailing_heads(v, heads, hidden, tp)
     if heads % tp:
         raise _refused(v, f"tp ({tp}) does not divide num_attention_heads ({heads})", "num_attention_heads")
     if arch == "GPTJForCausalLM":
@@ -103,6 +136,8 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
             raise _refused(v, f"GPTJAttention: rotary_dim ({v.raw('rotary_dim')}) is odd", "rotary_dim")
     if arch == "ChatGLMModel":
         return _chatglm_heads(v, heads, tp), dim
+    if arch in _GROUPED:
+        return _grouped_heads(v, arch, heads, tp), dim
     if arch != "FalconForCausalLM":
         return heads // tp, dim
     if dim * heads != hidden:
@@ -124,6 +159,42 @@ def _attention_per_rank(v: _View, heads: int, kv: int, tp: int, key: str) -> int
     if (heads // tp) % per_rank:
         raise _refused(v, f"Attention: num_heads ({heads // tp}) is not divisible by num_kv_heads ({per_rank})", key)
     return per_rank
+
+
+def _grouped_heads(v: _View, arch: str, heads: int, tp: int) -> int:
+    """The KV heads per rank of InternLM2's, Orion's, Solar's and MiniCPM's attention: the config's
+    ``num_key_value_heads`` (Solar: else the query heads), with the class's assert that they and
+    ``tp`` divide one another, then ``Attention``'s."""
+    kv = v.req_int("num_key_value_heads") if v.has("num_key_value_heads") else heads
+    if split_unevenly(kv, tp):
+        raise _refused(v, f"{arch}: the {kv} KV heads and tp={tp} do not divide one another", "num_key_value_heads")
+    return _attention_per_rank(v, heads, kv, tp, "num_key_value_heads")
+
+
+def _missing(v: _View, key: str, reader: str) -> ConfigError:
+    return ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: AttributeError: the config has no attribute {key!r} "
+                       f"({reader} reads it)", v.name(key))  # fmt: skip
+
+
+def _bailing_heads(v: _View, heads: int, hidden: int, tp: int) -> tuple[int, int]:
+    """``BailingMoeModel``'s read of ``embedding_dropout``, then ``BailingAttention``'s: its asserts
+    that ``tp`` divides the query heads and that they are at least the KV heads, ``head_dim`` (read as
+    an attribute; null: ``hidden_size // heads``), ``max(1, kv // tp)`` KV heads per rank, then
+    ``Attention``'s assert."""
+    for key, reader in (("embedding_dropout", "BailingMoeModel"), ("num_key_value_heads", "BailingAttention")):
+        if not v.has(key):
+            raise _missing(v, key, reader)
+    kv = v.req_int("num_key_value_heads")
+    if heads % tp:
+        raise _refused(v, f"BailingAttention: tp ({tp}) does not divide num_attention_heads ({heads})",
+                       "num_attention_heads")  # fmt: skip
+    if heads < kv:
+        raise _refused(v, f"BailingAttention: num_attention_heads ({heads}) < num_key_value_heads ({kv})",
+                       "num_key_value_heads")  # fmt: skip
+    if not v.has("head_dim"):
+        raise _missing(v, "head_dim", "BailingAttention")
+    dim = v.req_int("head_dim") if v.cfg.get("head_dim") else hidden // heads
+    return _attention_per_rank(v, heads, kv, tp, "num_key_value_heads"), dim
 
 
 def _chatglm_heads(v: _View, heads: int, tp: int) -> int:
@@ -165,8 +236,9 @@ def classic_layers(cfg: Mapping[str, Any], engine: EngineConfig, window: int | N
     prefix, suffix = CLASSIC[arch]
     if v.model_type not in _MODEL_TYPES[arch]:
         raise ConfigError(f"{label}: kvbudget reads {arch} from a model_type {' or '.join(_MODEL_TYPES[arch])} config "
-                          f"(transformers' class); vLLM 0.33.0 loads model_type {v.model_type!r} with another class, "
-                          "which kvbudget has not checked", "model_type")  # fmt: skip
+                          f"({'the checkpoint' if arch in _REMOTE else 'transformers'}' class); vLLM 0.33.0 loads "
+                          f"model_type {v.model_type!r} with another class, which kvbudget has not checked",
+                          "model_type")  # fmt: skip
     _model_checks(v, arch)
     n = v.req_int("num_hidden_layers")
     heads, dim = _geometry(v, arch, engine.tp)

@@ -169,8 +169,8 @@ _EAGLE3: Final = frozenset({
     "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM", "AfmoeForCausalLM",
     "TeleFLMForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
     "Gemma4ForCausalLM", "LagunaForCausalLM", "Cohere2MoeForCausalLM", "MuseGlimmerForCausalLM",
-    "MiMoV2FlashForCausalLM",
-    "MistralForCausalLM", "MiniCPM3ForCausalLM",
+    "MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM",
+    "MistralForCausalLM", "MiniCPM3ForCausalLM", "MiniCPMForCausalLM",
     "NemotronHForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})  # fmt: skip
 EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _EAGLE3)

@@ -553,6 +553,7 @@ _READERS: Final[dict[str, Callable[[_View, EngineConfig, bool], list[_Layer]]]] 
     "AXK1ForCausalLM": _axk1,
     "HYV3ForCausalLM": _hy_v3,
     "MiMoV2FlashForCausalLM": _mimo_v2_flash,
+    "MiMoV2ForCausalLM": _mimo_v2_flash,  # vLLM's subclass of the Flash class (the name new configs carry)
 }
 #: The architectures :func:`text_family_layers` reads as vLLM 0.33.0's classes for them do.
 TEXT_FAMILIES: Final[frozenset[str]] = frozenset(_READERS)

@@ -1,0 +1,113 @@
+"""Configs of remote-code checkpoints: architectures that transformers 5.19.0 has no config class
+for and neither engine ships one (InternLM2, Baichuan, Qwen-1, DeepSeek-MoE, Orion, MiniCPM,
+Solar, XVERSE-MoE, Grok-1, Ling / Bailing MoE, EXAONE 3).
+
+Both engines load them with ``--trust-remote-code``: the checkpoint's own ``configuration_*.py``,
+named by the ``auto_map`` its ``config.json`` carries. That code is the checkpoint's, not the
+engine's, and is not here. Each builder writes the file as ``save_pretrained`` leaves it (every key
+its class sets, seeded where checkpoints vary) with its ``auto_map``; the oracles stand in for the
+remote class with a ``PretrainedConfig`` subclass of that ``model_type`` (``oracle_kit.remote_code``),
+whose attributes are the file's keys: what the remote class's instance holds for every key the file
+holds. What the engines then do with it (SGLang's ``ModelConfig``, vLLM's model classes) is their
+released code, run.
+
+Not here: Nemotron-NAS / DeciLM (its remote class turns ``block_configs`` into objects the engines
+read by attribute) and Ling 2.5 (``BailingMoeV2_5ForCausalLM``: lightning-attention state).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from sglang_model_cases import Built, _gqa
+
+_Builder = Callable[[random.Random], Built]
+
+
+def _auto_map(module: str, config: str, model: str) -> dict[str, str]:
+    modeling = f"modeling_{module.removeprefix('configuration_')}"
+    return {"AutoConfig": f"{module}.{config}", "AutoModelForCausalLM": f"{modeling}.{model}"}
+
+
+def _file(rng: random.Random, arch: str, model_type: str, module: str, config: str, *, kv: bool = True,
+          **keys: Any) -> Built:  # fmt: skip
+    g = _gqa(rng)
+    g.pop("head_dim", None)  # these classes size heads as hidden_size // num_attention_heads
+    if not kv:
+        del g["num_key_value_heads"]
+    saved = {"model_type": model_type, **g, "intermediate_size": 4 * g["hidden_size"], "vocab_size": 32000,
+             "max_position_embeddings": rng.choice([4096, 32768]), "torch_dtype": "bfloat16",
+             "tie_word_embeddings": False, "auto_map": _auto_map(module, config, arch), **keys}  # fmt: skip
+    return Built(None, arch, saved)
+
+
+def _simple(arch: str, model_type: str, module: str, config: str, kv: bool = True, **keys: Any) -> _Builder:
+    """A decoder whose attention is ``num_attention_heads`` queries over ``num_key_value_heads``
+    (or, ``kv`` off, as many) heads of ``hidden_size // num_attention_heads``."""
+    return lambda rng: _file(rng, arch, model_type, module, config, kv=kv, rms_norm_eps=1e-6, hidden_act="silu",
+                             rope_theta=rng.choice([10000.0, 1e6]), **keys)  # fmt: skip
+
+
+def _qwen(rng: random.Random) -> Built:
+    """Qwen-1 (``QWenLMHeadModel``): multi-head attention, ``kv_channels`` per head."""
+    built = _file(rng, "QWenLMHeadModel", "qwen", "configuration_qwen", "QWenConfig", kv=False,
+                  layer_norm_epsilon=1e-6, rotary_emb_base=10000, seq_length=8192, use_flash_attn="auto")  # fmt: skip
+    saved = dict(built.extra)
+    saved["kv_channels"] = saved["hidden_size"] // saved["num_attention_heads"]
+    return built._replace(extra=saved)
+
+
+def _bailing(arch: str) -> _Builder:
+    """Ling / Bailing MoE (v1 and 2.0): ``head_dim`` given, partial rotary, MoE keys, and the
+    2.0 checkpoints' ``num_nextn_predict_layers`` (their MTP layer, served as a draft)."""
+
+    def build(rng: random.Random) -> Built:
+        n = rng.randint(1, 48)
+        extra = {"head_dim": rng.choice([64, 128]), "num_hidden_layers": n, "first_k_dense_replace": rng.randint(0, 1),
+                 "num_experts": rng.choice([64, 256]), "num_experts_per_tok": 8, "num_shared_experts": 1,
+                 "moe_intermediate_size": 512, "norm_topk_prob": True, "use_qkv_bias": False, "use_bias": False,
+                 "partial_rotary_factor": rng.choice([0.5, 1.0]), "num_nextn_predict_layers": rng.choice([0, 1]),
+                 "rms_norm_eps": 1e-6, "hidden_act": "silu", "rope_theta": 600000.0, "embedding_dropout": 0.0,
+                 "use_qk_norm": rng.random() < 0.5, "use_rmsnorm": True}  # fmt: skip
+        return _file(rng, arch, "bailing_moe", "configuration_bailing_moe", "BailingMoeConfig", **extra)
+
+    return build
+
+
+def _exaone(rng: random.Random) -> Built:
+    """EXAONE 3 / 3.5 (``ExaoneForCausalLM``): ``num_layers``, which its class maps
+    ``num_hidden_layers`` to (SGLang registers its own ``ExaoneConfig`` for the type)."""
+    built = _file(rng, "ExaoneForCausalLM", "exaone", "configuration_exaone", "ExaoneConfig",
+                  activation_function="silu", layer_norm_epsilon=1e-5, rope_theta=1e6)  # fmt: skip
+    saved = dict(built.extra)
+    saved["num_layers"] = saved.pop("num_hidden_layers")
+    return built._replace(extra=saved)
+
+
+REMOTE_CODE: dict[str, _Builder] = {
+    "internlm2": _simple("InternLM2ForCausalLM", "internlm2", "configuration_internlm2", "InternLM2Config", bias=False),
+    "baichuan": _simple("BaichuanForCausalLM", "baichuan", "configuration_baichuan", "BaichuanConfig", kv=False,
+                        model_max_length=4096),
+    "qwen": _qwen,
+    "deepseek": _simple("DeepseekForCausalLM", "deepseek", "configuration_deepseek", "DeepseekConfig",
+                        first_k_dense_replace=1, moe_layer_freq=1, n_routed_experts=64, n_shared_experts=2,
+                        num_experts_per_tok=6, moe_intermediate_size=1408, norm_topk_prob=False),
+    "orion": _simple("OrionForCausalLM", "orion", "configuration_orion", "OrionConfig"),
+    "minicpm": _simple("MiniCPMForCausalLM", "minicpm", "configuration_minicpm", "MiniCPMConfig",
+                       scale_emb=12, dim_model_base=256, scale_depth=1.4),
+    "solar": _simple("SolarForCausalLM", "solar", "configuration_solar", "SolarConfig",
+                     bskcn_1=[12, 20, 32, 44], bskcn_2=[20, 32], bskcn_3=[16, 24, 36, 48], bskcn_4=[28, 40],
+                     bskcn_tv=[0.9, 0.8]),
+    "xverse_moe": _simple("XverseMoeForCausalLM", "xverse", "configuration_xverse", "XverseConfig",
+                          num_experts=64, moe_top_k=6, num_shared_experts=2),
+    "grok1": _simple("Grok1ForCausalLM", "grok-1", "configuration_grok1", "Grok1Config", num_local_experts=8,
+                     num_experts_per_tok=2, embedding_multiplier_scale=78.38, output_multiplier_scale=0.577),
+    "grok1_model": _simple("Grok1ModelForCausalLM", "grok-1", "configuration_grok1", "Grok1Config",
+                           num_local_experts=8, num_experts_per_tok=2),
+    "bailing_v1": _bailing("BailingMoeForCausalLM"),
+    "bailing_v1_upper": _bailing("BailingMoEForCausalLM"),
+    "bailing_v2": _bailing("BailingMoeV2ForCausalLM"),
+    "exaone": _exaone,
+}

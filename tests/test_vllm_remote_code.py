@@ -1,0 +1,83 @@
+"""``kvbudget.vllm.layers_from_hf_config`` on remote-code decoders (InternLM2, Orion, Solar, MiniCPM,
+Ling / Bailing MoE v1 and 2.0), held to vLLM 0.33.0's own model classes (``tests/vllm_oracle``:
+``InternLM2ForCausalLM``, ``OrionForCausalLM``, ``SolarForCausalLM``, ``MiniCPMForCausalLM``,
+``BailingMoeForCausalLM``, ``BailingMoeV2ForCausalLM``, their ``__init__`` kept to the decoder they
+build).
+
+The configs are the seeded files of ``tests/remote_code_cases.py`` (as the checkpoints' own config
+classes save them, with their ``auto_map``), some without ``num_key_value_heads`` (which the decoder
+layers read) or Ling's ``head_dim`` / ``embedding_dropout`` (read as attributes), with a ``head_dim``
+(which Solar's and Ling's attention read and the others do not; null for Ling: the width's), a stray
+model-wide ``sliding_window`` or a legacy ``rope_scaling``; vLLM loads them through the oracle's
+stand-in for the checkpoint's class and ``get_config``'s RoPE patch (lifted). Each is read with a
+seeded TP (dividing the heads or not), PP, ``--kv-cache-dtype`` and ``--disable-sliding-window``;
+every layer's name, kind, stage, heads per rank, head sizes, window and KV dtype are compared, and a
+refusal on one side only is a mismatch.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import test_vllm_classic
+import transformers as T
+from remote_code_cases import REMOTE_CODE
+from vllm_oracle._hf import VllmLoadError, vllm_layers, vllm_load_config
+from vllm_reading import judge_families
+
+from kvbudget.vllm.models import ARCHITECTURES
+
+T.logging.set_verbosity_error()  # the stand-in class has no RoPE keys of its own: transformers says so per load
+
+N = int(os.environ.get("KVBUDGET_VLLM_REMOTE_CODE_CASES", "60"))
+FAMILIES = ("internlm2", "orion", "solar", "minicpm", "bailing_v1", "bailing_v2")
+
+
+def cases(per_family: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    for family in FAMILIES:
+        rng = random.Random(f"vllm-remote-code:{seed}:{family}")
+        for _ in range(per_family):
+            saved = REMOTE_CODE[family](rng).saved(False)
+            if rng.random() < 0.1:
+                del saved["num_key_value_heads"]
+            if rng.random() < 0.3:
+                saved["head_dim"] = rng.choice([64, 96, 128, None])
+            if rng.random() < 0.05:
+                saved.pop(rng.choice(["head_dim", "embedding_dropout"]), None)
+            if rng.random() < 0.1:
+                saved["sliding_window"] = rng.choice([512, 4096])
+            if rng.random() < 0.2:
+                saved["rope_scaling"] = {"type": "linear", "factor": 2.0}
+            engine = {"tp": rng.choice([1, 1, 2, 4, 8, 16]), "pp": rng.choice([1, 1, 1, 2, 3]),
+                      "kv_cache_dtype": rng.choice(["auto", "auto", "fp8"]),
+                      "disable_sliding_window": rng.random() < 0.2}  # fmt: skip
+            yield family, saved, engine
+
+
+def _theirs(saved: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]] | str:
+    try:
+        layers = vllm_layers(vllm_load_config(saved), tp=settings["tp"], pp=settings["pp"],
+                             kv_cache_dtype=settings["kv_cache_dtype"],
+                             disable_sliding_window=settings["disable_sliding_window"])  # fmt: skip
+    except VllmLoadError as e:
+        return f"refused: {e}"
+    return [{k: x[k] for k in test_vllm_classic._FIELDS} for x in layers]
+
+
+def compare(per_family: int) -> tuple[dict[str, dict[str, int]], list[str]]:
+    return judge_families(cases(per_family), FAMILIES, test_vllm_classic._ours, _theirs)
+
+
+def test_remote_code_layers_equal_vllms_reading_of_the_config() -> None:
+    counts, mismatches = compare(N)
+    print(f"\nvLLM remote-code decoders: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} configs differ:\n" + "\n".join(mismatches[:12])
+    for family, c in counts.items():  # each family planned on most configs, and refused on some
+        assert 0 < c["refused"] < c["compared"] * 3 // 5 and c["layers"] > 0, (family, c)
+
+
+def test_the_remote_code_architectures_are_read() -> None:
+    assert {REMOTE_CODE[f](random.Random(0)).arch for f in FAMILIES} <= ARCHITECTURES

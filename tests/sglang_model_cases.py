@@ -377,6 +377,15 @@ def _deepseek_v3(rng: random.Random) -> Built:
     return Built(T.DeepseekV3Config(**_mla(rng, n)), "DeepseekV3ForCausalLM", extra)
 
 
+def _mistral_large_3(rng: random.Random) -> Built:
+    """Mistral Large 3: both engines load its ``params.json`` as DeepSeek-V3's config under its own
+    architecture (vLLM's ``adapt_config_dict``: model type ``deepseek_v3`` and the
+    ``llama_4_scaling`` it asserts)."""
+    scaling = {"original_max_position_embeddings": 8192, "beta": rng.choice([0.1, 0.2])}
+    return Built(T.DeepseekV3Config(**_mla(rng, rng.randint(1, 61))), "MistralLarge3ForCausalLM",
+                 {"llama_4_scaling": scaling})
+
+
 def _minicpm3(rng: random.Random) -> Built:
     """MiniCPM3: MLA whose SGLang branch keeps the generic ``v_head_dim`` (0 -> the head dim)."""
     heads = rng.choice([24, 40])
@@ -440,6 +449,7 @@ FAMILIES: dict[str, _Builder] = {
     "zaya": _zaya,
     "step3p5": _step3p5,
     "deepseek_v3": _deepseek_v3,
+    "mistral_large_3": _mistral_large_3,
     "deepseek_v32": _deepseek_v32,
     "glm_moe_dsa": _glm_moe_dsa,
     "minicpm3": _minicpm3,

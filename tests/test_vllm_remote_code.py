@@ -1,18 +1,19 @@
 """``kvbudget.vllm.layers_from_hf_config`` on remote-code decoders (InternLM2, Orion, Solar, MiniCPM,
-Ling / Bailing MoE v1 and 2.0), held to vLLM 0.33.0's own model classes (``tests/vllm_oracle``:
-``InternLM2ForCausalLM``, ``OrionForCausalLM``, ``SolarForCausalLM``, ``MiniCPMForCausalLM``,
-``BailingMoeForCausalLM``, ``BailingMoeV2ForCausalLM``, their ``__init__`` kept to the decoder they
-build).
+DeepSeek-MoE, EXAONE 3, Ling / Bailing MoE v1 and 2.0), held to vLLM 0.33.0's own model classes
+(``tests/vllm_oracle``: ``InternLM2ForCausalLM``, ``OrionForCausalLM``, ``SolarForCausalLM``,
+``MiniCPMForCausalLM``, ``DeepseekForCausalLM``, ``ExaoneForCausalLM``, ``BailingMoeForCausalLM``,
+``BailingMoeV2ForCausalLM``, their ``__init__`` kept to the decoder they build).
 
 The configs are the seeded files of ``tests/remote_code_cases.py`` (as the checkpoints' own config
-classes save them, with their ``auto_map``), some without ``num_key_value_heads`` (which the decoder
-layers read) or Ling's ``head_dim`` / ``embedding_dropout`` (read as attributes), with a ``head_dim``
-(which Solar's and Ling's attention read and the others do not; null for Ling: the width's), a stray
-model-wide ``sliding_window`` or a legacy ``rope_scaling``; vLLM loads them through the oracle's
-stand-in for the checkpoint's class and ``get_config``'s RoPE patch (lifted). Each is read with a
-seeded TP (dividing the heads or not), PP, ``--kv-cache-dtype`` and ``--disable-sliding-window``;
-every layer's name, kind, stage, heads per rank, head sizes, window and KV dtype are compared, and a
-refusal on one side only is a mismatch.
+classes save them, with their ``auto_map``; EXAONE 3's loaded by SGLang's copy of its class), some
+without ``num_key_value_heads`` (which the decoder layers read) or another attribute a class reads
+(Ling's ``head_dim`` / ``embedding_dropout``, DeepSeek-MoE's ``n_routed_experts`` /
+``first_k_dense_replace``), with a ``head_dim`` (which Solar's, EXAONE's and Ling's attention read
+and the others do not; null for Ling: the width's), a stray model-wide ``sliding_window`` or a legacy
+``rope_scaling``; vLLM loads them through the oracle's stand-in for the checkpoint's class and
+``get_config``'s RoPE patch (lifted). Each is read with a seeded TP (dividing the heads or not), PP,
+``--kv-cache-dtype`` and ``--disable-sliding-window``; every layer's name, kind, stage, heads per
+rank, head sizes, window and KV dtype are compared, and a refusal on one side only is a mismatch.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ from kvbudget.vllm.models import ARCHITECTURES
 T.logging.set_verbosity_error()  # the stand-in class has no RoPE keys of its own: transformers says so per load
 
 N = int(os.environ.get("KVBUDGET_VLLM_REMOTE_CODE_CASES", "60"))
-FAMILIES = ("internlm2", "orion", "solar", "minicpm", "bailing_v1", "bailing_v2")
+FAMILIES = ("internlm2", "orion", "solar", "minicpm", "deepseek", "exaone", "bailing_v1", "bailing_v2")
+#: Per family, attributes its vLLM class reads that a file may lack (besides ``num_key_value_heads``).
+_READ = {"bailing_v1": ("head_dim", "embedding_dropout"), "bailing_v2": ("head_dim", "embedding_dropout"),
+         "deepseek": ("n_routed_experts", "first_k_dense_replace")}
 
 
 def cases(per_family: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
@@ -45,8 +49,10 @@ def cases(per_family: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any],
                 del saved["num_key_value_heads"]
             if rng.random() < 0.3:
                 saved["head_dim"] = rng.choice([64, 96, 128, None])
-            if rng.random() < 0.05:
-                saved.pop(rng.choice(["head_dim", "embedding_dropout"]), None)
+            if family in _READ and rng.random() < 0.1:
+                del saved[rng.choice(_READ[family])]
+            if family == "deepseek" and rng.random() < 0.1:
+                saved["n_routed_experts"] = None  # a dense DeepSeek: first_k_dense_replace is not read
             if rng.random() < 0.1:
                 saved["sliding_window"] = rng.choice([512, 4096])
             if rng.random() < 0.2:

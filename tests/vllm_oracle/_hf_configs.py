@@ -12,22 +12,23 @@ import transformers
 from oracle_kit import remote_code
 from ._hf import _env, _root
 
+#: Model type -> SGLang 0.5.23's config class standing in for the checkpoint's remote code.
+_SGLANG_STANDS_IN = {"interns2_mobius": "InternS2MobiusConfig", "exaone": "ExaoneConfig"}
+
 
 def vllm_model_type(config: dict[str, Any]) -> Any:
     """The model type vLLM 0.33.0 loads a ``config.json`` dict as: its own, else (a remote-code
     checkpoint without one, such as LongCat-Flash's) the one ``_ARCHITECTURE_TO_MODEL_TYPE`` (lifted)
-    names for its first architecture; None when neither gives one. A remote-code file (``auto_map``)
-    has its stand-in class registered first (:mod:`oracle_kit.remote_code`)."""
+    names for its first architecture; None when neither gives one."""
     archs = config.get("architectures") or [None]
-    remote_code.register(config)  # a remote-code checkpoint's own class (--trust-remote-code), stood in
     return config.get("model_type") or _env(_root()).cfg["_ARCHITECTURE_TO_MODEL_TYPE"].get(archs[0])
 
 
 def vllm_config_class(model_type: str) -> Any:
     """The class vLLM 0.33.0 loads ``model_type``'s config with: its own where it registers one
     (``kimi_linear``, Inkling's, MiniMax-M3's, lifted from the wheel), SGLang 0.5.23's
-    ``InternS2MobiusConfig`` standing in for ``interns2_mobius``'s remote code (restated), else
-    transformers'."""
+    ``InternS2MobiusConfig`` and ``ExaoneConfig`` standing in for ``interns2_mobius``'s and EXAONE 3's
+    remote code (restated), else transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
     own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
@@ -43,20 +44,18 @@ def vllm_config_class(model_type: str) -> Any:
 
     if model_type in MINIMAX_M3_CONFIGS:  # registered over transformers' (minimax_m3_vl)
         return minimax_m3_config_class(model_type)
-    if model_type == "interns2_mobius":
+    if model_type in _SGLANG_STANDS_IN:
         # Restated glue (the lead's stand-in): vLLM loads the checkpoint's own config code
         # (trust_remote_code; neither vLLM nor transformers 5.19.0 has a class for it); SGLang 0.5.23's
-        # InternS2MobiusConfig stands in, executed from the verified SGLang wheel extraction (as the
-        # census and tests/sglang_model_cases.py load SGLang's own config classes)
+        # class stands in, executed from the verified SGLang wheel extraction (as the census and
+        # tests/sglang_model_cases.py load SGLang's own config classes)
         from sglang_oracle._configs import REAL, ConfigClasses
         from sglang_oracle._fetch import sglang_root
         from sglang_oracle._plumbing import Builder
 
-        return ConfigClasses(Builder(sglang_root(), real=REAL)).cls("InternS2MobiusConfig")
+        return ConfigClasses(Builder(sglang_root(), real=REAL)).cls(_SGLANG_STANDS_IN[model_type])
     # transformers' own class, whatever another oracle registered over it (SGLang's classes)
     name = transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES.get(model_type)
-    if name is None and remote_code.stand_in(model_type) is not None:
-        return remote_code.stand_in(model_type)
     if name is None:
         raise LookupError(f"vllm_oracle._hf: vLLM 0.33.0's config class for {model_type!r} is not lifted "
                           "(transformers has none)")  # fmt: skip
@@ -65,12 +64,18 @@ def vllm_config_class(model_type: str) -> Any:
 
 def vllm_load_config(saved: dict[str, Any]) -> Any:
     """The config vLLM 0.33.0's ``get_config`` gives for a ``config.json`` dict: its class's
-    ``from_dict`` (:func:`vllm_config_class`), then, for a remote-code checkpoint's stand-in, the
+    ``from_dict`` (:func:`vllm_config_class`, else, for a remote-code file, the stand-in for the
+    checkpoint's class: :mod:`oracle_kit.remote_code`), then for a remote-code class the
     ``patch_rope_parameters`` (lifted) that ``get_config`` runs on every config (the old RoPE key
-    names, ``rope_theta`` and ``rotary_emb_base``, into ``rope_parameters``; transformers' and vLLM's
-    own classes standardize theirs when they load, which is where the oracle's other paths stop)."""
-    cls = vllm_config_class(vllm_model_type(saved))
+    names into ``rope_parameters``; transformers' and vLLM's own classes standardize theirs)."""
+    model_type = vllm_model_type(saved)
+    try:
+        cls = vllm_config_class(model_type)
+    except LookupError:
+        cls = remote_code.register(saved)
+        if cls is None:
+            raise
     loaded = cls.from_dict(copy.deepcopy(saved))
-    if cls is remote_code.stand_in(loaded.model_type):
+    if cls is remote_code.stand_in(model_type) or model_type == "exaone":
         _env(_root()).cfg["patch_rope_parameters"](loaded)
     return loaded

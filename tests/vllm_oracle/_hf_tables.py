@@ -47,6 +47,9 @@ ENTRY = {
     ("commandr", "CohereForCausalLM"): ("CohereModel", None, "model", False),
     ("deepseek_v2", "DeepseekV2ForCausalLM"): ("DeepseekV2Model", None, "model", False),
     ("deepseek_v2", "DeepseekV3ForCausalLM"): ("DeepseekV2Model", None, "model", False),
+    ("deepseek_v2", "DeepseekForCausalLM"): ("DeepseekV2Model", None, "model", False),  # DeepSeek-MoE (remote code)
+    # Mistral Large 3: DeepseekV3ForCausalLM with its own weight mapper only
+    ("mistral_large_3", "MistralLarge3ForCausalLM"): ("deepseek_v2:DeepseekV2Model", None, "model", False),
     ("llama_eagle", "EagleLlamaForCausalLM"): ("EagleLlamaForCausalLM", None, "", False),
     ("llama_eagle3", "Eagle3LlamaForCausalLM"): ("Eagle3LlamaForCausalLM", None, "", False),
     ("deepseek_mtp", "DeepSeekMTP"): ("DeepSeekMultiTokenPredictor", None, "model", False),
@@ -73,7 +76,7 @@ MODELS: dict[str, tuple[list[Any], str, dict[str, str]]] = {
     "llama4": (["Llama4Attention", "Llama4DecoderLayer", "Llama4Model",
                 ("Llama4ForCausalLM", "_init_model")], "Llama4MoE",
                {"LlamaModel": "llama", "LlamaForCausalLM": "llama", "LlamaMLP": "llama"}),
-    "deepseek_v2": (["yarn_get_mscale", "DeepseekV2Attention", "DeepseekV2MLAAttention",
+    "deepseek_v2": (["yarn_get_mscale", "DeepseekAttention", "DeepseekV2Attention", "DeepseekV2MLAAttention",
                      "DeepseekV2DecoderLayer", "DeepseekV2Model", "DeepseekV32IndexerCache"],
                     "DeepseekV2MLP DeepseekV2MoE DeepSeekV2FusedQkvAProjLinear Indexer", {}),
     "llama_eagle": ([("LlamaDecoderLayer", _QC), "LlamaModel", "EagleLlamaForCausalLM"], "",
@@ -567,7 +570,8 @@ from . import _hf_tables_qwen4_exp  # noqa: E402,F401
 # GLM-5-Next: its lifted classes and its own build and records (._hf_tables_glm5_next)
 from . import _hf_tables_glm5_next  # noqa: E402,F401
 # Remote-code decoders (tests/test_vllm_remote_code.py; their configs are the checkpoint's own class,
-# stood in by tests/oracle_kit/remote_code.py): InternLM2, Orion, Solar, MiniCPM and Ling / Bailing MoE,
+# stood in by tests/oracle_kit/remote_code.py, or SGLang's ExaoneConfig for EXAONE 3): InternLM2, Orion,
+# Solar, MiniCPM, EXAONE 3 and Ling / Bailing MoE,
 # each one Attention per layer under its own name. MLP / MoE blocks, norms and embeddings are inert (no KV).
 ENTRY.update({
     ("internlm2", "InternLM2ForCausalLM"): ("InternLM2Model", None, "model", False),
@@ -576,10 +580,12 @@ ENTRY.update({
     ("minicpm", "MiniCPMForCausalLM"): ("MiniCPMModel", None, "model", False),
     ("bailing_moe", "BailingMoeForCausalLM"): ("BailingMoeModel", None, "model", False),
     ("bailing_moe", "BailingMoeV2ForCausalLM"): ("BailingMoeModel", None, "model", False),
+    ("exaone", "ExaoneForCausalLM"): ("ExaoneModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "internlm2": (["InternLM2Attention", "InternLMDecoderLayer", "InternLM2Model"], "InternLM2MLP", {}),
     "orion": (["OrionAttention", "OrionDecoderLayer", "OrionModel"], "OrionMLP", {}),
     "solar": (["SolarAttention", "SolarDecoderLayer", "SolarModel"], "SolarMLP", {}),
     "bailing_moe": (["BailingAttention", "BailingMoeBlock", "BailingMoeModel"], "BailingMLP BailingMoE", {}),
+    "exaone": (["ExaoneAttention", "ExaoneBlockAttention", "ExaoneDecoderLayer", "ExaoneModel"], "ExaoneGatedMLP", {}),
 })  # fmt: skip

@@ -1,10 +1,11 @@
 """vLLM 0.33.0's classic decoders: GPT-2, GPT-J, OPT, BLOOM, Falcon and ChatGLM, and the remote-code
-decoders InternLM2, Orion, Solar, MiniCPM and Ling / Bailing MoE, read as their model files read them
-(and TeleFLM's muP keys, which vLLM's Llama-derived TeleFLM class reads: :func:`teleflm_checks`).
+decoders InternLM2, Orion, Solar, MiniCPM, DeepSeek-MoE, EXAONE 3 and Ling / Bailing MoE, read as
+their model files read them (and TeleFLM's muP keys, which vLLM's Llama-derived TeleFLM class reads:
+:func:`teleflm_checks`).
 
 Each registers one ``Attention`` per block, under the name its model class gives it, with the
 config's ``hidden_size // num_attention_heads`` as head size whatever else the config says (no
-``head_dim``, but Solar's when set and Ling's when not null; no per-layer window):
+``head_dim``, but Solar's and EXAONE's when set and Ling's when not null; no per-layer window):
 
 ============================  ==============================================  =======================
 architecture                  layer names                                     KV heads (total)
@@ -24,8 +25,10 @@ architecture                  layer names                                     KV
 ``BailingMoeForCausalLM``,
 ``BailingMoeV2ForCausalLM``
 ``OrionForCausalLM``,         ``model.layers.{i}.self_attn.attn``             ``num_key_value_heads``
-``MiniCPMForCausalLM``                                                        (Solar: else the query
-``SolarForCausalLM``                                                          heads)
+``MiniCPMForCausalLM``,                                                       (Solar: else the query
+``SolarForCausalLM``,                                                         heads)
+``DeepseekForCausalLM``
+``ExaoneForCausalLM``         ``model.h.{i}.attn.attention.attn``             as Solar
 ============================  ==============================================  =======================
 
 Per rank: the query heads over ``tp`` (each class asserts ``tp`` divides them) and, for Falcon,
@@ -43,7 +46,8 @@ GPT-J's tied embeddings, ``rotary`` off or an odd ``rotary_dim``, BLOOM's and Fa
 transformers' ``FalconConfig`` refuses to load; ChatGLM's vision config (GLM-4V) and a config without
 ``original_rope``, which ``GLMAttention`` reads and vLLM's own ``ChatGLMConfig`` (the class vLLM loads
 ``chatglm`` with) does not default; and a remote-code config without ``num_key_value_heads`` (but
-Solar's), or Ling's without ``head_dim`` or ``embedding_dropout``, which the classes read. The
+Solar's and EXAONE's), Ling's without ``head_dim`` or ``embedding_dropout``, DeepSeek-MoE's without
+``n_routed_experts`` (or, that set, ``first_k_dense_replace``), which the classes read. The
 remote-code decoders' configs are the checkpoint's own class (``--trust-remote-code``), whose
 attributes are its file's keys. A config of another ``model_type`` (Falcon's ``RefinedWeb``, which
 vLLM loads with its own ``RWConfig``; remote code) is refused as unchecked.
@@ -76,11 +80,17 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
     "MiniCPMForCausalLM": ("model.layers", "self_attn.attn"),
     "BailingMoeForCausalLM": ("model.layers", "attention.attn"),
     "BailingMoeV2ForCausalLM": ("model.layers", "attention.attn"),
+    "DeepseekForCausalLM": ("model.layers", "self_attn.attn"),
+    "ExaoneForCausalLM": ("model.h", "attn.attention.attn"),
 }
 #: The remote-code decoders of :data:`CLASSIC`: grouped attention over ``num_key_value_heads``
 #: (Solar: ``getattr(config, "num_key_value_heads", num_attention_heads)`` and its ``head_dim`` when
 #: the config sets one), with ``Attention``'s divisibility asserts.
-_GROUPED: Final = frozenset({"InternLM2ForCausalLM", "OrionForCausalLM", "SolarForCausalLM", "MiniCPMForCausalLM"})
+_GROUPED: Final = frozenset({"InternLM2ForCausalLM", "OrionForCausalLM", "SolarForCausalLM", "MiniCPMForCausalLM",
+                             "DeepseekForCausalLM", "ExaoneForCausalLM"})  # fmt: skip
+#: Of :data:`_GROUPED`, the classes that read ``head_dim`` when set and default the KV heads to the
+#: query heads (``getattr(config, "num_key_value_heads", config.num_attention_heads)``).
+_LENIENT: Final = frozenset({"SolarForCausalLM", "ExaoneForCausalLM"})
 
 
 #: Architecture -> the model types whose config class kvbudget reads it with (transformers' own; GPT-SW3
@@ -92,7 +102,8 @@ _MODEL_TYPES: Final[dict[str, tuple[str, ...]]] = {
     # remote code: the checkpoint's own class, which sets what its file holds
     "InternLM2ForCausalLM": ("internlm2",), "OrionForCausalLM": ("orion",), "SolarForCausalLM": ("solar",),
     "MiniCPMForCausalLM": ("minicpm",), "BailingMoeForCausalLM": ("bailing_moe",),
-    "BailingMoeV2ForCausalLM": ("bailing_moe",),
+    "BailingMoeV2ForCausalLM": ("bailing_moe",), "DeepseekForCausalLM": ("deepseek",),
+    "ExaoneForCausalLM": ("exaone",),
 }
 #: Ling / Bailing MoE (v1 and 2.0): ``BailingAttention``'s own rules (no KV / TP divisibility assert).
 _BAILING: Final = frozenset({"BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"})
@@ -110,7 +121,7 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
     if arch in ("BloomForCausalLM", "FalconForCausalLM") and v.cfg.get("n_embed") is not None:
         hidden = v.req_int("n_embed")  # the config class's __post_init__: n_embed over hidden_size
     dim = hidden // heads
-    if arch == "SolarForCausalLM" and v.cfg.get("head_dim") is not None:
+    if arch in _LENIENT and v.cfg.get("head_dim") is not None:
         dim = v.req_int("head_dim")
     if arch == "BloomForCausalLM" and dim * heads != hidden:
         raise _refused(v, f"BloomAttention: hidden_size ({hidden}) is not a multiple of n_head ({heads})",
@@ -123,7 +134,7 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
             raise ConfigError(f"{v.label}: transformers 5.19.0's FalconConfig (vLLM's loader) refuses it: RoPE "
                               f"requires an even rotary dimension, but got `head_dim`={dim}",
                               v.name("hidden_size"))  # fmt: skip
-    if arch in _GROUPED and arch != "SolarForCausalLM" and not v.has("num_key_value_heads"):
+    if arch in _GROUPED and arch not in _LENIENT and not v.has("num_key_value_heads"):
         raise _missing(v, "num_key_value_heads", f"{arch}'s decoder layer, before building the attention,")
     if arch in _BAILING:
         return _bailing_heads(v, heads, hidden, tp)
@@ -162,10 +173,10 @@ def _attention_per_rank(v: _View, heads: int, kv: int, tp: int, key: str) -> int
 
 
 def _grouped_heads(v: _View, arch: str, heads: int, tp: int) -> int:
-    """The KV heads per rank of InternLM2's, Orion's, Solar's and MiniCPM's attention: the config's
-    ``num_key_value_heads`` (Solar: else the query heads), with the class's assert that they and
+    """The KV heads per rank of a :data:`_GROUPED` class's attention: the config's
+    ``num_key_value_heads`` (:data:`_LENIENT`: else the query heads), with the class's assert that they and
     ``tp`` divide one another, then ``Attention``'s."""
-    kv = v.req_int("num_key_value_heads") if v.has("num_key_value_heads") else heads
+    kv = v.req_int("num_key_value_heads") if v.has("num_key_value_heads") or arch not in _LENIENT else heads
     if split_unevenly(kv, tp):
         raise _refused(v, f"{arch}: the {kv} KV heads and tp={tp} do not divide one another", "num_key_value_heads")
     return _attention_per_rank(v, heads, kv, tp, "num_key_value_heads")
@@ -221,6 +232,11 @@ def _model_checks(v: _View, arch: str) -> None:
                           "indicates that it supports vision inputs, but you instantiated the text-only version of "
                           "this model (ChatGLMForCausalLM); vLLM serves it as GLM4VForCausalLM",
                           v.name("vision_config"))  # fmt: skip
+    if arch == "DeepseekForCausalLM":  # DeepseekV2DecoderLayer's MoE test, before it builds the attention
+        if not v.has("n_routed_experts"):
+            raise _missing(v, "n_routed_experts", "DeepseekV2DecoderLayer")
+        if v.cfg["n_routed_experts"] is not None and not v.has("first_k_dense_replace"):
+            raise _missing(v, "first_k_dense_replace", "DeepseekV2DecoderLayer")
     if arch == "GPT2LMHeadModel":
         for key in ("add_cross_attention", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
             if v.raw(key):

@@ -125,7 +125,7 @@ _BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
     "gpt_oss": ("GptOssForCausalLM",),
     "cohere2": ("Cohere2ForCausalLM",),
     "llama4": ("Llama4ForCausalLM", "Llama4ForConditionalGeneration"),
-    "mla": ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
+    "mla": ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "MistralLarge3ForCausalLM"),
 }
 # Architecture -> (family, layer-name prefix).
 _FAMILIES: Final[dict[str, tuple[str, str]]] = {
@@ -164,6 +164,7 @@ DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: EAGLE3 drafter reads auxiliary hidden states. (Each name of :data:`SERVED_AS` whose class is one of these.)
 _EAGLE3: Final = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
+    "MistralLarge3ForCausalLM", "DeepseekForCausalLM",
     "GptOssForCausalLM", "GraniteForCausalLM", "KimiLinearForCausalLM",
     "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM", "MiMoForCausalLM",
     "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM", "AfmoeForCausalLM",

@@ -23,6 +23,8 @@ Each architecture gets its configs, the same for both engines:
 * the defaults of the config class vLLM's module serving it annotates its ``config`` with
   (transformers', or vLLM's own where the vLLM oracle lifts it: InternLM3, TeleChat3 and
   LLaMA are served by vLLM's Llama class, which reads a ``LlamaConfig``), else
+* the defaults of SGLang's copy of its checkpoint's config class (:data:`_SGLANG_COPIES`:
+  IQuest-Q1, MiniCPM-SALA, Ling 3, dots3), else
 * none (a remote-code config no builder writes), and the row says so.
 
 SGLang's side is its config loading and ``ModelConfig`` derivations
@@ -208,6 +210,18 @@ def _annotated_class(arch: str) -> tuple[str, Any] | None:
     return (f"transformers:{ann}", cls) if isinstance(cls, type) and issubclass(cls, T.PretrainedConfig) else None
 
 
+#: Architecture -> the class in SGLang's ``configs/`` that copies its checkpoint's remote config class
+#: (registered for the checkpoint's model type; its model class's ``__init__`` names no class).
+_SGLANG_COPIES = {"IQuestQ1ForCausalLM": "IQuestQ1Config", "MiniCPMSALAForCausalLM": "MiniCPMHybridConfig",
+                  "BailingMoeV3ForCausalLM": "BailingHybridConfig", "Dots3NoteForCausalLM": "Dots3Config"}
+
+
+def _sglang_copy(arch: str) -> tuple[str, Any] | None:
+    """SGLang's copy of ``arch``'s checkpoint config class (:data:`_SGLANG_COPIES`), if it has one."""
+    name = _SGLANG_COPIES.get(arch)
+    return (f"sglang:{name}", _sglang_classes()[0].cls(name)) if name else None
+
+
 def _transformers_config(model_type: str) -> Any:
     """transformers' own config class for ``model_type``: the oracles register engines' classes over
     some of its types (SGLang's ``InklingMMConfig`` for ``inkling_mm_model``), which the auto mapping
@@ -280,7 +294,7 @@ def census_configs(arch: str) -> tuple[str, tuple[dict[str, Any], ...]]:
     model_type = _model_type(arch)
     if model_type is not None and model_type in T.CONFIG_MAPPING:
         return f"transformers:{model_type}", ({**_transformers_config(model_type)().to_dict(), "architectures": [arch]},)
-    annotated = _annotated_class(arch) or _vllm_annotated_class(arch)
+    annotated = _annotated_class(arch) or _vllm_annotated_class(arch) or _sglang_copy(arch)
     if annotated is None:
         return "none", ()
     try:

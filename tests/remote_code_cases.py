@@ -1,6 +1,6 @@
 """Configs of remote-code checkpoints: architectures that transformers 5.19.0 has no config class
 for and neither engine ships one (InternLM2, Baichuan, Qwen-1, DeepSeek-MoE, Orion, MiniCPM,
-Solar, XVERSE-MoE, Grok-1, Ling / Bailing MoE, EXAONE 3).
+Solar, XVERSE-MoE, Grok-1, Ling / Bailing MoE, EXAONE 3, Nemotron-NAS).
 
 Both engines load them with ``--trust-remote-code``: the checkpoint's own ``configuration_*.py``,
 named by the ``auto_map`` its ``config.json`` carries. That code is the checkpoint's, not the
@@ -11,8 +11,7 @@ whose attributes are the file's keys: what the remote class's instance holds for
 holds. What the engines then do with it (SGLang's ``ModelConfig``, vLLM's model classes) is their
 released code, run.
 
-Not here: Nemotron-NAS / DeciLM (its remote class turns ``block_configs`` into objects the engines
-read by attribute) and Ling 2.5 (``BailingMoeV2_5ForCausalLM``: lightning-attention state).
+Not here: Ling 2.5 (``BailingMoeV2_5ForCausalLM``: lightning-attention state).
 """
 
 from __future__ import annotations
@@ -86,6 +85,26 @@ def _exaone(rng: random.Random) -> Built:
     return built._replace(extra=saved)
 
 
+def _decilm(rng: random.Random) -> Built:
+    """Nemotron-NAS (``DeciLMForCausalLM``: Llama-3.1/3.3-Nemotron Super and Ultra): per layer a
+    ``block_configs`` entry whose attention is a no-op or ``n_heads_in_group`` query heads per KV
+    head; one group size for every attention layer, or (sometimes) several (variable GQA)."""
+    built = _file(rng, "DeciLMForCausalLM", "nemotron-nas", "configuration_decilm", "DeciLMConfig", kv=False,
+                  rms_norm_eps=1e-5, hidden_act="silu", rope_theta=500000.0)  # fmt: skip
+    saved = dict(built.extra)
+    heads, n = saved["num_attention_heads"], saved["num_hidden_layers"]
+    groups = [g for g in (1, 2, 4, 8, 16) if heads % g == 0]
+    sizes = rng.sample(groups, 2) if rng.random() < 0.2 and len(groups) > 1 else [rng.choice(groups)]
+    saved["block_configs"] = [
+        {"attention": {"no_op": no_op, "replace_with_linear": False,
+                       "n_heads_in_group": None if no_op else rng.choice(sizes),
+                       "sparsify": None, "window_length": None, "num_sink_tokens": None, "unshifted_sink": False,
+                       "use_prefill_window_in_sink_attention": False},
+         "ffn": {"no_op": False, "replace_with_linear": False, "ffn_mult": 1.3, "sparsify": None}}
+        for no_op in (rng.random() < 0.2 for _ in range(n))]  # fmt: skip
+    return built._replace(extra=saved)
+
+
 REMOTE_CODE: dict[str, _Builder] = {
     "internlm2": _simple("InternLM2ForCausalLM", "internlm2", "configuration_internlm2", "InternLM2Config", bias=False),
     "baichuan": _simple("BaichuanForCausalLM", "baichuan", "configuration_baichuan", "BaichuanConfig", kv=False,
@@ -110,4 +129,5 @@ REMOTE_CODE: dict[str, _Builder] = {
     "bailing_v1_upper": _bailing("BailingMoEForCausalLM"),
     "bailing_v2": _bailing("BailingMoeV2ForCausalLM"),
     "exaone": _exaone,
+    "decilm": _decilm,
 }

@@ -342,3 +342,25 @@ def test_chatglm_kv_groups_are_read_as_its_modeling_code_reads_them() -> None:
     g = resolve_sglang(cfg).model_geometry()
     assert (g.num_kv_heads, g.head_dim, g.num_layers) == (2, 128, 40)
     assert geometry_kwargs_from_hf_config({**cfg, "multi_query_attention": False})["num_kv_heads"] == 32
+
+
+def test_nemotron_nas_kv_heads_are_read_from_its_attention_blocks() -> None:
+    """Nemotron-NAS (DeciLM) files give no ``num_key_value_heads``: each attention block's
+    ``n_heads_in_group`` does (no-op blocks none). The generic reading took the query heads, 8 times
+    the cache; it now reads the blocks as SGLang does, and refuses variable GQA, which one geometry
+    cannot hold (vLLM mode reads it per layer)."""
+    from kvbudget.sglang.model import resolve_sglang
+
+    def block(group: int | None) -> dict[str, Any]:
+        return {"attention": {"no_op": group is None, "n_heads_in_group": group}, "ffn": {"no_op": False}}
+
+    cfg = {"architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas", "num_hidden_layers": 4,
+           "hidden_size": 8192, "num_attention_heads": 64, "block_configs": [block(8), block(None), block(8), block(8)]}
+    kw = geometry_kwargs_from_hf_config(cfg)
+    assert (kw["num_kv_heads"], kw["head_dim"], len(kw["full_attention_layer_ids"])) == (8, 128, 4)
+    assert resolve_sglang(cfg).model_geometry().num_kv_heads == 8
+    variable = {**cfg, "block_configs": [block(8), block(None), block(4), block(8)]}
+    with pytest.raises(ConfigError, match=r"KV heads \[8, 16\]"):
+        geometry_kwargs_from_hf_config(variable)
+    with pytest.raises(ConfigError, match="Variable GQA"):
+        resolve_sglang(variable)

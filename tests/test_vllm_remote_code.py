@@ -1,19 +1,20 @@
 """``kvbudget.vllm.layers_from_hf_config`` on remote-code decoders (InternLM2, Orion, Solar, MiniCPM,
-DeepSeek-MoE, EXAONE 3, Ling / Bailing MoE v1 and 2.0), held to vLLM 0.33.0's own model classes
-(``tests/vllm_oracle``: ``InternLM2ForCausalLM``, ``OrionForCausalLM``, ``SolarForCausalLM``,
+DeepSeek-MoE, EXAONE 3, Ling / Bailing MoE v1 and 2.0, Nemotron-NAS), held to vLLM 0.33.0's own model
+classes (``tests/vllm_oracle``: ``InternLM2ForCausalLM``, ``OrionForCausalLM``, ``SolarForCausalLM``,
 ``MiniCPMForCausalLM``, ``DeepseekForCausalLM``, ``ExaoneForCausalLM``, ``BailingMoeForCausalLM``,
-``BailingMoeV2ForCausalLM``, their ``__init__`` kept to the decoder they build).
+``BailingMoeV2ForCausalLM``, ``DeciLMForCausalLM``, their ``__init__`` kept to the decoder they build).
 
 The configs are the seeded files of ``tests/remote_code_cases.py`` (as the checkpoints' own config
 classes save them, with their ``auto_map``; EXAONE 3's loaded by SGLang's copy of its class), some
 without ``num_key_value_heads`` (which the decoder layers read) or another attribute a class reads
 (Ling's ``head_dim`` / ``embedding_dropout``, DeepSeek-MoE's ``n_routed_experts`` /
-``first_k_dense_replace``), with a ``head_dim`` (which Solar's, EXAONE's and Ling's attention read
-and the others do not; null for Ling: the width's), a stray model-wide ``sliding_window`` or a legacy
-``rope_scaling``; vLLM loads them through the oracle's stand-in for the checkpoint's class and
-``get_config``'s RoPE patch (lifted). Each is read with a seeded TP (dividing the heads or not), PP,
-``--kv-cache-dtype`` and ``--disable-sliding-window``; every layer's name, kind, stage, heads per
-rank, head sizes, window and KV dtype are compared, and a refusal on one side only is a mismatch.
+``first_k_dense_replace``; Nemotron-NAS with every attention block a no-op), with a ``head_dim``
+(which Solar's, EXAONE's and Ling's attention read and the others do not; null for Ling: the
+width's), a stray model-wide ``sliding_window`` or a legacy ``rope_scaling``; vLLM loads them
+through the oracle's stand-in for the checkpoint's class and ``get_config``'s RoPE patch (lifted).
+Each is read with a seeded TP (dividing the heads or not), PP, ``--kv-cache-dtype`` and
+``--disable-sliding-window``; every layer's name, kind, stage, heads per rank, head sizes, window
+and KV dtype are compared, and a refusal on one side only is a mismatch.
 """
 
 from __future__ import annotations
@@ -25,16 +26,22 @@ from typing import Any
 
 import test_vllm_classic
 import transformers as T
+import vllm_oracle as vo
 from remote_code_cases import REMOTE_CODE
 from vllm_oracle._hf import VllmLoadError, vllm_layers, vllm_load_config
+from vllm_differential import plan_both
 from vllm_reading import judge_families
 
-from kvbudget.vllm.models import ARCHITECTURES
+from kvbudget import InvalidConfigError, vllm
+from kvbudget.vllm.models import ARCHITECTURES, layers_from_hf_config
+from kvbudget.vllm.named import NAMED_READERS
+from kvbudget.vllm.nemotron_nas import DECILM
 
 T.logging.set_verbosity_error()  # the stand-in class has no RoPE keys of its own: transformers says so per load
 
 N = int(os.environ.get("KVBUDGET_VLLM_REMOTE_CODE_CASES", "60"))
-FAMILIES = ("internlm2", "orion", "solar", "minicpm", "deepseek", "exaone", "bailing_v1", "bailing_v2")
+GIB = 1 << 30
+FAMILIES = ("internlm2", "orion", "solar", "minicpm", "deepseek", "exaone", "bailing_v1", "bailing_v2", "decilm")
 #: Per family, attributes its vLLM class reads that a file may lack (besides ``num_key_value_heads``).
 _READ = {"bailing_v1": ("head_dim", "embedding_dropout"), "bailing_v2": ("head_dim", "embedding_dropout"),
          "deepseek": ("n_routed_experts", "first_k_dense_replace")}
@@ -45,7 +52,10 @@ def cases(per_family: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any],
         rng = random.Random(f"vllm-remote-code:{seed}:{family}")
         for _ in range(per_family):
             saved = REMOTE_CODE[family](rng).saved(False)
-            if rng.random() < 0.1:
+            if family == "decilm" and rng.random() < 0.05:  # every attention block a no-op
+                for block in saved["block_configs"]:
+                    block["attention"].update(no_op=True, n_heads_in_group=None)
+            elif rng.random() < 0.1 and "num_key_value_heads" in saved:
                 del saved["num_key_value_heads"]
             if rng.random() < 0.3:
                 saved["head_dim"] = rng.choice([64, 96, 128, None])
@@ -86,4 +96,23 @@ def test_remote_code_layers_equal_vllms_reading_of_the_config() -> None:
 
 
 def test_the_remote_code_architectures_are_read() -> None:
-    assert {REMOTE_CODE[f](random.Random(0)).arch for f in FAMILIES} <= ARCHITECTURES
+    archs = {REMOTE_CODE[f](random.Random(0)).arch for f in FAMILIES}
+    assert archs - {DECILM} <= ARCHITECTURES and DECILM in NAMED_READERS  # DeciLM: a module of its own
+
+
+def test_variable_gqa_plans_as_vllms_planner_plans_it() -> None:
+    """Nemotron-NAS layers whose KV heads differ from block to block (and whose no-op blocks have
+    none) through both planners: vLLM's (lifted) and kvbudget's, at three budgets."""
+    oracle = vo.load()
+    rng = random.Random("vllm-remote-code-plan")
+    varied = 0
+    for _ in range(40):
+        saved = REMOTE_CODE["decilm"](rng).saved(False)
+        engine = {"tp": rng.choice([1, 2, 4]), "pp": rng.choice([1, 2])}
+        try:
+            layers = layers_from_hf_config(saved, vllm.EngineConfig(**engine))
+        except InvalidConfigError:
+            continue
+        theirs = plan_both(oracle, layers, rng.choice([GIB, 20 * GIB, 60 * GIB]), engine)
+        varied += theirs is not None and theirs["ok"] and len({x.num_kv_heads for x in layers}) > 1
+    assert varied > 0  # some planned with KV heads that differ between layers

@@ -571,7 +571,7 @@ from . import _hf_tables_qwen4_exp  # noqa: E402,F401
 from . import _hf_tables_glm5_next  # noqa: E402,F401
 # Remote-code decoders (tests/test_vllm_remote_code.py; their configs are the checkpoint's own class,
 # stood in by tests/oracle_kit/remote_code.py, or SGLang's ExaoneConfig for EXAONE 3): InternLM2, Orion,
-# Solar, MiniCPM, EXAONE 3 and Ling / Bailing MoE,
+# Solar, MiniCPM, EXAONE 3, Nemotron-NAS and Ling / Bailing MoE,
 # each one Attention per layer under its own name. MLP / MoE blocks, norms and embeddings are inert (no KV).
 ENTRY.update({
     ("internlm2", "InternLM2ForCausalLM"): ("InternLM2Model", None, "model", False),
@@ -581,6 +581,7 @@ ENTRY.update({
     ("bailing_moe", "BailingMoeForCausalLM"): ("BailingMoeModel", None, "model", False),
     ("bailing_moe", "BailingMoeV2ForCausalLM"): ("BailingMoeModel", None, "model", False),
     ("exaone", "ExaoneForCausalLM"): ("ExaoneModel", None, "model", False),
+    ("nemotron_nas", "DeciLMForCausalLM"): ("DeciModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "internlm2": (["InternLM2Attention", "InternLMDecoderLayer", "InternLM2Model"], "InternLM2MLP", {}),
@@ -588,4 +589,8 @@ MODELS.update({
     "solar": (["SolarAttention", "SolarDecoderLayer", "SolarModel"], "SolarMLP", {}),
     "bailing_moe": (["BailingAttention", "BailingMoeBlock", "BailingMoeModel"], "BailingMLP BailingMoE", {}),
     "exaone": (["ExaoneAttention", "ExaoneBlockAttention", "ExaoneDecoderLayer", "ExaoneModel"], "ExaoneGatedMLP", {}),
+    # Nemotron-NAS: vLLM's Llama attention per block, its KV heads the block's, no-op blocks none
+    "nemotron_nas": (["_ffn_mult_to_intermediate_size", "_find_multiple", ("DeciLMAttention", "_init_rotary_emb"),
+                      "DeciLMDecoderLayer", "DeciModel"], "",
+                     {"LlamaAttention": "llama", "LlamaMLP": "llama"}),
 })  # fmt: skip

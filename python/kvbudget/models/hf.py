@@ -259,12 +259,35 @@ class _View:
         return v
 
 
+def nas_kv_heads(v: _View) -> set[int]:
+    """A Nemotron-NAS (DeciLM) config's KV head counts: ``num_attention_heads`` over each attention
+    block's ``n_heads_in_group`` in ``block_configs`` (no-op blocks left out; empty when all are)."""
+    blocks = v.raw("block_configs")
+    if not isinstance(blocks, list) or not all(isinstance(b, Mapping) and isinstance(b.get("attention"), Mapping)
+                                               for b in blocks):  # fmt: skip
+        raise ConfigError(f"{v.label}: a Nemotron-NAS config needs block_configs, each with an attention block",
+                          v.name("block_configs"))  # fmt: skip
+    heads = v.req_int("num_attention_heads")
+    groups = [b["attention"].get("n_heads_in_group") for b in blocks if not b["attention"].get("no_op")]
+    if not all(isinstance(g, int) and not isinstance(g, bool) and 0 < g <= heads for g in groups):
+        raise ConfigError(f"{v.label}: each attention block's n_heads_in_group must be a positive integer no "
+                          "larger than num_attention_heads", v.name("block_configs"))  # fmt: skip
+    return {heads // g for g in groups}
+
+
 def _heads_and_dims(v: _View) -> tuple[int, int, int | None]:
     """Return (num_kv_heads, head_dim, explicit v_head_dim) of a full layer."""
     num_heads = v.req_int("num_attention_heads")
     kv = v.opt_int("num_key_value_heads")
     if kv is None and v.raw("multi_query_attention") and v.has("multi_query_group_num"):
         kv = v.req_int("multi_query_group_num")  # ChatGLM's KV groups, as its modeling code reads them
+    if kv is None and v.model_type == "nemotron-nas":  # DeciLM: per block, as its modeling code reads them
+        counts = nas_kv_heads(v)
+        if len(counts) != 1:
+            raise ConfigError(f"{v.label}: a Nemotron-NAS config with KV heads {sorted(counts)} across its attention "
+                              "blocks: one geometry holds one KV head count (vLLM mode, --engine vllm, reads them "
+                              "per layer)", v.name("block_configs"))  # fmt: skip
+        kv = counts.pop()
     if kv is None:
         kv = num_heads
     head_dim = v.opt_int("head_dim")

@@ -1,14 +1,12 @@
 """A model as SGLang 0.5.23 sees it: the geometry its pool configurators are given.
 
-SGLang does not plan the layers a config describes; it plans what its
-``ModelConfig`` derives from the config: separate full and SWA pools only for
-the architectures on its hybrid-SWA list or whose text config opts in with
-``is_hybrid_swa`` (:mod:`kvbudget.sglang.hybrid`), otherwise one
-``DefaultPoolConfigurator`` pool over ``num_attention_layers`` layers priced
-at the full-attention geometry (Gemma 2/3/3n, Cohere2, Mistral with a sliding
-window, Llama 4 text-only: every layer, sliding ones included; Gemma 3n's
-KV-shared layers too). :func:`resolve_sglang` states those rules for
-attention models:
+SGLang does not plan the layers a config describes; it plans what its ``ModelConfig`` derives from
+the config: separate full and SWA pools only for the architectures on its hybrid-SWA list or whose
+text config opts in with ``is_hybrid_swa`` (:mod:`kvbudget.sglang.hybrid`), otherwise one
+``DefaultPoolConfigurator`` pool over ``num_attention_layers`` layers priced at the full-attention
+geometry (Gemma 2/3/3n, Cohere2, Mistral with a sliding window, Llama 4 text-only: every layer,
+sliding ones included; Gemma 3n's KV-shared layers too). :func:`resolve_sglang` states those rules
+for attention models:
 
 * the text config: ``text_config`` of a multimodal config, else the config (SGLang's own
   LLaVA classes, ``Llava*ForCausalLM``, read the outer config whatever it nests); keys read
@@ -25,7 +23,8 @@ attention models:
 * KV heads by ``get_total_num_kv_heads`` (``multi_query`` -> 1, then
   ``n_head_kv``, ``num_kv_heads``, ``num_key_value_heads``,
   ``multi_query_group_num``, ``num_attention_groups``, else the attention
-  heads); SWA heads from ``swa_num_key_value_heads`` or Step3p5's
+  heads; Nemotron-NAS: the heads over each attention block's ``n_heads_in_group``, one count or
+  SGLang refuses it as variable GQA); SWA heads from ``swa_num_key_value_heads`` or Step3p5's
   ``attention_other_setting``;
 * the layer count: ``num_hidden_layers``, twice it for LongCat-Flash (two MLA blocks per
   decoder layer), times the loops of IQuest's loop coder and Nanbeige; Whisper's encoder
@@ -44,32 +43,30 @@ attention models:
   ``window_size`` as is (MiMo-V2, Step3p5, GraniteSWA, Laguna, a model opting
   in), else ``attention_chunk_size`` (Llama 4).
 
-A hybrid model SGLang's pool factory then fails on (its HybridSWA configurator
-asserts a sliding layer: Laguna, Step3p5 or Mellum with every layer full
-attention; or an ``is_hybrid_swa`` opt-in without ``hybrid_layer_pattern``,
-whose layer ids SGLang leaves None) resolves as ``ModelConfig`` has it, and
-:meth:`SGLangModel.model_geometry` refuses it with SGLang's reason.
+A hybrid model SGLang's pool factory then fails on (its HybridSWA configurator asserts a sliding
+layer: Laguna, Step3p5 or Mellum with every layer full attention; or an ``is_hybrid_swa`` opt-in
+without ``hybrid_layer_pattern``, whose layer ids SGLang leaves None) resolves as ``ModelConfig``
+has it, and :meth:`SGLangModel.model_geometry` refuses it with SGLang's reason.
 
-Models SGLang plans with a Mamba or linear-attention state pool beside the KV
-pool (Qwen3-Next, Qwen3.5, Kimi-Linear, LFM2, LFM2-MoE and LFM2-VL, Nemotron-H,
-Falcon-H1, Granite-4.0-H, ZAYA1) resolve to the full-attention layers that pool counts
-(``state_pool=True``; the Mamba-2-shaped families' from the layer kinds their
-state layers are read with, :func:`kvbudget.sglang.state_model.attention_layer_ids`;
-ZAYA1's config as SGLang's own class derives it, :mod:`kvbudget.sglang.zaya`); the
-other model types SGLang plans a state pool for (:data:`UNRESOLVED_STATE_TYPES`:
-Qwen4-Exp, the Bailing hybrids, Jet-Nemotron, ...) are refused by name. DSA models (DeepSeek-V3.2,
-GLM-5, HunYuan-V4, LongCat-Flash with ``index_topk``: an MLA architecture whose config has
-``index_topk``) carry their indexer (:mod:`kvbudget.sglang.dsa`). Architectures SGLang cannot
-serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4, the
-pure state models Mamba, Mamba-2 and Falcon-Mamba: no KV pool), MLA architectures kvbudget has not
-checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-VL, Kimi-K3, Bailing V2.5/V3, Sarvam-MLA,
-DeepSeek-VL2), an MLA
-model opting in to hybrid SWA, and hybrid models whose class's window rule
+Models SGLang plans with a Mamba or linear-attention state pool beside the KV pool (Qwen3-Next,
+Qwen3.5, Kimi-Linear, LFM2, LFM2-MoE and LFM2-VL, Nemotron-H, Falcon-H1, Granite-4.0-H, ZAYA1)
+resolve to the full-attention layers that pool counts (``state_pool=True``; the Mamba-2-shaped
+families' from the layer kinds their state layers are read with,
+:func:`kvbudget.sglang.state_model.attention_layer_ids`; ZAYA1's config as SGLang's own class
+derives it, :mod:`kvbudget.sglang.zaya`); the other model types SGLang plans a state pool for
+(:data:`UNRESOLVED_STATE_TYPES`: Qwen4-Exp, the Bailing hybrids, Jet-Nemotron, ...) are refused by
+name. DSA models (DeepSeek-V3.2, GLM-5, HunYuan-V4, LongCat-Flash with ``index_topk``: an MLA
+architecture whose config has ``index_topk``) carry their indexer (:mod:`kvbudget.sglang.dsa`).
+Architectures SGLang cannot serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4,
+the pure state models Mamba, Mamba-2 and Falcon-Mamba: no KV pool), MLA architectures kvbudget has
+not checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-VL, Kimi-K3, Bailing V2.5/V3, Sarvam-MLA,
+DeepSeek-VL2), an MLA model opting in to hybrid SWA, and hybrid models whose class's window rule
 kvbudget has not checked against SGLang's code are refused with a
-:class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a
-geometry SGLang would not build. ``tests/test_sglang_model.py`` holds these
-rules to SGLang's released code on configs built by transformers 5.19.0, and
+:class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a geometry SGLang would
+not build. ``tests/test_sglang_model.py`` holds these rules to SGLang's released code on configs
+built by transformers 5.19.0 (``tests/test_sglang_remote_code.py`` on remote-code checkpoints), and
 ``tests/test_sglang_model_pools.py`` the pools that follow to its factory.
+
 """
 
 from __future__ import annotations
@@ -82,7 +79,7 @@ from importlib import resources
 from dataclasses import dataclass
 from typing import Any
 
-from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config
+from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config, nas_kv_heads
 from kvbudget.models.layer_kinds import derived_layer_types, is_kda_layer
 from kvbudget.sglang.dsa import MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
@@ -325,7 +322,14 @@ def _total_kv_heads(v: _View, pure_ssm: bool = False) -> int:
         and v.outer.get("new_decoder_architecture")
     ):
         return 1
-    if v.outer.get("model_type") in ("mpt", "dbrx", "nemotron-nas"):
+    if v.outer.get("model_type") == "nemotron-nas":  # one count over the attention blocks, or SGLang refuses
+        kv = nas_kv_heads(v)
+        if len(kv) != 1:
+            why = (f"ValueError: Variable GQA (VGQA) is not yet supported for nemotron-nas in sglang (KV heads "
+                   f"{sorted(kv)})" if kv else "RuntimeError: Couldn't determine number of kv heads")
+            raise ConfigError(f"{v.label}: SGLang 0.5.23 refuses it: {why}", v.name("block_configs"))
+        return kv.pop()
+    if v.outer.get("model_type") in ("mpt", "dbrx"):
         raise ConfigError(f"{v.label}: kvbudget does not resolve SGLang's KV heads for model_type "
                           f"{v.outer.get('model_type')!r}")  # fmt: skip
     for key in _KV_HEAD_KEYS:

@@ -25,6 +25,7 @@ from kvbudget.vllm.hrm_text import HRM_TEXT, hrm_text_layers
 from kvbudget.vllm.inkling import INKLING_ARCHITECTURES, inkling_layers
 from kvbudget.vllm.kimi_k3 import KIMI_K3, kimi_k3_layers
 from kvbudget.vllm.minimax_m3 import MINIMAX_M3, MINIMAX_M3_TEXT, minimax_m3_layers
+from kvbudget.vllm.nemotron_nas import DECILM, nemotron_nas_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.qwen4_exp import QWEN4_EXP_ARCHITECTURES, qwen4_exp_layers
 from kvbudget.vllm.step3_text import STEP3_TEXT, STEP3_VL, step3_layers
@@ -103,7 +104,7 @@ def _gdn_wrapper(cfg: Mapping[str, Any], engine: EngineConfig, o: ReadOptions) -
 
 
 #: Architecture name -> its reader. Step3 (alone, or in Step3-VL / Step-VL), Cosmos3-Edge, Cohere
-#: Compass, DiffusionGemma and MiniMax-M3 (wrapper and text model) refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam,
+#: Compass, DiffusionGemma, MiniMax-M3 (wrapper and text model) and Nemotron-NAS refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam,
 #: Step-3.5, HRM-Text, Kimi-K3, Inkling, Qwen4-Exp, GLM-5-Next and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
 #: Intern-S2 Mobius) check drafters themselves.
 NAMED_READERS: Final[Mapping[str, NamedReader]] = {
@@ -122,4 +123,5 @@ NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     **dict.fromkeys(QWEN4_EXP_ARCHITECTURES, NamedReader(_qwen4_exp, False)),
     DEEPSEEK_V4: _attention(deepseek_v4_layers, refuse_drafters=False),  # read, then refused as not modelled
     **dict.fromkeys(GLM5_NEXT_ARCHITECTURES, _state(glm5_next_layers)),
+    DECILM: _attention(nemotron_nas_layers, refuse_drafters=True),
 }

@@ -1,6 +1,7 @@
 """Configs of remote-code checkpoints: architectures that transformers 5.19.0 has no config class
 for and neither engine ships one (InternLM2, Baichuan, Qwen-1, DeepSeek-MoE, Orion, MiniCPM,
-Solar, XVERSE-MoE, Grok-1, Ling / Bailing MoE, EXAONE 3, Nemotron-NAS).
+Solar, XVERSE-MoE, Grok-1, Ling / Bailing MoE, EXAONE 3, Nemotron-NAS, IQuest-Coder-Loop, SDAR,
+xLLM / K2 Horizon).
 
 Both engines load them with ``--trust-remote-code``: the checkpoint's own ``configuration_*.py``,
 named by the ``auto_map`` its ``config.json`` carries. That code is the checkpoint's, not the
@@ -8,7 +9,9 @@ engine's, and is not here. Each builder writes the file as ``save_pretrained`` l
 its class sets, seeded where checkpoints vary) with its ``auto_map``; the oracles stand in for the
 remote class with a ``PretrainedConfig`` subclass of that ``model_type`` (``oracle_kit.remote_code``),
 whose attributes are the file's keys: what the remote class's instance holds for every key the file
-holds. What the engines then do with it (SGLang's ``ModelConfig``, vLLM's model classes) is their
+holds. The ``model_type`` is the one an engine names where one does (SGLang's own classes for
+``exaone``, ``xllm``, ``k2_horizon``), else the family's; neither engine's reading of these depends on
+it beyond picking the class. What the engines then do with it (SGLang's ``ModelConfig``, vLLM's model classes) is their
 released code, run.
 
 Not here: Ling 2.5 (``BailingMoeV2_5ForCausalLM``: lightning-attention state).
@@ -105,6 +108,23 @@ def _decilm(rng: random.Random) -> Built:
     return built._replace(extra=saved)
 
 
+def _loop_coder(rng: random.Random) -> Built:
+    """IQuest-Coder's loop variant: ``loop_num`` passes over the decoder layers (SGLang's
+    ``ModelConfig`` counts ``num_hidden_layers * loop_num`` attention layers)."""
+    return _simple("IQuestLoopCoderForCausalLM", "iquestloopcoder", "configuration_iquestloopcoder",
+                   "IQuestLoopCoderConfig", loop_num=rng.choice([1, 2, 3]))(rng)  # fmt: skip
+
+
+def _qwen3_like(arch: str, model_type: str, module: str, config: str, **keys: Any) -> _Builder:
+    """A Qwen3-style decoder (``head_dim`` given, QK norm)."""
+
+    def build(rng: random.Random) -> Built:
+        built = _simple(arch, model_type, module, config, **keys)(rng)
+        return built._replace(extra={**built.extra, "head_dim": rng.choice([64, 128])})
+
+    return build
+
+
 REMOTE_CODE: dict[str, _Builder] = {
     "internlm2": _simple("InternLM2ForCausalLM", "internlm2", "configuration_internlm2", "InternLM2Config", bias=False),
     "baichuan": _simple("BaichuanForCausalLM", "baichuan", "configuration_baichuan", "BaichuanConfig", kv=False,
@@ -130,4 +150,12 @@ REMOTE_CODE: dict[str, _Builder] = {
     "bailing_v2": _bailing("BailingMoeV2ForCausalLM"),
     "exaone": _exaone,
     "decilm": _decilm,
+    "iquest_loopcoder": _loop_coder,
+    "sdar": _qwen3_like("SDARForCausalLM", "sdar", "configuration_sdar", "SDARConfig"),
+    "sdar_moe": _qwen3_like("SDARMoeForCausalLM", "sdar_moe", "configuration_sdar_moe", "SDARMoeConfig",
+                            num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768, norm_topk_prob=True),
+    # SGLang loads these two with its own thin classes (configs/k2_horizon.py), the file's keys as attributes
+    "xllm": _simple("XllmForCausalLM", "xllm", "configuration_xllm", "XllmConfig", num_values=0),
+    "k2_horizon": _simple("K2HorizonForCausalLM", "k2_horizon", "configuration_k2_horizon", "K2HorizonConfig",
+                          num_values=4, num_values_per_tok=2, apply_attn_gate=True),
 }

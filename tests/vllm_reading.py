@@ -85,3 +85,12 @@ def judge_families(cases: Iterable[tuple[str, dict[str, Any], dict[str, Any]]], 
             diff = next((f"{x} vs {y}" for x, y in zip(a, b) if x != y), f"{len(a)} vs {len(b)} layers")
             mismatches.append(f"case {i} ({family}, {settings}): {diff}")
     return counts, mismatches
+
+
+def assert_families_agree(label: str, counts: dict[str, dict[str, int]], mismatches: list[str]) -> None:
+    """No mismatch, and each family planned on most of its configs and refused on some (so neither
+    side's refusals pass unseen); prints the counts under ``label``."""
+    print(f"\n{label}: {counts}, {len(mismatches)} mismatches")
+    assert not mismatches, f"{len(mismatches)} configs differ:\n" + "\n".join(mismatches[:12])
+    for family, c in counts.items():
+        assert 0 < c["refused"] < c["compared"] * 3 // 5 and c["layers"] > 0, (family, c)

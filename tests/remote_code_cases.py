@@ -1,18 +1,18 @@
 """Configs of remote-code checkpoints: architectures that transformers 5.19.0 has no config class
-for and neither engine ships one (InternLM2, Baichuan, Qwen-1, DeepSeek-MoE, Orion, MiniCPM,
-Solar, XVERSE-MoE, Grok-1, Ling / Bailing MoE, EXAONE 3, Nemotron-NAS, IQuest-Coder-Loop, SDAR,
-xLLM / K2 Horizon).
+for (InternLM2, Baichuan, Qwen-1, DeepSeek-MoE, Orion, MiniCPM, Solar, XVERSE-MoE, Grok-1, Ling /
+Bailing MoE, EXAONE 3, Nemotron-NAS, IQuest-Coder-Loop, SDAR, xLLM / K2 Horizon); neither engine
+ships one, but SGLang for EXAONE 3 (a copy) and xLLM / K2 Horizon (thin classes).
 
 Both engines load them with ``--trust-remote-code``: the checkpoint's own ``configuration_*.py``,
 named by the ``auto_map`` its ``config.json`` carries. That code is the checkpoint's, not the
 engine's, and is not here. Each builder writes the file as ``save_pretrained`` leaves it (every key
 its class sets, seeded where checkpoints vary) with its ``auto_map``; the oracles stand in for the
-remote class with a ``PretrainedConfig`` subclass of that ``model_type`` (``oracle_kit.remote_code``),
-whose attributes are the file's keys: what the remote class's instance holds for every key the file
-holds. The ``model_type`` is the one an engine names where one does (SGLang's own classes for
-``exaone``, ``xllm``, ``k2_horizon``), else the family's; neither engine's reading of these depends on
-it beyond picking the class. What the engines then do with it (SGLang's ``ModelConfig``, vLLM's model classes) is their
-released code, run.
+remote class with a ``PretrainedConfig`` subclass of that ``model_type``
+(``oracle_kit.remote_code``), whose attributes are the file's keys: what the remote class's instance
+holds for every key the file holds. The ``model_type`` is the one an engine names where one does
+(SGLang's own classes for ``exaone``, ``xllm``, ``k2_horizon``), else the family's; neither engine's
+reading of these depends on it beyond picking the class. What the engines then do with it (SGLang's
+``ModelConfig``, vLLM's model classes) is their released code, run.
 
 Not here: Ling 2.5 (``BailingMoeV2_5ForCausalLM``: lightning-attention state).
 """

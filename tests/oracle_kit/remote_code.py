@@ -3,14 +3,14 @@
 A remote-code checkpoint (InternLM2, Baichuan, ...) names its config class in ``config.json``'s
 ``auto_map``; both engines load it with that class, from the checkpoint's ``configuration_*.py``,
 which is not here. :func:`register` registers, for such a file whose ``model_type`` transformers
-5.19.0 does not know, a ``PretrainedConfig`` subclass of that type with transformers' ``AutoConfig``:
-loading the file then gives an instance whose attributes are the file's keys, which is what the
-remote class's instance holds for every key the file holds (``save_pretrained`` writes them all).
-Its defaults for keys the file leaves out, its ``attribute_map`` and any derived attribute are not
-known, so ``tests/remote_code_cases.py`` writes every key the engines read; where the class turns a
-list of nested dicts into objects the engines read by attribute (DeciLM's ``block_configs``), the
-stand-in does too. A file without
-``auto_map`` is left alone: transformers refuses its unknown type, as the engines do.
+5.19.0 does not know, a ``PretrainedConfig`` subclass of that type with transformers'
+``AutoConfig``: loading the file then gives an instance whose attributes are the file's keys, which
+is what the remote class's instance holds for every key the file holds (``save_pretrained`` writes
+them all). Its defaults for keys the file leaves out, its ``attribute_map`` and any derived
+attribute are not known, so ``tests/remote_code_cases.py`` writes every key the engines read; where
+the class turns a list of nested dicts into objects the engines read by attribute (DeciLM's
+``block_configs``), the stand-in does too. A file without ``auto_map`` is left alone: transformers
+refuses its unknown type, as the engines do.
 """
 
 from __future__ import annotations

@@ -83,9 +83,8 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
     "DeepseekForCausalLM": ("model.layers", "self_attn.attn"),
     "ExaoneForCausalLM": ("model.h", "attn.attention.attn"),
 }
-#: The remote-code decoders of :data:`CLASSIC`: grouped attention over ``num_key_value_heads``
-#: (Solar: ``getattr(config, "num_key_value_heads", num_attention_heads)`` and its ``head_dim`` when
-#: the config sets one), with ``Attention``'s divisibility asserts.
+#: The remote-code decoders of :data:`CLASSIC` with grouped attention over ``num_key_value_heads``
+#: (see :data:`_LENIENT`), with the class's and ``Attention``'s divisibility asserts.
 _GROUPED: Final = frozenset({"InternLM2ForCausalLM", "OrionForCausalLM", "SolarForCausalLM", "MiniCPMForCausalLM",
                              "DeepseekForCausalLM", "ExaoneForCausalLM"})  # fmt: skip
 #: Of :data:`_GROUPED`, the classes that read ``head_dim`` when set and default the KV heads to the

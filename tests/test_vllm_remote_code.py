@@ -1,8 +1,10 @@
 """``kvbudget.vllm.layers_from_hf_config`` on remote-code decoders (InternLM2, Orion, Solar, MiniCPM,
-DeepSeek-MoE, EXAONE 3, Ling / Bailing MoE v1 and 2.0, Nemotron-NAS), held to vLLM 0.33.0's own model
-classes (``tests/vllm_oracle``: ``InternLM2ForCausalLM``, ``OrionForCausalLM``, ``SolarForCausalLM``,
-``MiniCPMForCausalLM``, ``DeepseekForCausalLM``, ``ExaoneForCausalLM``, ``BailingMoeForCausalLM``,
-``BailingMoeV2ForCausalLM``, ``DeciLMForCausalLM``, their ``__init__`` kept to the decoder they build).
+DeepSeek-MoE, EXAONE 3, Ling / Bailing MoE v1 and 2.0, Nemotron-NAS, IQuest-Coder-Loop), held to
+vLLM 0.33.0's own model classes (``tests/vllm_oracle``: ``InternLM2ForCausalLM``,
+``OrionForCausalLM``, ``SolarForCausalLM``, ``MiniCPMForCausalLM``, ``DeepseekForCausalLM``,
+``ExaoneForCausalLM``, ``BailingMoeForCausalLM``, ``BailingMoeV2ForCausalLM``,
+``DeciLMForCausalLM``, ``IQuestLoopCoderForCausalLM``, their ``__init__`` kept to the decoder they
+build).
 
 The configs are the seeded files of ``tests/remote_code_cases.py`` (as the checkpoints' own config
 classes save them, with their ``auto_map``; EXAONE 3's loaded by SGLang's copy of its class), some
@@ -35,13 +37,15 @@ from vllm_reading import assert_families_agree, judge_families
 from kvbudget import InvalidConfigError, vllm
 from kvbudget.vllm.models import ARCHITECTURES, layers_from_hf_config
 from kvbudget.vllm.named import NAMED_READERS
+from kvbudget.vllm.iquest_loopcoder import IQUEST_LOOPCODER
 from kvbudget.vllm.nemotron_nas import DECILM
 
 T.logging.set_verbosity_error()  # the stand-in class has no RoPE keys of its own: transformers says so per load
 
 N = int(os.environ.get("KVBUDGET_VLLM_REMOTE_CODE_CASES", "60"))
 GIB = 1 << 30
-FAMILIES = ("internlm2", "orion", "solar", "minicpm", "deepseek", "exaone", "bailing_v1", "bailing_v2", "decilm")
+FAMILIES = ("internlm2", "orion", "solar", "minicpm", "deepseek", "exaone", "bailing_v1", "bailing_v2", "decilm",
+            "iquest_loopcoder")
 #: Per family, attributes its vLLM class reads that a file may lack (besides ``num_key_value_heads``).
 _READ = {"bailing_v1": ("head_dim", "embedding_dropout"), "bailing_v2": ("head_dim", "embedding_dropout"),
          "deepseek": ("n_routed_experts", "first_k_dense_replace")}
@@ -57,6 +61,10 @@ def cases(per_family: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any],
                     block["attention"].update(no_op=True, n_heads_in_group=None)
             elif rng.random() < 0.1 and "num_key_value_heads" in saved:
                 del saved["num_key_value_heads"]
+            if family == "iquest_loopcoder":  # the class's defaults (2 loops, window 64), or the file's
+                saved.update({k: rng.choice([None, *values]) for k, values in
+                              (("loop_num", [1, 2, 3]), ("loop_window_size", [64, 128]), ("max_window_layers", [1]))})
+                saved = {k: x for k, x in saved.items() if x is not None}
             if rng.random() < 0.3:
                 saved["head_dim"] = rng.choice([64, 96, 128, None])
             if family in _READ and rng.random() < 0.1:
@@ -70,6 +78,8 @@ def cases(per_family: int, seed: int = 0) -> Iterator[tuple[str, dict[str, Any],
             engine = {"tp": rng.choice([1, 1, 2, 4, 8, 16]), "pp": rng.choice([1, 1, 1, 2, 3]),
                       "kv_cache_dtype": rng.choice(["auto", "auto", "fp8"]),
                       "disable_sliding_window": rng.random() < 0.2}  # fmt: skip
+            if family == "iquest_loopcoder" and rng.random() < 0.8:  # a class without SupportsPP: mostly one stage
+                engine["pp"] = 1
             yield family, saved, engine
 
 
@@ -93,7 +103,8 @@ def test_remote_code_layers_equal_vllms_reading_of_the_config() -> None:
 
 def test_the_remote_code_architectures_are_read() -> None:
     archs = {REMOTE_CODE[f](random.Random(0)).arch for f in FAMILIES}
-    assert archs - {DECILM} <= ARCHITECTURES and DECILM in NAMED_READERS  # DeciLM: a module of its own
+    own = {DECILM, IQUEST_LOOPCODER}  # read by modules of their own
+    assert archs - own <= ARCHITECTURES and own <= set(NAMED_READERS)
 
 
 def test_variable_gqa_plans_as_vllms_planner_plans_it() -> None:

@@ -561,6 +561,8 @@ MODELS["whisper"] = ([("WhisperAttention", _WHISPER_ATTN), ("WhisperCrossAttenti
 from . import _hf_tables_mm  # noqa: E402,F401
 # MiniCPM-V 4.6 / 4.7, Kimi-K3, HRM-Text, Beam, Step-3.5, Intern-S2-Mobius: their entries (._hf_tables_more)
 from . import _hf_tables_more  # noqa: E402,F401
+# InternLM2, Orion, Solar, MiniCPM, EXAONE 3, Ling, DeepSeek-MoE, Nemotron-NAS, IQuest-Coder-Loop (._hf_tables_remote)
+from . import _hf_tables_remote  # noqa: E402,F401
 # Inkling: its entries, its config classes and its records (._hf_tables_inkling)
 from . import _hf_tables_inkling  # noqa: E402,F401
 # MiniMax-M3: its entries, config classes, records and block sizes (._hf_tables_minimax_m3)
@@ -569,28 +571,3 @@ from . import _hf_tables_minimax_m3  # noqa: E402,F401
 from . import _hf_tables_qwen4_exp  # noqa: E402,F401
 # GLM-5-Next: its lifted classes and its own build and records (._hf_tables_glm5_next)
 from . import _hf_tables_glm5_next  # noqa: E402,F401
-# Remote-code decoders (tests/test_vllm_remote_code.py; their configs are the checkpoint's own class,
-# stood in by tests/oracle_kit/remote_code.py, or SGLang's ExaoneConfig for EXAONE 3): InternLM2, Orion,
-# Solar, MiniCPM, EXAONE 3, Nemotron-NAS and Ling / Bailing MoE,
-# each one Attention per layer under its own name. MLP / MoE blocks, norms and embeddings are inert (no KV).
-ENTRY.update({
-    ("internlm2", "InternLM2ForCausalLM"): ("InternLM2Model", None, "model", False),
-    ("orion", "OrionForCausalLM"): ("OrionModel", None, "model", False),
-    ("solar", "SolarForCausalLM"): ("SolarModel", None, "model", False),
-    ("minicpm", "MiniCPMForCausalLM"): ("MiniCPMModel", None, "model", False),
-    ("bailing_moe", "BailingMoeForCausalLM"): ("BailingMoeModel", None, "model", False),
-    ("bailing_moe", "BailingMoeV2ForCausalLM"): ("BailingMoeModel", None, "model", False),
-    ("exaone", "ExaoneForCausalLM"): ("ExaoneModel", None, "model", False),
-    ("nemotron_nas", "DeciLMForCausalLM"): ("DeciModel", None, "model", False),
-})  # fmt: skip
-MODELS.update({
-    "internlm2": (["InternLM2Attention", "InternLMDecoderLayer", "InternLM2Model"], "InternLM2MLP", {}),
-    "orion": (["OrionAttention", "OrionDecoderLayer", "OrionModel"], "OrionMLP", {}),
-    "solar": (["SolarAttention", "SolarDecoderLayer", "SolarModel"], "SolarMLP", {}),
-    "bailing_moe": (["BailingAttention", "BailingMoeBlock", "BailingMoeModel"], "BailingMLP BailingMoE", {}),
-    "exaone": (["ExaoneAttention", "ExaoneBlockAttention", "ExaoneDecoderLayer", "ExaoneModel"], "ExaoneGatedMLP", {}),
-    # Nemotron-NAS: vLLM's Llama attention per block, its KV heads the block's, no-op blocks none
-    "nemotron_nas": (["_ffn_mult_to_intermediate_size", "_find_multiple", ("DeciLMAttention", "_init_rotary_emb"),
-                      "DeciLMDecoderLayer", "DeciModel"], "",
-                     {"LlamaAttention": "llama", "LlamaMLP": "llama"}),
-})  # fmt: skip

@@ -23,6 +23,7 @@ from kvbudget.vllm.gdn_wrappers import GDN_WRAPPERS, gdn_wrapper_layers
 from kvbudget.vllm.glm5_next import GLM5_NEXT_ARCHITECTURES, glm5_next_layers
 from kvbudget.vllm.hrm_text import HRM_TEXT, hrm_text_layers
 from kvbudget.vllm.inkling import INKLING_ARCHITECTURES, inkling_layers
+from kvbudget.vllm.iquest_loopcoder import IQUEST_LOOPCODER, iquest_loopcoder_layers
 from kvbudget.vllm.kimi_k3 import KIMI_K3, kimi_k3_layers
 from kvbudget.vllm.minimax_m3 import MINIMAX_M3, MINIMAX_M3_TEXT, minimax_m3_layers
 from kvbudget.vllm.nemotron_nas import DECILM, nemotron_nas_layers
@@ -104,8 +105,9 @@ def _gdn_wrapper(cfg: Mapping[str, Any], engine: EngineConfig, o: ReadOptions) -
 
 
 #: Architecture name -> its reader. Step3 (alone, or in Step3-VL / Step-VL), Cosmos3-Edge, Cohere
-#: Compass, DiffusionGemma, MiniMax-M3 (wrapper and text model) and Nemotron-NAS refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam,
-#: Step-3.5, HRM-Text, Kimi-K3, Inkling, Qwen4-Exp, GLM-5-Next and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
+#: Compass, DiffusionGemma, MiniMax-M3 (wrapper and text model), Nemotron-NAS and IQuest-Coder-Loop
+#: refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam, Step-3.5, HRM-Text,
+#: Kimi-K3, Inkling, Qwen4-Exp, GLM-5-Next and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
 #: Intern-S2 Mobius) check drafters themselves.
 NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     **dict.fromkeys((STEP3_TEXT, *STEP3_VL), _attention(step3_layers, refuse_drafters=True)),
@@ -124,4 +126,5 @@ NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     DEEPSEEK_V4: _attention(deepseek_v4_layers, refuse_drafters=False),  # read, then refused as not modelled
     **dict.fromkeys(GLM5_NEXT_ARCHITECTURES, _state(glm5_next_layers)),
     DECILM: _attention(nemotron_nas_layers, refuse_drafters=True),
+    IQUEST_LOOPCODER: _attention(iquest_loopcoder_layers, refuse_drafters=True),
 }

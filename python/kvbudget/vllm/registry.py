@@ -25,7 +25,7 @@ __all__ = ["NOT_PIPELINE_PARALLEL", "registry", "served_as", "wrapper_table"]
 #: builds). Held to the wheel's class hierarchies by ``tests/test_vllm_wrappers.py``.
 NOT_PIPELINE_PARALLEL: frozenset[str] = frozenset({
     "AriaForConditionalGeneration", "DiffusionGemmaForBlockDiffusion", "Gemma3nForCausalLM",
-    "Gemma3nForConditionalGeneration", "HrmTextForCausalLM",
+    "Gemma3nForConditionalGeneration", "HrmTextForCausalLM", "IQuestLoopCoderForCausalLM",
     "Idefics3ForConditionalGeneration", "Mamba2ForCausalLM", "NemotronH_Nano_Omni_Reasoning_V3",
     "NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "NemotronH_Super_Omni_Reasoning_V3",
     "PaddleOCRVLForConditionalGeneration", "SmolVLMForConditionalGeneration", "WhisperForConditionalGeneration",

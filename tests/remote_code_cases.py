@@ -1,7 +1,7 @@
-"""Configs of remote-code checkpoints: architectures that transformers 5.19.0 has no config class
-for (InternLM2, Baichuan, Qwen-1, DeepSeek-MoE, Orion, MiniCPM, Solar, XVERSE-MoE, Grok-1, Ling /
-Bailing MoE, EXAONE 3, Nemotron-NAS, IQuest-Coder-Loop, SDAR, xLLM / K2 Horizon); neither engine
-ships one, but SGLang for EXAONE 3 (a copy) and xLLM / K2 Horizon (thin classes).
+"""Configs of remote-code checkpoints: architectures that transformers 5.19.0 has no config class for
+(InternLM2, Baichuan, Qwen-1, DeepSeek-MoE, Orion, MiniCPM, Solar, XVERSE-MoE, Grok-1, Ling /
+Bailing MoE, EXAONE 3, Nemotron-NAS, IQuest-Coder-Loop, SDAR, xLLM / K2 Horizon, Sarvam); neither
+engine ships one, but SGLang for EXAONE 3 (a copy) and xLLM / K2 Horizon (thin classes).
 
 Both engines load them with ``--trust-remote-code``: the checkpoint's own ``configuration_*.py``,
 named by the ``auto_map`` its ``config.json`` carries. That code is the checkpoint's, not the
@@ -41,7 +41,8 @@ def _file(rng: random.Random, arch: str, model_type: str, module: str, config: s
         del g["num_key_value_heads"]
     saved = {"model_type": model_type, **g, "intermediate_size": 4 * g["hidden_size"], "vocab_size": 32000,
              "max_position_embeddings": rng.choice([4096, 32768]), "torch_dtype": "bfloat16",
-             "tie_word_embeddings": False, "auto_map": _auto_map(module, config, arch), **keys}  # fmt: skip
+             "tie_word_embeddings": False, "rope_scaling": None, "auto_map": _auto_map(module, config, arch),
+             **keys}  # fmt: skip
     return Built(None, arch, saved)
 
 
@@ -61,7 +62,7 @@ def _qwen(rng: random.Random) -> Built:
     return built._replace(extra=saved)
 
 
-def _bailing(arch: str) -> _Builder:
+def _bailing(arch: str, model_type: str = "bailing_moe") -> _Builder:
     """Ling / Bailing MoE (v1 and 2.0): ``head_dim`` given, partial rotary, MoE keys, and the
     2.0 checkpoints' ``num_nextn_predict_layers`` (their MTP layer, served as a draft)."""
 
@@ -73,7 +74,7 @@ def _bailing(arch: str) -> _Builder:
                  "partial_rotary_factor": rng.choice([0.5, 1.0]), "num_nextn_predict_layers": rng.choice([0, 1]),
                  "rms_norm_eps": 1e-6, "hidden_act": "silu", "rope_theta": 600000.0, "embedding_dropout": 0.0,
                  "use_qk_norm": rng.random() < 0.5, "use_rmsnorm": True}  # fmt: skip
-        return _file(rng, arch, "bailing_moe", "configuration_bailing_moe", "BailingMoeConfig", **extra)
+        return _file(rng, arch, model_type, f"configuration_{model_type}", "BailingMoeConfig", **extra)
 
     return build
 
@@ -125,6 +126,15 @@ def _qwen3_like(arch: str, model_type: str, module: str, config: str, **keys: An
     return build
 
 
+def _sarvam_mla(rng: random.Random) -> Built:
+    """Sarvam's MLA MoE (``SarvamMLAForCausalLM``): DeepSeek-style latent attention keys."""
+    built = _simple("SarvamMLAForCausalLM", "sarvam_mla", "configuration_sarvam_mla", "SarvamMLAConfig",
+                    num_experts=128, num_experts_per_tok=8, num_shared_experts=1, moe_intermediate_size=1024)(rng)
+    mla = {"kv_lora_rank": rng.choice([256, 512]), "qk_rope_head_dim": rng.choice([32, 64]),
+           "qk_nope_head_dim": rng.choice([64, 128]), "v_head_dim": rng.choice([64, 128]), "q_lora_rank": None}
+    return built._replace(extra={**built.extra, **mla})
+
+
 REMOTE_CODE: dict[str, _Builder] = {
     "internlm2": _simple("InternLM2ForCausalLM", "internlm2", "configuration_internlm2", "InternLM2Config", bias=False),
     "baichuan": _simple("BaichuanForCausalLM", "baichuan", "configuration_baichuan", "BaichuanConfig", kv=False,
@@ -158,4 +168,6 @@ REMOTE_CODE: dict[str, _Builder] = {
     "xllm": _simple("XllmForCausalLM", "xllm", "configuration_xllm", "XllmConfig", num_values=0),
     "k2_horizon": _simple("K2HorizonForCausalLM", "k2_horizon", "configuration_k2_horizon", "K2HorizonConfig",
                           num_values=4, num_values_per_tok=2, apply_attn_gate=True),
+    "sarvam_mla": _sarvam_mla,
+    "sarvam_moe": _bailing("SarvamMoEForCausalLM", "sarvam_moe"),  # SGLang's class is its Bailing MoE one
 }

@@ -45,9 +45,10 @@ T.logging.set_verbosity_error()  # the stand-in class has no RoPE keys of its ow
 N = int(os.environ.get("KVBUDGET_VLLM_REMOTE_CODE_CASES", "60"))
 GIB = 1 << 30
 FAMILIES = ("internlm2", "orion", "solar", "minicpm", "deepseek", "exaone", "bailing_v1", "bailing_v2", "decilm",
-            "iquest_loopcoder")
+            "iquest_loopcoder", "sarvam_moe")
 #: Per family, attributes its vLLM class reads that a file may lack (besides ``num_key_value_heads``).
 _READ = {"bailing_v1": ("head_dim", "embedding_dropout"), "bailing_v2": ("head_dim", "embedding_dropout"),
+         "sarvam_moe": ("head_dim", "embedding_dropout"),
          "deepseek": ("n_routed_experts", "first_k_dense_replace")}
 
 

@@ -42,13 +42,15 @@ def _mappings(value: Any) -> Any:
 
 def _class_body(model_type: str) -> dict[str, Any]:
     key = _OBJECT_LISTS.get(model_type)
-    if key is None:
-        return {"model_type": model_type}
 
     def __init__(self: PretrainedConfig, **kwargs: Any) -> None:  # noqa: N807
-        entries = kwargs.pop(key, None)
+        entries = kwargs.pop(key, None) if key else None
         PretrainedConfig.__init__(self, **kwargs)
-        setattr(self, key, None if entries is None else [_objects(e) for e in entries])
+        for name, value in kwargs.items():  # the remote class sets each argument: `self.rope_scaling = ...`
+            if name not in self.__dict__:  # goes through transformers 5.19.0's setter, into rope_parameters
+                setattr(self, name, value)
+        if key:
+            setattr(self, key, None if entries is None else [_objects(e) for e in entries])
 
     def to_dict(self: PretrainedConfig) -> dict[str, Any]:
         out = PretrainedConfig.to_dict(self)
@@ -56,7 +58,8 @@ def _class_body(model_type: str) -> dict[str, Any]:
             out[key] = [_mappings(e) for e in out[key]]
         return out
 
-    return {"model_type": model_type, "__init__": __init__, "to_dict": to_dict}
+    body: dict[str, Any] = {"model_type": model_type, "__init__": __init__}
+    return {**body, "to_dict": to_dict} if key else body
 
 
 def register(saved: Mapping[str, Any]) -> type[PretrainedConfig] | None:

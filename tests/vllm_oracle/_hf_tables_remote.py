@@ -18,6 +18,8 @@ ENTRY.update({
     ("minicpm", "MiniCPMForCausalLM"): ("MiniCPMModel", None, "model", False),
     ("bailing_moe", "BailingMoeForCausalLM"): ("BailingMoeModel", None, "model", False),
     ("bailing_moe", "BailingMoeV2ForCausalLM"): ("BailingMoeModel", None, "model", False),
+    # Sarvam-MoE: vLLM's Bailing MoE class with its own weight loading only
+    ("sarvam", "SarvamMoEForCausalLM"): ("bailing_moe:BailingMoeModel", None, "model", False),
     ("exaone", "ExaoneForCausalLM"): ("ExaoneModel", None, "model", False),
     ("nemotron_nas", "DeciLMForCausalLM"): ("DeciModel", None, "model", False),
     ("iquest_loopcoder", "IQuestLoopCoderForCausalLM"): ("IQuestLoopCoderModel", None, "model", False),

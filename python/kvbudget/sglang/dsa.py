@@ -28,7 +28,7 @@ MLA_ARCHITECTURES = frozenset({
     "KimiK25ForConditionalGeneration", "KimiLinearForCausalLM",
     "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "Eagle3DeepseekV2ForCausalLM",
     "MiniCPM3ForCausalLM", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM",
-    "LongcatFlashForCausalLMNextN",
+    "LongcatFlashForCausalLMNextN", "SarvamMLAForCausalLM",
 })  # fmt: skip
 #: Of :data:`MLA_ARCHITECTURES`, those whose ``_derive_model_shapes`` branch leaves ``v_head_dim``
 #: at its generic default (the config's nonzero ``v_head_dim``, else the head dim).
@@ -44,7 +44,6 @@ UNCHECKED_MLA_ARCHITECTURES = frozenset({
     "PixtralForConditionalGeneration", "DeepseekVL2ForCausalLM", "KimiVLForConditionalGeneration",
     "KimiK3LinearForCausalLM", "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM",
     "BailingMoeForCausalLMNextN", "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration",
-    "SarvamMLAForCausalLM",
 })  # fmt: skip
 
 

@@ -59,7 +59,7 @@ name. DSA models (DeepSeek-V3.2, GLM-5, HunYuan-V4, LongCat-Flash with ``index_t
 architecture whose config has ``index_topk``) carry their indexer (:mod:`kvbudget.sglang.dsa`).
 Architectures SGLang cannot serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4,
 the pure state models Mamba, Mamba-2 and Falcon-Mamba: no KV pool), MLA architectures kvbudget has
-not checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-VL, Kimi-K3, Bailing V2.5/V3, Sarvam-MLA,
+not checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-VL, Kimi-K3, Bailing V2.5/V3,
 DeepSeek-VL2), an MLA model opting in to hybrid SWA, and hybrid models whose class's window rule
 kvbudget has not checked against SGLang's code are refused with a
 :class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a geometry SGLang would

@@ -1,7 +1,7 @@
 """vLLM 0.33.0's classic decoders: GPT-2, GPT-J, OPT, BLOOM, Falcon and ChatGLM, and the remote-code
-decoders InternLM2, Orion, Solar, MiniCPM, DeepSeek-MoE, EXAONE 3 and Ling / Bailing MoE, read as
-their model files read them (and TeleFLM's muP keys, which vLLM's Llama-derived TeleFLM class reads:
-:func:`teleflm_checks`).
+decoders InternLM2, Orion, Solar, MiniCPM, DeepSeek-MoE, EXAONE 3, Ling / Bailing MoE and
+Sarvam-MoE, read as their model files read them (and TeleFLM's muP keys, which vLLM's Llama-derived
+TeleFLM class reads: :func:`teleflm_checks`).
 
 Each registers one ``Attention`` per block, under the name its model class gives it, with the
 config's ``hidden_size // num_attention_heads`` as head size whatever else the config says (no
@@ -23,7 +23,8 @@ architecture                  layer names                                     KV
                                                                               the query heads
 ``InternLM2ForCausalLM``,     ``model.layers.{i}.attention.attn``             ``num_key_value_heads``
 ``BailingMoeForCausalLM``,
-``BailingMoeV2ForCausalLM``
+``BailingMoeV2ForCausalLM``,
+``SarvamMoEForCausalLM``
 ``OrionForCausalLM``,         ``model.layers.{i}.self_attn.attn``             ``num_key_value_heads``
 ``MiniCPMForCausalLM``,                                                       (Solar: else the query
 ``SolarForCausalLM``,                                                         heads)
@@ -80,6 +81,7 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
     "MiniCPMForCausalLM": ("model.layers", "self_attn.attn"),
     "BailingMoeForCausalLM": ("model.layers", "attention.attn"),
     "BailingMoeV2ForCausalLM": ("model.layers", "attention.attn"),
+    "SarvamMoEForCausalLM": ("model.layers", "attention.attn"),
     "DeepseekForCausalLM": ("model.layers", "self_attn.attn"),
     "ExaoneForCausalLM": ("model.h", "attn.attention.attn"),
 }
@@ -101,11 +103,13 @@ _MODEL_TYPES: Final[dict[str, tuple[str, ...]]] = {
     # remote code: the checkpoint's own class, which sets what its file holds
     "InternLM2ForCausalLM": ("internlm2",), "OrionForCausalLM": ("orion",), "SolarForCausalLM": ("solar",),
     "MiniCPMForCausalLM": ("minicpm",), "BailingMoeForCausalLM": ("bailing_moe",),
-    "BailingMoeV2ForCausalLM": ("bailing_moe",), "DeepseekForCausalLM": ("deepseek",),
+    "BailingMoeV2ForCausalLM": ("bailing_moe",), "SarvamMoEForCausalLM": ("sarvam_moe",),
+    "DeepseekForCausalLM": ("deepseek",),
     "ExaoneForCausalLM": ("exaone",),
 }
-#: Ling / Bailing MoE (v1 and 2.0): ``BailingAttention``'s own rules (no KV / TP divisibility assert).
-_BAILING: Final = frozenset({"BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"})
+#: Ling / Bailing MoE (v1 and 2.0) and Sarvam-MoE (vLLM's Bailing class): ``BailingAttention``'s own
+#: rules (no KV / TP divisibility assert).
+_BAILING: Final = frozenset({"BailingMoeForCausalLM", "BailingMoeV2ForCausalLM", "SarvamMoEForCausalLM"})
 _REMOTE: Final = _GROUPED | _BAILING
 
 

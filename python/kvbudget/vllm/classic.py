@@ -62,7 +62,7 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.pipeline import pp_stage_layers
-from kvbudget.vllm.refusal import split_unevenly
+from kvbudget.vllm.refusal import gqa_per_rank, split_unevenly
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
 __all__ = ["CLASSIC", "classic_layers", "teleflm_checks"]
@@ -180,9 +180,7 @@ def _grouped_heads(v: _View, arch: str, heads: int, tp: int) -> int:
     ``num_key_value_heads`` (:data:`_LENIENT`: else the query heads), with the class's assert that they and
     ``tp`` divide one another, then ``Attention``'s."""
     kv = v.req_int("num_key_value_heads") if v.has("num_key_value_heads") or arch not in _LENIENT else heads
-    if split_unevenly(kv, tp):
-        raise _refused(v, f"{arch}: the {kv} KV heads and tp={tp} do not divide one another", "num_key_value_heads")
-    return _attention_per_rank(v, heads, kv, tp, "num_key_value_heads")
+    return gqa_per_rank(heads, kv, tp, "num_key_value_heads", f" ({arch})")
 
 
 def _missing(v: _View, key: str, reader: str) -> ConfigError:

@@ -29,15 +29,11 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.refusal import split_unevenly
+from kvbudget.vllm.refusal import gqa_per_rank, refused
 
 __all__ = ["IQUEST_LOOPCODER", "iquest_loopcoder_layers"]
 
 IQUEST_LOOPCODER: Final = "IQuestLoopCoderForCausalLM"
-
-
-def _refused(v: _View, what: str, key: str) -> ConfigError:
-    return ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: {what}", v.name(key))
 
 
 def iquest_loopcoder_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cache_dtype: str, model_dtype: str,
@@ -59,26 +55,18 @@ def iquest_loopcoder_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_
     n = v.req_int("num_hidden_layers")
     window = None if disable_sliding_window else v.opt_int("sliding_window", 0) or None
     if window is not None and v.has("max_window_layers") and v.raw("max_window_layers") != n:
-        raise _refused(v, f"AssertionError: Sliding window for some but all layers is not supported (max_window_layers "
-                          f"{v.raw('max_window_layers')} < num_hidden_layers {n})", "max_window_layers")  # fmt: skip
+        raise refused(f"AssertionError: Sliding window for some but all layers is not supported (max_window_layers "
+                      f"{v.raw('max_window_layers')} < num_hidden_layers {n})", v.name("max_window_layers"),
+                      v.label)  # fmt: skip
     loops = v.opt_int("loop_num", 0)
     loops = 2 if loops is None else loops
     loop_window = v.opt_int("loop_window_size")
     loop_window = 64 if loop_window is None else loop_window
     if not v.has("num_key_value_heads"):
-        raise _refused(v, "AttributeError: the config has no attribute 'num_key_value_heads' (LoopCoderDecoderLayer "
-                          "reads it)", "num_key_value_heads")  # fmt: skip
+        raise refused("AttributeError: the config has no attribute 'num_key_value_heads' (LoopCoderDecoderLayer "
+                      "reads it)", v.name("num_key_value_heads"), v.label)  # fmt: skip
     heads, kv, tp = v.req_int("num_attention_heads"), v.req_int("num_key_value_heads"), engine.tp
-    if heads % tp:
-        raise _refused(v, f"AssertionError: LoopCoderAttention: tp ({tp}) does not divide num_attention_heads "
-                          f"({heads})", "num_attention_heads")  # fmt: skip
-    if split_unevenly(kv, tp):
-        raise _refused(v, f"AssertionError: LoopCoderAttention: the {kv} KV heads and tp={tp} do not divide one "
-                          "another", "num_key_value_heads")  # fmt: skip
-    per_rank = max(1, kv // tp)
-    if (heads // tp) % per_rank:
-        raise _refused(v, f"AssertionError: Attention: num_heads ({heads // tp}) is not divisible by num_kv_heads "
-                          f"({per_rank})", "num_key_value_heads")  # fmt: skip
+    per_rank = gqa_per_rank(heads, kv, tp, "num_key_value_heads", " (LoopCoderAttention)")
     dim = v.req_int("hidden_size") // heads
     out = []
     for i in range(n):

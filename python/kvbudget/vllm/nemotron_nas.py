@@ -29,15 +29,11 @@ from typing import Any, Final
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
-from kvbudget.vllm.refusal import split_unevenly
+from kvbudget.vllm.refusal import gqa_per_rank, refused
 
 __all__ = ["DECILM", "nemotron_nas_layers"]
 
 DECILM: Final = "DeciLMForCausalLM"
-
-
-def _refused(v: _View, what: str) -> ConfigError:
-    return ConfigError(f"{v.label}: vLLM 0.33.0 refuses it: {what}", v.name("block_configs"))
 
 
 def _attention_blocks(v: _View) -> list[Mapping[str, Any] | None]:
@@ -59,14 +55,15 @@ def _attention_blocks(v: _View) -> list[Mapping[str, Any] | None]:
 def _kv_heads(v: _View, attention: Mapping[str, Any], heads: int) -> int:
     group = attention.get("n_heads_in_group")
     if not isinstance(group, int) or isinstance(group, bool):
-        raise _refused(v, f"TypeError: DeciLMDecoderLayer divides num_attention_heads by n_heads_in_group ({group!r})")
+        raise refused(f"TypeError: DeciLMDecoderLayer divides num_attention_heads by n_heads_in_group ({group!r})",
+                      v.name("block_configs"), v.label)
     if group <= 0:
-        raise _refused(v, f"ZeroDivisionError: n_heads_in_group is {group}" if group == 0 else
-                       f"n_heads_in_group {group} gives negative KV heads")  # fmt: skip
+        raise refused(f"ZeroDivisionError: n_heads_in_group is {group}" if group == 0 else
+                      f"n_heads_in_group {group} gives negative KV heads", v.name("block_configs"), v.label)  # fmt: skip
     kv = heads // group
     if kv <= 0:
-        raise _refused(v, f"ZeroDivisionError: num_attention_heads ({heads}) // n_heads_in_group ({group}) is 0 KV "
-                          "heads")  # fmt: skip
+        raise refused(f"ZeroDivisionError: num_attention_heads ({heads}) // n_heads_in_group ({group}) is 0 KV "
+                      "heads", v.name("block_configs"), v.label)  # fmt: skip
     return kv
 
 
@@ -86,8 +83,8 @@ def nemotron_nas_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cach
     heads = v.req_int("num_attention_heads")
     first = next((b for b in blocks if b is not None), None)
     if first is None:  # ModelConfig: the convertor's get_total_num_kv_heads
-        raise _refused(v, "RuntimeError: Could not determine the number of key-value attention heads from model "
-                          "configuration (every attention block is a no-op)")  # fmt: skip
+        raise refused("RuntimeError: Could not determine the number of key-value attention heads from model "
+                      "configuration (every attention block is a no-op)", v.name("block_configs"), v.label)  # fmt: skip
     _kv_heads(v, first, heads)
     tp = engine.tp
     dim = v.opt_int("head_dim") or v.req_int("hidden_size") // heads
@@ -99,16 +96,7 @@ def nemotron_nas_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_cach
             if attention is None:
                 continue
             kv = _kv_heads(v, attention, heads)
-            if heads % tp:
-                raise _refused(v, f"AssertionError: LlamaAttention: tp ({tp}) does not divide num_attention_heads "
-                                  f"({heads})")  # fmt: skip
-            if split_unevenly(kv, tp):
-                raise _refused(v, f"AssertionError: LlamaAttention: layer {i}'s {kv} KV heads and tp={tp} do not "
-                                  "divide one another")  # fmt: skip
-            per_rank = max(1, kv // tp)
-            if (heads // tp) % per_rank:
-                raise _refused(v, f"AssertionError: Attention: num_heads ({heads // tp}) is not divisible by "
-                                  f"num_kv_heads ({per_rank})")  # fmt: skip
+            per_rank = gqa_per_rank(heads, kv, tp, "block_configs", f" (LlamaAttention, layer {i})")
             out.append(LayerSpec(f"model.layers.{i}.self_attn.attn", "sliding" if window else "full",
                                  num_kv_heads=per_rank, head_size=dim, head_size_v=dim, kv_cache_dtype=kv_cache_dtype,
                                  model_dtype=model_dtype, sliding_window=window, pp_stage=stage))  # fmt: skip

@@ -126,6 +126,21 @@ def _qwen3_like(arch: str, model_type: str, module: str, config: str, **keys: An
     return build
 
 
+def _step1(rng: random.Random) -> Built:
+    """Step1 (``Step1ForCausalLM``: Step-Audio-EditX's 3B decoder, ``model_type`` ``step1``): ALiBi
+    attention whose KV heads are ``num_attention_groups`` (4 in the released file), the context
+    ``max_seq_len``; some files name the KV heads ``num_key_value_heads`` instead, or neither."""
+    built = _file(rng, "Step1ForCausalLM", "step1", "configuration_step1", "Step1Config", rms_norm_eps=1e-5,
+                  max_seq_len=32768)  # fmt: skip
+    saved = dict(built.extra)
+    del saved["max_position_embeddings"]
+    kv = saved.pop("num_key_value_heads")
+    key = rng.choices(["num_attention_groups", "num_key_value_heads", None], [6, 2, 1])[0]
+    if key is not None:
+        saved[key] = kv
+    return built._replace(extra=saved)
+
+
 def _sarvam_mla(rng: random.Random) -> Built:
     """Sarvam's MLA MoE (``SarvamMLAForCausalLM``): DeepSeek-style latent attention keys."""
     built = _simple("SarvamMLAForCausalLM", "sarvam_mla", "configuration_sarvam_mla", "SarvamMLAConfig",
@@ -170,4 +185,7 @@ REMOTE_CODE: dict[str, _Builder] = {
                           num_values=4, num_values_per_tok=2, apply_attn_gate=True),
     "sarvam_mla": _sarvam_mla,
     "sarvam_moe": _bailing("SarvamMoEForCausalLM", "sarvam_moe"),  # SGLang's class is its Bailing MoE one
+    "step1": _step1,
 }
+#: The families only vLLM 0.33.0 serves (SGLang 0.5.23's registry has none of their architectures).
+VLLM_ONLY: frozenset[str] = frozenset({"step1"})

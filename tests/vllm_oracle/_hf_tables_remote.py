@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from oracle_kit.strict import StrictModule
+
 from ._hf_tables import ENTRY, MODELS, NAMESPACES
 
 # Remote-code decoders (tests/test_vllm_remote_code.py; their configs are the checkpoint's own class,
@@ -23,6 +27,8 @@ ENTRY.update({
     ("exaone", "ExaoneForCausalLM"): ("ExaoneModel", None, "model", False),
     ("nemotron_nas", "DeciLMForCausalLM"): ("DeciModel", None, "model", False),
     ("iquest_loopcoder", "IQuestLoopCoderForCausalLM"): ("IQuestLoopCoderModel", None, "model", False),
+    ("step1", "Step1ForCausalLM"): ("StepDecoderModel", None, "model", False),
+    ("sarvam", "SarvamMLAForCausalLM"): ("SarvamMLAModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "internlm2": (["InternLM2Attention", "InternLMDecoderLayer", "InternLM2Model"], "InternLM2MLP", {}),
@@ -37,6 +43,10 @@ MODELS.update({
     # IQuest-Coder-Loop: one Attention per loop in each layer, the later loops' on a windowed CacheConfig
     "iquest_loopcoder": (["LoopCoderAttention", "LoopCoderDecoderLayer", "IQuestLoopCoderModel"],
                          "LoopGateProjection", {"LlamaMLP": "llama"}),
+    # Step1: ALiBi attention (its slopes computed, as the class does) over num_attention_groups KV heads
+    # Sarvam-MLA: DeepSeek-style latent attention through MultiHeadLatentAttentionWrapper
+    "sarvam": (["SarvamMLAAttention", "SarvamMLABlock", "SarvamMLAModel"], "SarvamMLAMLP SarvamMLAMoE", {}),
+    "step1": (["_get_step_alibi_slopes", "StepAttention", "StepDecoderLayer", "StepDecoderModel"], "StepMLP", {}),
 })  # fmt: skip
 
 
@@ -51,3 +61,6 @@ def _replaced(record: Any, **changes: Any) -> Any:
 
 
 NAMESPACES["iquest_loopcoder"] = {"replace": _replaced}
+# its `import math` and the torch calls _get_step_alibi_slopes makes (real torch for those names only)
+NAMESPACES["step1"] = {"math": __import__("math"), "torch": StrictModule("torch", {
+    n: getattr(torch, n) for n in ("tensor", "pow", "arange", "cat", "float32", "int32")})}

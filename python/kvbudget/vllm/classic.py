@@ -1,6 +1,6 @@
 """vLLM 0.33.0's classic decoders: GPT-2, GPT-J, OPT, BLOOM, Falcon and ChatGLM, and the remote-code
-decoders InternLM2, Orion, Solar, MiniCPM, DeepSeek-MoE, EXAONE 3, Ling / Bailing MoE and
-Sarvam-MoE, read as their model files read them (and TeleFLM's muP keys, which vLLM's Llama-derived
+decoders InternLM2, Orion, Solar, MiniCPM, DeepSeek-MoE, EXAONE 3, Ling / Bailing MoE, Sarvam-MoE
+and Step1, read as their model files read them (and TeleFLM's muP keys, which vLLM's Llama-derived
 TeleFLM class reads: :func:`teleflm_checks`).
 
 Each registers one ``Attention`` per block, under the name its model class gives it, with the
@@ -30,6 +30,9 @@ architecture                  layer names                                     KV
 ``SolarForCausalLM``,                                                         heads)
 ``DeepseekForCausalLM``
 ``ExaoneForCausalLM``         ``model.h.{i}.attn.attention.attn``             as Solar
+``Step1ForCausalLM``          ``model.layers.{i}.self_attn.attn``             ``num_attention_groups``,
+                                                                              else ``num_key_value_heads``,
+                                                                              else 1 (ALiBi)
 ============================  ==============================================  =======================
 
 Per rank: the query heads over ``tp`` (each class asserts ``tp`` divides them) and, for Falcon,
@@ -62,7 +65,7 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, _View
 from kvbudget.vllm.pipeline import pp_stage_layers
-from kvbudget.vllm.refusal import gqa_per_rank, split_unevenly
+from kvbudget.vllm.refusal import gqa_per_rank, refused, split_unevenly
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
 __all__ = ["CLASSIC", "classic_layers", "teleflm_checks"]
@@ -84,6 +87,7 @@ CLASSIC: Final[dict[str, tuple[str, str]]] = {
     "SarvamMoEForCausalLM": ("model.layers", "attention.attn"),
     "DeepseekForCausalLM": ("model.layers", "self_attn.attn"),
     "ExaoneForCausalLM": ("model.h", "attn.attention.attn"),
+    "Step1ForCausalLM": ("model.layers", "self_attn.attn"),
 }
 #: The remote-code decoders of :data:`CLASSIC` with grouped attention over ``num_key_value_heads``
 #: (see :data:`_LENIENT`), with the class's and ``Attention``'s divisibility asserts.
@@ -105,12 +109,14 @@ _MODEL_TYPES: Final[dict[str, tuple[str, ...]]] = {
     "MiniCPMForCausalLM": ("minicpm",), "BailingMoeForCausalLM": ("bailing_moe",),
     "BailingMoeV2ForCausalLM": ("bailing_moe",), "SarvamMoEForCausalLM": ("sarvam_moe",),
     "DeepseekForCausalLM": ("deepseek",),
-    "ExaoneForCausalLM": ("exaone",),
+    "ExaoneForCausalLM": ("exaone",), "Step1ForCausalLM": ("step1",),
 }
 #: Ling / Bailing MoE (v1 and 2.0) and Sarvam-MoE (vLLM's Bailing class): ``BailingAttention``'s own
 #: rules (no KV / TP divisibility assert).
 _BAILING: Final = frozenset({"BailingMoeForCausalLM", "BailingMoeV2ForCausalLM", "SarvamMoEForCausalLM"})
-_REMOTE: Final = _GROUPED | _BAILING
+#: Step1 (Step-Audio-EditX's decoder): ``StepAttention``'s KV heads (:func:`_step1_kv`).
+_STEP1: Final = "Step1ForCausalLM"
+_REMOTE: Final = _GROUPED | _BAILING | {_STEP1}
 
 
 def _refused(v: _View, what: str, key: str | None = None) -> ConfigError:
@@ -152,6 +158,8 @@ def _geometry(v: _View, arch: str, tp: int) -> tuple[int, int]:
         return _chatglm_heads(v, heads, tp), dim
     if arch in _GROUPED:
         return _grouped_heads(v, arch, heads, tp), dim
+    if arch == _STEP1:
+        return gqa_per_rank(heads, _step1_kv(v), tp, "num_attention_groups", f" ({arch})"), dim
     if arch != "FalconForCausalLM":
         return heads // tp, dim
     if dim * heads != hidden:
@@ -181,6 +189,26 @@ def _grouped_heads(v: _View, arch: str, heads: int, tp: int) -> int:
     ``tp`` divide one another, then ``Attention``'s."""
     kv = v.req_int("num_key_value_heads") if v.has("num_key_value_heads") or arch not in _LENIENT else heads
     return gqa_per_rank(heads, kv, tp, "num_key_value_heads", f" ({arch})")
+
+
+#: ``CONFIG_FIELD_ALIASES["total_num_kv_heads"]``: the keys vLLM's ``ModelConfig`` takes the KV heads
+#: from, the first present, into a pydantic ``int`` field.
+_KV_ALIASES: Final = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                      "num_attention_groups")
+
+
+def _step1_kv(v: _View) -> int:
+    """``StepAttention``'s KV heads: ``num_attention_groups``, else ``num_key_value_heads``, else 1
+    (``getattr`` with defaults: a key the file lacks is not an attribute); one for a null or
+    non-positive count. ``ModelConfig`` reads them first (:data:`_KV_ALIASES`), and refuses a null.
+    """
+    alias = next((k for k in _KV_ALIASES if v.has(k)), None)
+    if alias is not None and v.raw(alias) is None:
+        raise refused("ValidationError: 1 validation error for ModelArchitectureConfig: total_num_kv_heads: Input "
+                      f"should be a valid integer (config.{alias} is null)", v.name(alias), v.label)  # fmt: skip
+    key = next((k for k in ("num_attention_groups", "num_key_value_heads") if v.has(k)), None)
+    kv = v.opt_int(key, minimum=-(2**63)) if key is not None else 1
+    return kv if kv is not None and kv > 0 else 1
 
 
 def _missing(v: _View, key: str, reader: str) -> ConfigError:

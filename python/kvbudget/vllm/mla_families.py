@@ -1,4 +1,5 @@
-"""vLLM 0.33.0's latent-attention families beside DeepSeek's: MiniCPM3, GLM-4.7-Flash and LongCat-Flash.
+"""vLLM 0.33.0's latent-attention families beside DeepSeek's: MiniCPM3, GLM-4.7-Flash, LongCat-Flash
+and Sarvam-MLA.
 
 Each model file builds its decoder from the config itself; what it registers per rank:
 
@@ -14,6 +15,7 @@ architecture                        layer names                                 
                                                                                       qk_rope_head_dim``
 ``LongcatFlashForCausalLM`` (and    ``model.layers.{i}.self_attn.{0,1}.attn``         two DeepSeek-V2 MLA attentions
 ``LongcatFlashNgramForCausalLM``)                                                     per decoder layer
+``SarvamMLAForCausalLM``            ``model.layers.{i}.self_attn.attn``               DeepSeek-V2's MLA latent head
 ==================================  ================================================  ===============================
 
 * **MiniCPM3** (``minicpm3.py``): ``MiniCPM3Attention`` asserts ``tp`` divides the heads and hands
@@ -32,6 +34,11 @@ architecture                        layer names                                 
   checkpoints carry them; transformers' class does not: ``AttributeError``) and divides
   ``hidden_size`` by each enabled rank. The n-gram variant (``longcat_flash_ngram.py``,
   LongCat-Flash-Lite) builds the same decoder under ``FlashNgramModel`` and refuses Model Runner V1.
+
+* **Sarvam-MLA** (``sarvam.py``, remote code: its config is the checkpoint's class, whose attributes
+  are its file's keys): ``SarvamMLAAttention`` asserts ``tp`` divides the heads, reads the head dims,
+  ``kv_lora_rank``, ``max_position_embeddings`` and ``rms_norm_eps``, and builds
+  ``MultiHeadLatentAttentionWrapper`` (no DSA indexer, whatever ``index_topk`` says).
 
 A LongCat config with ``index_topk`` fails in vLLM: ``DeepseekV2MLAAttention`` then takes the layer
 index from its prefix for the DSA indexer, and LongCat's ``...self_attn.{0,1}`` holds two integers
@@ -59,6 +66,7 @@ MLA_FAMILIES: Final[Mapping[str, str]] = {
     "Glm4MoeLiteForCausalLM": "glm4_moe_lite",
     "LongcatFlashForCausalLM": "longcat_flash",
     "LongcatFlashNgramForCausalLM": "longcat_flash",
+    "SarvamMLAForCausalLM": "sarvam_mla",  # remote code: the checkpoint's class, its file's keys
 }
 #: transformers 5.19.0's class defaults of the keys read here (``tests/test_vllm_mla_families.py``
 #: holds them to the classes).
@@ -68,6 +76,7 @@ CLASS_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
                       "n_routed_experts": 64},
     "longcat_flash": {"num_layers": 28, "num_attention_heads": 64, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
                       "q_lora_rank": 1536, "hidden_size": 6144},
+    "sarvam_mla": {},  # remote code: an attribute is a key of the file
 }  # fmt: skip
 
 
@@ -79,7 +88,7 @@ def _int(cfg: Mapping[str, Any], model_type: str, key: str, minimum: int = 1, re
         return None
     if v is None and key not in cfg:
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AttributeError: the {model_type} config has no "
-                          f"{key!r}", key)  # fmt: skip
+                          f"attribute {key!r}", key)  # fmt: skip
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise ConfigError(f"config.json: key {key!r} must be an integer >= {minimum}, got {v!r}", key)
     return v
@@ -88,8 +97,8 @@ def _int(cfg: Mapping[str, Any], model_type: str, key: str, minimum: int = 1, re
 def _heads(cfg: Mapping[str, Any], model_type: str, tp: int) -> int:
     heads = int(_int(cfg, model_type, "num_attention_heads"))
     if heads % tp:
-        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: its attention asserts num_heads % tp_size == 0 "
-                          f"({heads} heads over tp={tp})", "num_attention_heads")  # fmt: skip
+        raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AssertionError: its attention asserts num_heads % "
+                          f"tp_size == 0 ({heads} heads over tp={tp})", "num_attention_heads")  # fmt: skip
     return heads // tp
 
 
@@ -134,6 +143,20 @@ def _longcat_checks(cfg: Mapping[str, Any], n: int) -> None:
     _int(cfg, "longcat_flash", "q_lora_rank")  # transformers' class refuses None
     if cfg["mla_scale_q_lora"] or cfg["mla_scale_kv_lora"]:
         _int(cfg, "longcat_flash", "hidden_size")
+
+
+def _sarvam_width(cfg: Mapping[str, Any], tp: int) -> int:
+    """``SarvamMLAAttention``'s reads in its order (the head dims, ``kv_lora_rank``, the heads and
+    their ``tp`` assert, then ``max_position_embeddings`` and ``rms_norm_eps``; a file without one
+    fails on the attribute), and the latent width it caches."""
+    for key in ("hidden_size", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank"):
+        _int(cfg, "sarvam_mla", key, minimum=0)
+    _heads(cfg, "sarvam_mla", tp)
+    for key in ("max_position_embeddings", "rms_norm_eps"):
+        if key not in cfg:
+            raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: AttributeError: the sarvam_mla config has no "
+                              f"{key!r} (SarvamMLAAttention reads it)", key)  # fmt: skip
+    return int(cfg["kv_lora_rank"]) + int(cfg["qk_rope_head_dim"])
 
 
 def _longcat_layers(cfg: Mapping[str, Any]) -> int:
@@ -186,15 +209,18 @@ def mla_family_layers(cfg: Mapping[str, Any], engine: EngineConfig, disable_slid
     else:
         n = _longcat_layers(cfg) if model_type == "longcat_flash" else int(
             _int(cfg, model_type, "num_hidden_layers", minimum=0))  # fmt: skip
-        if n:  # vLLM's own refusals first (its attention's assertion, then the decoder layer's reads)
-            _heads(cfg, model_type, tp)
+        if n and model_type != "sarvam_mla":  # vLLM's own refusals first (its attention's assertion, then
+            _heads(cfg, model_type, tp)  # the decoder layer's reads)
         if n and model_type == "longcat_flash" and "index_topk" in cfg:  # DSA: the indexer's layer index
             raise ConfigError("config.json: vLLM 0.33.0 refuses it: AssertionError: layer name "
                               f"model.layers.{pp_stage_layers(n, engine.pp)[0][0]}.self_attn.0 should only contain "
                               "one integer (DeepseekV2MLAAttention's extract_layer_index, for the DSA indexer "
                               "index_topk asks for)", "index_topk")  # fmt: skip
-        (_longcat_checks if model_type == "longcat_flash" else _glm_checks)(cfg, n)
-        width = _latent(cfg, model_type) if n else 0
+        if model_type == "sarvam_mla":  # no DSA indexer, whatever index_topk says
+            width = _sarvam_width(cfg, tp) if n else 0
+        else:
+            (_longcat_checks if model_type == "longcat_flash" else _glm_checks)(cfg, n)
+            width = _latent(cfg, model_type) if n else 0
         template = LayerSpec("", "mla", 1, width, head_size_v=0, kv_cache_dtype=kv_cache_dtype,
                              model_dtype=model_dtype)  # MLAAttentionSpec  # fmt: skip
         names = ("self_attn.0.attn", "self_attn.1.attn") if model_type == "longcat_flash" else ("self_attn.attn",)

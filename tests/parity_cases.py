@@ -92,6 +92,7 @@ STRATEGIES: dict[str, Strategy] = {
     "disable_hybrid_swa_memory": lambda r: r.random() < 0.1,
     "is_draft_worker": lambda r: r.random() < 0.15,
     "enable_unified_memory": lambda r: r.random() < 0.25,
+    "model_context_len": lambda r: None,  # read by the unified tri-pool alone (test_sglang_state_unified_swa.py)
     "prefill_attention_backend": maybe(0.3, one_of(*BACKENDS)),
     "decode_attention_backend": maybe(0.3, one_of(*BACKENDS)),
     "is_sm100": one_of(True, False),

@@ -1,5 +1,6 @@
 """The hybrid-state families of the model-resolution differential (``sglang_model_cases.FAMILIES``):
-Qwen3-Next and Qwen3.5 (dense, MoE), Kimi-Linear, LFM2 (dense, MoE, VL), Nemotron-H, Falcon-H1, Granite-4.0-H, ZAYA1 and the
+Qwen3-Next and Qwen3.5 (dense, MoE), Kimi-Linear, LFM2 (dense, MoE, VL), Nemotron-H, Falcon-H1, Granite-4.0-H, ZAYA1,
+Inkling and the
 pure state models (Mamba-1, Falcon-Mamba, Mamba-2), built by transformers 5.19.0's classes (or as
 their checkpoints hold them) with the keys released checkpoints carry. The shared builders
 (``Built``, ``_gqa``, ``_text``, ``_multimodal``) are ``sglang_model_cases``', imported when a
@@ -157,6 +158,31 @@ def _lfm2_vl(rng: random.Random) -> Built:
     n = saved["text_config"]["num_hidden_layers"]
     saved["text_config"].update(layer_types=None, full_attn_idxs=sorted(rng.sample(range(n), rng.randint(0, n))))
     return _built(None, built.arch, saved)
+
+
+def _inkling(rng: random.Random) -> Built:
+    """Inkling, as its checkpoint holds it (``inkling_mm_model`` around an ``inkling_model`` text
+    config, which SGLang loads with its own classes; sometimes the text config alone, which SGLang's
+    model class fails on): ``local_layer_ids`` the sliding-window layers (some or none), the SWA
+    heads and head dim given or left to the class (the full side's), the sconv kernel, keys left out
+    to the class defaults. (Written as a file: executing SGLang's module here would register its
+    classes with ``AutoConfig`` a second time.)"""
+    g = _gqa(rng)
+    n = g["num_hidden_layers"]
+    text: dict[str, Any] = {
+        "model_type": "inkling_model", **g, "local_layer_ids": sorted(rng.sample(range(n), rng.randint(0, n))),
+        "sliding_window_size": rng.choice([512, 1024, 4096]), "sconv_kernel_size": rng.choice([2, 4, 4]),
+        "use_sconv": True, "num_nextn_predict_layers": rng.choice([0, 1, 8]), "vocab_size": 201024,
+        "swa_num_key_value_heads": rng.choice([None, 1, 2, 4, 8]), "swa_head_dim": rng.choice([None, 64, 128]),
+        "n_shared_experts": rng.choice([1, 2]), "shared_expert_sink": True,  # the served checkpoint's router
+    }  # fmt: skip
+    for key in ("head_dim", "swa_num_key_value_heads", "swa_head_dim", "sliding_window_size", "sconv_kernel_size",
+                "hidden_size", "num_key_value_heads"):
+        if rng.random() < 0.15:
+            text.pop(key, None)  # the class default
+    if rng.random() < 0.1:
+        return _built(None, "InklingForConditionalGeneration", text)
+    return _built(None, "InklingForConditionalGeneration", {"model_type": "inkling_mm_model", "text_config": text})
 
 
 def _zaya(rng: random.Random) -> Built:

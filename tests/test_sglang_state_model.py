@@ -74,8 +74,11 @@ def _theirs(oracle: StateModelOracle, cfg: dict[str, Any], par: dict[str, Any]) 
         return f"SGLang plans a {r['mixer']} state"
     if r.get("params", ...) is None:
         return "SGLang's mamba2_cache_params is None, and its state pool fails on it"
-    return {"mixer": r["mixer"], "conv_elems": sum(math.prod(c) for c in r["conv"]), "temporal": r["temporal"],
-            "k_heads_per_tp": r["k_heads_per_tp"], "layers": len(r["layers"]), "stage_layers": r["stage_layers"],
+    # Inkling's conv-only shape: temporal (0, 0, 0) and no key heads, where kvbudget holds one zero-sized
+    # temporal row (1, 1, 0) and its default key heads; the bytes are compared all the same
+    conv_only = r["temporal"] == (0, 0, 0) and r["k_heads_per_tp"] is None
+    return {"mixer": r["mixer"], "conv_elems": sum(math.prod(c) for c in r["conv"]),
+            "temporal": (1, 1, 0) if conv_only else r["temporal"], "k_heads_per_tp": 1 if conv_only else r["k_heads_per_tp"], "layers": len(r["layers"]), "stage_layers": r["stage_layers"],
             "conv_dtype": r["conv_dtype"], "ssm_dtype": r["ssm_dtype"], "per_req": r["per_req"]}  # fmt: skip
 
 
@@ -331,6 +334,16 @@ def _zaya(r: random.Random) -> dict[str, Any]:
     return d
 
 
+def _inkling(r: random.Random) -> dict[str, Any]:
+    """Inkling (SGLang's own classes): the model-resolution differential's files
+    (``sglang_state_cases``), its conv and temporal dtypes fixed whatever the overrides say."""
+    from sglang_state_cases import _inkling as inkling
+
+    d = inkling(r).saved(False)
+    _dtype(r, d)  # not read by this class
+    return d
+
+
 def _stateless(r: random.Random) -> dict[str, Any]:
     mt, arch = r.choice((("llama", "LlamaForCausalLM"), ("qwen3", "Qwen3ForCausalLM"),
                          ("jamba", "JambaForCausalLM"), ("mistral", "MistralForCausalLM")))  # fmt: skip
@@ -340,7 +353,7 @@ def _stateless(r: random.Random) -> dict[str, Any]:
 
 FAMILIES: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "qwen": _qwen, "jet": _jet, "nemotron_h": _nemotron_h, "falcon_h1": _falcon_h1, "granite": _granite,
-    "lfm2": _lfm2, "mamba": _mamba, "kimi": _kimi, "zaya": _zaya, "stateless": _stateless,
+    "lfm2": _lfm2, "mamba": _mamba, "kimi": _kimi, "zaya": _zaya, "inkling": _inkling, "stateless": _stateless,
 }  # fmt: skip
 
 

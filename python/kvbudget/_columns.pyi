@@ -95,6 +95,11 @@ class PlanManyColumns(TypedDict, total=False):
     """Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`). Default:
     False.
     """
+    model_context_len: IntColumn
+    """The model's context length (SGLang's `model_config.context_len`: `--context-length`, else
+    the config's), tokens; read only by the unified tri-pool's bs=1 floor (None: unknown).
+    Default: None.
+    """
     is_sm100: BoolColumn
     """The GPU is SM100 (B200/GB200): TRT-LLM reads NVFP4's native scale layout (SM120 reads the
     linear one); read only to price `nvfp4`. Default: True.

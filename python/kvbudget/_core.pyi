@@ -361,8 +361,8 @@ class ServingConfig:
     """Serving settings (REFERENCE section 1): dtype, paging, parallelism, SWA ratio and the
     request-cap inputs.
     """
-    def __new__(cls, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ..., dsa_raw_kv_layout: bool = ...) -> Self: ...
-    def replace(self, *, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ..., dsa_raw_kv_layout: bool = ...) -> Self:
+    def __new__(cls, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., model_context_len: int | None = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ..., dsa_raw_kv_layout: bool = ...) -> Self: ...
+    def replace(self, *, kv_cache_dtype: str | None = ..., page_size: int = ..., tp_size: int = ..., dcp_size: int = ..., attn_dp_size: int = ..., swa_full_tokens_ratio: float = ..., max_running_requests: int | None = ..., chunked_prefill_size: int | None = ..., disable_radix_cache: bool = ..., disable_overlap_schedule: bool = ..., disaggregation_mode: str | None = ..., disaggregation_decode_extra_slots: int = ..., swa_eviction_interval: int = ..., disable_hybrid_swa_memory: bool = ..., is_draft_worker: bool = ..., enable_unified_memory: bool = ..., model_context_len: int | None = ..., prefill_attention_backend: str | None = ..., decode_attention_backend: str | None = ..., is_sm100: bool = ..., model_dtype: str | None = ..., dsa_raw_kv_layout: bool = ...) -> Self:
         """A copy with the given fields changed (the others keep their values), re-checked."""
     kv_cache_dtype: Final[str]
     """KV-cache dtype (SGLang's `--kv-cache-dtype` names; `auto` is `model_dtype`)."""
@@ -396,6 +396,10 @@ class ServingConfig:
     """This is the draft worker (it counts no draft terms; its heads ignore DCP)."""
     enable_unified_memory: Final[bool]
     """Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`)."""
+    model_context_len: Final[int | None]
+    """The model's context length (SGLang's `model_config.context_len`: `--context-length`, else
+    the config's), tokens; read only by the unified tri-pool's bs=1 floor (None: unknown).
+    """
     prefill_attention_backend: Final[str | None]
     """The prefill attention backend (read to price `nvfp4` and by the unified-memory launch
     checks).
@@ -712,6 +716,9 @@ class PoolConfigurator:
         """The plan with a hybrid model's state pool, and SGLang's state budget as StateBudget's keywords."""
     def _unified_state_entries(self, state: StateConfig) -> tuple[int, int]:
         """``(full-side token, state slot)`` bytes in SGLang's unified buffer of a hybrid-state model."""
+    def _unified_tri_entries(self, state: StateConfig) -> tuple[int, int, int]:
+        """``(full-side token, SWA-side token, state slot)`` bytes in SGLang's unified tri-pool of a
+        hybrid-state hybrid-SWA model."""
     def _unified_draft_decision(self) -> dict[str, Any]:
         """SGLang's fused-draft decision for this scenario's draft in its unified Mamba pool."""
     def bytes_for_tokens(self, tokens: int) -> int:

@@ -78,6 +78,8 @@ OPTIONAL: dict[str, object] = {
     "fused_full_entry_bytes": None,
     "fused_swa_entry_bytes": None,
     "context_len": 131072,
+    # kvbudget's name for model_config.context_len (the scenario's field): context_len when given
+    "model_context_len": None,
     # A hybrid-state model (a gated-delta-net config, SGLang's Qwen3NextConfig): the ids of
     # its state layers among num_full_layers + len(state_layer_ids) layers, every other
     # layer full attention; None: no state pool. No sliding-window layers with it.
@@ -157,6 +159,8 @@ def resolve_case(case: Mapping[str, object]) -> dict[str, Any]:
     if missing:
         raise CaseError(f"missing case keys: {missing}")
     c: dict[str, Any] = {**OPTIONAL, **case}
+    if c["model_context_len"] is not None:
+        c["context_len"] = c["model_context_len"]
     for key, allowed in (
         ("kv_cache_dtype", KV_CACHE_DTYPES),
         ("model_dtype", MODEL_DTYPES),

@@ -220,6 +220,11 @@ def _transformers_backend(b: Builder) -> Callable[[Any], None]:
 def load(root: Path) -> ModelOracle:
     """SGLang's model resolution as ``resolve(config_dict, disable_flag)``."""
     b = Builder(root, real=REAL)
+    # Inkling's mamba2_cache_params (which mambaish_config tests for None) reads both; its
+    # attention TP and --enable-scattered-sconv change the shapes only, set below
+    b.provide("runtime_context", {"get_parallel": b.getters["parallel"], "get_exec": b.getters["exec"]})
+    ctx = StrictNamespace("runtime context", parallel=StrictNamespace("get_parallel()", attn_tp_size=1),
+                          exec=StrictNamespace("get_exec()", comm=StrictNamespace("comm", enable_scattered_sconv=False)))
     classes = ConfigClasses(b)
     load_config, get_hf_text_config = parser(b, classes)
     model_config = _model_config_methods(b)
@@ -232,6 +237,7 @@ def load(root: Path) -> ModelOracle:
         lmu, "resolve_sliding_window_size")
 
     def resolve(config: Mapping[str, Any], disable: bool) -> dict[str, Any] | tuple[str, str]:
+        b.active.ctx = ctx
         try:
             with tempfile.TemporaryDirectory(prefix="kvbudget-sglang-model-") as d:
                 (Path(d) / "config.json").write_text(json.dumps(dict(config)))
@@ -283,6 +289,8 @@ def load(root: Path) -> ModelOracle:
             raise
         except Exception as exc:  # noqa: BLE001 - SGLang's own failure is an outcome
             return ("error", f"{type(exc).__name__}: {exc}")
+        finally:
+            b.active.ctx = None
 
     return ModelOracle(resolve)
 

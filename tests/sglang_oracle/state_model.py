@@ -24,7 +24,8 @@ What SGLang derives, from a config folder, up to the state pool's inputs:
 
 Stubbed (strict): ``get_parallel()`` (``attn_tp_size``, ``tp_size``,
 ``enable_cp_tp_group_sharing=False``; ``linear_attn_tp_size`` is lifted from
-``runtime_context.py`` over it), ``envs`` (``SGLANG_MAMBA_CONV_DTYPE``,
+``runtime_context.py`` over it), ``get_exec()`` (``comm.enable_scattered_sconv=False``, the
+default Inkling's conv state reads), ``envs`` (``SGLANG_MAMBA_CONV_DTYPE``,
 ``SGLANG_MAMBA_SSM_DTYPE``), ``is_cpu() = False``; the pipeline split is
 :class:`.pipeline.PipelineOracle`'s (the case's split as ``SGLANG_PP_LAYER_PARTITION``). A :class:`~._strict.StubError`, ``NameError`` or ``ImportError`` is the
 oracle's fault and propagates; any other exception is SGLang's (or transformers') refusal of
@@ -52,9 +53,10 @@ from ._plumbing import Builder, Envs, pick
 from ._strict import StrictNamespace, StubError, poison_class
 
 _TYPING = pick(vars(typing), "Any Callable Dict Iterable List Optional Set Tuple Union")
-#: The model types whose SGLang class ``configs/lfm2*.py`` and ``configs/zaya.py`` put in
-#: ``CONFIG_MAPPING._extra_content``.
-_MAPPED = ("lfm2", "lfm2_moe", "lfm2_vl", "zaya")
+#: The model types whose SGLang class ``configs/lfm2*.py``, ``configs/zaya.py`` and
+#: ``configs/inkling.py`` put in ``CONFIG_MAPPING._extra_content`` (Inkling's over transformers' own).
+_MAPPED = ("lfm2", "lfm2_moe", "lfm2_vl", "zaya", "inkling_model", "inkling_audio_model", "inkling_vision_model",
+           "inkling_mm_model")  # fmt: skip
 _FAULTS = (StubError, NameError, ImportError)
 _LOG = logging.getLogger("sglang_oracle.sandbox.state_model")
 _LOG.propagate = False
@@ -74,7 +76,8 @@ class StateModelOracle:
         b.provide("environ", {"envs": Envs(b.active)})
         rc = b.namespace("runtime_context", get_parallel=g["parallel"])
         b.source("runtime_context.py").lift(rc, "linear_attn_parallel_group", "linear_attn_tp_size")
-        b.provide("runtime_context", {"get_parallel": g["parallel"], "linear_attn_tp_size": rc["linear_attn_tp_size"]})
+        b.provide("runtime_context", {"get_parallel": g["parallel"], "get_exec": g["exec"],
+                                      "linear_attn_tp_size": rc["linear_attn_tp_size"]})  # fmt: skip
         # The linear-attention registry, as configs/linear_attn_model_registry.py defines it:
         # a config module that registers a spec at import (configs/gigachat35.py) fills it.
         reg = self.registry = b.namespace("configs.linear_attn_model_registry", _LINEAR_ATTN_MODEL_REGISTRY=[],
@@ -194,6 +197,8 @@ class StateModelOracle:
             envs={"SGLANG_MAMBA_CONV_DTYPE": "bfloat16" if conv is None else conv, "SGLANG_MAMBA_SSM_DTYPE": ssm},
             parallel=StrictNamespace("get_parallel()", attn_tp_size=attn_tp, tp_size=tp,
                                      enable_cp_tp_group_sharing=False),
+            # Inkling's conv state: --enable-scattered-sconv off (its default)
+            exec=StrictNamespace("get_exec()", comm=StrictNamespace("comm", enable_scattered_sconv=False)),
         )  # fmt: skip
 
     # -- one config ------------------------------------------------------------------------------
@@ -254,7 +259,9 @@ class StateModelOracle:
                 s = params.shape
                 return {
                     "mixer": which, "conv": [tuple(int(x) for x in c) for c in s.conv],
-                    "temporal": tuple(int(x) for x in s.temporal), "k_heads_per_tp": int(s.num_k_heads_per_tp),
+                    # Inkling's conv-only shape has no key heads (None)
+                    "temporal": tuple(int(x) for x in s.temporal),
+                    "k_heads_per_tp": int(s.num_k_heads_per_tp) if hasattr(s, "num_k_heads_per_tp") else None,
                     "layers": layers, "conv_dtype": str(params.dtype.conv).removeprefix("torch."),
                     "ssm_dtype": str(params.dtype.temporal).removeprefix("torch."),
                     "per_req": int(params.mamba_cache_per_req), "num_hidden_layers": n,

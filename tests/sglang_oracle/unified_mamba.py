@@ -1,6 +1,7 @@
 """SGLang 0.5.23's unified memory pool of a hybrid-state model (``--enable-unified-memory``), run
 from the verified wheel on torch's meta device: the byte budget ``config_from_budget`` floors, and
-``init_unified_mamba_pools`` up to the request pool it builds over its ``UnifiedKVPool`` (the
+``init_unified_mamba_pools`` (or, for a model that is also hybrid-SWA, the tri-pool's
+``init_unified_mamba_swa_pools``) up to the request pool it builds over its ``UnifiedKVPool`` (the
 buffer's bytes, its sub-pools' entries and slots, and SGLang's checks on them, in its order).
 
 Lifted unchanged (:class:`~oracle_kit.lift.Source`): ``mem_cache/layout/token_major.py``'s
@@ -8,7 +9,7 @@ constants, entry layouts and view builders;
 from ``mem_cache/unified_memory_pool.py`` ``GB``, ``_prod``, ``_check_row_alignment``,
 ``_store_dtype_for``, the sub-pool specs (``SubPoolSpec``, ``MHASubPoolSpec``, ``MLASubPoolSpec``,
 ``MambaSubPoolSpec``), ``_assert_physical_id_bound``, ``_reserved_floor_bytes``, ``UnifiedKVPool``,
-``_check_bs1_feasibility_floor`` and ``init_unified_mamba_pools``; from
+``_check_bs1_feasibility_floor``, ``init_unified_mamba_pools`` and ``init_unified_mamba_swa_pools``; from
 ``mem_cache/kv_cache_configurator.py`` ``KVCacheConfigurator.config_from_budget``; from ``model_executor/pool_configurator.py``
 ``MemoryPoolConfig``.
 
@@ -22,8 +23,9 @@ caller's: the Default configurator's numbers are the parity tests'), ``_apply_to
 (no token cap, as a plan without ``--max-total-tokens``), the VMM owner (poisoned: no post-capture
 backing), ``envs.SGLANG_DEBUG_POISON_POOL`` (false), ``TorchMemorySaverAdapter`` (a region that
 does nothing), ``MambaPool`` (``UnifiedMambaPool``'s base: only its ``State`` / ``SpeculativeState``
-records), and ``UnifiedHybridReqToTokenPool``, which records the buffer and the arguments it is
-handed and stops the factory there. torch is real: the buffer is a ``torch.empty`` on
+records), the tri-pool's ``UnifiedSWAKVPool`` (its views over the buffer: a ``Poison``, never
+read before the request pool), and ``UnifiedHybridReqToTokenPool``, which records the buffer and
+the arguments it is handed and stops the factory there. torch is real: the buffer is a ``torch.empty`` on
 ``device="meta"`` and every view SGLang builds over it is torch's own.
 """
 
@@ -34,6 +36,7 @@ import typing
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -45,7 +48,8 @@ from ._strict import Poison, StrictNamespace, StubError
 
 _LIFTED = ("GB", "_prod", "_check_row_alignment", "_store_dtype_for", "SubPoolSpec", "MHASubPoolSpec",
            "MLASubPoolSpec", "MambaSubPoolSpec", "_assert_physical_id_bound", "_reserved_floor_bytes",
-           "UnifiedKVPool", "UnifiedMambaPool", "_check_bs1_feasibility_floor", "init_unified_mamba_pools")  # fmt: skip
+           "UnifiedKVPool", "UnifiedMambaPool", "_check_bs1_feasibility_floor", "init_unified_mamba_pools",
+           "init_unified_mamba_swa_pools")  # fmt: skip
 _TOKEN_MAJOR = ("ENTRY_ALIGN_BYTES", "ROW_ALIGN_BYTES", "_prod", "_contiguous_strides", "align_entry_bytes",
                 "align_part_offset", "DensePart", "DenseEntryLayout", "build_dense_views", "mamba_entry_bytes",
                 "build_mamba_entry_views")  # fmt: skip
@@ -105,6 +109,8 @@ class UnifiedMambaOracle:
         b.source("mem_cache/layout/token_major.py").lift(tm, *_TOKEN_MAJOR)
         b.provide("mem_cache.allocator.unified_mamba",
                   {"UnifiedMambaTokenToKVPoolAllocator": Poison("UnifiedMambaTokenToKVPoolAllocator")})  # fmt: skip
+        b.provide("mem_cache.allocator.unified_hybrid_swa",
+                  {"UnifiedMambaSWATokenToKVPoolAllocator": Poison("UnifiedMambaSWATokenToKVPoolAllocator")})  # fmt: skip
         fd = fused_draft.lift(b, tm)
         draft = {n: fd[n] for n in ("DraftRegion", "DenseDraftRegion", "DraftStateRegion", "FusedDraftPlacement")}
         ns = b.namespace(
@@ -116,11 +122,13 @@ class UnifiedMambaOracle:
             envs=StrictNamespace("envs", SGLANG_DEBUG_POISON_POOL=_EnvValue(False)),
             TorchMemorySaverAdapter=StrictNamespace("TorchMemorySaverAdapter", create=lambda enable: _Saver()),
             UnifiedHybridReqToTokenPool=_request_pool,
+            UnifiedSWAKVPool=lambda **kw: Poison("UnifiedSWAKVPool (the tri-pool's KV views)"),
             **draft, **{k: tm[k] for k in ("ROW_ALIGN_BYTES", "DenseEntryLayout", "DensePart", "align_entry_bytes",
                                            "align_part_offset", "build_dense_views", "build_mamba_entry_views")},
         )  # fmt: skip
         b.source("mem_cache/unified_memory_pool.py").lift(ns, *_LIFTED)
         self.factory = ns["init_unified_mamba_pools"]
+        self.tri_factory = ns["init_unified_mamba_swa_pools"]
         self.verify_pool = ns["UnifiedMambaPool"]
         self.fused = fused_draft.FusedDraftOracle(fd, ns)
         self.decision = fused_draft.DecisionOracle(b, fd, ns)
@@ -148,15 +156,8 @@ class UnifiedMambaOracle:
         ``kv_lora_rank`` and ``qk_rope_head_dim`` (MLA). ``fused``: the draft's placement; with
         ``draft_tokens`` also ``verify``, the bytes of the verify buffers ``UnifiedMambaPool``
         allocates for ``max_num_reqs`` requests (by kind)."""
-        self._configurator = _Configurator(self.memory_pool_config, tokens)
-        self.b.active.ctx = StrictNamespace(
-            "runtime context", memory=StrictNamespace("get_memory()", enable_unified_memory=True),
-            schedule=StrictNamespace("get_schedule()", page_size=page_size))  # fmt: skip
-        kvc = StrictNamespace("KVCacheConfigurator", _apply_token_constraints=lambda t: t)
-        out: dict[str, Any] = {"error": None}
-        try:
-            config = self.config_from_budget(kvc, budget_bytes)
-            out["unified_total_bytes"] = config.unified_total_bytes
+
+        def build(config: Any) -> None:
             mla = "kv_lora_rank" in full
             self.factory(
                 device="meta", kv_cache_dtype=kv_dtype, page_size=page_size, start_layer=0,
@@ -170,10 +171,8 @@ class UnifiedMambaOracle:
                 speculative_num_draft_tokens=draft_tokens, disable_overlap_schedule=False, need_sort=False,
                 unified_total_bytes=config.unified_total_bytes,
             )  # fmt: skip
-            raise StubError("init_unified_mamba_pools returned without building its request pool")
-        except _Reached as r:
-            out["total_bytes"] = r.buffer.total_bytes
-            out["max_slots"] = dict(r.buffer._max_slots)
+
+        def reached(r: _Reached, out: dict[str, Any]) -> None:
             if draft_tokens is not None:  # UnifiedHybridReqToTokenPool._init_mamba_pool's pool
                 k = r.kwargs
                 pool = self.verify_pool(unified_buffer=r.buffer, sub_pool_name=k["mamba_sub_pool_name"],
@@ -183,6 +182,55 @@ class UnifiedMambaOracle:
                 cache = pool.mamba_cache
                 conv = sum(t.nbytes for t in cache.intermediate_conv_window)
                 out["verify"] = {"intermediate_ssm": cache.intermediate_ssm.nbytes, "intermediate_conv_window": conv}
+
+        return self._outcome(budget_bytes, tokens, page_size, build, reached)
+
+    def run_tri(self, *, budget_bytes: int, tokens: tuple[int, int], page_size: int, kv_dtype: torch.dtype,
+                full: dict[str, Any], swa: dict[str, Any], params: Any, layers: dict[str, list[int]],
+                max_mamba_cache_size: int, sliding_window_size: int | None,
+                model_context_len: int) -> dict[str, Any]:  # fmt: skip
+        """SGLang's tri-pool outcome (``init_unified_mamba_swa_pools``), as :meth:`run` gives the
+        two-pool one. ``tokens``: the full and SWA labels; ``full`` and ``swa``: each side's
+        ``head_num``, ``head_dim`` and ``v_head_dim``; ``layers``: the stage's ``mamba``, ``full``
+        and ``swa`` layer ids."""
+
+        def build(config: Any) -> None:
+            ids = [*layers["mamba"], *layers["full"], *layers["swa"], 0]
+            self.tri_factory(
+                device="meta", kv_cache_dtype=kv_dtype, head_num=full["head_num"], head_dim=full["head_dim"],
+                v_head_dim=full["v_head_dim"], swa_head_num=swa["head_num"], swa_head_dim=swa["head_dim"],
+                swa_v_head_dim=swa["v_head_dim"], page_size=page_size, start_layer=0, end_layer=max(ids) + 1,
+                swa_attention_layer_ids=layers["swa"], full_attention_layer_ids=layers["full"],
+                mamba_layer_ids=layers["mamba"], mamba2_cache_params=params, full_max_total_num_tokens=tokens[0],
+                swa_max_total_num_tokens=tokens[1], max_mamba_cache_size=max_mamba_cache_size,
+                model_context_len=model_context_len, extra_max_context_len=4, max_num_reqs=1,
+                enable_memory_saver=False, enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False,
+                disable_overlap_schedule=False, need_sort=False, unified_total_bytes=config.unified_total_bytes,
+                sliding_window_size=sliding_window_size, fused_draft=None,
+            )  # fmt: skip
+
+        return self._outcome(budget_bytes, tokens[0], page_size, build, lambda r, out: None)
+
+    def _outcome(self, budget_bytes: int, tokens: int, page_size: int, build: Callable[[Any], None],
+                 reached: Callable[[_Reached, dict[str, Any]], None]) -> dict[str, Any]:  # fmt: skip
+        """``config_from_budget`` on ``budget_bytes`` (the configurator's count ``tokens``), then
+        ``build`` the factory on its config up to the request pool (``reached`` adds to the outcome
+        there), or SGLang's refusal."""
+        self._configurator = _Configurator(self.memory_pool_config, tokens)
+        self.b.active.ctx = StrictNamespace(
+            "runtime context", memory=StrictNamespace("get_memory()", enable_unified_memory=True),
+            schedule=StrictNamespace("get_schedule()", page_size=page_size))  # fmt: skip
+        kvc = StrictNamespace("KVCacheConfigurator", _apply_token_constraints=lambda t: t)
+        out: dict[str, Any] = {"error": None}
+        try:
+            config = self.config_from_budget(kvc, budget_bytes)
+            out["unified_total_bytes"] = config.unified_total_bytes
+            build(config)
+            raise StubError("the unified factory returned without building its request pool")
+        except _Reached as r:
+            out["total_bytes"] = r.buffer.total_bytes
+            out["max_slots"] = dict(r.buffer._max_slots)
+            reached(r, out)
         except StubError:
             raise
         except (RuntimeError, AssertionError, ValueError) as e:

@@ -63,9 +63,11 @@ def run(args: argparse.Namespace) -> int:
         render.state_lines(out, sc.state_budget, sc.available)
         unified = plan.pool("unified")
         if unified is not None and sc.state is not None:
-            from kvbudget.sglang.state import unified_entries
+            from kvbudget.sglang.state import unified_entries, unified_tri_entries
 
-            render.unified_lines(out, unified, sc.state_budget, unified_entries(cfg, sc.state))
+            tri = plan.config.swa_max_total_num_tokens is not None  # a hybrid-SWA state model: the tri-pool
+            entries = (unified_tri_entries if tri else unified_entries)(cfg, sc.state)
+            render.unified_lines(out, unified, sc.state_budget, entries)
     state = plan.pool("state")
     parts = "" if state is None else f" (state pool {b(state.nbytes)}, KV pools {b(plan.total_bytes - state.nbytes)})"
     if state is not None and plan.pool("unified") is not None:  # a draft's verify buffers beside the buffer

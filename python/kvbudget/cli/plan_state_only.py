@@ -23,7 +23,7 @@ def run(args: argparse.Namespace, model: StateOnlyModel) -> int:
     if available is None:
         raise UsageError("a budget is needed: --available BYTES or --gpu NAME (with --weights-gib)")
     spec = model.spec or kvbudget.SpeculativeConfig()
-    label = zero_kv_tokens(model.config)
+    label = zero_kv_tokens(model.config, context_len=model.serving.model_context_len)  # --model-context-len
     plan, budget = plan_state_only(model.state, model.serving, spec, available, label, args.fit)
     arch = (model.config.get("architectures") or ["?"])[0]
     if args.json:

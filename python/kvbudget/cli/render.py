@@ -209,14 +209,19 @@ def fixed_table(
     return t, used + SOURCE_WIDTH + 3
 
 
-def unified_lines(out: Console, pool: PoolSpec, sb: StateBudget, entries: tuple[int, int]) -> None:
-    """SGLang's unified buffer of a hybrid-state model: what it holds, and how far each side can grow."""
-    e_f, e_m = entries
+def unified_lines(out: Console, pool: PoolSpec, sb: StateBudget, entries: tuple[int, ...]) -> None:
+    """SGLang's unified buffer of a hybrid-state model: what it holds, and how far each side can grow
+    (``entries``: ``(E_f, E_m)``, or the tri-pool's ``(E_f, E_s, E_m)``)."""
+    e_f, e_m = entries[0], entries[-1]
     slots = sb.max_mamba_cache_size
+    swa, most = "", f"{b(pool.nbytes // e_f)} tokens with no state"
+    if len(entries) == 3:  # the tri-pool: its sliding-window side floats between the two
+        swa = f", sliding-window tokens {b(entries[1])}"
+        most = (f"{b(pool.nbytes // e_f)} full tokens with nothing else, {b(pool.nbytes // entries[1])} "
+                "sliding-window tokens with nothing else")  # fmt: skip
     out.print(f"  unified buffer (--enable-unified-memory): {b(pool.nbytes)} bytes = {b(pool.nbytes - slots * e_m)} "
-              f"token-side bytes + {b(slots)} state slots x {b(e_m)} bytes; full tokens take {b(e_f)} bytes each. "
-              f"The split floats: at most {b(pool.nbytes // e_f)} tokens with no state, "
-              f"{b(pool.nbytes // e_m)} state slots with no KV")  # fmt: skip
+              f"token-side bytes + {b(slots)} state slots x {b(e_m)} bytes; full tokens take {b(e_f)} bytes "
+              f"each{swa}. The split floats: at most {most}, {b(pool.nbytes // e_m)} state slots with no KV")  # fmt: skip
 
 
 def state_lines(out: Console, sb: StateBudget, total: int) -> None:

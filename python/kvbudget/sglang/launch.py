@@ -37,6 +37,7 @@ from kvbudget.sglang.dsa import dsa_raw_kv_layout
 from kvbudget.sglang.hybrid import off_by_override
 from kvbudget.sglang.mla_configs import longcat_config
 from kvbudget.sglang.model import SGLangModel, resolve_sglang
+from kvbudget.sglang.pure_state import context_length
 from kvbudget.sglang.resolve import EAGLE_FAMILY, draft_kv_layers, resolve_launch
 from kvbudget.sglang.state import StateBudget
 from kvbudget.sglang.state import available_bytes as state_available_bytes
@@ -97,6 +98,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("disaggregation_decode_extra_slots", ("--disaggregation-decode-extra-slots",), int),
     Flag("disaggregation_decode_enable_radix_cache", ("--disaggregation-decode-enable-radix-cache",), bool, False),
     Flag("enable_unified_memory", ("--enable-unified-memory",), bool, False),
+    Flag("context_length", ("--context-length",), int),
     Flag("speculative_algorithm", ("--speculative-algorithm",), str),
     Flag("speculative_draft_model_path", ("--speculative-draft-model-path", "--speculative-draft-model"), str),
     Flag("speculative_num_steps", ("--speculative-num-steps",), int),
@@ -349,6 +351,10 @@ def _speculative(v: dict[str, Any], model: SGLangModel, cfg: dict[str, Any]) -> 
     if algo is None:
         return SpeculativeConfig(algorithm="none")
     name = canonical_name("algorithm", str(algo))
+    if model.architecture == "InklingForConditionalGeneration" and model.state_pool:
+        raise InvalidConfigError("kvbudget has not checked a draft of Inkling in SGLang 0.5.23 (its MTP head's banded "
+                                 "sliding-window depths and per-depth conv state pools, and a conv state whose windows "
+                                 "SGLang never deduplicates): plan it without --speculative-algorithm")  # fmt: skip
     path, target = v["speculative_draft_model_path"], model.model_geometry()
     steps = {"num_steps": v["speculative_num_steps"], "eagle_topk": v["speculative_eagle_topk"],
              "num_draft_tokens": v["speculative_num_draft_tokens"]}  # fmt: skip
@@ -433,6 +439,8 @@ def from_server_args(args: Sequence[str] | Any) -> SGLangLaunch:
         disaggregation_mode=v["disaggregation_mode"],
         disaggregation_decode_extra_slots=v["disaggregation_decode_extra_slots"] or 0,
         enable_unified_memory=v["enable_unified_memory"],
+        # the unified tri-pool's bs=1 floor reads it: --context-length, else SGLang's get_context_length
+        model_context_len=(v["context_length"] or context_length(text_part(cfg))) if v["enable_unified_memory"] else None,
         dsa_raw_kv_layout=dsa and dsa_raw_kv_layout(
             v["dsa_prefill_backend"], v["dsa_decode_backend"], v["disaggregation_mode"]),
     )  # fmt: skip

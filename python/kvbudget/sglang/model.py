@@ -53,7 +53,8 @@ Qwen3.5, Kimi-Linear, LFM2, LFM2-MoE and LFM2-VL, Nemotron-H, Falcon-H1, Granite
 resolve to the full-attention layers that pool counts (``state_pool=True``; the Mamba-2-shaped
 families' from the layer kinds their state layers are read with,
 :func:`kvbudget.sglang.state_model.attention_layer_ids`; ZAYA1's config as SGLang's own class
-derives it, :mod:`kvbudget.sglang.zaya`); the other model types SGLang plans a state pool for
+derives it, :mod:`kvbudget.sglang.zaya`); Inkling, whose every layer attends and keeps a conv
+state, to its hybrid-SWA pools with ``state_pool=True``; the other model types SGLang plans a state pool for
 (:data:`UNRESOLVED_STATE_TYPES`: Qwen4-Exp, the Bailing hybrids, Jet-Nemotron, ...) are refused by
 name. DSA models (DeepSeek-V3.2, GLM-5, HunYuan-V4, LongCat-Flash with ``index_topk``: an MLA
 architecture whose config has ``index_topk``) carry their indexer (:mod:`kvbudget.sglang.dsa`).
@@ -74,18 +75,21 @@ from __future__ import annotations
 import functools
 import json
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import resources
 from dataclasses import dataclass
 from typing import Any
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config, nas_kv_heads
-from kvbudget.models.layer_kinds import derived_layer_types, is_kda_layer
+from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.sglang.dsa import MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
 from kvbudget.sglang.mla_configs import hy_v4_config, longcat_config
+from kvbudget.sglang.state_layers import STATE_MODELS as _STATE_MODELS
+from kvbudget.sglang.state_layers import mamba2_shaped_ids
 from kvbudget.sglang.state_model import QWEN4_EXP_UNMODELLED, attention_layer_ids
 from kvbudget.sglang.window import sglang_window
+from kvbudget.sglang.inkling import INKLING_TYPES, inkling_config
 from kvbudget.sglang.zaya import zaya_config
 
 __all__ = ["UNRESOLVED_STATE_TYPES", "SGLangModel", "resolve_sglang", "sglang_architectures"]
@@ -99,12 +103,12 @@ _DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN",
 #: Model types SGLang 0.5.23 plans with a state pool (``configs/hybrid_arch.py``'s ``mambaish_config``
 #: matches their config classes, or subclasses of them) whose layers kvbudget does not resolve:
 #: refused whole, outer or text model type (some only on a condition SGLang reads: MiniCPM-SALA
-#: with lightning layers, Inkling with Mamba-2 cache parameters). ``tests/test_sglang_model.py``
+#: with lightning layers). ``tests/test_sglang_model.py``
 #: holds this set and ``_STATE_MODELS`` to the wheel.
 UNRESOLVED_STATE_TYPES: frozenset[str] = frozenset({
     "bailing_hybrid", "qwen4_exp", "qwen4_exp_text", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
     "nemotron_h_omni", "intern_s2_preview", "interns2_mobius", "interns2_mobius_text", "jet_nemotron", "jet_vlm",
-    "minicpm_sala", "inkling_model", "inkling_mm_model", "glm5_next",
+    "minicpm_sala", "glm5_next",
 })  # fmt: skip
 #: SGLang 0.5.23's pure state-space models (``configs/model_config.py``'s ``PURE_SSM_ARCHITECTURES``):
 #: no attention layer, so ``_derive_model_shapes`` takes a missing ``head_dim`` as 0 and
@@ -115,45 +119,6 @@ PURE_SSM_ARCHITECTURES: frozenset[str] = frozenset({"Mamba2ForCausalLM", "Falcon
 UNMODELLED_ARCHITECTURES: frozenset[str] = _STATEFUL | UNCHECKED_MLA_ARCHITECTURES | _DEEPSEEK_V4
 
 
-def _interval_ids(text: Mapping[str, Any], n: int) -> list[int]:
-    interval = text.get("full_attention_interval")
-    if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
-        raise ConfigError("config.json: SGLang 0.5.23's Qwen3-Next config class derives the layer kinds "
-                          "from full_attention_interval, which this config lacks; SGLang cannot plan it",
-                          "full_attention_interval")  # fmt: skip
-    return [i for i in range(n) if (i + 1) % interval == 0]
-
-
-def _kda_ids(text: Mapping[str, Any], n: int) -> list[int]:
-    linear = text.get("linear_attn_config")
-    kda = set(linear.get("kda_layers") or ()) if isinstance(linear, Mapping) else set()
-    return [i for i in range(n) if not is_kda_layer(kda, i)]
-
-
-def _mamba2_shaped_ids(model_type: str) -> Callable[[Mapping[str, Any], int], list[int]]:
-    """The Mamba-2-shaped families' layers, read with their state layers' kinds
-    (:func:`kvbudget.sglang.state_model.attention_layer_ids`; LFM2-VL's from its text config)."""
-
-    def ids(text: Mapping[str, Any], n: int) -> list[int]:
-        wrapped = {"text_config": text} if model_type == "lfm2_vl" else text
-        got = attention_layer_ids({**wrapped, "model_type": model_type})
-        assert got is not None, model_type
-        return got
-
-    return ids
-
-
-#: The full-attention layers of the models SGLang plans with a Mamba/linear-attention state pool
-#: beside the KV pool, by the config class SGLang loads them with (its ``model_type``: the outer
-#: one where that class reads the layers, LFM2-VL's, else the text config's).
-_STATE_MODELS: dict[str, Callable[[Mapping[str, Any], int], list[int]]] = {
-    "qwen3_next": _interval_ids, "qwen3_5_text": _interval_ids, "qwen3_5_moe_text": _interval_ids,
-    "kimi_linear": _kda_ids,
-    **{t: _mamba2_shaped_ids(t) for t in ("lfm2", "lfm2_moe", "lfm2_vl", "nemotron_h", "nemotron_h_puzzle",
-                                          "falcon_h1", "zaya")},
-    # pure state models: every layer a state layer, no attention layer (full_attention_layer_ids == [])
-    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba"), lambda text, n: []),
-}  # fmt: skip
 _GEMMA4_TYPES = frozenset({
     "gemma4", "gemma4_assistant", "gemma4_unified", "gemma4_unified_assistant", "diffusion_gemma",
     "embedding_gemma2",
@@ -491,6 +456,8 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         cfg = _muse_glimmer_loads(cfg)
     elif cfg.get("model_type") == "zaya":
         cfg = zaya_config(cfg)
+    elif cfg.get("model_type") in INKLING_TYPES:  # SGLang's own classes, their defaults and derived keys
+        cfg = inkling_config(cfg)
     elif cfg.get("model_type") == "lfm2_vl" and cfg.get("text_config") is None:
         cfg = {**cfg, "text_config": {}}  # Lfm2VlConfig builds its default (LFM2) text config
     elif cfg.get("model_type") == "hy_v4":
@@ -545,12 +512,14 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
                               "native_class": any(a in sglang_architectures() for a in archs)}  # fmt: skip
     state = _STATE_MODELS.get("lfm2_vl" if cfg.get("model_type") == "lfm2_vl" else v.model_type)
     if v.model_type == "granitemoehybrid" and attention_layer_ids(text) is not None:
-        state = _mamba2_shaped_ids("granitemoehybrid")  # a state pool only with Mamba layers
+        state = mamba2_shaped_ids("granitemoehybrid")  # a state pool only with Mamba layers
     if state is not None and not pools.hybrid_swa:
         ids = state(text, n)
         common.update(num_attention_layers=len(ids), state_pool=True, pools=SGLangHybrid(
             False, None, None, f"{pools.reason}; SGLang plans a state pool beside the KV pool, whose "
             f"Default pool counts the {len(ids)} full-attention layers"))  # fmt: skip
+    elif state is not None:  # Inkling: the state pool beside the hybrid-SWA pools
+        common.update(state_pool=True)
     if any(a in MLA_ARCHITECTURES for a in archs):
         heads = _total_kv_heads(v)
         rope, nope = v.req_int("qk_rope_head_dim", 0), v.req_int("qk_nope_head_dim", 0)

@@ -23,7 +23,8 @@ arithmetic is the Rust core's (``rust/core/src/state``,
   SGLang's ``MambaPool`` allocates it beside the KV pools (``rust/core/src/plan/state.rs``);
   :func:`state_pool` that pool alone; under ``--enable-unified-memory`` one buffer of the KV
   tokens and the state slots (``rust/core/src/plan/state_unified.rs``), :func:`unified_entries`
-  their bytes.
+  their bytes; for a hybrid-SWA state model the tri-pool (``state_unified_swa.rs``),
+  :func:`unified_tri_entries` its entries.
 * :func:`plan_state_only`: the plan of a model without attention layers (Mamba-1, Falcon-Mamba,
   Mamba-2): the state pool alone, and SGLang's zero-KV token label
   (``rust/core/src/plan/state_only.rs``).
@@ -66,6 +67,7 @@ __all__ = [
     "plan_state_only",
     "plan_with_state",
     "unified_entries",
+    "unified_tri_entries",
     "state_budget",
     "state_pool",
 ]
@@ -289,6 +291,22 @@ def unified_entries(configurator: PoolConfiguratorBase, state: StateConfig) -> t
     return configurator._unified_state_entries(state)
 
 
+def unified_tri_entries(configurator: PoolConfiguratorBase, state: StateConfig) -> tuple[int, int, int]:
+    """Bytes of one full-side token, one SWA-side token and one state slot, ``(E_f, E_s, E_m)``, in
+    SGLang's unified tri-pool of a model that is both hybrid-state and hybrid-SWA (Inkling-class;
+    ``init_unified_mamba_swa_pools``): the full layers' K and V rows (KV heads over TP and DCP) and
+    the sliding-window layers' (at the SWA geometry), each rounded up to 32 bytes, and the state
+    layers' conv and temporal rows. The buffer's three sub-pools share its bytes; SGLang lets the
+    split float.
+
+    Raises:
+        InvalidConfigError: what SGLang refuses of the entries (its launch checks, an MLA full side,
+            no full, SWA or state layer) and what kvbudget does not lay out (an mxfp8 KV cache, a
+            speculative draft).
+    """
+    return configurator._unified_tri_entries(state)
+
+
 def plan_with_state(
     configurator: PoolConfiguratorBase, available_bytes: int, state: StateConfig, fit: Fit = "exact"
 ) -> tuple[PoolPlan, StateBudget]:
@@ -325,6 +343,14 @@ def plan_with_state(
     DFLASH draft SGLang cannot fuse is refused in SGLang's words; a DSPARK draft that cannot fuse
     is refused by kvbudget (SGLang boots it on a private draft pool nothing prices, beyond the
     budget), as are multi-layer EAGLE and draft window or state layers (not modelled).
+
+    A model that is both hybrid-state and hybrid-SWA (a hybrid-SWA ``configurator``, Inkling-class)
+    gets SGLang's tri-pool instead (``init_unified_mamba_swa_pools``): one buffer of the same
+    ``unified_total_bytes + slots * E_m`` bytes whose state slots, sliding-window tokens and full
+    tokens float (:func:`unified_tri_entries`), ``tokens`` the hybrid-SWA configurator's full
+    label. Its bs=1 floor charges one sliding window of SWA tokens, ``min(context, window +
+    page)``: without ``serving.model_context_len`` a floor that the bound does not settle is
+    refused. A speculative draft there is refused (not modelled).
 
     With ``fit="exact"`` the KV pools fit ``available_bytes`` minus the state pool, so
     ``plan.total_bytes <= available_bytes`` and :func:`kvbudget.allocate` takes exactly

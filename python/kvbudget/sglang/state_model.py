@@ -1,45 +1,43 @@
 """The recurrent state SGLang 0.5.23 gives a checkpoint, read from its ``config.json``.
 
-:func:`state_from_hf_config` reads a config as SGLang's own config classes read it for
-the state pool (their ``mamba2_cache_params`` property, over ``configs/mamba_utils.py``)
-and returns the :class:`~kvbudget.sglang.state.StateConfig` of one rank, or None where
-SGLang plans no state pool. SGLang picks the state's config class by ``model_type`` (the
-class ``get_config`` loads) and ``configs/hybrid_arch.py``'s ``mambaish_config``:
+:func:`state_from_hf_config` reads a config as SGLang's own config classes read it for the state
+pool (their ``mamba2_cache_params`` property, over ``configs/mamba_utils.py``) and returns the
+:class:`~kvbudget.sglang.state.StateConfig` of one rank, or None where SGLang plans no state pool.
+SGLang picks the state's config class by ``model_type`` (the class ``get_config`` loads) and
+``configs/hybrid_arch.py``'s ``mambaish_config``:
 
-* gated delta net (``hybrid_gdn_config``: ``mixer="gdn"``): Qwen3-Next, Qwen3.5 and
-  Qwen3.5-MoE (text configs and the ``text_config`` of their ConditionalGeneration
-  wrappers), Intern-S2 (preview, Mobius), Jet-Nemotron and Jet-VLM. The Qwen classes derive
-  the layer kinds from ``full_attention_interval`` (every ``interval``-th layer is full
-  attention; SGLang's ``layers_block_type`` never reads ``layer_types``), Jet from
-  ``layer_types`` (``"jet"``).
-* Mamba-2 shapes (``mamba2_config``: ``mixer="mamba2"``): Nemotron-H (``layers_block_type``,
-  else ``hybrid_override_pattern``: ``M`` layers), Falcon-H1 (every layer), Granite-4.0-H
-  (``layer_types`` ``mamba``; none: no state pool), LFM2, LFM2-MoE and LFM2-VL (the
-  ``conv`` / ``short_conv`` layers: a conv state only, ``ssm_state_dim=0``), ZAYA1 (its
-  attention layers' two conv states, :mod:`kvbudget.sglang.zaya`), Mamba-2, and Mamba-1 /
-  Falcon-Mamba / raw state-spaces Mamba (``create_full_rank``).
+* gated delta net (``hybrid_gdn_config``: ``mixer="gdn"``): Qwen3-Next, Qwen3.5 and Qwen3.5-MoE
+  (text configs and the ``text_config`` of their ConditionalGeneration wrappers), Intern-S2
+  (preview, Mobius), Jet-Nemotron and Jet-VLM. The Qwen classes derive the layer kinds from
+  ``full_attention_interval`` (every ``interval``-th layer is full attention; SGLang's
+  ``layers_block_type`` never reads ``layer_types``), Jet from ``layer_types`` (``"jet"``).
+* Mamba-2 shapes (``mamba2_config``: ``mixer="mamba2"``): Nemotron-H (``layers_block_type``, else
+  ``hybrid_override_pattern``: ``M`` layers), Falcon-H1 (every layer), Granite-4.0-H
+  (``layer_types`` ``mamba``; none: no state pool), LFM2, LFM2-MoE and LFM2-VL (the ``conv`` /
+  ``short_conv`` layers: a conv state only, ``ssm_state_dim=0``), ZAYA1 (its attention layers' two
+  conv states, :mod:`kvbudget.sglang.zaya`), Inkling (every layer's sconv windows, bfloat16:
+  :mod:`kvbudget.sglang.inkling`), Mamba-2, and Mamba-1 / Falcon-Mamba / raw state-spaces Mamba
+  (``create_full_rank``).
 * Kimi delta attention (``hybrid_kda_config``: ``mixer="kda"``): Kimi-Linear and Kimi-K3's
   ``text_config`` (``linear_attn_config.kda_layers``, 1-based).
 
-The TP width is SGLang's: attention TP (``get_parallel().attn_tp_size``, kvbudget's
-``tp_size``; ``linear_attn_tp_size()`` is the same for these models, as CP-TP group
-sharing is only for GLM-5-Next and Qwen4-Exp), but the full TP group
-(``tp_size * attn_dp_size``) for Mamba-1, Mamba-2 and ZAYA1. The dtypes are
-``mamba2_state_dtype``'s: the temporal state ``mamba_ssm_dtype`` (``--mamba-ssm-dtype`` /
-``SGLANG_MAMBA_SSM_DTYPE``), else the config's ``mamba_ssm_dtype`` for the classes that pass
-themselves (Qwen, Jet, Nemotron-H, Falcon-H1, LFM2, ZAYA1; an unknown name there reads as
-float32, as SGLang warns), else float32; the conv state ``conv_dtype``
-(``SGLANG_MAMBA_CONV_DTYPE``), else bfloat16. ``stage_state_layers`` is
-``_handle_max_mamba_cache``'s largest per-stage share of the state layers over SGLang's
-pipeline split of ``ModelConfig.num_hidden_layers`` (:func:`kvbudget.sglang.pipeline.stage_ranges`).
+The TP width is SGLang's: attention TP (``get_parallel().attn_tp_size``, kvbudget's ``tp_size``;
+``linear_attn_tp_size()`` is the same for these models, as CP-TP group sharing is only for
+GLM-5-Next and Qwen4-Exp), but the full TP group (``tp_size * attn_dp_size``) for Mamba-1, Mamba-2
+and ZAYA1. The dtypes are ``mamba2_state_dtype``'s (Inkling's class fixes both): the temporal
+state ``mamba_ssm_dtype`` (``--mamba-ssm-dtype`` / ``SGLANG_MAMBA_SSM_DTYPE``), else the config's
+``mamba_ssm_dtype`` for the classes that pass themselves (Qwen, Jet, Nemotron-H, Falcon-H1, LFM2,
+ZAYA1; an unknown name there reads as float32, as SGLang warns), else float32; the conv state
+``conv_dtype`` (``SGLANG_MAMBA_CONV_DTYPE``), else bfloat16. ``stage_state_layers`` is
+``_handle_max_mamba_cache``'s largest per-stage share of the state layers over SGLang's pipeline
+split of ``ModelConfig.num_hidden_layers`` (:func:`kvbudget.sglang.pipeline.stage_ranges`).
 
-Where SGLang's class fails on a config (a missing ``full_attention_interval`` or
-``n_groups``, an LFM2 without conv layers, a Kimi-Linear without ``linear_attn_config``,
-dims TP does not divide, ...), this raises :class:`~kvbudget.models.hf.ConfigError` (an
-:class:`~kvbudget.errors.InvalidConfigError`) saying so, as it does for the stateful config
-classes it does not read (:data:`UNREAD_STATE_MODEL_TYPES`). kvbudget never prices a state
-SGLang would not build. ``tests/test_sglang_state_model.py`` holds this to SGLang's code
-executed from the wheel.
+Where SGLang's class fails on a config (a missing ``full_attention_interval`` or ``n_groups``, an
+LFM2 without conv layers, a Kimi-Linear without ``linear_attn_config``, dims TP does not divide,
+...), this raises :class:`~kvbudget.models.hf.ConfigError` (an
+:class:`~kvbudget.errors.InvalidConfigError`) saying so, as it does for the stateful config classes
+it does not read (:data:`UNREAD_STATE_MODEL_TYPES`). kvbudget never prices a state SGLang would not
+build. ``tests/test_sglang_state_model.py`` holds this to SGLang's code executed from the wheel.
 """
 
 from __future__ import annotations
@@ -52,6 +50,7 @@ from kvbudget.models.config_io import ConfigError, PathOrDict, load_hf_config
 from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN, is_kda_layer
 from kvbudget.sglang.pipeline import stage_ranges
 from kvbudget.sglang.state import StateConfig, StateDims, full_rank_dims, kda_dims, mamba2_dims
+from kvbudget.sglang.inkling import INKLING_STATE_DTYPE, INKLING_TYPES, inkling_state
 from kvbudget.sglang.zaya import zaya_attention_ids, zaya_config, zaya_state
 
 __all__ = ["QWEN4_EXP_UNMODELLED", "READ_FIELDS", "STATE_MODEL_TYPES", "UNREAD_STATE_MODEL_TYPES", "attention_layer_ids",
@@ -73,6 +72,7 @@ class _Read:
     num_hidden_layers: int  # ModelConfig.num_hidden_layers (the pipeline split's layer count)
     dtype_source: Mapping[str, Any] | None  # the config mamba2_state_dtype(self) reads, or None
     one_window: bool = True  # every conv shape's window is conv_kernel - 1 (else: conv_kernel unknown)
+    fixed_dtype: str | None = None  # the conv and temporal dtype where the class fixes both (Inkling)
 
 
 @dataclass(frozen=True)
@@ -429,8 +429,7 @@ def _text(reader: Callable[[_Cfg, _Tp], _Read], why: str) -> Callable[[_Cfg, _Tp
 _READERS: dict[str, Callable[[_Cfg, _Tp], _Read | None]] = {
     "qwen3_next": _qwen(48, False), "qwen3_5_text": _qwen(32, False), "qwen3_5_moe_text": _qwen(40, False),
     "qwen3_5": _qwen(32, True), "qwen3_5_moe": _qwen(40, True), "interns2_mobius_text": _qwen(None, False),
-    **dict.fromkeys(("intern_s2_preview", "interns2_mobius"), _qwen(None, True)),
-    "jet_nemotron": _jet,
+    **dict.fromkeys(("intern_s2_preview", "interns2_mobius"), _qwen(None, True)), "jet_nemotron": _jet,
     "jet_vlm": _text(_jet, "without one SGLang builds a Jet-Nemotron config without layer_types and fails"),
     "nemotron_h": _nemotron_h, "nemotron_h_puzzle": _nemotron_h_puzzle, "falcon_h1": _falcon_h1,
     "granitemoehybrid": _granite, "lfm2": lambda c, tp: _lfm2(c, False, tp),
@@ -439,6 +438,8 @@ _READERS: dict[str, Callable[[_Cfg, _Tp], _Read | None]] = {
     "kimi_linear": _kimi_linear,
     "kimi_k3": _text(_kimi_linear, "without one SGLang builds a Kimi-Linear config without linear_attn_config "
                                    "and fails"),
+    **dict.fromkeys(INKLING_TYPES, lambda c, tp: _Read("mamba2", *inkling_state(c.cfg, tp.attn), None,
+                                                       fixed_dtype=INKLING_STATE_DTYPE)),
 }  # fmt: skip
 def _kind_ids(kinds: list[str], *names: str) -> list[int]:
     return [i for i, k in enumerate(kinds) if k in names]
@@ -488,7 +489,6 @@ UNREAD_STATE_MODEL_TYPES: Mapping[str, str] = {
                                                      "layer kinds)"),
     **dict.fromkeys(("bailing_hybrid", "bailing_moe_v3_vl"), "Bailing hybrid's lightning-attention or KDA state"),
     "minicpm_sala": "MiniCPM hybrid's lightning-attention state",
-    **dict.fromkeys(("inkling_model", "inkling_mm_model"), "Inkling's Mamba state"),
     "gigachat3_5": "GigaChat-3.5's linear-attention state (SGLang's linear-attention model registry)",
     **dict.fromkeys(("NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3", "nemotron_h_omni"),
                     "the Nemotron-H VL wrappers' llm_config state"),
@@ -589,7 +589,8 @@ def state_from_hf_config(
     read = _read(load_hf_config(config), tp)
     if read is None:
         return None
-    ssm = ssm_override or _config_ssm_dtype(read.dtype_source)
+    ssm = read.fixed_dtype or ssm_override or _config_ssm_dtype(read.dtype_source)
+    conv = read.fixed_dtype or conv
     stage = _stage_layers(read.layers, read.num_hidden_layers, pp_size,
                           None if pp_layer_split is None else list(pp_layer_split))  # fmt: skip
     dims: dict[str, Any] = {**read.dims} if read.one_window else {**read.dims, "conv_kernel": None}

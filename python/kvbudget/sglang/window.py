@@ -35,7 +35,6 @@ _MINUS_ONE = (
 _UNCHECKED = (
     "MuseSparkForConditionalGeneration",
     "EmbeddingGemma2Model", "Gemma3ForConditionalGeneration", "Gemma3nForConditionalGeneration",
-    "InklingForConditionalGeneration",
     "InklingForConditionalGenerationMTP", "JetNemotronForCausalLM", "LlamaForCausalLMEagle3",
     "Olmo2ForCausalLM", "UnlimitedOCRForCausalLM", "DFlash2BeamDraftModel", "DFlash2DraftModel",
     "DFlashDraftModel", "DFlashLagunaForCausalLM", "DSparkDraftModel", "DSparkMiniMaxDraftModel",
@@ -49,14 +48,19 @@ _UNCHECKED = (
 #: ``"gemma4_text"`` (``getattr(config.text_config, "sliding_window", -1) - 1``; Gemma 4 Unified
 #: inherits it), ``"text_minus_one"`` (DiffusionGemma: ``self.text_config.sliding_window - 1``, its
 #: ``__init__``'s ``config.text_config``; a null window fails), ``"minus_one_if_sliding_layers"`` (Beam: ``sliding_window - 1`` when a
-#: ``layer_types`` entry is sliding, else None), ``"unchecked"``.
+#: ``layer_types`` entry is sliding, else None), ``"text_window_size_minus_one"`` (Inkling:
+#: ``self.text_config.sliding_window_size - 1``, the text class's default 512; a config without a
+#: ``text_config`` fails), ``"unchecked"``.
 WINDOW_METHODS: Final[Mapping[str, str]] = {
     **dict.fromkeys(_MINUS_ONE, "minus_one"), **dict.fromkeys(_UNCHECKED, "unchecked"),
     "MellumForCausalLM": "minus_one_or_none", "Exaone4ForCausalLM": "minus_one_or_none",
     "AfmoeForCausalLM": "minus_one_if_positive", "Gemma4ForConditionalGeneration": "gemma4_text",
     "Gemma4UnifiedForConditionalGeneration": "gemma4_text", "BeamForCausalLM": "minus_one_if_sliding_layers",
     "DiffusionGemmaForBlockDiffusion": "text_minus_one",
+    "InklingForConditionalGeneration": "text_window_size_minus_one",
 }  # fmt: skip
+#: ``InklingModelConfig``'s ``sliding_window_size`` default, tokens.
+_INKLING_WINDOW = 512
 
 #: transformers 5.19.0's classes that replace ``sliding_window`` unless ``use_sliding_window``.
 _UNLESS_USED: Final[Mapping[str, int | None]] = {
@@ -84,6 +88,10 @@ def sglang_window(archs: Sequence[str], v: Any, classes: frozenset[str]) -> int 
         if not isinstance(types, list):
             raise v.fail("layer_types", "must be a list (SGLang's Beam reads it for its window)")
         return int(v.req_int("sliding_window")) - 1 if "sliding_attention" in types else None
+    if rule == "text_window_size_minus_one":
+        if not v.prefix:  # its __init__ reads config.text_config
+            raise v.fail("text_config", "is missing; SGLang's Inkling class reads config.text_config's window")
+        return (int(v.req_int("sliding_window_size")) if v.has("sliding_window_size") else _INKLING_WINDOW) - 1
     if rule in ("gemma4_text", "text_minus_one"):
         w = v.opt_int("sliding_window")
         if w is not None and v.raw("use_bidirectional_attention") == "all":

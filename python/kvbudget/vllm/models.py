@@ -164,7 +164,7 @@ DRAFT_METHODS: Final[frozenset[str]] = frozenset({"eagle", "eagle3", "mtp"})
 #: EAGLE3 drafter reads auxiliary hidden states. (Each name of :data:`SERVED_AS` whose class is one of these.)
 _EAGLE3: Final = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
-    "MistralLarge3ForCausalLM", "DeepseekForCausalLM",
+    "MistralLarge3ForCausalLM", "DeepseekForCausalLM", "SarvamMLAForCausalLM", "Step1ForCausalLM",
     "GptOssForCausalLM", "GraniteForCausalLM", "KimiLinearForCausalLM",
     "MiniMaxM2ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM", "MiMoForCausalLM",
     "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM", "ApertusForCausalLM", "AfmoeForCausalLM",
@@ -182,7 +182,7 @@ EAGLE3_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.
 _EAGLE3_PP: Final = frozenset({
     "KimiLinearForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM",
     "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM", "Ernie4_5ForCausalLM",
-    "MiMoForCausalLM", "TeleFLMForCausalLM"})  # fmt: skip
+    "MiMoForCausalLM", "TeleFLMForCausalLM", "SarvamMLAForCausalLM"})  # fmt: skip
 EAGLE3_PP_ARCHITECTURES: Final[frozenset[str]] = frozenset(a for a, s in SERVED_AS.items() if s in _EAGLE3_PP)
 # The drafter architectures (after EAGLEConfig's renaming) vLLM builds with its Llama EAGLE heads.
 _LLAMA_DRAFTERS: Final[dict[str, frozenset[str]]] = {

@@ -32,6 +32,7 @@ fn int_cell(name: &str) -> BoxedStrategy<i64> {
         "attn_dp_size" => pick(&[1, 2, 4, 0]),
         "max_running_requests" => pick(&[-1, 1, 64, 256, 0]),
         "chunked_prefill_size" => pick(&[-1, 512, 8192, 0]),
+        "model_context_len" => pick(&[-1, 4096, 131_072, 0]),
         "disaggregation_decode_extra_slots" => pick(&[0, 2, 8, -1]),
         "swa_eviction_interval" => pick(&[128, 0, -5, 4, i64::MIN]),
         "draft_num_layers" => pick(&[0, 1, 2, 3, 1 << 30]),

@@ -152,6 +152,12 @@ impl PoolConfigurator {
     fn unified_state_entries(&self, state: &StateConfig) -> Result<(u64, u64)> {
         Ok(self.0.unified_state_entries(&state.0)?)
     }
+    /// `(full-side token, SWA-side token, state slot)` bytes in SGLang's unified tri-pool of a
+    /// hybrid-state hybrid-SWA model.
+    #[pyo3(name = "_unified_tri_entries")]
+    fn unified_tri_entries(&self, state: &StateConfig) -> Result<(u64, u64, u64)> {
+        Ok(self.0.unified_tri_entries(&state.0)?)
+    }
     /// The plan of given pool sizes (e.g. agreed across ranks); `available_bytes=None`: its own bytes.
     #[pyo3(signature = (config, available_bytes=None))]
     fn plan_for_config(

@@ -105,6 +105,7 @@ pub const HINTS: &[Hint] = &[
     ints("swa_kv_lora_rank", 90, &[64, 256, 512]),
     ints("swa_qk_rope_head_dim", 90, &[0, 32, 64]),
     flag("enable_unified_memory", 20),
+    ints("model_context_len", 50, &[1, 512, 4096, 131_072]),
     ints("prefill_attention_backend", 30, &[]),
     ints("decode_attention_backend", 30, &[]),
     flag("is_sm100", 70),

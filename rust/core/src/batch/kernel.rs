@@ -289,6 +289,7 @@ pinned_fields!(
     serving.disable_hybrid_swa_memory,
     serving.is_draft_worker,
     serving.enable_unified_memory,
+    serving.model_context_len,
     serving.prefill_attention_backend,
     serving.decode_attention_backend,
     serving.is_sm100,

@@ -89,6 +89,9 @@ macro_rules! for_each_value_type {
                     is_draft_worker: bool = false => $crate::fields::Flag,
                     /// Full and SWA layers share one byte pool (SGLang's `--enable-unified-memory`).
                     enable_unified_memory: bool = false => $crate::fields::Flag,
+                    /// The model's context length (SGLang's `model_config.context_len`: `--context-length`,
+                    /// else the config's), tokens; read only by the unified tri-pool's bs=1 floor (None: unknown).
+                    model_context_len: Option<u64> = None => $crate::fields::OptPositive,
                     /// The prefill attention backend (read to price `nvfp4` and by the unified-memory launch checks).
                     prefill_attention_backend: Option<$crate::fp4::AttentionBackend> = None => $crate::fields::OptChoice<$crate::fp4::AttentionBackend>,
                     /// The decode attention backend (read to price `nvfp4` and by the unified-memory launch checks).

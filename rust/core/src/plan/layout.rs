@@ -73,12 +73,12 @@ impl Geometry<'_> {
                 "SGLang's DSA pool needs index_head_dim == {DSA_QUANT_BLOCK}, got {dim}"
             )));
         }
-        if s.page_size != 64 * kpool {
+        let pages = mul(64, kpool, "the DSA page size")?;
+        if s.page_size != pages {
             return Err(PlanError::invalid(format!(
                 "DSA requires 64-token physical pages, got page_size={} with index_kpool={kpool} \
-                 (SGLang's DSATokenToKVPool on CUDA; its launch sets --page-size {})",
+                 (SGLang's DSATokenToKVPool on CUDA; its launch sets --page-size {pages})",
                 s.page_size,
-                64 * kpool
             )));
         }
         if s.kv_dtype() == KvDtype::Mxfp8 {

@@ -25,6 +25,7 @@ mod state;
 mod state_only;
 mod state_unified;
 mod state_unified_draft;
+mod state_unified_swa;
 mod tensors;
 mod unified_launch;
 

@@ -33,8 +33,9 @@
 //! is not a multiple of 16 bytes, the buffer not a whole number of KV elements.
 //! A speculative draft (EAGLE, EAGLE3, NEXTN, DFLASH, DSPARK) rides in the full-side entries, `E_f`
 //! then the fused entry, and its verify buffers are a second pool beside the
-//! buffer (`state_unified_draft.rs`). Not planned (refused by name): the tri-pool
-//! of a hybrid-SWA state model, an mxfp8 KV cache and a fused state entry. The
+//! buffer (`state_unified_draft.rs`). A hybrid-SWA state model's buffer is the tri-pool
+//! (`state_unified_swa.rs`). Not planned (refused by name): an mxfp8 KV cache and a fused
+//! state entry. The
 //! extra bytes per slot and ReplaySSM's rings SGLang's state budget charges are
 //! not in the buffer (SGLang allocates neither there).
 
@@ -51,27 +52,56 @@ use crate::sizing::ConfiguratorKind;
 use crate::state::StateConfig;
 
 /// `config_from_budget` floors the profiled budget to this many bytes.
-const BUDGET_ALIGN: i64 = 4096;
+pub(super) const BUDGET_ALIGN: i64 = 4096;
 
 fn invalid(msg: impl Into<String>) -> PlanError {
     PlanError::invalid(msg)
 }
 
-/// The full side of the buffer (`MHASubPoolSpec` / `MLASubPoolSpec`).
-struct FullSide {
-    /// One token over the stage's full layers, rounded up to [`ENTRY_ALIGN`] (a fused
+/// A KV side of the buffer (`MHASubPoolSpec` / `MLASubPoolSpec`): the full layers', or the
+/// tri-pool's sliding-window layers' (`state_unified_swa.rs`).
+pub(super) struct KvSide {
+    /// SGLang's sub-pool name (`full`, `swa`).
+    pub(super) name: &'static str,
+    /// One token over the stage's layers of this side, rounded up to [`ENTRY_ALIGN`] (a fused
     /// draft's parts included once [`PoolConfigurator::plan_unified_state`] sets them), bytes.
-    entry: u64,
-    /// The stage's full layers' own rows of one token, unaligned, bytes.
-    host: u64,
+    pub(super) entry: u64,
+    /// The stage's layers' own rows of one token, unaligned, bytes.
+    pub(super) host: u64,
     /// The per-layer rows SGLang checks (`K`, `V`; `latent`), bytes.
-    rows: Vec<(&'static str, u64)>,
+    pub(super) rows: Vec<(&'static str, u64)>,
     /// The storage dtype's element, bytes.
+    pub(super) itemsize: u64,
+}
+
+/// A side of `layers` layers whose one-token rows are `rows` (see [`KvSide`]).
+pub(super) fn kv_side(
+    name: &'static str,
+    rows: Vec<(&'static str, u64)>,
+    layers: u64,
     itemsize: u64,
+) -> Result<KvSide> {
+    if layers == 0 {
+        return Err(invalid("layer_num must be positive; got 0"));
+    }
+    let host = rows
+        .iter()
+        .try_fold(0u64, |acc, (_, r)| add(acc, *r, "entry"))?;
+    let host = mul(host, layers, "entry")?;
+    let entry = host
+        .checked_next_multiple_of(ENTRY_ALIGN)
+        .ok_or_else(|| PlanError::overflow("entry"))?;
+    Ok(KvSide {
+        name,
+        entry,
+        host,
+        rows,
+        itemsize,
+    })
 }
 
 /// The full side of the buffer for `cfg`'s stage.
-fn full_entry(cfg: &PoolConfigurator) -> Result<FullSide> {
+pub(super) fn full_entry(cfg: &PoolConfigurator) -> Result<KvSide> {
     let (model, serving) = (cfg.shape(), cfg.serving());
     let dtype = serving.kv_dtype();
     if dtype == KvDtype::Mxfp8 {
@@ -81,7 +111,13 @@ fn full_entry(cfg: &PoolConfigurator) -> Result<FullSide> {
     }
     // `_store_dtype_for`: fp8 is stored as uint8, one byte either way.
     let b = dtype.element_bytes();
-    let layers = model.num_layers();
+    // The Default configurator prices every layer at the full geometry; the tri-pool's full side
+    // holds the full layers alone (its SWA layers are the SWA side's).
+    let layers = if cfg.kind() == ConfiguratorKind::Default {
+        model.num_layers()
+    } else {
+        model.num_full_layers
+    };
     let rows = if let Some(mla) = model.mla() {
         for (what, v) in [
             ("kv_lora_rank", mla.kv_lora_rank),
@@ -115,26 +151,11 @@ fn full_entry(cfg: &PoolConfigurator) -> Result<FullSide> {
             ("V", mul(mul(n, model.v_dim(), "V row")?, b, "V row")?),
         ]
     };
-    if layers == 0 {
-        return Err(invalid("layer_num must be positive; got 0"));
-    }
-    let host = rows
-        .iter()
-        .try_fold(0u64, |acc, (_, r)| add(acc, *r, "full entry"))?;
-    let host = mul(host, layers, "full entry")?;
-    let entry = host
-        .checked_next_multiple_of(ENTRY_ALIGN)
-        .ok_or_else(|| PlanError::overflow("full entry"))?;
-    Ok(FullSide {
-        entry,
-        host,
-        rows,
-        itemsize: b,
-    })
+    kv_side("full", rows, layers, b)
 }
 
 /// One state slot over the stage's state layers (`MambaSubPoolSpec.entry_bytes`), bytes.
-fn state_entry(state: &StateConfig) -> Result<u64> {
+pub(super) fn state_entry(state: &StateConfig) -> Result<u64> {
     let layers = state.stage_state_layers.unwrap_or(state.num_state_layers);
     if layers == 0 {
         return Err(invalid("layer_num must be positive; got 0"));
@@ -142,71 +163,117 @@ fn state_entry(state: &StateConfig) -> Result<u64> {
     mul(state.per_layer_bytes::<PlanError>()?, layers, "state entry")
 }
 
-/// SGLang's checks on a buffer of `total` bytes, in its order (see the module doc).
-fn check_buffer(
+/// SGLang's checks on a buffer of `total` bytes, in its order (see the module doc): the bs=1
+/// floor of `factory` (its own `terms` before the state slots and the sink:
+/// [`check_floor`]), then [`check_sub_pools`].
+pub(super) fn check_buffer(
     total: u64,
-    full: &FullSide,
+    sides: &[&KvSide],
+    e_m: u64,
+    state: &StateConfig,
+    page: u64,
+    factory: (&str, Vec<(&str, u64)>),
+) -> Result<()> {
+    check_floor(total, sides, e_m, page, factory)?;
+    check_sub_pools(total, sides, e_m, state, page)
+}
+
+/// `_reserved_floor_bytes`: the slot-0 sink, the largest entry or a page of a KV side's, bytes.
+fn sink_bytes(sides: &[&KvSide], e_m: u64, page: u64) -> Result<u64> {
+    let mut sink = e_m;
+    for side in sides {
+        sink = sink
+            .max(side.entry)
+            .max(mul(page, side.entry, "the slot-0 sink")?);
+    }
+    Ok(sink)
+}
+
+/// `_check_bs1_feasibility_floor` of `factory`: its own `terms`, then the state slots one request
+/// locks (`3 * E_m`) and the slot-0 sink.
+pub(super) fn check_floor(
+    total: u64,
+    sides: &[&KvSide],
+    e_m: u64,
+    page: u64,
+    (factory, terms): (&str, Vec<(&str, u64)>),
+) -> Result<()> {
+    let sink = sink_bytes(sides, e_m, page)?;
+    let mut terms = terms;
+    terms.extend([
+        ("bs1_state_slots", mul(3, e_m, "the bs=1 floor")?),
+        ("sink", sink),
+    ]);
+    let floor = terms
+        .iter()
+        .try_fold(0u64, |acc, (_, b)| add(acc, *b, "the bs=1 floor"))?;
+    if total < floor {
+        let detail: Vec<String> = terms.iter().map(|(n, b)| format!("{n}={b}")).collect();
+        return Err(PlanError::not_enough_memory(format!(
+            "[unified-memory-pool] {factory}: byte budget {total} cannot fit ONE worst-case request (bs=1 \
+             floor {floor} = {}). A pool this size retract-livelocks at runtime. Raise --mem-fraction-static, \
+             lower the model context length, or reduce reserved memory.",
+            detail.join(" + ")
+        )));
+    }
+    Ok(())
+}
+
+/// `UnifiedKVPool`'s checks per sub-pool in the buffer's chain order: the state (grow-up) end
+/// first, then `sides` (the float middle before the grow-down end).
+pub(super) fn check_sub_pools(
+    total: u64,
+    sides: &[&KvSide],
     e_m: u64,
     state: &StateConfig,
     page: u64,
 ) -> Result<()> {
-    let e_f = full.entry;
-    // `_reserved_floor_bytes`: the slot-0 sink, the largest entry or a page of full tokens.
-    let sink = e_f.max(e_m).max(mul(page, e_f, "the slot-0 sink")?);
-    let slots = mul(3, e_m, "the bs=1 floor")?;
-    let floor = add(slots, sink, "the bs=1 floor")?;
-    if total < floor {
-        return Err(PlanError::not_enough_memory(format!(
-            "[unified-memory-pool] init_unified_mamba_pools: byte budget {total} cannot fit ONE worst-case \
-             request (bs=1 floor {floor} = bs1_state_slots={slots} + sink={sink}). A pool this size \
-             retract-livelocks at runtime. Raise --mem-fraction-static, lower the model context length, or \
-             reduce reserved memory."
-        )));
-    }
-    for (name, entry) in [("mamba", e_m), ("full", e_f)] {
+    let sink = sink_bytes(sides, e_m, page)?;
+    let min_slot = |name: &str, entry: u64| -> Result<u64> {
         let max_slots = total / entry;
-        let min_slot = sink.div_ceil(entry);
-        if max_slots <= min_slot {
+        if max_slots <= sink.div_ceil(entry) {
             return Err(PlanError::not_enough_memory(format!(
                 "UnifiedKVPool: sub-pool '{name}' fits only {max_slots} slots in {total} bytes, but \
-                 min_slot_index={min_slot} leaves no room for real data. Increase total_bytes."
+                 min_slot_index={} leaves no room for real data. Increase total_bytes.",
+                sink.div_ceil(entry)
             )));
         }
-        if name == "mamba" {
-            // `build_mamba_entry_views`: the entry in whole elements, then the buffer viewed as them.
-            for (what, size) in [
-                ("conv-state", state.conv_dtype),
-                ("temporal-state", state.ssm_dtype),
-            ] {
-                let item = size.itemsize();
-                if !e_m.is_multiple_of(item) {
-                    return Err(invalid(format!(
-                        "misaligned mamba spec: per-slot entry_bytes={e_m} is not a multiple of the {what} \
-                         itemsize {item} B"
-                    )));
-                }
-                viewable(total, item)?;
-            }
-        } else {
-            // `_build_mha_views` / `_build_mla_views`: int32 physical ids, the rows, the dtype view.
-            let ids = max_slots / page * page;
-            if ids >= 1 << 31 {
-                return Err(invalid(format!(
-                    "sub-pool 'full': {ids} physical ids exceed the int32 bound (2^31) that read-index \
-                     buffers assume. Reduce max_total_num_tokens."
-                )));
-            }
-            if let Some((part, bytes)) =
-                full.rows.iter().find(|(_, r)| !r.is_multiple_of(ROW_ALIGN))
-            {
-                return Err(invalid(format!(
-                    "--enable-unified-memory needs every per-rank KV row to be a multiple of {ROW_ALIGN} \
-                     bytes; sub-pool 'full' has a {bytes}-byte {part} row. Run this model without \
-                     --enable-unified-memory."
-                )));
-            }
-            viewable(total, full.itemsize)?;
+        Ok(max_slots)
+    };
+    min_slot("mamba", e_m)?;
+    // `build_mamba_entry_views`: the entry in whole elements, then the buffer viewed as them.
+    for (what, size) in [
+        ("conv-state", state.conv_dtype),
+        ("temporal-state", state.ssm_dtype),
+    ] {
+        let item = size.itemsize();
+        if !e_m.is_multiple_of(item) {
+            return Err(invalid(format!(
+                "misaligned mamba spec: per-slot entry_bytes={e_m} is not a multiple of the {what} \
+                 itemsize {item} B"
+            )));
         }
+        viewable(total, item)?;
+    }
+    for side in sides {
+        let name = side.name;
+        let max_slots = min_slot(name, side.entry)?;
+        // `_build_mha_views` / `_build_mla_views`: int32 physical ids, the rows, the dtype view.
+        let ids = max_slots / page * page;
+        if ids >= 1 << 31 {
+            return Err(invalid(format!(
+                "sub-pool '{name}': {ids} physical ids exceed the int32 bound (2^31) that read-index \
+                 buffers assume. Reduce max_total_num_tokens."
+            )));
+        }
+        if let Some((part, bytes)) = side.rows.iter().find(|(_, r)| !r.is_multiple_of(ROW_ALIGN)) {
+            return Err(invalid(format!(
+                "--enable-unified-memory needs every per-rank KV row to be a multiple of {ROW_ALIGN} \
+                 bytes; sub-pool '{name}' has a {bytes}-byte {part} row. Run this model without \
+                 --enable-unified-memory."
+            )));
+        }
+        viewable(total, side.itemsize)?;
     }
     Ok(())
 }
@@ -297,9 +364,8 @@ impl PoolConfigurator {
         budget: &StateBudget,
     ) -> Result<PoolPlan> {
         if self.kind() != ConfiguratorKind::Default {
-            return Err(invalid(
-                "kvbudget does not plan SGLang's unified tri-pool (state, SWA and full layers in one buffer)",
-            ));
+            // state, SWA and full layers in one buffer (`state_unified_swa.rs`)
+            return self.plan_unified_tri(available_bytes, fit, state, budget);
         }
         if state.fused_state_entry_bytes.is_some() {
             return Err(invalid(
@@ -359,7 +425,14 @@ impl PoolConfigurator {
             "unified pool bytes",
         )?;
         let page = self.resolve_page_size(None)?.unsigned_abs();
-        check_buffer(total, &full, e_m, state, page)?;
+        check_buffer(
+            total,
+            &[&full],
+            e_m,
+            state,
+            page,
+            ("init_unified_mamba_pools", Vec::new()),
+        )?;
         let tokens = u64::try_from(config.max_total_num_tokens)
             .map_err(|_| PlanError::not_enough_memory("the full side holds no token"))?;
         let mut config = config;

@@ -287,13 +287,19 @@ def run_case(oracles: tuple[StateOracle, UnifiedMambaOracle, LaunchOracle], seed
          ours["total_bytes"] - (budget - budget % 4096))) if a != b]  # fmt: skip
     # The exact plan fits, and holds SGLang's bytes where those fit (SGLang prices a pipeline stage's state
     # slot as int(per_req * share), which can be below the slot it lays out: its buffer may then overshoot).
-    exact, available = kvbudget_side(c, full, o, "exact"), _available(c)
+    return exact_within(kvbudget_side(c, full, o, "exact"), ours["total_bytes"], _available(c), diffs)
+
+
+def exact_within(exact: dict[str, Any], sglang_bytes: int, available: int, diffs: list[str]) -> tuple[str, list[str]]:
+    """``(branch, differences)`` of a buffer SGLang and kvbudget agree on: ``diffs`` and, where the
+    exact plan ``exact`` plans, its bytes outside ``[SGLang's (or the budget's last 4,096-byte
+    step), available]``; its checker runs."""
     if exact["error"] is None:
         p = exact["plan"]
-        if p.total_bytes > available or p.total_bytes < min(ours["total_bytes"], available - 4095):
-            diffs.append(f"exact plan {p.total_bytes} bytes: not within [SGLang's {ours['total_bytes']}, {available}]")
+        if p.total_bytes > available or p.total_bytes < min(sglang_bytes, available - 4095):
+            diffs.append(f"exact plan {p.total_bytes} bytes: not within [SGLang's {sglang_bytes}, {available}]")
         p.check()
-    return "buffer" if ours["total_bytes"] <= available else "buffer (SGLang's over budget)", diffs
+    return "buffer" if sglang_bytes <= available else "buffer (SGLang's over budget)", diffs
 
 
 #: SGLang's checks on the buffer, by a piece of their messages.

@@ -23,8 +23,8 @@ import random
 from typing import Any
 
 import test_sglang_state as S
-from test_sglang_state_unified import (GIB, _available, _full_args, _kv_heads, _torch_dtype, launch_outcome,  # noqa: F401
-                                       oracles, run_all)  # fmt: skip
+from test_sglang_state_unified import (GIB, _available, _full_args, _kv_heads, _torch_dtype, exact_within,  # noqa: F401
+                                       launch_outcome, oracles, run_all)  # fmt: skip
 from sglang_oracle.state import StateOracle
 from sglang_oracle.unified_launch import LaunchOracle
 from sglang_oracle.unified_mamba import UnifiedMambaOracle
@@ -151,13 +151,7 @@ def run_case(oracles: Oracles, seed: int) -> tuple[str, list[str]]:
     diffs = [f"{k}: SGLang {a} vs kvbudget {b}" for k, a, b in (
         ("total_bytes", theirs["total_bytes"], ours["total_bytes"]),
         ("max_slots (bytes // entry, by sub-pool)", theirs["max_slots"], ours["max_slots"])) if a != b]  # fmt: skip
-    exact, available = kvbudget_side(c, full, swa, o, "exact"), _available(c)
-    if exact["error"] is None:
-        p = exact["plan"]
-        if p.total_bytes > available or p.total_bytes < min(ours["total_bytes"], available - 4095):
-            diffs.append(f"exact plan {p.total_bytes} bytes: not within [SGLang's {ours['total_bytes']}, {available}]")
-        p.check()
-    return "buffer" if ours["total_bytes"] <= available else "buffer (SGLang's over budget)", diffs
+    return exact_within(kvbudget_side(c, full, swa, o, "exact"), ours["total_bytes"], _available(c), diffs)
 
 
 #: SGLang's checks on the tri-pool, by a piece of their messages.

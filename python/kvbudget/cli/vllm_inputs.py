@@ -210,9 +210,12 @@ def vllm_inputs(args: argparse.Namespace, sc: CliScenario) -> VllmInputs:
                      f"{block}-token kernel blocks only")  # fmt: skip
         engine = replace(engine, block_size=block)
     own = sorted({x.block_size for x in layers if x.block_size is not None and x.block_size != engine.block_size})
-    if own:  # the layers' own block size (DSA: what the indexer backend takes; MiniMax-M3: its sparse backends)
+    if own:  # the layers' own block size (DSA: what the indexer backend takes; MiniMax-M3: its sparse backends;
+        # Inkling: its conv states, one block of the conv kernel)
         why = ("a MiniMax-M3 model: its sparse backends' only kernel block size"
                if any(x.kind == "key_indexer" for x in layers) else
+               "Inkling's conv states: one block of sconv_kernel_size tokens"
+               if any(x.name.endswith(".conv_state") for x in layers) else
                "a DSA model: its indexer backend's only kernel block size")  # fmt: skip
         notes.append(f"the model's layers take {', '.join(map(str, own))}-token blocks, not block {engine.block_size} "
                      f"({why})")  # fmt: skip

@@ -351,6 +351,31 @@ impl PoolConfigurator {
         Ok((full.entry, state_entry(&state)?))
     }
 
+    /// The plan's one unified pool: a `uint8` buffer of `total` bytes over `ids`, listed with its
+    /// first layer, `tokens` the full-side label (rows alike: no padding page).
+    pub(super) fn unified_pool(&self, mut ids: Vec<u64>, tokens: u64, total: u64) -> PoolSpec {
+        ids.sort_unstable();
+        let first = ids.first().copied().unwrap_or(0);
+        PoolSpec {
+            name: PoolName::Unified,
+            tokens,
+            rows: tokens,
+            layer_ids: ids,
+            kv_cache_dtype: self.serving().kv_cache_dtype,
+            nbytes: total,
+            padding_bytes: 0,
+            tensors: vec![TensorSpec {
+                pool: PoolName::Unified,
+                layer_id: first,
+                kind: TensorKind::Bytes,
+                shape: vec![total],
+                dtype: StorageDtype::Uint8,
+                nbytes: total,
+                offset: 0,
+            }],
+        }
+    }
+
     /// The plan of a hybrid-state model under unified memory (see the module doc), on
     /// `available_bytes` with SGLang's state budget `budget` already taken.
     ///
@@ -437,26 +462,7 @@ impl PoolConfigurator {
             .map_err(|_| PlanError::not_enough_memory("the full side holds no token"))?;
         let mut config = config;
         config.unified_memory_pool_bytes = Some(to_i64(total, "unified pool bytes")?);
-        let ids = self.layer_ids().full;
-        let first = ids.first().copied().unwrap_or(0);
-        let pool = PoolSpec {
-            name: PoolName::Unified,
-            tokens,
-            rows: tokens,
-            layer_ids: ids,
-            kv_cache_dtype: self.serving().kv_cache_dtype,
-            nbytes: total,
-            padding_bytes: 0,
-            tensors: vec![TensorSpec {
-                pool: PoolName::Unified,
-                layer_id: first,
-                kind: TensorKind::Bytes,
-                shape: vec![total],
-                dtype: StorageDtype::Uint8,
-                nbytes: total,
-                offset: 0,
-            }],
-        };
+        let pool = self.unified_pool(self.layer_ids().full, tokens, total);
         let total_bytes = add(total, side_bytes, "plan bytes")?;
         Ok(PoolPlan {
             fit,

@@ -28,11 +28,10 @@
 use super::state_unified::{
     check_floor, check_sub_pools, full_entry, kv_side, state_entry, KvSide, BUDGET_ALIGN,
 };
-use super::{Fit, PoolName, PoolPlan, PoolSpec, TensorKind, TensorSpec};
+use super::{Fit, PoolPlan};
 use crate::arith::{add, mul, to_i64};
 use crate::cell::swa_kv_heads_per_rank;
 use crate::configurator::PoolConfigurator;
-use crate::dtype::StorageDtype;
 use crate::error::{PlanError, Result};
 use crate::sizing::state::StateBudget;
 use crate::state::StateConfig;
@@ -183,27 +182,11 @@ impl PoolConfigurator {
             .map_err(|_| PlanError::not_enough_memory("the full side holds no token"))?;
         config.unified_memory_pool_bytes = Some(to_i64(total, "unified pool bytes")?);
         let ids = self.layer_ids();
-        let mut ids: Vec<u64> = ids.full.iter().chain(&ids.swa).copied().collect();
-        ids.sort_unstable();
-        let first = ids.first().copied().unwrap_or(0);
-        let pool = PoolSpec {
-            name: PoolName::Unified,
+        let pool = self.unified_pool(
+            ids.full.iter().chain(&ids.swa).copied().collect(),
             tokens,
-            rows: tokens,
-            layer_ids: ids,
-            kv_cache_dtype: self.serving().kv_cache_dtype,
-            nbytes: total,
-            padding_bytes: 0,
-            tensors: vec![TensorSpec {
-                pool: PoolName::Unified,
-                layer_id: first,
-                kind: TensorKind::Bytes,
-                shape: vec![total],
-                dtype: StorageDtype::Uint8,
-                nbytes: total,
-                offset: 0,
-            }],
-        };
+            total,
+        );
         Ok(PoolPlan {
             fit,
             configurator: self.kind(),

@@ -202,17 +202,31 @@ def full_side_model(full: dict[str, Any]) -> Any:
 
 def kvbudget_side(c: StateCase, full: dict[str, Any], o: dict[str, Any], fit: str) -> dict[str, Any]:
     """kvbudget's plan of ``c`` (its state as ``test_sglang_state`` builds it) on the full side ``full``."""
-    import kvbudget
-    from kvbudget.errors import InvalidConfigError, NotEnoughMemoryError
-    from kvbudget.sglang.state import plan_with_state, unified_entries
+    from kvbudget.sglang.state import unified_entries
 
     state, serving, spec = o["inputs"]
     b = full.get("backends")
+    got = planned(c, lambda: (full_side_model(full), serving.replace(
+        tp_size=c.tp, kv_cache_dtype=full["dtype"], page_size=full["page"], dcp_size=full["dcp"],
+        prefill_attention_backend=b and b[0], decode_attention_backend=b and b[1])), spec, state, fit)  # fmt: skip
+    if isinstance(got, dict):
+        return got
+    cfg, plan, budget, pool = got
+    e_f, e_m = unified_entries(cfg, state)
+    return {"error": None, "plan": plan, "total_bytes": pool.nbytes, "slots": budget.max_mamba_cache_size,
+            "tokens": pool.tokens, "max_slots": {"mamba": pool.nbytes // e_m, "full": pool.nbytes // e_f}}  # fmt: skip
+
+
+def planned(c: StateCase, build: Callable[[], tuple[Any, Any]], spec: Any, state: Any,
+            fit: str) -> tuple[Any, ...] | dict[str, Any]:  # fmt: skip
+    """kvbudget's ``plan_with_state`` of a unified case on the ``(model, serving)`` that ``build``
+    gives: ``(configurator, plan, budget, its one unified pool)``, or ``{"error": (kind, message)}``."""
+    import kvbudget
+    from kvbudget.errors import InvalidConfigError, NotEnoughMemoryError
+    from kvbudget.sglang.state import plan_with_state
+
     try:
-        model = full_side_model(full)
-        serving = serving.replace(tp_size=c.tp, kv_cache_dtype=full["dtype"], page_size=full["page"],
-                                  dcp_size=full["dcp"], prefill_attention_backend=b and b[0],
-                                  decode_attention_backend=b and b[1])  # fmt: skip
+        model, serving = build()
         cfg = kvbudget.create_pool_configurator(model, serving, spec)
         plan, budget = plan_with_state(cfg, _available(c), state, fit=fit)  # type: ignore[arg-type]
     except NotEnoughMemoryError as e:
@@ -221,9 +235,7 @@ def kvbudget_side(c: StateCase, full: dict[str, Any], o: dict[str, Any], fit: st
         return {"error": ("invalid", str(e))}
     pool = plan.pool("unified")
     assert pool is not None and [p.name for p in plan.pools] == ["unified"], plan.pools
-    e_f, e_m = unified_entries(cfg, state)
-    return {"error": None, "plan": plan, "total_bytes": pool.nbytes, "slots": budget.max_mamba_cache_size,
-            "tokens": pool.tokens, "max_slots": {"mamba": pool.nbytes // e_m, "full": pool.nbytes // e_f}}  # fmt: skip
+    return cfg, plan, budget, pool
 
 
 def _full_args(full: dict[str, Any], tp: int) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import test_sglang_state as S
 from test_sglang_state_unified import (GIB, _available, _full_args, _kv_heads, _torch_dtype, exact_within,  # noqa: F401
-                                       launch_outcome, oracles, run_all)  # fmt: skip
+                                       launch_outcome, oracles, planned, run_all)  # fmt: skip
 from sglang_oracle.state import StateOracle
 from sglang_oracle.unified_launch import LaunchOracle
 from sglang_oracle.unified_mamba import UnifiedMambaOracle
@@ -78,22 +78,15 @@ def _model(full: dict[str, Any], swa: dict[str, Any]) -> Any:
 def kvbudget_side(c: S.StateCase, full: dict[str, Any], swa: dict[str, Any], o: dict[str, Any],
                   fit: str) -> dict[str, Any]:  # fmt: skip
     """kvbudget's tri-pool plan of ``c`` (its state as ``test_sglang_state`` builds it)."""
-    import kvbudget
-    from kvbudget.errors import InvalidConfigError, NotEnoughMemoryError
-    from kvbudget.sglang.state import plan_with_state, unified_tri_entries
+    from kvbudget.sglang.state import unified_tri_entries
 
     state, serving, spec = o["inputs"]
-    try:
-        serving = serving.replace(tp_size=c.tp, kv_cache_dtype=full["dtype"], page_size=full["page"],
-                                  model_context_len=swa["context"] if swa["given"] else None)  # fmt: skip
-        cfg = kvbudget.create_pool_configurator(_model(full, swa), serving, spec)
-        plan, budget = plan_with_state(cfg, _available(c), state, fit=fit)  # type: ignore[arg-type]
-    except NotEnoughMemoryError as e:
-        return {"error": ("memory", str(e))}
-    except InvalidConfigError as e:
-        return {"error": ("invalid", str(e))}
-    pool = plan.pool("unified")
-    assert pool is not None and [p.name for p in plan.pools] == ["unified"], plan.pools
+    got = planned(c, lambda: (_model(full, swa), serving.replace(
+        tp_size=c.tp, kv_cache_dtype=full["dtype"], page_size=full["page"],
+        model_context_len=swa["context"] if swa["given"] else None)), spec, state, fit)  # fmt: skip
+    if isinstance(got, dict):
+        return got
+    cfg, plan, budget, pool = got
     e_f, e_s, e_m = unified_tri_entries(cfg, state)
     c_ = plan.config
     return {"error": None, "plan": plan, "total_bytes": pool.nbytes, "slots": budget.max_mamba_cache_size,

@@ -49,8 +49,8 @@ _UNCHECKED = (
 #: inherits it), ``"text_minus_one"`` (DiffusionGemma: ``self.text_config.sliding_window - 1``, its
 #: ``__init__``'s ``config.text_config``; a null window fails), ``"minus_one_if_sliding_layers"`` (Beam: ``sliding_window - 1`` when a
 #: ``layer_types`` entry is sliding, else None), ``"text_window_size_minus_one"`` (Inkling:
-#: ``self.text_config.sliding_window_size - 1``, the text class's default 512; a config without a
-#: ``text_config`` fails), ``"unchecked"``.
+#: ``self.text_config.sliding_window_size - 1``, its text class's default filled in by
+#: :func:`kvbudget.sglang.inkling.inkling_config`; a config without a ``text_config`` fails), ``"unchecked"``.
 WINDOW_METHODS: Final[Mapping[str, str]] = {
     **dict.fromkeys(_MINUS_ONE, "minus_one"), **dict.fromkeys(_UNCHECKED, "unchecked"),
     "MellumForCausalLM": "minus_one_or_none", "Exaone4ForCausalLM": "minus_one_or_none",
@@ -59,8 +59,6 @@ WINDOW_METHODS: Final[Mapping[str, str]] = {
     "DiffusionGemmaForBlockDiffusion": "text_minus_one",
     "InklingForConditionalGeneration": "text_window_size_minus_one",
 }  # fmt: skip
-#: ``InklingModelConfig``'s ``sliding_window_size`` default, tokens.
-_INKLING_WINDOW = 512
 
 #: transformers 5.19.0's classes that replace ``sliding_window`` unless ``use_sliding_window``.
 _UNLESS_USED: Final[Mapping[str, int | None]] = {
@@ -91,7 +89,7 @@ def sglang_window(archs: Sequence[str], v: Any, classes: frozenset[str]) -> int 
     if rule == "text_window_size_minus_one":
         if not v.prefix:  # its __init__ reads config.text_config
             raise v.fail("text_config", "is missing; SGLang's Inkling class reads config.text_config's window")
-        return (int(v.req_int("sliding_window_size")) if v.has("sliding_window_size") else _INKLING_WINDOW) - 1
+        return int(v.req_int("sliding_window_size")) - 1
     if rule in ("gemma4_text", "text_minus_one"):
         w = v.opt_int("sliding_window")
         if w is not None and v.raw("use_bidirectional_attention") == "all":

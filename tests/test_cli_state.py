@@ -184,3 +184,25 @@ def test_plan_shows_a_fused_draft_as_the_readme_does() -> None:
     assert len(lines) == 2 and all(x in readme for x in lines), lines
     assert "full tokens take 13,312 bytes each" in lines[0]
     assert re.search(r"│ state +│ 64 requests │ +65 │", r.stdout), r.stdout
+
+
+def test_an_inkling_unified_plan_takes_sglangs_context_length(tmp_path: Path) -> None:
+    """Inkling under ``--enable-unified-memory``: SGLang's tri-pool, whose bs=1 floor charges
+    ``min(context, window + page)`` SWA tokens. With a window above the config's context the
+    window bound does not settle the floor: the CLI takes SGLang's context length of the config
+    (``get_context_length``, as a launch line does), which the explicit flag reproduces, and a
+    different context plans differently."""
+    text = {"model_type": "inkling_model", "num_hidden_layers": 8, "hidden_size": 2048, "num_attention_heads": 16,
+            "num_key_value_heads": 4, "head_dim": 128, "local_layer_ids": [0, 1, 2, 4, 5, 6],
+            "sliding_window_size": 300_000, "max_position_embeddings": 4096, "sconv_kernel_size": 4,
+            "n_shared_experts": 1, "shared_expert_sink": True}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "inkling_mm_model", "torch_dtype": "bfloat16",
+                                                      "architectures": ["InklingForConditionalGeneration"],
+                                                      "text_config": text}))  # fmt: skip
+    base = ("plan", str(tmp_path), "--engine", "sglang", "--available", "3GiB", "--enable-unified-memory", "--json")
+    runs = [run(*base), run(*base, "--model-context-len", "4096"), run(*base, "--model-context-len", "1000000")]
+    assert all(r.returncode == 0 for r in runs[:2]), runs[0].stderr
+    derived, given = (json.loads(r.stdout)["plan"] for r in runs[:2])
+    assert derived == given and [p["name"] for p in derived["pools"]] == ["unified"]
+    # a context above the window + page: the floor's term is the window's 300,001 tokens, which 3 GiB cannot hold
+    assert runs[2].returncode != 0 and "bs=1 floor" in runs[2].stderr

@@ -259,6 +259,16 @@ def _hybrid_state(model: _SGLangModel | None, scenario: kvbudget.Scenario, args:
     notes.append(f"SGLang 0.5.23 keeps a {state.mixer} state in {state.num_state_layers} layers beside a KV pool "
                  f"over the {geometry.num_layers} attention layers; the state pool comes out of the budget first "
                  "(--mamba-radix-cache-strategy is taken as given: SGLang resolves 'auto' at launch)")  # fmt: skip
+    if serving.enable_unified_memory and serving.model_context_len is None and geometry.swa_attention_layer_ids:
+        from kvbudget.models.hf import text_part
+        from kvbudget.sglang.pure_state import context_length
+
+        try:  # the tri-pool's bs=1 floor reads it, as the launch path sets it
+            serving = serving.replace(model_context_len=context_length(text_part(cfg)))
+        except ConfigError as exc:
+            raise _PlanningError(f"SGLang 0.5.23's context length of this config: {exc}") from None
+        notes.append(f"--model-context-len {serving.model_context_len:,}: SGLang's context length of this config "
+                     "(get_context_length), which its unified tri-pool's bs=1 floor reads")  # fmt: skip
     return kvbudget.Scenario(geometry, serving, scenario.spec), state
 
 

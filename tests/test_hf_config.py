@@ -364,3 +364,21 @@ def test_nemotron_nas_kv_heads_are_read_from_its_attention_blocks() -> None:
         geometry_kwargs_from_hf_config(variable)
     with pytest.raises(ConfigError, match="Variable GQA"):
         resolve_sglang(variable)
+
+
+def test_the_kv_head_keys_are_both_engines() -> None:
+    """``KV_HEAD_KEYS``, declared once, is the list both engines read a config's total KV heads
+    from: vLLM 0.33.0's ``CONFIG_FIELD_ALIASES["total_num_kv_heads"]`` (lifted) and the
+    ``attributes`` of SGLang 0.5.23's ``ModelConfig.get_total_num_kv_heads`` (read with ``ast``)."""
+    import ast
+
+    from kvbudget.models.hf import KV_HEAD_KEYS
+    from sglang_oracle._fetch import sglang_root
+    from vllm_oracle import _hf
+
+    assert _hf._env(_hf._root()).cfg["CONFIG_FIELD_ALIASES"]["total_num_kv_heads"] == KV_HEAD_KEYS
+    tree = ast.parse((sglang_root() / "sglang/srt/configs/model_config.py").read_text())
+    method = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "get_total_num_kv_heads")
+    listed = next(n.value for n in ast.walk(method) if isinstance(n, ast.Assign)
+                  and ast.unparse(n.targets[0]) == "attributes")  # fmt: skip
+    assert tuple(ast.literal_eval(listed)) == KV_HEAD_KEYS

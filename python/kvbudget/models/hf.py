@@ -77,7 +77,14 @@ __all__ = [
     "geometry_kwargs_from_hf_config",
     "GEOMETRY_KEYS",
     "DRAFT_KEYS",
+    "KV_HEAD_KEYS",
 ]
+
+#: The keys both engines take a config's total KV heads from, the first one present (SGLang
+#: 0.5.23's ``ModelConfig.get_total_num_kv_heads``, vLLM 0.33.0's
+#: ``CONFIG_FIELD_ALIASES["total_num_kv_heads"]``).
+KV_HEAD_KEYS: Final[tuple[str, ...]] = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                                        "num_attention_groups")  # fmt: skip
 
 def _declared(owner: str, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
     # The field table of the core (kvbudget._core is loaded before this module:

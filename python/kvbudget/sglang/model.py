@@ -80,7 +80,7 @@ from importlib import resources
 from dataclasses import dataclass
 from typing import Any
 
-from kvbudget.models.hf import ConfigError, PathOrDict, _View, load_hf_config, nas_kv_heads
+from kvbudget.models.hf import KV_HEAD_KEYS, ConfigError, PathOrDict, _View, load_hf_config, nas_kv_heads
 from kvbudget.models.layer_kinds import derived_layer_types
 from kvbudget.sglang.dsa import MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
@@ -123,8 +123,6 @@ _GEMMA4_TYPES = frozenset({
     "gemma4", "gemma4_assistant", "gemma4_unified", "gemma4_unified_assistant", "diffusion_gemma",
     "embedding_gemma2",
 })  # fmt: skip
-_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
-                 "num_attention_groups")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -297,7 +295,7 @@ def _total_kv_heads(v: _View, pure_ssm: bool = False) -> int:
     if v.outer.get("model_type") in ("mpt", "dbrx"):
         raise ConfigError(f"{v.label}: kvbudget does not resolve SGLang's KV heads for model_type "
                           f"{v.outer.get('model_type')!r}")  # fmt: skip
-    for key in _KV_HEAD_KEYS:
+    for key in KV_HEAD_KEYS:
         if v.raw(key) is not None:
             return v.req_int(key)
     return 0 if pure_ssm else v.req_int("num_attention_heads")  # AttentionArch.SSM: no heads

@@ -63,7 +63,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kvbudget.models.hf import ConfigError, _View
+from kvbudget.models.hf import KV_HEAD_KEYS, ConfigError, _View
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.refusal import gqa_per_rank, refused, split_unevenly
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
@@ -191,18 +191,13 @@ def _grouped_heads(v: _View, arch: str, heads: int, tp: int) -> int:
     return gqa_per_rank(heads, kv, tp, "num_key_value_heads", f" ({arch})")
 
 
-#: ``CONFIG_FIELD_ALIASES["total_num_kv_heads"]``: the keys vLLM's ``ModelConfig`` takes the KV heads
-#: from, the first present, into a pydantic ``int`` field.
-_KV_ALIASES: Final = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
-                      "num_attention_groups")
-
-
 def _step1_kv(v: _View) -> int:
     """``StepAttention``'s KV heads: ``num_attention_groups``, else ``num_key_value_heads``, else 1
     (``getattr`` with defaults: a key the file lacks is not an attribute); one for a null or
-    non-positive count. ``ModelConfig`` reads them first (:data:`_KV_ALIASES`), and refuses a null.
+    non-positive count. ``ModelConfig`` reads them first (:data:`~kvbudget.models.hf.KV_HEAD_KEYS`, into a
+    pydantic ``int`` field), and refuses a null.
     """
-    alias = next((k for k in _KV_ALIASES if v.has(k)), None)
+    alias = next((k for k in KV_HEAD_KEYS if v.has(k)), None)
     if alias is not None and v.raw(alias) is None:
         raise refused("ValidationError: 1 validation error for ModelArchitectureConfig: total_num_kv_heads: Input "
                       f"should be a valid integer (config.{alias} is null)", v.name(alias), v.label)  # fmt: skip

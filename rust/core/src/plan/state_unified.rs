@@ -278,6 +278,37 @@ pub(super) fn check_sub_pools(
     Ok(())
 }
 
+/// The unified buffer's token side, bytes: SGLang's KV budget after the state charge
+/// (`Fit::Sglang`), or `available_bytes` less the `reserved` bytes beside it (`Fit::Exact`: the
+/// state slots, and a draft's verify buffers).
+///
+/// Errors: a fit that is neither; no byte left for the KV tokens.
+pub(super) fn token_side(
+    fit: Fit,
+    budget: &StateBudget,
+    available_bytes: i64,
+    reserved: impl FnOnce() -> Result<u64>,
+) -> Result<i64> {
+    let (side, reserved) = match fit {
+        Fit::Sglang => (budget.kv_budget_bytes()?, None),
+        Fit::Exact => {
+            let reserved = reserved()?;
+            let side = available_bytes.saturating_sub(to_i64(reserved, "state slots")?);
+            (side, Some(reserved))
+        }
+        Fit::Given => return Err(invalid("plan_with_state takes fit \"exact\" or \"sglang\"")),
+    };
+    if side <= 0 {
+        let what = reserved.map_or("SGLang's state charge".to_owned(), |r| format!("{r} bytes"));
+        return Err(PlanError::not_enough_memory(format!(
+            "Not enough memory: the state slots ({} slots) and the buffers beside the unified one ({what}) \
+             leave no bytes of the {available_bytes} for the KV tokens",
+            budget.max_mamba_cache_size
+        )));
+    }
+    Ok(side)
+}
+
 /// torch's `raw.view(dtype)` of the `total`-byte buffer: whole elements of `item` bytes.
 fn viewable(total: u64, item: u64) -> Result<()> {
     if total.is_multiple_of(item) {
@@ -409,19 +440,13 @@ impl PoolConfigurator {
             None
         };
         let side_bytes = side.as_ref().map_or(0, |p| p.nbytes);
-        let token_side = match fit {
-            Fit::Sglang => budget.kv_budget_bytes()?,
-            Fit::Exact => available_bytes
-                .saturating_sub(state_bytes)
-                .saturating_sub(to_i64(side_bytes, "verify buffers")?),
-            Fit::Given => return Err(invalid("plan_with_state takes fit \"exact\" or \"sglang\"")),
-        };
-        if token_side <= 0 {
-            return Err(PlanError::not_enough_memory(format!(
-                "Not enough memory: the state slots ({slots} x {e_m} bytes) and the verify buffers \
-                 ({side_bytes} bytes) leave no bytes of the {available_bytes} for the KV tokens"
-            )));
-        }
+        let token_side = token_side(fit, budget, available_bytes, || {
+            add(
+                state_bytes.unsigned_abs(),
+                side_bytes,
+                "state and verify buffers",
+            )
+        })?;
         let config = if drafting {
             // SGLang's Default configurator prices a fused draft by the fused entry; one that
             // cannot fuse at the target's geometry, then the factory refuses it.

@@ -26,7 +26,8 @@
 //! (`ServingConfig::model_context_len`).
 
 use super::state_unified::{
-    check_floor, check_sub_pools, full_entry, kv_side, state_entry, KvSide, BUDGET_ALIGN,
+    check_floor, check_sub_pools, full_entry, kv_side, state_entry, token_side, KvSide,
+    BUDGET_ALIGN,
 };
 use super::{Fit, PoolPlan};
 use crate::arith::{add, mul, to_i64};
@@ -121,23 +122,12 @@ impl PoolConfigurator {
         // SGLang sizes the token side first (`config_from_budget`), then its factory asserts.
         let stage_state = state.stage_state_layers.unwrap_or(state.num_state_layers);
         let slots = budget.max_mamba_cache_size;
-        let token_side = match fit {
-            Fit::Sglang => budget.kv_budget_bytes()?,
-            Fit::Exact if stage_state == 0 => {
-                return Err(invalid("tri-pool with zero state layers is degenerate"))
+        let token_side = token_side(fit, budget, available_bytes, || {
+            if stage_state == 0 {
+                return Err(invalid("tri-pool with zero state layers is degenerate"));
             }
-            Fit::Exact => {
-                let state_bytes = mul(slots, state_entry(state)?, "state slots")?;
-                available_bytes.saturating_sub(to_i64(state_bytes, "state slots")?)
-            }
-            Fit::Given => return Err(invalid("plan_with_state takes fit \"exact\" or \"sglang\"")),
-        };
-        if token_side <= 0 {
-            return Err(PlanError::not_enough_memory(format!(
-                "Not enough memory: the state slots ({slots}) leave no bytes of the {available_bytes} for the \
-                 KV tokens"
-            )));
-        }
+            mul(slots, state_entry(state)?, "state slots")
+        })?;
         let mut config = self.calculate_pool_sizes(token_side, None)?;
         self.check_tri()?;
         if self.shape().num_swa_layers == 0 {

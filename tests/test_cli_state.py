@@ -76,16 +76,39 @@ def test_a_state_pool_that_does_not_fit_is_an_error(qwen3_next: Path) -> None:
     assert "Not enough GPU memory for hybrid" in r.stderr
 
 
-def test_a_draft_beside_a_state_pool_asks_for_its_draft_tokens(qwen3_next: Path) -> None:
-    """The state pool holds a row per draft token: ``--draft mtp:1`` alone is a usage error that
-    names the flags and what SGLang's launch picks for this model (``auto_speculative_params``),
-    and with them the plan goes through."""
-    r = run("plan", str(qwen3_next), "--available", "40GiB", "--draft", "mtp:1")
-    assert r.returncode == 2 and "give --num-steps, --eagle-topk and --num-draft-tokens" in r.stderr, r.stderr
-    assert "SGLang's launch picks 3, 1 and 4 for this model" in r.stderr
-    r = run("plan", str(qwen3_next), "--available", "40GiB", "--draft", "mtp:1", "--num-steps", "3",
-            "--eagle-topk", "1", "--num-draft-tokens", "4", "--max-running-requests", "48")  # fmt: skip
+def test_a_draft_beside_a_state_pool_takes_sglangs_launch_values(qwen3_next: Path) -> None:
+    """The state pool holds a row per draft token and request: ``--draft mtp:1`` alone takes the
+    step flags and running-request cap SGLang's launch fills in (each with a note), and plans as
+    the launch line with the same draft does (``plan --sglang``, itself held to SGLang's hooks by
+    tests/test_sglang_launch_resolution.py). The radix-cache strategy is given to both: the
+    command line takes it as given, the launch line resolves ``auto``."""
+    common = ("--available", "40GiB", "--json")
+    r = run("plan", str(qwen3_next), "--draft", "mtp:1", "--mamba-radix-cache-strategy", "extra_buffer", *common)
     assert r.returncode == 0, r.stderr
+    mine = json.loads(r.stdout)
+    line = (f"--model-path {qwen3_next.parent} --speculative-algorithm NEXTN --speculative-draft-model-path "
+            f"{qwen3_next.parent} --kv-cache-dtype bf16 --mamba-radix-cache-strategy extra_buffer")  # fmt: skip
+    r = run("plan", "--sglang", line, *common)
+    assert r.returncode == 0, r.stderr
+    launch = json.loads(r.stdout)
+    assert launch["serving"]["max_running_requests"] == mine["serving"]["max_running_requests"] == 48
+    spec = {k: mine["draft"]["speculative"][k] for k in ("num_steps", "eagle_topk", "num_draft_tokens")}
+    assert spec == {k: launch["draft"]["speculative"][k] for k in spec} == {"num_steps": 3, "eagle_topk": 1,
+                                                                           "num_draft_tokens": 4}  # fmt: skip
+    assert mine["state"] == launch["state"] and mine["sglang"] == launch["sglang"] and mine["plan"] == launch["plan"]
+    assert mine["state"]["budget"]["intermediate_bytes"] > 0
+    r = run("plan", str(qwen3_next), "--draft", "mtp:1", "--available", "40GiB")
+    assert r.returncode == 0 and "SGLang's launch picks for Qwen3NextForCausalLM" in r.stdout, r.stderr
+    assert "--max-running-requests 48: what SGLang's launch sets" in r.stdout
+    # Steps at top-k 1 take SGLang's steps + 1 draft tokens; steps without top-k is SGLang's failure.
+    r = run("plan", str(qwen3_next), "--draft", "mtp:1", "--num-steps", "2", "--eagle-topk", "1", *common)
+    assert r.returncode == 0 and json.loads(r.stdout)["draft"]["speculative"]["num_draft_tokens"] == 3, r.stderr
+    r = run("plan", str(qwen3_next), "--draft", "mtp:1", "--num-steps", "2", "--available", "40GiB")
+    assert r.returncode == 2 and "without --speculative-eagle-topk" in r.stderr, r.stderr
+    # At top-k above 1 SGLang keeps the draft tokens given: none given is a usage error naming the flag.
+    r = run("plan", str(qwen3_next), "--draft", "mtp:1", "--num-steps", "2", "--eagle-topk", "4",
+            "--available", "40GiB")  # fmt: skip
+    assert r.returncode == 2 and "give --num-draft-tokens" in r.stderr, r.stderr
 
 
 def test_sweep_refuses_a_state_model(qwen3_next: Path) -> None:

@@ -269,7 +269,43 @@ def _hybrid_state(model: _SGLangModel | None, scenario: kvbudget.Scenario, args:
             raise _PlanningError(f"SGLang 0.5.23's context length of this config: {exc}") from None
         notes.append(f"--model-context-len {serving.model_context_len:,}: SGLang's context length of this config "
                      "(get_context_length), which its unified tri-pool's bs=1 floor reads")  # fmt: skip
-    return kvbudget.Scenario(geometry, serving, scenario.spec), state
+    spec, serving = _launch_speculative(scenario.spec, serving, model[0][0] if model[0] else "", notes)
+    return kvbudget.Scenario(geometry, serving, spec), state
+
+
+#: kvbudget's algorithm -> SGLang's after ``handle_speculative_decoding`` (NEXTN launches as EAGLE)
+#: for the EAGLE family, whose step flags SGLang's launch fills in.
+_SGLANG_EAGLE_FAMILY: Final[dict[str, str]] = {"eagle": "EAGLE", "nextn": "EAGLE", "eagle3": "EAGLE3",
+                                               "standalone": "STANDALONE"}  # fmt: skip
+
+
+def _launch_speculative(spec: SpeculativeConfig, serving: ServingConfig, arch: str,
+                        notes: list[str]) -> tuple[SpeculativeConfig, ServingConfig]:  # fmt: skip
+    """A draft beside a state pool, whose budget holds a row per draft token and request: the
+    step flags and running-request cap left unset, as SGLang 0.5.23's launch fills them in
+    (:func:`kvbudget.sglang.resolve.eagle_family_steps`, 48 running requests), each with a note."""
+    from kvbudget.sglang.resolve import SPECULATIVE_MAX_RUNNING_REQUESTS, LaunchRefused, eagle_family_steps
+
+    if spec.algorithm == "none":
+        return spec, serving
+    algorithm = _SGLANG_EAGLE_FAMILY.get(spec.algorithm)
+    if algorithm is not None and spec.num_draft_tokens is None:
+        try:
+            steps, topk, tokens = eagle_family_steps(algorithm, arch, spec.num_steps, spec.eagle_topk, None)
+        except LaunchRefused as exc:
+            raise UsageError(str(exc)) from None
+        if tokens is not None:  # top-k above 1 keeps the draft tokens given (none here): asked for below
+            given = spec.num_steps is not None
+            spec = spec.replace(num_steps=steps, eagle_topk=topk, num_draft_tokens=tokens)
+            notes.append(f"--num-steps {steps}, --eagle-topk {topk}, --num-draft-tokens {tokens}: "
+                         + ("SGLang's draft tokens at top-k 1 (steps + 1)" if given else
+                            f"SGLang's launch picks for {arch or 'this model'} (_auto_choose_speculative_params)")
+                         + "; the state pool holds a row per draft token")  # fmt: skip
+    if serving.max_running_requests is None:
+        serving = serving.replace(max_running_requests=SPECULATIVE_MAX_RUNNING_REQUESTS)
+        notes.append(f"--max-running-requests {SPECULATIVE_MAX_RUNNING_REQUESTS}: what SGLang's launch sets with a "
+                     "speculative draft when unset; the state pool's per-request buffers read it")  # fmt: skip
+    return spec, serving
 
 
 def _state_of(cfg: dict[str, Any], serving: ServingConfig, args: argparse.Namespace) -> StateConfig | None:

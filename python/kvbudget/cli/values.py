@@ -121,14 +121,11 @@ class CliScenario:
 
         s = self.sglang_scenario
         if s.spec.algorithm not in ("none", "") and s.spec.num_draft_tokens is None:
-            from kvbudget.sglang.resolve import auto_speculative_params
-
-            arch = (self.model_info.get("architectures") or [""])[0]
-            steps, topk, tokens = auto_speculative_params(s.spec.algorithm, arch)
-            raise UsageError(f"a draft beside a state pool: the state pool holds a row per draft token, so give "
-                             f"--num-steps, --eagle-topk and --num-draft-tokens (SGLang's launch picks {steps}, "
-                             f"{topk} and {tokens} for this model, and --max-running-requests 48 when unset), or "
-                             "plan the launch line itself with --sglang '...'")  # fmt: skip
+            # the EAGLE family's come from SGLang's launch rules where they settle them (build_scenario)
+            raise UsageError("a draft beside a state pool: the state pool holds a row per draft token, so give "
+                             "--num-draft-tokens (SGLang takes a DFLASH or DSPARK draft's from its checkpoint, "
+                             "and keeps the one given at top-k above 1), or plan the launch line itself with "
+                             "--sglang '...'")  # fmt: skip
         self.state_budget = state_budget(self.state, s.serving, s.spec, self.available / GIB)
         return kv_budget_bytes(self.state_budget)
 

@@ -47,7 +47,16 @@ from typing import Any
 
 from kvbudget.errors import InvalidConfigError
 
-__all__ = ["EAGLE_FAMILY", "LaunchRefused", "MTP_FROM_TARGET", "auto_speculative_params", "draft_kv_layers", "resolve_launch"]
+__all__ = [
+    "EAGLE_FAMILY",
+    "MTP_FROM_TARGET",
+    "SPECULATIVE_MAX_RUNNING_REQUESTS",
+    "LaunchRefused",
+    "auto_speculative_params",
+    "draft_kv_layers",
+    "eagle_family_steps",
+    "resolve_launch",
+]
 
 
 class LaunchRefused(InvalidConfigError):
@@ -64,6 +73,9 @@ MTP_FROM_TARGET = frozenset({
     "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration",
     "HYV3ForCausalLM", "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration",
 })  # fmt: skip
+#: ``max_running_requests`` SGLang 0.5.23's launch sets for every speculative algorithm when unset
+#: (``_handle_eagle_family``, ``_handle_dflash``, ``_handle_dspark``, ...).
+SPECULATIVE_MAX_RUNNING_REQUESTS = 48
 #: ``_auto_choose_speculative_params``: (steps, top-k, draft tokens) by target architecture.
 _WIDE_DRAFT_ARCHS = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")
 #: Draft-mode architectures whose ``ModelConfig._config_draft_model`` sets one MTP layer.
@@ -249,29 +261,44 @@ def auto_speculative_params(algorithm: str, arch: str) -> tuple[int, int, int]:
     return (5, 4, 8) if wide else (3, 1, 4)
 
 
+def eagle_family_steps(algorithm: str, arch: str, steps: int | None, topk: int | None,
+                       tokens: int | None) -> tuple[int, int, int | None]:  # fmt: skip
+    """(steps, top-k, draft tokens) as ``_handle_eagle_family`` leaves the three flags given
+    (``None`` where unset): SGLang's own for ``arch`` when ``--speculative-num-steps`` is unset
+    (:func:`auto_speculative_params`), and ``steps + 1`` draft tokens at top-k 1; ``algorithm``
+    in SGLang's spelling. The backend checks between the two steps are
+    :func:`resolve_launch`'s.
+
+    Raises:
+        LaunchRefused: top-k or draft tokens without steps (SGLang's assertion), or steps
+            without top-k (SGLang compares None with 1 and fails).
+    """
+    if steps is None:
+        if topk is not None or tokens is not None:
+            raise _refuse("speculative_hook.py, an assertion", "--speculative-eagle-topk and "
+                          "--speculative-num-draft-tokens need --speculative-num-steps")  # fmt: skip
+        steps, topk, tokens = auto_speculative_params(algorithm, arch)
+    if topk is None:  # SGLang compares it with 1 and fails
+        raise _refuse("speculative_hook.py", "--speculative-num-steps without --speculative-eagle-topk "
+                      "(TypeError: None compared with an int)")  # fmt: skip
+    return steps, topk, steps + 1 if topk == 1 else tokens
+
+
 def _eagle_family(v: dict[str, Any], arch: str) -> None:
     if v["speculative_algorithm"] == "STANDALONE" and v["attn_dp_size"] > 1:
         raise _refuse("speculative_hook.py", "Currently standalone speculative decoding does not support dp attention.")
     if v["max_running_requests"] is None:
-        v["max_running_requests"] = 48
+        v["max_running_requests"] = SPECULATIVE_MAX_RUNNING_REQUESTS
     if arch in MTP_FROM_TARGET and v["speculative_draft_model_path"] is None:
         v["speculative_draft_model_path"] = v["model_path"]
-    if v["speculative_num_steps"] is None:
-        if v["speculative_eagle_topk"] is not None or v["speculative_num_draft_tokens"] is not None:
-            raise _refuse("speculative_hook.py, an assertion", "--speculative-eagle-topk and "
-                          "--speculative-num-draft-tokens need --speculative-num-steps")  # fmt: skip
-        v["speculative_num_steps"], v["speculative_eagle_topk"], v["speculative_num_draft_tokens"] = (
-            auto_speculative_params(v["speculative_algorithm"], arch))
-    topk, steps = v["speculative_eagle_topk"], v["speculative_num_steps"]
+    # the trtllm_mha check sits between SGLang's top-k check and its steps + 1; neither raises after it
+    steps, topk, tokens = eagle_family_steps(v["speculative_algorithm"], arch, v["speculative_num_steps"],
+                                             v["speculative_eagle_topk"], v["speculative_num_draft_tokens"])  # fmt: skip
+    v["speculative_num_steps"], v["speculative_eagle_topk"], v["speculative_num_draft_tokens"] = steps, topk, tokens
     backends = {v["prefill_attention_backend"] or v["attention_backend"],
                 v["decode_attention_backend"] or v["attention_backend"]}  # fmt: skip
-    if topk is None:  # SGLang compares it with 1 below and fails
-        raise _refuse("speculative_hook.py", "--speculative-num-steps without --speculative-eagle-topk "
-                      "(TypeError: None compared with an int)")  # fmt: skip
     if "trtllm_mha" in backends and topk > 1:
         raise _refuse("speculative_hook.py", "trtllm_mha backend only supports topk = 1 for speculative decoding.")
-    if topk == 1 and v["speculative_num_draft_tokens"] != steps + 1:
-        v["speculative_num_draft_tokens"] = steps + 1
     if topk > 1 and v["page_size"] > 1 and v["attention_backend"] not in _PAGE_TREE_SPEC_BACKENDS:
         raise _refuse("speculative_hook.py", f"speculative_eagle_topk > 1 with page_size > 1 is only supported on "
                       f"{_PAGE_TREE_SPEC_BACKENDS}; got attention_backend={v['attention_backend']!r}.")  # fmt: skip

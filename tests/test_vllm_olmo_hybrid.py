@@ -80,6 +80,10 @@ def test_drafters_and_replayssm_are_refused_by_name() -> None:
         with pytest.raises(InvalidConfigError, match="OLMoHybrid expects at least one"):
             layers_from_hf_config({**cfg, "layer_types": kinds}, vllm.EngineConfig())
     for engine, words in (({"use_replayssm": True}, "use-replayssm"),
-                          ({"speculative_method": "mtp", "num_speculative_tokens": 1}, "drafters")):  # fmt: skip
+                          ({"speculative_method": "mtp", "num_speculative_tokens": 1}, "Unsupported speculative method")):  # fmt: skip
         with pytest.raises(InvalidConfigError, match=words):
             layers_from_hf_config(cfg, vllm.EngineConfig(**engine))
+    head = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "hidden_size": 2048}  # fmt: skip
+    with pytest.raises(InvalidConfigError, match="drafters"):
+        layers_from_hf_config(cfg, vllm.EngineConfig(speculative_method="eagle", num_speculative_tokens=1), draft=head)

@@ -455,8 +455,9 @@ def test_eagle_drafters_on_hybrid_state_targets_read_as_vllm_reads_them() -> Non
 
 
 def test_drafters_kvbudget_does_not_read_are_refused() -> None:
-    """The Mamba hybrids' MTP drafters other than Nemotron-H's (and that one where the checkpoint
-    has no MTP layers) are refused by name, and so is an MTP or EAGLE drafter
+    """MTP on a Mamba hybrid other than Nemotron-H (and on Nemotron-H where the checkpoint has no
+    MTP layers) is vLLM's own refusal by name (tests/test_vllm_mtp_method.py holds it to vLLM),
+    and an MTP or EAGLE drafter
     without ``num_speculative_tokens`` (vLLM would default an MTP's to the config's ``n_predict``,
     which the plan would not see)."""
     qwen = get_hybrid_state_model("qwen3-next-80b-a3b-instruct").config
@@ -466,8 +467,9 @@ def test_drafters_kvbudget_does_not_read_are_refused() -> None:
     head = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1, "num_attention_heads": 16,
             "num_key_value_heads": 8, "hidden_size": 2048}  # fmt: skip
     for saved, engine, draft, words in (
-            (falcon, mtp, None, "drafter layers"),
-            (nemotron, mtp, None, "num_nextn_predict_layers is 0"),  # Nano-9B-v2 ships no MTP layers
+            (falcon, mtp, None, "Unsupported speculative method: 'mtp'"),
+            (nemotron, mtp, None, "Unsupported speculative method: 'mtp'"),  # Nano-9B-v2 ships no MTP layers
+            ({**nemotron, "num_nextn_predict_layers": 2}, mtp, None, "num_nextn_predict_layers is 2"),
             (qwen, vllm.EngineConfig(speculative_method="eagle"), head, "needs num_speculative_tokens"),
             (qwen, vllm.EngineConfig(speculative_method="mtp"), None, "needs num_speculative_tokens")):  # fmt: skip
         try:

@@ -201,7 +201,12 @@ def test_paligemma_names_gemma_2_whatever_its_text_config_says() -> None:
 
 def test_drafters_and_state_models_inside_a_wrapper_are_refused() -> None:
     saved = {**T.LlavaConfig().to_dict(), "architectures": ["LlavaForConditionalGeneration"]}
+    head = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "hidden_size": 2048}  # fmt: skip
     with pytest.raises(InvalidConfigError, match="drafters on LlavaForConditionalGeneration"):
+        layers_from_hf_config(saved, vllm.EngineConfig(speculative_method="eagle", num_speculative_tokens=1),
+                              draft=head)  # fmt: skip
+    with pytest.raises(InvalidConfigError, match="Unsupported speculative method: 'mtp'"):  # vLLM's own
         layers_from_hf_config(saved, vllm.EngineConfig(speculative_method="mtp"))
     jamba = {**T.JambaConfig(num_hidden_layers=2).to_dict(), "architectures": ["JambaForCausalLM"]}
     llava = {**T.LlavaConfig(text_config=jamba).to_dict(), "architectures": ["LlavaForConditionalGeneration"]}

@@ -83,8 +83,12 @@ def test_what_vllm_and_kvbudget_refuse_by_name() -> None:
            "architectures": ["Zamba2ForCausalLM"]}  # fmt: skip
     assert [x.name for x in layers_from_hf_config(cfg, vllm.EngineConfig())] == ["model.attn.0", "1.mixer", "2.mixer"]
     for engine, words in (({"pp": 2}, "SupportsPP"), ({"speculative_method": "mtp", "num_speculative_tokens": 1},
-                                                     "drafters")):  # fmt: skip
+                                                     "Unsupported speculative method: 'mtp'")):  # fmt: skip
         with pytest.raises(InvalidConfigError, match=words):
             layers_from_hf_config(cfg, vllm.EngineConfig(**engine))
+    head = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "hidden_size": 2048}  # fmt: skip
+    with pytest.raises(InvalidConfigError, match="drafters on Zamba2ForCausalLM"):  # an EAGLE head: not read
+        layers_from_hf_config(cfg, vllm.EngineConfig(speculative_method="eagle", num_speculative_tokens=1), draft=head)
     with pytest.raises(InvalidConfigError, match="mamba_headdim"):
         layers_from_hf_config({**cfg, "mamba_headdim": 7}, vllm.EngineConfig())

@@ -85,7 +85,7 @@ import functools
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 import transformers
@@ -228,6 +228,9 @@ def _env(root: Path) -> _Env:
     source("transformers_utils/configs/chatglm.py").lift(cfg, "ChatGLMConfig")  # vLLM's own (_CONFIG_REGISTRY)
     spec_py = source("config/speculative.py")
     cfg["hf_config_override"] = spec_py.lift_member(cfg, "SpeculativeConfig", "hf_config_override")
+    mtp_types = ns("speculative_types", Literal=Literal)
+    spec_py.lift(mtp_types, "MTPModelTypes")  # the drafter types __post_init__ keeps method="mtp" for
+    cfg["mtp_model_types"] = frozenset(get_args(mtp_types["MTPModelTypes"]))
     # SpeculativeConfig.__post_init__: n_predict read from the drafter, and its `elif n_predict is
     # not None:` block (the default and the divisibility check on num_speculative_tokens).
     cfg["n_predict_check"] = _lift_nested(spec_py, "SpeculativeConfig", "__post_init__", lambda s: (

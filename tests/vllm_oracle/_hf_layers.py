@@ -47,7 +47,10 @@ def vllm_layers(config: Any, *, tp: int = 1, pp: int = 1, disable_sliding_window
                                            model_type="eagle")  # fmt: skip
             draft_mc = _model_config(env, eagle)
         elif method == "mtp":
-            draft_mc = _model_config(env, env.cfg["hf_config_override"](copy.deepcopy(config)))
+            drafter = env.cfg["hf_config_override"](copy.deepcopy(config))
+            draft_mc = _model_config(env, drafter)
+            if drafter.model_type not in env.cfg["mtp_model_types"]:  # __post_init__'s method detection
+                raise NotImplementedError("Unsupported speculative method: 'mtp'")
     except StubError:
         raise
     except Exception as e:

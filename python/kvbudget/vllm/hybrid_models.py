@@ -133,8 +133,8 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtypes: tu
     ``<prefix>.<i>.mixer``, a ``full_attention`` (``*``) layer an attention at
     ``<prefix>.<i>.mixer.attn`` (sliding when the config has a ``sliding_window``, unless
     ``--disable-sliding-window``), MLP and MoE layers hold nothing. With MTP
-    (``NemotronHMultiTokenPredictor``, one step: ``num_nextn_predict_layers`` must be 1, and 0
-    would make the drafter the whole model, whose layer names vLLM refuses as duplicates), its
+    (``NemotronHMultiTokenPredictor``, one step: ``num_nextn_predict_layers`` must be 1; without
+    MTP layers vLLM has no MTP drafter, :mod:`kvbudget.vllm.mtp_method`), its
     attention layers at ``mtp.layers.<j>.mixer.attn`` on the last stage (``kv_cache_dtypes``: the
     target's and the drafter's), and ``num_speculative_tokens`` more conv rows in each state."""
     kinds, tp = nemotron_h_kinds(v), engine.tp
@@ -143,7 +143,7 @@ def _nemotron_h(v: _View, engine: EngineConfig, prefix: str, kv_cache_dtypes: tu
         steps = v.opt_int("num_nextn_predict_layers", 0) or 0
         if steps != 1:
             raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: num_nextn_predict_layers is {steps}; the MTP "
-                              "drafter needs exactly one (NemotronH-MTP's assertion; 0: no MTP layers)",
+                              "drafter needs exactly one (NemotronH-MTP's assertion)",
                               "num_nextn_predict_layers")  # fmt: skip
         mtp = _nemotron_h_mtp_kinds(v)
         num_spec = _mtp_tokens(engine, steps, "num_nextn_predict_layers")

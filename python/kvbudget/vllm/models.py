@@ -94,6 +94,7 @@ from kvbudget.vllm.dsa import DSA_ARCHITECTURES, dsa_layers
 from kvbudget.vllm.whisper import WHISPER, whisper_layers
 from kvbudget.vllm.named import NAMED_READERS, ReadOptions
 from kvbudget.vllm.mla_families import MLA_FAMILIES, mla_family_layers
+from kvbudget.vllm.mtp_method import check_mtp_method
 from kvbudget.vllm.olmo_hybrid import olmo_hybrid_layers
 from kvbudget.vllm.pure_mamba import PURE_MAMBA_ARCHITECTURES, pure_mamba_layers
 from kvbudget.vllm.zamba2 import zamba2_layers
@@ -417,6 +418,7 @@ def layers_from_hf_config(
     cfg = load_hf_config(config)
     archs = cfg.get("architectures")
     named = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    check_mtp_method(cfg, engine.speculative_method)  # SpeculativeConfig, built before the parallel checks
     # ModelConfig.verify_with_parallel_config (Gemma 3n's reader makes it after its window check, as vLLM)
     if engine.pp > 1 and named in NOT_PIPELINE_PARALLEL and not named.startswith("Gemma3n"):
         raise ConfigError(f"config.json: vLLM 0.33.0 refuses it: NotImplementedError: Pipeline parallelism is not "

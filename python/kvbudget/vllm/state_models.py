@@ -59,11 +59,12 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   ``mtp.layers.<j>.self_attn.attn`` with the target's heads, on the last PP stage; the state keeps
   ``num_speculative_tokens`` more conv rows. Nemotron-H's (``NemotronHMTP``, one step): the
   attention layers of its ``mtp_layers_block_type`` at ``mtp.layers.<j>.mixer.attn``.
-* **EAGLE / EAGLE3 heads** (every family but LFM2): the drafter's layers are
+* **EAGLE / EAGLE3 heads** (every family): the drafter's layers are
   :func:`kvbudget.vllm.layers_from_hf_config`'s, after the target's (:func:`state_target_layers`
   gives what they read of the target); every state layer keeps ``num_speculative_tokens`` more conv
-  rows (Mamba-1's none: ``mamba1_state_shape`` takes no speculative tokens). LFM2's are refused by
-  name, and the other Mamba hybrids' MTP drafters.
+  rows (Mamba-1's none: ``mamba1_state_shape`` takes no speculative tokens; LFM2's ``ShortConv``
+  its own). MTP on the other Mamba hybrids, and on Kimi-Linear, is vLLM's own refusal
+  (:mod:`kvbudget.vllm.mtp_method`: its MTP rewrite names no drafter for them).
 
 ``tests/test_vllm_state_models.py`` holds this to vLLM's own code on generated configs.
 """

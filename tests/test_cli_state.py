@@ -44,8 +44,9 @@ def test_plan_takes_the_state_pool_out_first(qwen3_next: Path, extra: tuple[str,
     cfg = json.loads(qwen3_next.read_text())
     tp = 4 if extra else 1
     serving = ServingConfig(tp_size=tp, max_running_requests=64 if extra else None)
+    # Unset, the strategy is SGLang's "auto", which its launch resolves to the extra buffer here.
     state = state_from_hf_config(cfg, tp_size=tp, mamba_ssm_dtype="bfloat16" if extra else None,
-                                 mamba_radix_cache_strategy="extra_buffer" if extra else "no_buffer")  # fmt: skip
+                                 mamba_radix_cache_strategy="extra_buffer")  # fmt: skip
     assert state is not None and state.num_state_layers == 36
     budget = state_budget(state, serving, SpeculativeConfig(), A40 / GIB)
     kv = kv_budget_bytes(budget)
@@ -61,6 +62,38 @@ def test_plan_takes_the_state_pool_out_first(qwen3_next: Path, extra: tuple[str,
     state_pool = next(p for p in doc["plan"]["pools"] if p["name"] == "state")
     assert state_pool["tokens"] == budget.max_mamba_cache_size and doc["plan"]["total_bytes"] <= A40
     assert state_pool["nbytes"] == budget.state_bytes  # no speculation: SGLang's state bytes exactly
+
+
+def test_an_unset_radix_cache_strategy_is_resolved_as_sglangs_launch_resolves_it(qwen3_next: Path) -> None:
+    """SGLang's ``--mamba-radix-cache-strategy`` defaults to ``auto``: the command line resolves it
+    as the launch does (``kvbudget.sglang.resolve.state_radix_cache``, held to SGLang's hook by
+    tests/test_sglang_launch_resolution.py), with a note, and plans as the launch line with the
+    same flags does: the extra buffer for Qwen3-Next, ``no_buffer`` with the overlap scheduler
+    off, and a strategy given as given."""
+    common = ("--available", "40GiB", "--json")
+    for flags, strategy in (((), "extra_buffer"), (("--mamba-radix-cache-strategy", "auto"), "extra_buffer"),
+                            (("--disable-overlap-schedule",), "no_buffer"),
+                            (("--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule"), "no_buffer")):
+        r = run("plan", str(qwen3_next), *flags, *common)
+        assert r.returncode == 0, r.stderr
+        mine = json.loads(r.stdout)
+        assert mine["state"]["config"]["mamba_radix_cache_strategy"] == strategy, flags
+        line = f"--model-path {qwen3_next.parent} --kv-cache-dtype bf16 " + " ".join(flags)
+        r = run("plan", "--sglang", line, *common)
+        assert r.returncode == 0, r.stderr
+        launch = json.loads(r.stdout)
+        assert mine["state"] == launch["state"] and mine["sglang"] == launch["sglang"], flags
+        assert mine["plan"] == launch["plan"], flags
+    r = run("plan", str(qwen3_next), "--available", "40GiB")
+    assert "--mamba-radix-cache-strategy auto: extra_buffer, as SGLang's launch resolves it" in r.stdout
+    # An LFM2 config (no extra buffer in SGLang 0.5.23): no_buffer, and the overlap scheduler off.
+    from kvbudget.models.hybrid_state import get_hybrid_state_model
+
+    r = run("plan", "lfm2-1.2b", *common)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["state"]["config"]["mamba_radix_cache_strategy"] == "no_buffer"
+    assert doc["serving"]["disable_overlap_schedule"] is True and get_hybrid_state_model("lfm2-1.2b")
 
 
 def test_plan_shows_the_state_pool(qwen3_next: Path) -> None:
@@ -80,14 +113,13 @@ def test_a_draft_beside_a_state_pool_takes_sglangs_launch_values(qwen3_next: Pat
     """The state pool holds a row per draft token and request: ``--draft mtp:1`` alone takes the
     step flags and running-request cap SGLang's launch fills in (each with a note), and plans as
     the launch line with the same draft does (``plan --sglang``, itself held to SGLang's hooks by
-    tests/test_sglang_launch_resolution.py). The radix-cache strategy is given to both: the
-    command line takes it as given, the launch line resolves ``auto``."""
+    tests/test_sglang_launch_resolution.py)."""
     common = ("--available", "40GiB", "--json")
-    r = run("plan", str(qwen3_next), "--draft", "mtp:1", "--mamba-radix-cache-strategy", "extra_buffer", *common)
+    r = run("plan", str(qwen3_next), "--draft", "mtp:1", *common)
     assert r.returncode == 0, r.stderr
     mine = json.loads(r.stdout)
     line = (f"--model-path {qwen3_next.parent} --speculative-algorithm NEXTN --speculative-draft-model-path "
-            f"{qwen3_next.parent} --kv-cache-dtype bf16 --mamba-radix-cache-strategy extra_buffer")  # fmt: skip
+            f"{qwen3_next.parent} --kv-cache-dtype bf16")  # fmt: skip
     r = run("plan", "--sglang", line, *common)
     assert r.returncode == 0, r.stderr
     launch = json.loads(r.stdout)
@@ -174,14 +206,20 @@ def test_compare_shows_the_state_pool_it_plans_beside() -> None:
 
 def test_compare_caps_the_requests_sglang_holds_by_its_state_pool() -> None:
     """SGLang runs no more requests than its state pool holds (slots over slots per request):
-    Qwen3-Next at TP 4 with 28 GiB keeps 736 slots, 3 per request, so 245 requests at 4,096
-    tokens although its KV pool would hold 314; longer contexts stay capped by the KV pool."""
-    doc = json.loads(run("compare", "qwen3-next-80b-a3b-instruct", "--engines", "sglang", "--tp", "4",
-                         "--available", "28GiB", "--json").stdout)  # fmt: skip
-    rows = {r["context_len"]: r for r in doc["concurrency"]}
-    assert doc["state"]["budget"]["max_mamba_cache_size"] == 736
-    assert rows[4096]["sglang"] == rows[4096]["exact"] == 736 // 3
-    assert rows[8192]["sglang"] == 157  # below the cap: the KV pool's count
+    Qwen3-Next at TP 4 with 28 GiB keeps 736 slots, 5 per request (the extra buffer SGLang's
+    launch resolves ``auto`` to), so 147 requests at 4,096 and 8,192 tokens although its KV pool
+    would hold 314 and 157; longer contexts are capped by the KV pool (78 at 16,384). With
+    ``no_buffer`` (3 per request) the cap is 245."""
+    rows = {}
+    for flags, cap in (((), 736 // 5), (("--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule"),
+                                         736 // 3)):  # fmt: skip
+        doc = json.loads(run("compare", "qwen3-next-80b-a3b-instruct", "--engines", "sglang", "--tp", "4",
+                             "--available", "28GiB", "--json", *flags).stdout)  # fmt: skip
+        rows = {r["context_len"]: r for r in doc["concurrency"]}
+        assert doc["state"]["budget"]["max_mamba_cache_size"] == 736
+        assert rows[4096]["sglang"] == rows[4096]["exact"] == cap
+    assert rows[8192]["sglang"] == 157  # below the no_buffer cap: the KV pool's count
+    assert rows[16384]["sglang"] == 78
 
 
 def test_plan_shows_the_unified_buffer_as_the_readme_does() -> None:

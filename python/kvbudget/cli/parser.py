@@ -112,7 +112,11 @@ ALIASES: Final[dict[str, tuple[str, ...]]] = {
 # Fields whose CLI default is not the library's: (default, how help shows it).
 _CLI_DEFAULTS: Final[dict[str, tuple[Any, str]]] = {
     "kv_cache_dtype": (None, "the model's dtype, else bf16"),
+    "mamba_radix_cache_strategy": ("auto", "auto, resolved as SGLang's launch resolves it for the model"),
 }
+#: Values a choice flag takes beyond its field's own: SGLang's ``auto``, which the command line
+#: resolves as SGLang's launch does (kvbudget.sglang.resolve.state_radix_cache).
+_CLI_CHOICES: Final[dict[str, tuple[str, ...]]] = {"mamba_radix_cache_strategy": ("auto",)}
 
 
 class UsageError(Exception):
@@ -238,8 +242,9 @@ def _add_field_argument(group: Any, field: Field) -> None:
         kw["action"] = argparse.BooleanOptionalAction if default else "store_true"
         kw["help"] = doc
     elif field.kind in ("choice", "opt_choice"):
-        kw.update(type=_choice(field), choices=field.choices, metavar="NAME")
-        kw["help"] = f"{doc}: {', '.join(field.choices)} (default: {shown})"
+        choices = (*_CLI_CHOICES.get(field.name, ()), *field.choices)
+        kw.update(type=_choice(field), choices=choices, metavar="NAME")
+        kw["help"] = f"{doc}: {', '.join(choices)} (default: {shown})"
     elif field.kind in _KIND_TYPES:
         kw["type"], kw["metavar"] = _KIND_TYPES[field.kind]
         kw["help"] = doc + ("" if default is None else f" (default: {shown})")
@@ -254,7 +259,8 @@ def serving_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def state_values(args: argparse.Namespace) -> dict[str, Any]:
-    """``StateConfig`` serving keyword arguments from the generated flags (absent: the defaults)."""
+    """``StateConfig`` serving keyword arguments from the generated flags (absent: the defaults;
+    ``mamba_radix_cache_strategy`` may be ``"auto"``, for the caller to resolve)."""
     return {f.name: getattr(args, f.name, f.default) for f in STATE_FIELDS}
 
 

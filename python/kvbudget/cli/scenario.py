@@ -248,8 +248,9 @@ def _hybrid_state(model: _SGLangModel | None, scenario: kvbudget.Scenario, args:
     cfg = model[2]
     if cfg.get("model_type") not in STATE_MODEL_TYPES and model[1].get("model_type") not in STATE_MODEL_TYPES:
         return scenario, None
-    serving = scenario.serving
-    state = _state_of(cfg, serving, args)
+    arch = model[0][0] if model[0] else ""
+    serving, strategy, radix_note = _radix_cache(cfg, arch, scenario.serving, scenario.spec, args)
+    state = _state_of(cfg, serving, args, strategy)
     if state is None:
         return scenario, None
     try:
@@ -257,8 +258,8 @@ def _hybrid_state(model: _SGLangModel | None, scenario: kvbudget.Scenario, args:
     except ConfigError as exc:
         raise _PlanningError(f"SGLang 0.5.23 plans a state pool for this model; its KV layers: {exc}") from None
     notes.append(f"SGLang 0.5.23 keeps a {state.mixer} state in {state.num_state_layers} layers beside a KV pool "
-                 f"over the {geometry.num_layers} attention layers; the state pool comes out of the budget first "
-                 "(--mamba-radix-cache-strategy is taken as given: SGLang resolves 'auto' at launch)")  # fmt: skip
+                 f"over the {geometry.num_layers} attention layers; the state pool comes out of the budget first")
+    notes.extend(radix_note)
     if serving.enable_unified_memory and serving.model_context_len is None and geometry.swa_attention_layer_ids:
         from kvbudget.models.hf import text_part
         from kvbudget.sglang.pure_state import context_length
@@ -269,7 +270,7 @@ def _hybrid_state(model: _SGLangModel | None, scenario: kvbudget.Scenario, args:
             raise _PlanningError(f"SGLang 0.5.23's context length of this config: {exc}") from None
         notes.append(f"--model-context-len {serving.model_context_len:,}: SGLang's context length of this config "
                      "(get_context_length), which its unified tri-pool's bs=1 floor reads")  # fmt: skip
-    spec, serving = _launch_speculative(scenario.spec, serving, model[0][0] if model[0] else "", notes)
+    spec, serving = _launch_speculative(scenario.spec, serving, arch, notes)
     return kvbudget.Scenario(geometry, serving, spec), state
 
 
@@ -308,14 +309,43 @@ def _launch_speculative(spec: SpeculativeConfig, serving: ServingConfig, arch: s
     return spec, serving
 
 
-def _state_of(cfg: dict[str, Any], serving: ServingConfig, args: argparse.Namespace) -> StateConfig | None:
+def _radix_cache(cfg: dict[str, Any], arch: str, serving: ServingConfig, spec: SpeculativeConfig,
+                 args: argparse.Namespace) -> tuple[ServingConfig, str, list[str]]:  # fmt: skip
+    """The serving flags, the state's ``mamba_radix_cache_strategy`` and a note on it: a strategy
+    given is taken as given; ``auto`` (the default, SGLang's) as SGLang's launch resolves it from
+    the same flags (:func:`kvbudget.sglang.resolve.state_radix_cache`, the linear-attention
+    backend and tracking interval at SGLang's defaults), which may turn the overlap scheduler off."""
+    from kvbudget.sglang.launch import FLAGS
+    from kvbudget.sglang.resolve import LaunchRefused, state_radix_cache
+
+    given = args.mamba_radix_cache_strategy
+    if given != "auto":
+        return serving, given, []
+    values = {f.dest: f.default for f in FLAGS}
+    values.update(page_size=serving.page_size, disable_radix_cache=serving.disable_radix_cache,
+                  disable_overlap_schedule=serving.disable_overlap_schedule,
+                  disaggregation_mode=serving.disaggregation_mode,
+                  speculative_num_draft_tokens=spec.num_draft_tokens)  # fmt: skip
+    try:
+        strategy, no_overlap = state_radix_cache(values, arch, cfg)
+    except LaunchRefused as exc:
+        raise _PlanningError(str(exc)) from None
+    turned_off = no_overlap and not serving.disable_overlap_schedule
+    note = (f"--mamba-radix-cache-strategy auto: {strategy}, as SGLang's launch resolves it for {arch or 'this model'}"
+            " (Triton linear attention)" + (", with the overlap scheduler off" if turned_off else ""))  # fmt: skip
+    return (serving.replace(disable_overlap_schedule=True) if turned_off else serving), strategy, [note]
+
+
+def _state_of(cfg: dict[str, Any], serving: ServingConfig, args: argparse.Namespace,
+              strategy: str) -> StateConfig | None:  # fmt: skip
     """The state SGLang 0.5.23 keeps for ``cfg`` on one rank (None: no state pool), with the
-    state flags."""
+    state flags and the resolved radix-cache ``strategy``."""
     from kvbudget.sglang.state_model import state_from_hf_config
 
+    values = {**state_values(args), "mamba_radix_cache_strategy": strategy}
     return state_from_hf_config(cfg, tp_size=serving.tp_size, attn_dp_size=serving.attn_dp_size,
                                 mamba_ssm_dtype=args.mamba_ssm_dtype, conv_dtype=args.mamba_conv_dtype,
-                                **state_values(args))  # fmt: skip
+                                **values)  # fmt: skip
 
 
 class _NoAttention(Exception):  # noqa: N818 - a signal inside build_scenario
@@ -330,11 +360,12 @@ def _state_only(args: argparse.Namespace, cfg: dict[str, Any]) -> StateOnlyModel
         raise UsageError("kvbudget does not plan a draft beside a model without attention layers")
     values = serving_values(args)
     values["kv_cache_dtype"] = values["kv_cache_dtype"] or "bf16"  # no KV layer reads it
-    serving = ServingConfig(**values)
-    state = _state_of(cfg, serving, args)
+    archs = cfg.get("architectures") or [""]
+    serving, strategy, notes = _radix_cache(cfg, str(archs[0]), ServingConfig(**values), SpeculativeConfig(), args)
+    state = _state_of(cfg, serving, args, strategy)
     if state is None:  # a pure state model SGLang plans without a state pool is none kvbudget knows
         raise _PlanningError("SGLang 0.5.23 plans no state pool for this model, and it has no attention layer")
-    return StateOnlyModel(state, cfg, serving, None, [])
+    return StateOnlyModel(state, cfg, serving, None, notes)
 
 
 class StateOnlyModel(_PlanningError):

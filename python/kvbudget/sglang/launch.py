@@ -38,7 +38,7 @@ from kvbudget.sglang.hybrid import off_by_override
 from kvbudget.sglang.mla_configs import longcat_config
 from kvbudget.sglang.model import SGLangModel, resolve_sglang
 from kvbudget.sglang.pure_state import context_length
-from kvbudget.sglang.resolve import EAGLE_FAMILY, draft_kv_layers, resolve_launch
+from kvbudget.sglang.resolve import EAGLE_FAMILY, draft_kv_layers, resolve_launch, state_strategy
 from kvbudget.sglang.state import StateBudget
 from kvbudget.sglang.state import available_bytes as state_available_bytes
 from kvbudget.sglang.state import kv_budget_bytes as state_kv_budget_bytes
@@ -463,8 +463,7 @@ def _state(cfg: dict[str, Any], v: dict[str, Any]) -> tuple[StateConfig | None, 
         cfg, tp_size=v["tp_size"], attn_dp_size=v["attn_dp_size"], mamba_ssm_dtype=v["mamba_ssm_dtype"],
         max_mamba_cache_size=v["max_mamba_cache_size"],
         **ratio,
-        # Left "auto" (radix cache off, or no radix-cache architecture): no extra buffer.
-        mamba_radix_cache_strategy="no_buffer" if strategy == "auto" else strategy,
+        mamba_radix_cache_strategy=state_strategy(strategy),
         enable_linear_replayssm_spec=v["enable_linear_replayssm_spec"],
         linear_replayssm_cache_len=v["linear_replayssm_cache_len"], enable_pd_role_switch=v["enable_pd_role_switch"],
     ), None  # fmt: skip

@@ -56,6 +56,8 @@ __all__ = [
     "draft_kv_layers",
     "eagle_family_steps",
     "resolve_launch",
+    "state_radix_cache",
+    "state_strategy",
 ]
 
 
@@ -164,6 +166,27 @@ MAMBA_EXTRA_BUFFER_ARCHS = frozenset({
 #: ``kernels/ops/attention/fla/chunk_delta_h.py``'s ``CHUNK_SIZE``: ``mamba_cache_chunk_size``'s
 #: chunk where the config sets no ``mamba_chunk_size``.
 FLA_CHUNK_SIZE = 64
+
+
+def state_radix_cache(values: Mapping[str, Any], arch: str, config: Mapping[str, Any]) -> tuple[str, bool]:
+    """(the state's ``mamba_radix_cache_strategy``, ``disable_overlap_schedule``) as
+    ``handle_mamba_radix_cache`` leaves the launch's ``values`` (:func:`_mamba_radix_cache`;
+    ``values`` as SGLang's parser gives them, before its speculative and backend steps). An
+    ``auto`` it leaves (the radix cache off, or no radix-cache architecture) keeps no extra
+    buffer: ``no_buffer``.
+
+    Raises:
+        LaunchRefused: SGLang's checks of the strategy.
+    """
+    v = dict(values)
+    _mamba_radix_cache(v, arch, config)
+    return state_strategy(v["mamba_radix_cache_strategy"]), bool(v["disable_overlap_schedule"])
+
+
+def state_strategy(strategy: str) -> str:
+    """The state's strategy for a resolved ``--mamba-radix-cache-strategy``: an ``auto`` left
+    unresolved keeps no extra buffer (``no_buffer``)."""
+    return "no_buffer" if strategy == "auto" else strategy
 
 
 def _mamba_radix_cache(v: dict[str, Any], arch: str, config: Mapping[str, Any]) -> None:

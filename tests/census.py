@@ -24,7 +24,7 @@ Each architecture gets its configs, the same for both engines:
   (transformers', or vLLM's own where the vLLM oracle lifts it: InternLM3, TeleChat3 and
   LLaMA are served by vLLM's Llama class, which reads a ``LlamaConfig``), else
 * the defaults of SGLang's copy of its checkpoint's config class (:data:`_SGLANG_COPIES`:
-  IQuest-Q1, MiniCPM-SALA, Ling 3, dots3), else
+  IQuest-Q1, MiniCPM-SALA, Ling 3, dots3, Cosmos 3, Muse Spark, dots.ocr, Kimi-VL), else
 * none (a remote-code config no builder writes), and the row says so.
 
 SGLang's side is its config loading and ``ModelConfig`` derivations
@@ -213,7 +213,10 @@ def _annotated_class(arch: str) -> tuple[str, Any] | None:
 #: Architecture -> the class in SGLang's ``configs/`` that copies its checkpoint's remote config class
 #: (registered for the checkpoint's model type; its model class's ``__init__`` names no class).
 _SGLANG_COPIES = {"IQuestQ1ForCausalLM": "IQuestQ1Config", "MiniCPMSALAForCausalLM": "MiniCPMHybridConfig",
-                  "BailingMoeV3ForCausalLM": "BailingHybridConfig", "Dots3NoteForCausalLM": "Dots3Config"}
+                  "BailingMoeV3ForCausalLM": "BailingHybridConfig", "Dots3NoteForCausalLM": "Dots3Config",
+                  "Cosmos3ForConditionalGeneration": "Cosmos3Config",
+                  "MuseSparkForConditionalGeneration": "MuseSparkConfig", "DotsOCRForCausalLM": "DotsOCRConfig",
+                  "KimiVLForConditionalGeneration": "KimiVLConfig"}
 
 
 def _sglang_copy(arch: str) -> tuple[str, Any] | None:

@@ -397,6 +397,14 @@ def _minicpm3(rng: random.Random) -> Built:
     return built
 
 
+def _kimi_vl(rng: random.Random) -> Built:
+    """Kimi-VL: SGLang's own ``KimiVLConfig`` (transformers has none) around its DeepSeek-V2 MLA
+    text config (SGLang's copy of ``DeepseekV2Config``)."""
+    text = {**_mla(rng, rng.randint(1, 48)), "num_attention_heads": rng.choice([16, 32, 64]),
+            "first_k_dense_replace": rng.choice([0, 1])}  # fmt: skip
+    return Built(_sglang_config_class("KimiVLConfig")(text_config=text), "KimiVLForConditionalGeneration")
+
+
 def _minimax_m2(rng: random.Random) -> Built:
     """MiniMax-M2: checkpoints give ``rotary_dim`` (vLLM's attention reads it; transformers' class has none)."""
     built = _plain(T.MiniMaxM2Config, "MiniMaxM2ForCausalLM")(rng)
@@ -454,6 +462,7 @@ FAMILIES: dict[str, _Builder] = {
     "deepseek_v32": _deepseek_v32,
     "glm_moe_dsa": _glm_moe_dsa,
     "minicpm3": _minicpm3,
+    "kimi_vl": _kimi_vl,
     "hy_v4": hy_v4,
     "longcat_flash": longcat_flash,
     # MoE and dense decoders whose attention layers are all alike (GLM-4 MoE: head_dim given or null)

@@ -37,6 +37,9 @@ REAL = frozenset({
     "numpy", "warnings", "itertools", "typing_extensions", "types", "huggingface_hub",
 })  # fmt: skip
 _CONFIGS = "sglang.srt.configs"
+#: Config modules whose other contents (image processors) import torch and PIL: the config classes
+#: other config modules import from them are lifted alone, with the transformers names they use.
+_LIFTED_ALONE = {"deepseekvl2": ("PretrainedConfig",)}
 _PROCESSORS = "multimodal.customized_mm_processor_utils"
 
 
@@ -135,7 +138,11 @@ class ConfigClasses:
             # Config classes (and the cache-shape helpers) are executed; other helpers a config
             # module imports (update_config, load_config, ...) are never reached loading one.
             sub = full.rsplit(".", 1)[1]
-            if full.startswith(_CONFIGS + ".") and full.count(".") == 3 and (
+            if full.startswith(_CONFIGS + ".") and sub in _LIFTED_ALONE:
+                ns = b.namespace(f"configs.{sub}", **{n: getattr(transformers, n) for n in _LIFTED_ALONE[sub]})
+                b.source(f"configs/{sub}.py").lift(ns, *(a.name for a in node.names))
+                b.provide(rel, {a.name: ns[a.name] for a in node.names})
+            elif full.startswith(_CONFIGS + ".") and full.count(".") == 3 and (
                     sub == "mamba_utils" or any(a.name.endswith("Config") for a in node.names)):  # fmt: skip
                 ns = self.module(full.rsplit(".", 1)[1])
                 b.provide(rel, {a.name: ns[a.name] for a in node.names})

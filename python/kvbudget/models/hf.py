@@ -170,9 +170,10 @@ _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
 
 #: Outer model type -> the text class SGLang 0.5.23 loads its ``text_config`` with, where that is
 #: not the one transformers names (its ``_CONFIG_REGISTRY`` aliases ``gemma4_unified`` to
-#: transformers' ``Gemma4Config``, whose text class is ``Gemma4TextConfig``; held by the sparse
-#: Gemma 4 Unified configs of ``tests/test_sglang_model.py``).
-_SGLANG_TEXT_CLASS: Final[dict[str, str]] = {"gemma4_unified": "gemma4_text"}
+#: transformers' ``Gemma4Config``, whose text class is ``Gemma4TextConfig``; its own ``KimiVLConfig``
+#: builds its copy of ``DeepseekV2Config``, ``kimi_vl_text`` in ``data/hf_defaults.json``; held by
+#: the sparse Gemma 4 Unified and Kimi-VL configs of ``tests/test_sglang_model.py``).
+_SGLANG_TEXT_CLASS: Final[dict[str, str]] = {"gemma4_unified": "gemma4_text", "kimi_vl": "kimi_vl_text"}
 
 _MIMO_V2_TYPES: Final[frozenset[str]] = frozenset({"mimo_v2_flash", "mimo_v2"})
 

@@ -400,8 +400,11 @@ def _minicpm3(rng: random.Random) -> Built:
 def _kimi_vl(rng: random.Random) -> Built:
     """Kimi-VL: SGLang's own ``KimiVLConfig`` (transformers has none) around its DeepSeek-V2 MLA
     text config (SGLang's copy of ``DeepseekV2Config``)."""
+    # Released checkpoints are MoE (transformers' DeepseekV2Config, which vLLM loads it with, refuses
+    # a null n_routed_experts).
     text = {**_mla(rng, rng.randint(1, 48)), "num_attention_heads": rng.choice([16, 32, 64]),
-            "first_k_dense_replace": rng.choice([0, 1])}  # fmt: skip
+            "first_k_dense_replace": rng.choice([0, 1]), "n_routed_experts": rng.choice([8, 64]),
+            "n_shared_experts": rng.choice([1, 2]), "num_experts_per_tok": rng.choice([2, 6])}  # fmt: skip
     return Built(_sglang_config_class("KimiVLConfig")(text_config=text), "KimiVLForConditionalGeneration")
 
 

@@ -225,6 +225,11 @@ def _env(root: Path) -> _Env:
     source("transformers_utils/configs/kimi_k3.py").lift(k3, "KimiK3VisionConfig", "KimiK3Config")
     cfg["KimiK3Config"] = k3["KimiK3Config"]  # vLLM's own (_CONFIG_REGISTRY)
     source("transformers_utils/configs/beam.py").lift(cfg, "BeamConfig")  # vLLM's own (_CONFIG_REGISTRY)
+    kimi_vl = ns("kimi_vl_config", PreTrainedConfig=transformers.PreTrainedConfig,
+                 DeepseekV2Config=transformers.DeepseekV2Config)  # fmt: skip
+    source("transformers_utils/configs/moonvit.py").lift(kimi_vl, "MoonViTConfig")
+    source("transformers_utils/configs/kimi_vl.py").lift(kimi_vl, "KimiVLConfig")
+    cfg["KimiVLConfig"] = kimi_vl["KimiVLConfig"]  # vLLM's own (_CONFIG_REGISTRY)
     source("transformers_utils/configs/chatglm.py").lift(cfg, "ChatGLMConfig")  # vLLM's own (_CONFIG_REGISTRY)
     spec_py = source("config/speculative.py")
     cfg["hf_config_override"] = spec_py.lift_member(cfg, "SpeculativeConfig", "hf_config_override")

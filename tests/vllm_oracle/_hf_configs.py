@@ -26,14 +26,14 @@ def vllm_model_type(config: dict[str, Any]) -> Any:
 
 def vllm_config_class(model_type: str) -> Any:
     """The class vLLM 0.33.0 loads ``model_type``'s config with: its own where it registers one
-    (``kimi_linear``, Inkling's, MiniMax-M3's, lifted from the wheel), SGLang 0.5.23's
+    (``kimi_linear``, Kimi-VL's, Inkling's, MiniMax-M3's, lifted from the wheel), SGLang 0.5.23's
     ``InternS2MobiusConfig`` and ``ExaoneConfig`` standing in for ``interns2_mobius``'s and EXAONE 3's
     remote code (restated), else transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
     own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
            "step3_vl": "Step3VLConfig", "step3_text": "Step3TextConfig", "kimi_k3": "KimiK3Config",
-           "beam": "BeamConfig", "chatglm": "ChatGLMConfig"}
+           "beam": "BeamConfig", "chatglm": "ChatGLMConfig", "kimi_vl": "KimiVLConfig"}
     if model_type in own:
         return _env(_root()).cfg[own[model_type]]
     from ._hf_tables_inkling import INKLING_CONFIGS, inkling_config_class

@@ -408,6 +408,14 @@ def _kimi_vl(rng: random.Random) -> Built:
     return Built(_sglang_config_class("KimiVLConfig")(text_config=text), "KimiVLForConditionalGeneration")
 
 
+def _dots_vlm(rng: random.Random) -> Built:
+    """dots.vlm1: SGLang's own ``DotsVLMConfig``, which builds its ``language_config`` (SGLang's copy
+    of ``DeepseekV2Config``) from the file's own keys, as a checkpoint holds them."""
+    flat = {**_mla(rng, rng.randint(1, 61)), "num_attention_heads": rng.choice([16, 64, 128])}
+    flat = {k: x for k, x in flat.items() if rng.random() < 0.8}  # a key left out: the text class's default
+    return Built(_sglang_config_class("DotsVLMConfig")(**flat), "DotsVLMForCausalLM")
+
+
 def _minimax_m2(rng: random.Random) -> Built:
     """MiniMax-M2: checkpoints give ``rotary_dim`` (vLLM's attention reads it; transformers' class has none)."""
     built = _plain(T.MiniMaxM2Config, "MiniMaxM2ForCausalLM")(rng)
@@ -466,6 +474,7 @@ FAMILIES: dict[str, _Builder] = {
     "glm_moe_dsa": _glm_moe_dsa,
     "minicpm3": _minicpm3,
     "kimi_vl": _kimi_vl,
+    "dots_vlm": _dots_vlm,
     "hy_v4": hy_v4,
     "longcat_flash": longcat_flash,
     # MoE and dense decoders whose attention layers are all alike (GLM-4 MoE: head_dim given or null)

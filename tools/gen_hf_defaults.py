@@ -56,10 +56,10 @@ MODEL_TYPES = (
     "beam", "gemma4_unified_text", "stablelm", "afmoe", "qwen2_5_omni_text", "qwen3_omni_moe_text", "glm_ocr_text", "paddleocr_vl_text", "aria_text", "mamba",
     "mamba2", "falcon_mamba", "diffusion_gemma_text",
 )  # fmt: skip
-#: Outer model types whose SGLang config class builds its ``text_config`` with a class of its own
-#: (Kimi-VL: SGLang's copy of ``DeepseekV2Config``): that class's defaults, under the key
-#: ``kvbudget.models.hf`` names for it.
-SGLANG_TEXT_CLASSES = {"kimi_vl": "kimi_vl_text"}
+#: Outer model types whose SGLang config class builds its text config (the attribute named) with a
+#: class of its own (SGLang's copy of ``DeepseekV2Config``): that class's defaults, under the key
+#: ``kvbudget.models.hf`` reads them by (dots.vlm1's text is the file's own keys: its model type).
+SGLANG_TEXT_CLASSES = {"kimi_vl": ("text_config", "kimi_vl_text"), "dots_vlm": ("language_config", "dots_vlm")}
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
 #: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.
 VLLM_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "granitemoehybrid",
@@ -203,8 +203,8 @@ def generate() -> dict[str, Any]:
         "generated_by": "tools/gen_hf_defaults.py",
         "transformers": TRANSFORMERS_VERSION,
         "model_types": {**{mt: defaults_of(_config_class(mt)) for mt in MODEL_TYPES},
-                        **{key: defaults_of(type(_config_class(outer)().text_config))
-                           for outer, key in SGLANG_TEXT_CLASSES.items()}},
+                        **{key: defaults_of(type(getattr(_config_class(outer)(), attr)))
+                           for outer, (attr, key) in SGLANG_TEXT_CLASSES.items()}},
         "vllm_model_types": {**{mt: defaults_of(_vllm_config_class(mt), VLLM_KEYS) for mt in VLLM_MODEL_TYPES},
                              **{mt: defaults_of(_vllm_config_class(mt), VLLM_CLASSIC_KEYS, aliased=True)
                                 for mt in VLLM_CLASSIC_TYPES},

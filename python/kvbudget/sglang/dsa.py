@@ -28,7 +28,7 @@ MLA_ARCHITECTURES = frozenset({
     "KimiK25ForConditionalGeneration", "KimiLinearForCausalLM",
     "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "Eagle3DeepseekV2ForCausalLM",
     "MiniCPM3ForCausalLM", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM",
-    "LongcatFlashForCausalLMNextN", "SarvamMLAForCausalLM", "KimiVLForConditionalGeneration",
+    "LongcatFlashForCausalLMNextN", "SarvamMLAForCausalLM", "KimiVLForConditionalGeneration", "DotsVLMForCausalLM",
 })  # fmt: skip
 #: Of :data:`MLA_ARCHITECTURES`, those whose ``_derive_model_shapes`` branch leaves ``v_head_dim``
 #: at its generic default (the config's nonzero ``v_head_dim``, else the head dim).
@@ -39,10 +39,11 @@ MLA_DEFAULT_V_HEAD_DIM = frozenset({"MiniCPM3ForCausalLM"})
 #: draft: by keys of the config); kvbudget refuses them whole. ``tests/test_sglang_model.py``
 #: holds this set and :data:`MLA_ARCHITECTURES` to the branches of the wheel's ``_derive_model_shapes``.
 UNCHECKED_MLA_ARCHITECTURES = frozenset({
-    "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "DotsVLMForCausalLM",
-    "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "GigaChat35ForCausalLM", "GigaChat35ForCausalLMNextN",
-    "PixtralForConditionalGeneration", "DeepseekVL2ForCausalLM", "KimiK3LinearForCausalLM", "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM",
-    "BailingMoeForCausalLMNextN", "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "Dots3NoteForCausalLM",
+    "Dots3NoteForCausalLMNextN", "GigaChat35ForCausalLM", "GigaChat35ForCausalLMNextN",
+    "PixtralForConditionalGeneration", "DeepseekVL2ForCausalLM", "KimiK3LinearForCausalLM",
+    "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeForCausalLMNextN",
+    "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration",
 })  # fmt: skip
 
 

@@ -416,6 +416,22 @@ def _dots_vlm(rng: random.Random) -> Built:
     return Built(_sglang_config_class("DotsVLMConfig")(**flat), "DotsVLMForCausalLM")
 
 
+def _internvl(rng: random.Random) -> Built:
+    """InternVL 2.5 / 3 / 3.5 (``InternVLChatModel``): SGLang's own ``InternVLChatConfig`` around
+    its ``llm_config``, built by the class that config's architecture names; saved whole, as the
+    class's ``to_dict`` writes the nested configs (released checkpoints hold them so)."""
+    arch = rng.choice(["InternLM2ForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+                       "LlamaForCausalLM"])  # fmt: skip
+    heads = rng.choice([16, 28, 32, 40])
+    llm: dict[str, Any] = {"architectures": [arch], "num_hidden_layers": rng.randint(1, 64), "num_attention_heads": heads,
+                           "num_key_value_heads": rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0]),
+                           "hidden_size": heads * rng.choice([64, 128])}  # fmt: skip
+    if arch.startswith("Qwen3") and rng.random() < 0.5:
+        llm["head_dim"] = rng.choice([64, 128, 256])
+    saved = _sglang_config_class("InternVLChatConfig")(llm_config=llm).to_dict()
+    return Built(None, "InternVLChatModel", saved)
+
+
 def _minimax_m2(rng: random.Random) -> Built:
     """MiniMax-M2: checkpoints give ``rotary_dim`` (vLLM's attention reads it; transformers' class has none)."""
     built = _plain(T.MiniMaxM2Config, "MiniMaxM2ForCausalLM")(rng)
@@ -475,6 +491,7 @@ FAMILIES: dict[str, _Builder] = {
     "minicpm3": _minicpm3,
     "kimi_vl": _kimi_vl,
     "dots_vlm": _dots_vlm,
+    "internvl": _internvl,
     "hy_v4": hy_v4,
     "longcat_flash": longcat_flash,
     # MoE and dense decoders whose attention layers are all alike (GLM-4 MoE: head_dim given or null)

@@ -37,9 +37,24 @@ REAL = frozenset({
     "numpy", "warnings", "itertools", "typing_extensions", "types", "huggingface_hub",
 })  # fmt: skip
 _CONFIGS = "sglang.srt.configs"
-#: Config modules whose other contents (image processors) import torch and PIL: the config classes
-#: other config modules import from them are lifted alone, with the transformers names they use.
-_LIFTED_ALONE = {"deepseekvl2": ("PretrainedConfig",)}
+#: Config modules whose other contents (image processors, tokenizers) import what the sandbox does
+#: not load (torch, PIL, sentencepiece): their config classes are lifted alone, with the names
+#: they use (transformers', typing's, ``copy``, ``os`` and SGLang's logger).
+_LIFTED_ALONE = {
+    "deepseekvl2": ("DeepseekV2Config",),
+    "internvl": ("InternLM2Config", "InternVisionConfig", "InternVLChatConfig"),
+}
+_LIFTED_NAMES = ("PretrainedConfig", "LlamaConfig", "Qwen2Config", "Qwen3Config", "Qwen3MoeConfig", "GptOssConfig")
+
+
+def _lifted_namespace() -> dict[str, Any]:
+    import copy
+    import os
+    import typing
+
+    names: dict[str, Any] = {n: getattr(transformers, n) for n in _LIFTED_NAMES}
+    names.update({n: getattr(typing, n) for n in ("Any", "Dict", "List", "Optional", "Tuple", "Union")})
+    return {**names, "copy": copy, "os": os, "logger": logging.getLogger("sglang_oracle.configs")}
 _PROCESSORS = "multimodal.customized_mm_processor_utils"
 
 
@@ -130,6 +145,11 @@ class ConfigClasses:
         if module in self._modules:
             return self._modules[module]
         b, src = self.b, self.b.source(f"configs/{module}.py")
+        if module in _LIFTED_ALONE:  # its config classes alone (see _LIFTED_ALONE)
+            ns = b.namespace(f"configs.{module}", **_lifted_namespace())
+            src.lift(ns, *_LIFTED_ALONE[module])
+            self._modules[module] = ns
+            return ns
         for node in ast.walk(src.tree):
             if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sglang.")):
                 continue
@@ -138,11 +158,7 @@ class ConfigClasses:
             # Config classes (and the cache-shape helpers) are executed; other helpers a config
             # module imports (update_config, load_config, ...) are never reached loading one.
             sub = full.rsplit(".", 1)[1]
-            if full.startswith(_CONFIGS + ".") and sub in _LIFTED_ALONE:
-                ns = b.namespace(f"configs.{sub}", **{n: getattr(transformers, n) for n in _LIFTED_ALONE[sub]})
-                b.source(f"configs/{sub}.py").lift(ns, *(a.name for a in node.names))
-                b.provide(rel, {a.name: ns[a.name] for a in node.names})
-            elif full.startswith(_CONFIGS + ".") and full.count(".") == 3 and (
+            if full.startswith(_CONFIGS + ".") and full.count(".") == 3 and (
                     sub == "mamba_utils" or any(a.name.endswith("Config") for a in node.names)):  # fmt: skip
                 ns = self.module(full.rsplit(".", 1)[1])
                 b.provide(rel, {a.name: ns[a.name] for a in node.names})

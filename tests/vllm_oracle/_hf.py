@@ -202,7 +202,8 @@ def _env(root: Path) -> _Env:
     source("config/utils.py").lift(cfg, "getattr_iter")
     source("transformers_utils/config.py").lift(
         cfg, "CONFIG_FIELD_ALIASES", "get_hf_text_config", "set_default_rope_theta", "_ARCHITECTURE_TO_MODEL_TYPE",
-        "is_rope_parameters_nested", "patch_legacy_rope_type", "patch_rope_parameters")
+        "is_rope_parameters_nested", "patch_legacy_rope_type", "patch_rope_parameters", "_CONFIG_ATTRS_MAPPING",
+        "_maybe_remap_hf_config_attrs")
     cfg.update(math=math, ALLOWED_LAYER_TYPES=transformers.configuration_utils.ALLOWED_LAYER_TYPES)
     source("transformers_utils/deepseek_v4_utils.py").lift(cfg, "get_compress_ratios")
     source("config/model_arch.py").lift(cfg, "ModelArchitectureConfig")

@@ -13,7 +13,8 @@ from oracle_kit import remote_code
 from ._hf import _env, _root
 
 #: Model type -> SGLang 0.5.23's config class standing in for the checkpoint's remote code.
-_SGLANG_STANDS_IN = {"interns2_mobius": "InternS2MobiusConfig", "exaone": "ExaoneConfig"}
+_SGLANG_STANDS_IN = {"interns2_mobius": "InternS2MobiusConfig", "exaone": "ExaoneConfig",
+                     "internvl_chat": "InternVLChatConfig"}
 
 
 def vllm_model_type(config: dict[str, Any]) -> Any:
@@ -27,8 +28,8 @@ def vllm_model_type(config: dict[str, Any]) -> Any:
 def vllm_config_class(model_type: str) -> Any:
     """The class vLLM 0.33.0 loads ``model_type``'s config with: its own where it registers one
     (``kimi_linear``, Kimi-VL's, Inkling's, MiniMax-M3's, lifted from the wheel), SGLang 0.5.23's
-    ``InternS2MobiusConfig`` and ``ExaoneConfig`` standing in for ``interns2_mobius``'s and EXAONE 3's
-    remote code (restated), else transformers'."""
+    ``InternS2MobiusConfig``, ``ExaoneConfig`` and ``InternVLChatConfig`` standing in for
+    ``interns2_mobius``'s, EXAONE 3's and InternVL's remote code (restated), else transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
     own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'
@@ -78,4 +79,4 @@ def vllm_load_config(saved: dict[str, Any]) -> Any:
     loaded = cls.from_dict(copy.deepcopy(saved))
     if cls is remote_code.stand_in(model_type) or model_type == "exaone":
         _env(_root()).cfg["patch_rope_parameters"](loaded)
-    return loaded
+    return _env(_root()).cfg["_maybe_remap_hf_config_attrs"](loaded)  # get_config's last step

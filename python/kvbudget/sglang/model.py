@@ -474,6 +474,9 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
                "text_config": dict(text) if isinstance(text, Mapping) else dict(thinker)}  # fmt: skip
     if cfg.get("model_type") == "dots_vlm":  # SGLang's DotsVLMConfig builds its language_config from the file's keys
         cfg = {k: x for k, x in cfg.items() if k != "language_config"}
+    llm = cfg.get("llm_config")
+    if cfg.get("model_type") == "internvl_chat" and isinstance(llm, Mapping):  # get_hf_text_config: llm_config first
+        cfg = {**{k: x for k, x in cfg.items() if k != "llm_config"}, "text_config": dict(llm)}
     for key in ("thinker_config", "llm_config", "language_config"):
         if cfg.get(key) is not None:
             raise ConfigError(f"config.json: kvbudget does not resolve SGLang's '{key}' text configs", key)

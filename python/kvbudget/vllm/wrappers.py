@@ -36,11 +36,21 @@ from kvbudget.vllm.registry import wrapper_table
 from kvbudget.vllm.thinkers import THINKER as _THINKER
 from kvbudget.vllm.thinkers import thinker_text_config
 
-__all__ = ["WRAPPERS", "unwrap"]
+__all__ = ["CONFIG_ATTRS_MAPPING", "WRAPPERS", "remap_config_attrs", "unwrap"]
 
 #: The architectures whose vLLM class builds its text model with ``init_vllm_registered_model``
 #: (in the pinned model files), with what it hands over.
 WRAPPERS: Final[dict[str, dict[str, Any]]] = wrapper_table()
+#: ``_CONFIG_ATTRS_MAPPING``: the attributes ``get_config`` copies to another name after loading
+#: (``_maybe_remap_hf_config_attrs``, where the config lacks the new one): InternVL's ``llm_config``.
+CONFIG_ATTRS_MAPPING: Final[dict[str, str]] = {"llm_config": "text_config"}
+
+
+def remap_config_attrs(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``cfg`` as vLLM 0.33.0's ``get_config`` leaves it: each attribute of
+    :data:`CONFIG_ATTRS_MAPPING` also under its new name where that is absent."""
+    extra = {new: cfg[old] for old, new in CONFIG_ATTRS_MAPPING.items() if old in cfg and new not in cfg}
+    return {**cfg, **extra} if extra else cfg
 
 
 def unwrap(cfg: Mapping[str, Any], label: str = "config.json") -> tuple[dict[str, Any], str] | None:
@@ -50,6 +60,7 @@ def unwrap(cfg: Mapping[str, Any], label: str = "config.json") -> tuple[dict[str
     Raises:
         ConfigError: the wrapper's text config is missing or names no class vLLM would build.
     """
+    cfg = remap_config_attrs(cfg)
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch in BARE:  # Idefics3, SmolVLM: vLLM's LlamaModel built directly (kvbudget.vllm.bare_text_models)

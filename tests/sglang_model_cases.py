@@ -432,6 +432,18 @@ def _internvl(rng: random.Random) -> Built:
     return Built(None, "InternVLChatModel", saved)
 
 
+def _deepseek_vl2(rng: random.Random) -> Built:
+    """DeepSeek-VL2: SGLang's own ``DeepseekVL2Config`` around its ``language_config`` (SGLang's
+    copy of ``DeepseekV2Config``): MLA, or plain attention where ``use_mla`` is false (the Tiny)."""
+    text = {**_mla(rng, rng.randint(1, 30)), "num_attention_heads": rng.choice([10, 16, 32]),
+            "hidden_size": rng.choice([1280, 2048, 2560])}  # fmt: skip
+    if rng.random() < 0.3:
+        text.update(use_mla=False, num_key_value_heads=text["num_attention_heads"])
+    if rng.random() < 0.3:
+        del text["v_head_dim"]  # the generic default: the config's own, else the head dim
+    return Built(_sglang_config_class("DeepseekVL2Config")(language_config=text), "DeepseekVL2ForCausalLM")
+
+
 def _minimax_m2(rng: random.Random) -> Built:
     """MiniMax-M2: checkpoints give ``rotary_dim`` (vLLM's attention reads it; transformers' class has none)."""
     built = _plain(T.MiniMaxM2Config, "MiniMaxM2ForCausalLM")(rng)
@@ -492,6 +504,7 @@ FAMILIES: dict[str, _Builder] = {
     "kimi_vl": _kimi_vl,
     "dots_vlm": _dots_vlm,
     "internvl": _internvl,
+    "deepseek_vl2": _deepseek_vl2,
     "hy_v4": hy_v4,
     "longcat_flash": longcat_flash,
     # MoE and dense decoders whose attention layers are all alike (GLM-4 MoE: head_dim given or null)

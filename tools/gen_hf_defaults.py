@@ -59,7 +59,8 @@ MODEL_TYPES = (
 #: Outer model types whose SGLang config class builds its text config (the attribute named) with a
 #: class of its own (SGLang's copy of ``DeepseekV2Config``): that class's defaults, under the key
 #: ``kvbudget.models.hf`` reads them by (dots.vlm1's text is the file's own keys: its model type).
-SGLANG_TEXT_CLASSES = {"kimi_vl": ("text_config", "kimi_vl_text"), "dots_vlm": ("language_config", "dots_vlm")}
+SGLANG_TEXT_CLASSES = {"kimi_vl": ("text_config", "kimi_vl_text"), "dots_vlm": ("language_config", "dots_vlm"),
+                       "deepseek_vl_v2": ("language_config", "deepseek_vl_v2_text")}
 #: Model types whose vLLM 0.33.0 config class (transformers', or vLLM's own for Kimi-Linear) kvbudget's
 #: vLLM reader takes defaults from (the hybrid-state families), and the keys that reader uses.
 VLLM_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "granitemoehybrid",

@@ -41,7 +41,8 @@ _CONFIGS = "sglang.srt.configs"
 #: not load (torch, PIL, sentencepiece): their config classes are lifted alone, with the names
 #: they use (transformers', typing's, ``copy``, ``os`` and SGLang's logger).
 _LIFTED_ALONE = {
-    "deepseekvl2": ("DeepseekV2Config",),
+    "deepseekvl2": ("DeepseekVL2VisionEncoderConfig", "DeepseekVL2MlpProjectorConfig", "DeepseekV2Config",
+                    "DeepseekVL2Config"),
     "internvl": ("InternLM2Config", "InternVisionConfig", "InternVLChatConfig"),
 }
 _LIFTED_NAMES = ("PretrainedConfig", "LlamaConfig", "Qwen2Config", "Qwen3Config", "Qwen3MoeConfig", "GptOssConfig")

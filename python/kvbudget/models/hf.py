@@ -171,9 +171,11 @@ _TEXT_MODEL_TYPE: Final[dict[str, str]] = {
 #: Outer model type -> the text class SGLang 0.5.23 loads its ``text_config`` with, where that is
 #: not the one transformers names (its ``_CONFIG_REGISTRY`` aliases ``gemma4_unified`` to
 #: transformers' ``Gemma4Config``, whose text class is ``Gemma4TextConfig``; its own ``KimiVLConfig``
-#: builds its copy of ``DeepseekV2Config``, ``kimi_vl_text`` in ``data/hf_defaults.json``; held by
-#: the sparse Gemma 4 Unified and Kimi-VL configs of ``tests/test_sglang_model.py``).
-_SGLANG_TEXT_CLASS: Final[dict[str, str]] = {"gemma4_unified": "gemma4_text", "kimi_vl": "kimi_vl_text"}
+#: and ``DeepseekVL2Config`` build its copy of ``DeepseekV2Config``, ``kimi_vl_text`` and
+#: ``deepseek_vl_v2_text`` in ``data/hf_defaults.json``; held by the sparse Gemma 4 Unified,
+#: Kimi-VL and DeepSeek-VL2 configs of ``tests/test_sglang_model.py``).
+_SGLANG_TEXT_CLASS: Final[dict[str, str]] = {"gemma4_unified": "gemma4_text", "kimi_vl": "kimi_vl_text",
+                                              "deepseek_vl_v2": "deepseek_vl_v2_text"}
 
 _MIMO_V2_TYPES: Final[frozenset[str]] = frozenset({"mimo_v2_flash", "mimo_v2"})
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kvbudget.models.dsa import DSA_ARCHITECTURES, DSA_KEYS, dsa_fields
 
-__all__ = ["DSA_ARCHITECTURES", "DSA_KEYS", "MLA_ARCHITECTURES", "MLA_DEFAULT_V_HEAD_DIM",
+__all__ = ["DSA_ARCHITECTURES", "DSA_KEYS", "MLA_ARCHITECTURES", "MLA_DEFAULT_V_HEAD_DIM", "MLA_IF_USE_MLA",
            "UNCHECKED_MLA_ARCHITECTURES", "dsa_fields", "dsa_raw_kv_layout"]
 
 
@@ -29,19 +29,23 @@ MLA_ARCHITECTURES = frozenset({
     "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "Eagle3DeepseekV2ForCausalLM",
     "MiniCPM3ForCausalLM", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM",
     "LongcatFlashForCausalLMNextN", "SarvamMLAForCausalLM", "KimiVLForConditionalGeneration", "DotsVLMForCausalLM",
+    "DeepseekVL2ForCausalLM",
 })  # fmt: skip
 #: Of :data:`MLA_ARCHITECTURES`, those whose ``_derive_model_shapes`` branch leaves ``v_head_dim``
 #: at its generic default (the config's nonzero ``v_head_dim``, else the head dim).
-MLA_DEFAULT_V_HEAD_DIM = frozenset({"MiniCPM3ForCausalLM"})
+MLA_DEFAULT_V_HEAD_DIM = frozenset({"MiniCPM3ForCausalLM", "DeepseekVL2ForCausalLM"})
+#: Of :data:`MLA_ARCHITECTURES`, those SGLang serves with MLA only where the text config's
+#: ``use_mla`` (default true) says so; else as a plain attention model (DeepSeek-VL2-Tiny).
+MLA_IF_USE_MLA = frozenset({"DeepseekVL2ForCausalLM"})
 #: SGLang's other MLA architectures: their layer counts, SWA latents or state pools differ
 #: from the plain reading, and kvbudget has not checked them against SGLang.
-#: Some are MLA only on a condition SGLang reads (Pixtral, DeepSeek-VL2 and the Bailing NextN
-#: draft: by keys of the config); kvbudget refuses them whole. ``tests/test_sglang_model.py``
+#: Some are MLA only on a condition SGLang reads (Pixtral and the Bailing NextN draft: by keys of
+#: the config); kvbudget refuses them whole. ``tests/test_sglang_model.py``
 #: holds this set and :data:`MLA_ARCHITECTURES` to the branches of the wheel's ``_derive_model_shapes``.
 UNCHECKED_MLA_ARCHITECTURES = frozenset({
     "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "Dots3NoteForCausalLM",
     "Dots3NoteForCausalLMNextN", "GigaChat35ForCausalLM", "GigaChat35ForCausalLMNextN",
-    "PixtralForConditionalGeneration", "DeepseekVL2ForCausalLM", "KimiK3LinearForCausalLM",
+    "PixtralForConditionalGeneration", "KimiK3LinearForCausalLM",
     "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeForCausalLMNextN",
     "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration",
 })  # fmt: skip

@@ -82,7 +82,8 @@ from typing import Any
 
 from kvbudget.models.hf import KV_HEAD_KEYS, ConfigError, PathOrDict, _View, load_hf_config, nas_kv_heads
 from kvbudget.models.layer_kinds import derived_layer_types
-from kvbudget.sglang.dsa import MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, UNCHECKED_MLA_ARCHITECTURES, dsa_fields
+from kvbudget.sglang.dsa import (MLA_ARCHITECTURES, MLA_DEFAULT_V_HEAD_DIM, MLA_IF_USE_MLA, UNCHECKED_MLA_ARCHITECTURES,
+                                 dsa_fields)
 from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
 from kvbudget.sglang.mla_configs import hy_v4_config, longcat_config
 from kvbudget.sglang.state_layers import STATE_MODELS as _STATE_MODELS
@@ -474,9 +475,11 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
                "text_config": dict(text) if isinstance(text, Mapping) else dict(thinker)}  # fmt: skip
     if cfg.get("model_type") == "dots_vlm":  # SGLang's DotsVLMConfig builds its language_config from the file's keys
         cfg = {k: x for k, x in cfg.items() if k != "language_config"}
-    llm = cfg.get("llm_config")
-    if cfg.get("model_type") == "internvl_chat" and isinstance(llm, Mapping):  # get_hf_text_config: llm_config first
-        cfg = {**{k: x for k, x in cfg.items() if k != "llm_config"}, "text_config": dict(llm)}
+    # get_hf_text_config: InternVL's llm_config, DeepSeek-VL2's language_config (a DeepseekV2Config)
+    for model_type, key in (("internvl_chat", "llm_config"), ("deepseek_vl_v2", "language_config")):
+        inner = cfg.get(key)
+        if cfg.get("model_type") == model_type and isinstance(inner, Mapping):
+            cfg = {**{k: x for k, x in cfg.items() if k != key}, "text_config": dict(inner)}
     for key in ("thinker_config", "llm_config", "language_config"):
         if cfg.get(key) is not None:
             raise ConfigError(f"config.json: kvbudget does not resolve SGLang's '{key}' text configs", key)
@@ -523,7 +526,7 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
             f"Default pool counts the {len(ids)} full-attention layers"))  # fmt: skip
     elif state is not None:  # Inkling: the state pool beside the hybrid-SWA pools
         common.update(state_pool=True)
-    if any(a in MLA_ARCHITECTURES for a in archs):
+    if any(a in MLA_ARCHITECTURES for a in archs) and not (arch in MLA_IF_USE_MLA and not v.cfg.get("use_mla", True)):
         heads = _total_kv_heads(v)
         rope, nope = v.req_int("qk_rope_head_dim", 0), v.req_int("qk_nope_head_dim", 0)
         if pools.hybrid_swa:  # only an is_hybrid_swa opt-in: no MLA architecture is on SGLang's list

@@ -344,3 +344,22 @@ def test_published_hybrid_state_checkpoints_match_sglang(oracle: ModelOracle) ->
         checked.append((entry["name"], theirs["num_attention_layers"]))
     # Nemotron-Nano-9B-v2's 4 attention layers of 56; Falcon-H1-7B's attention in all 44 layers.
     assert ("nemotron_nano_9b_v2", 4) in checked and ("falcon_h1_7b_instruct", 44) in checked, checked
+
+
+@pytest.mark.parametrize("family", ["internvl", "kimi_vl", "deepseek_vl2", "dots_vlm"])
+def test_the_cli_plans_a_text_config_under_another_key_as_sglang_resolves_it(tmp_path: Any, family: str) -> None:
+    """InternVL's ``llm_config``, DeepSeek-VL2's ``language_config``, dots.vlm1's flat keys: ``kvbudget
+    plan`` (SGLang mode) plans the geometry :func:`resolve_sglang` gives (held to SGLang above)."""
+    import json
+    import random
+
+    from cli_helpers import run
+    from sglang_model_cases import FAMILIES
+
+    for seed in range(2):
+        cfg = FAMILIES[family](random.Random(seed)).saved(False)
+        path = tmp_path / f"{seed}.json"
+        path.write_text(json.dumps(cfg))
+        r = run("plan", str(path), "--engine", "sglang", "--available", "20GiB", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["model"]["geometry"] == json.loads(resolve_sglang(cfg).model_geometry().to_json())

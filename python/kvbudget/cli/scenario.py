@@ -115,7 +115,7 @@ def _config_geometry(cfg: dict[str, Any]) -> ModelGeometry:
     Jamba; pools kvbudget does not model) is SGLang's refusal, not the generic reading of its
     layers (which would take Jamba's Mamba layers for attention)."""
     from kvbudget.models.hf import ConfigError, geometry_kwargs_from_hf_config
-    from kvbudget.sglang.model import resolve_sglang
+    from kvbudget.sglang.model import resolve_sglang, sglang_text_layout
     from kvbudget.sglang.state_model import STATE_MODEL_TYPES
 
     text = cfg.get("text_config")
@@ -133,7 +133,7 @@ def _config_geometry(cfg: dict[str, Any]) -> ModelGeometry:
             raise _NoAttention(cfg)
         geometry: ModelGeometry = resolved.model_geometry()
         return geometry
-    return ModelGeometry(**geometry_kwargs_from_hf_config(cfg))
+    return ModelGeometry(**geometry_kwargs_from_hf_config(sglang_text_layout(cfg)))
 
 
 def _load_model(

@@ -78,7 +78,7 @@ import numbers
 from collections.abc import Mapping
 from importlib import resources
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kvbudget.models.hf import KV_HEAD_KEYS, ConfigError, PathOrDict, _View, load_hf_config, nas_kv_heads
 from kvbudget.models.layer_kinds import derived_layer_types
@@ -93,7 +93,7 @@ from kvbudget.sglang.window import sglang_window
 from kvbudget.sglang.inkling import INKLING_TYPES, inkling_config
 from kvbudget.sglang.zaya import zaya_config
 
-__all__ = ["UNRESOLVED_STATE_TYPES", "SGLangModel", "resolve_sglang", "sglang_architectures"]
+__all__ = ["UNRESOLVED_STATE_TYPES", "SGLangModel", "resolve_sglang", "sglang_architectures", "sglang_text_layout"]
 
 #: Architectures refused: SGLang plans a state pool kvbudget does not resolve the layers of, or
 #: (Jamba, OlmoHybrid: no SGLang class, and transformers' class refuses SGLang's attention
@@ -441,6 +441,27 @@ def _muse_glimmer_loads(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
+#: Model types whose SGLang config class keeps its text config under another key, which
+#: ``get_hf_text_config`` reads before ``text_config``: InternVL's ``llm_config``, DeepSeek-VL2's
+#: ``language_config`` (its copy of ``DeepseekV2Config``).
+_TEXT_KEYS: Final[dict[str, str]] = {"internvl_chat": "llm_config", "deepseek_vl_v2": "language_config"}
+
+
+def sglang_text_layout(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``cfg`` with its text config where :func:`resolve_sglang` and the generic reader look for it
+    (``text_config``), as SGLang 0.5.23's config classes and ``get_hf_text_config`` place it: the
+    key of :data:`_TEXT_KEYS` moved there; dots.vlm1's ``language_config`` dropped (its
+    ``DotsVLMConfig`` rebuilds it from the file's own keys)."""
+    out = dict(cfg)
+    model_type = out.get("model_type")
+    if model_type == "dots_vlm":
+        out.pop("language_config", None)
+    key = _TEXT_KEYS.get(str(model_type))
+    if key is not None and isinstance(out.get(key), Mapping):
+        out["text_config"] = dict(out.pop(key))
+    return out
+
+
 def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool = False) -> SGLangModel:
     """The model as SGLang 0.5.23 resolves it (a config dict, file or model folder).
 
@@ -473,13 +494,7 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         text = thinker.get("text_config")
         cfg = {**{k: v for k, v in cfg.items() if k != "thinker_config"},
                "text_config": dict(text) if isinstance(text, Mapping) else dict(thinker)}  # fmt: skip
-    if cfg.get("model_type") == "dots_vlm":  # SGLang's DotsVLMConfig builds its language_config from the file's keys
-        cfg = {k: x for k, x in cfg.items() if k != "language_config"}
-    # get_hf_text_config: InternVL's llm_config, DeepSeek-VL2's language_config (a DeepseekV2Config)
-    for model_type, key in (("internvl_chat", "llm_config"), ("deepseek_vl_v2", "language_config")):
-        inner = cfg.get(key)
-        if cfg.get("model_type") == model_type and isinstance(inner, Mapping):
-            cfg = {**{k: x for k, x in cfg.items() if k != key}, "text_config": dict(inner)}
+    cfg = sglang_text_layout(cfg)
     for key in ("thinker_config", "llm_config", "language_config"):
         if cfg.get(key) is not None:
             raise ConfigError(f"config.json: kvbudget does not resolve SGLang's '{key}' text configs", key)

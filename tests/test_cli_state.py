@@ -87,13 +87,11 @@ def test_an_unset_radix_cache_strategy_is_resolved_as_sglangs_launch_resolves_it
     r = run("plan", str(qwen3_next), "--available", "40GiB")
     assert "--mamba-radix-cache-strategy auto: extra_buffer, as SGLang's launch resolves it" in r.stdout
     # An LFM2 config (no extra buffer in SGLang 0.5.23): no_buffer, and the overlap scheduler off.
-    from kvbudget.models.hybrid_state import get_hybrid_state_model
-
     r = run("plan", "lfm2-1.2b", *common)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["state"]["config"]["mamba_radix_cache_strategy"] == "no_buffer"
-    assert doc["serving"]["disable_overlap_schedule"] is True and get_hybrid_state_model("lfm2-1.2b")
+    assert doc["serving"]["disable_overlap_schedule"] is True
 
 
 def test_plan_shows_the_state_pool(qwen3_next: Path) -> None:

@@ -444,6 +444,21 @@ def _deepseek_vl2(rng: random.Random) -> Built:
     return Built(_sglang_config_class("DeepseekVL2Config")(language_config=text), "DeepseekVL2ForCausalLM")
 
 
+def _llava_flat(rng: random.Random) -> Built:
+    """LLaVA-NeXT / OneVision (SGLang's ``Llava*ForCausalLM``): transformers' ``LlavaConfig`` with
+    the language model's keys flat in the file, which SGLang reads as the text config (the nested
+    default ``text_config`` unused); MHA checkpoints leave ``num_key_value_heads`` out."""
+    heads = rng.choice([28, 32, 40, 64])
+    flat: dict[str, Any] = {"num_hidden_layers": rng.randint(1, 80), "num_attention_heads": heads,
+                            "hidden_size": heads * 128, "num_key_value_heads": rng.choice([4, 8, heads]),
+                            "vocab_size": rng.choice([32000, 151646])}  # fmt: skip
+    if rng.random() < 0.3:
+        del flat["num_key_value_heads"]
+    arch = rng.choice(["LlavaLlamaForCausalLM", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM",
+                       "LlavaVidForCausalLM"])  # fmt: skip
+    return Built(T.LlavaConfig(**flat), arch)
+
+
 def _minimax_m2(rng: random.Random) -> Built:
     """MiniMax-M2: checkpoints give ``rotary_dim`` (vLLM's attention reads it; transformers' class has none)."""
     built = _plain(T.MiniMaxM2Config, "MiniMaxM2ForCausalLM")(rng)
@@ -505,6 +520,7 @@ FAMILIES: dict[str, _Builder] = {
     "dots_vlm": _dots_vlm,
     "internvl": _internvl,
     "deepseek_vl2": _deepseek_vl2,
+    "llava_flat": _llava_flat,
     "hy_v4": hy_v4,
     "longcat_flash": longcat_flash,
     # MoE and dense decoders whose attention layers are all alike (GLM-4 MoE: head_dim given or null)

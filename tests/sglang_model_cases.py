@@ -521,6 +521,7 @@ FAMILIES: dict[str, _Builder] = {
     "internvl": _internvl,
     "deepseek_vl2": _deepseek_vl2,
     "llava_flat": _llava_flat,
+    "nemotron": _plain(T.NemotronConfig, "NemotronForCausalLM"),  # Nemotron-4 / Minitron: vLLM serves it
     "hy_v4": hy_v4,
     "longcat_flash": longcat_flash,
     # MoE and dense decoders whose attention layers are all alike (GLM-4 MoE: head_dim given or null)

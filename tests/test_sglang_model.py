@@ -22,7 +22,7 @@ from sglang_model_cases import cases
 from sglang_oracle._fetch import sglang_root
 from sglang_oracle.model import FIELDS, ModelOracle, load
 
-PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "80"))  # 6,068 configs per variant (make test-parity-long: 400)
+PER_FAMILY = int(os.environ.get("KVBUDGET_MODEL_CASES", "80"))  # 6,148 configs per variant (make test-parity-long: 400)
 
 
 @pytest.fixture(scope="module")

@@ -275,3 +275,21 @@ def test_a_config_class_kvbudget_has_not_checked_is_refused() -> None:
             layers_from_hf_config({**falcon, "model_type": model_type})
     sw3 = {**T.GPT2Config(n_layer=2).to_dict(), "model_type": "gpt-sw3", "architectures": ["GPT2LMHeadModel"]}
     assert _ours(sw3, {"tp": 2, "pp": 1}) == _theirs(sw3, {"tp": 2, "pp": 1})  # GPT-SW3 borrows GPT2Config
+
+
+def test_nemotron_read_as_vllms_class_with_a_null_kv_count_refused() -> None:
+    """Nemotron-4 / Minitron (vLLM's ``NemotronForCausalLM``): its layers as vLLM's class registers
+    them where the config gives ``num_key_value_heads``; without one (transformers'
+    ``NemotronConfig`` fills none) vLLM's ``ModelConfig`` refuses, and so does kvbudget, by name."""
+    from test_vllm_state_models import _ours, _theirs
+
+    engine = {"tp": 2, "pp": 1}
+    for kv in (8, 48, None):
+        cfg = {**T.NemotronConfig(num_hidden_layers=4, num_attention_heads=48, hidden_size=6144,
+                                  num_key_value_heads=kv).to_dict(), "architectures": ["NemotronForCausalLM"]}  # fmt: skip
+        ours, theirs = _ours(cfg, engine, "bfloat16"), _theirs(cfg, engine, "bfloat16")
+        if kv is None:
+            assert isinstance(theirs, str) and "total_num_kv_heads" in theirs, theirs
+            assert isinstance(ours, str) and "num_key_value_heads is null" in ours, ours
+        else:
+            assert not isinstance(theirs, str) and ours == theirs, (ours, theirs)

@@ -54,7 +54,7 @@ MODEL_TYPES = (
     "olmoe", "granitemoe", "granitemoeshared", "glm4", "ernie4_5", "ernie4_5_moe", "hyperclovax", "apertus",
     "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text", "glm4v_text", "glm4v_moe_text",
     "beam", "gemma4_unified_text", "stablelm", "afmoe", "qwen2_5_omni_text", "qwen3_omni_moe_text", "glm_ocr_text", "paddleocr_vl_text", "aria_text", "mamba",
-    "mamba2", "falcon_mamba", "diffusion_gemma_text",
+    "mamba2", "falcon_mamba", "diffusion_gemma_text", "nemotron",
 )  # fmt: skip
 #: Outer model types whose SGLang config class builds its text config (the attribute named) with a
 #: class of its own (SGLang's copy of ``DeepseekV2Config``): that class's defaults, under the key

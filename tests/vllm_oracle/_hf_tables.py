@@ -198,6 +198,7 @@ ENTRY.update({
     ("gemma", "GemmaForCausalLM"): ("GemmaModel", None, "model", False),
     ("granite", "GraniteForCausalLM"): ("GraniteModel", None, "model", False),
     ("phimoe", "PhiMoEForCausalLM"): ("PhiMoEModel", None, "model", False),
+    ("nemotron", "NemotronForCausalLM"): ("NemotronModel", None, "model", False),
 })  # fmt: skip
 MODELS.update({
     "qwen3_moe": (["Qwen3MoeAttention", "Qwen3MoeDecoderLayer", "Qwen3MoeModel"],
@@ -212,6 +213,8 @@ MODELS.update({
     "gemma": (["GemmaAttention", "GemmaDecoderLayer", "GemmaModel"], "GemmaMLP", {}),
     "granite": (["granite_layer_attn_params", "GraniteAttention", "GraniteDecoderLayer", "GraniteModel"],
                 "GraniteMLP set_weight_attrs sharded_weight_loader", {}),  # the SWA checkpoints' sinks: weights
+    "nemotron": (["NemotronAttention", "NemotronDecoderLayer", "NemotronModel"], "NemotronMLP NemotronLayerNorm1P",
+                 {}),
 })  # fmt: skip
 ENTRY.update({
     ("phi3", "Phi3ForCausalLM"): ("llama:LlamaForCausalLM", "_init_model", "model", False),

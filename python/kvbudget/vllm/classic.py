@@ -68,7 +68,7 @@ from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.refusal import gqa_per_rank, refused, split_unevenly
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 
-__all__ = ["CLASSIC", "classic_layers", "teleflm_checks"]
+__all__ = ["CLASSIC", "classic_layers", "nemotron_checks", "teleflm_checks"]
 
 #: Architecture -> (the blocks' prefix, the attention layer's name inside a block).
 CLASSIC: Final[dict[str, tuple[str, str]]] = {
@@ -199,11 +199,27 @@ def _step1_kv(v: _View) -> int:
     """
     alias = next((k for k in KV_HEAD_KEYS if v.has(k)), None)
     if alias is not None and v.raw(alias) is None:
-        raise refused("ValidationError: 1 validation error for ModelArchitectureConfig: total_num_kv_heads: Input "
-                      f"should be a valid integer (config.{alias} is null)", v.name(alias), v.label)  # fmt: skip
+        raise _null_kv(v, alias)
     key = next((k for k in ("num_attention_groups", "num_key_value_heads") if v.has(k)), None)
     kv = v.opt_int(key, minimum=-(2**63)) if key is not None else 1
     return kv if kv is not None and kv > 0 else 1
+
+
+def _null_kv(v: _View, alias: str) -> ConfigError:
+    """``ModelConfig``'s refusal of a null KV-head count (a pydantic ``int`` field)."""
+    return refused("ValidationError: 1 validation error for ModelArchitectureConfig: total_num_kv_heads: Input "
+                   f"should be a valid integer (config.{alias} is null)", v.name(alias), v.label)  # fmt: skip
+
+
+def nemotron_checks(v: _View) -> None:
+    """Nemotron-4's: transformers' ``NemotronConfig`` keeps ``num_key_value_heads`` None where the
+    file leaves it out or null (it fills no default), and ``ModelConfig`` refuses that None.
+
+    Raises:
+        ConfigError: vLLM's refusal.
+    """
+    if v.raw("num_key_value_heads") is None:
+        raise _null_kv(v, "num_key_value_heads")
 
 
 def _missing(v: _View, key: str, reader: str) -> ConfigError:

@@ -86,7 +86,7 @@ from typing import Any, Final
 
 from kvbudget.models.hf import ConfigError, PathOrDict, _View, config_dtype, load_hf_config
 from kvbudget.models.layer_kinds import derived_layer_types
-from kvbudget.vllm.classic import CLASSIC, classic_layers, teleflm_checks
+from kvbudget.vllm.classic import CLASSIC, classic_layers, nemotron_checks, teleflm_checks
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerKind, LayerSpec
 from kvbudget.vllm import state_wrappers
@@ -119,7 +119,7 @@ _BY_FAMILY: Final[dict[str, tuple[str, ...]]] = {
     # decoders whose attention takes no per-layer window: every layer the model's window, if any
     "uniform": ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Glm4MoeForCausalLM",
                 "MiniMaxM2ForCausalLM", "OlmoeForCausalLM", "Glm4ForCausalLM", "Ernie4_5_MoeForCausalLM",
-                "HyperCLOVAXForCausalLM", "StableLmForCausalLM", "PhiMoEForCausalLM"),
+                "HyperCLOVAXForCausalLM", "StableLmForCausalLM", "PhiMoEForCausalLM", "NemotronForCausalLM"),
     "qwen2": ("Qwen2ForCausalLM", "MiMoForCausalLM"),
     "qwen3": ("Qwen3ForCausalLM",),
     "gemma": ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
@@ -507,6 +507,8 @@ def layers_from_hf_config(
                           "architectures")  # fmt: skip
     family, prefix = _family(cfg, "config.json")
     target = _Reader(cfg, family, "config.json", disable_sliding_window)
+    if cfg["architectures"][0] == "NemotronForCausalLM":  # ModelConfig's check, before the model is built
+        nemotron_checks(target.v)
     if family == "mla" and target.v.has("index_topk"):
         raise ConfigError("config.json: vLLM 0.33.0 builds DeepSeek's DSA indexer (a KV cache of its own) for a "
                           "config with index_topk; kvbudget's vLLM mode does not model it", "index_topk")  # fmt: skip

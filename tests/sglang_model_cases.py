@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import transformers as T
 from sglang_mla_cases import hy_v4, longcat_flash
 from sglang_vlm_cases import deepseek_vl2, dots_vlm, internvl, kimi_vl, llava_flat
-from sglang_state_cases import (_falcon_h1, _granite_hybrid, _kimi_linear, _lfm2, _lfm2_moe, _lfm2_vl,
-                                _inkling, _nemotron_h, _pure_ssm, _qwen3_5_moe, _qwen3_next, _zaya)
+from sglang_state_cases import (_bailing_hybrid, _falcon_h1, _granite_hybrid, _kimi_linear, _lfm2, _lfm2_moe,
+                                _lfm2_vl, _inkling, _nemotron_h, _pure_ssm, _qwen3_5_moe, _qwen3_next, _zaya)
 
 Case = tuple[str, dict[str, Any]]
 _Builder = Callable[[random.Random], "Built"]
@@ -454,6 +454,7 @@ FAMILIES: dict[str, _Builder] = {
     "lfm2_vl": _lfm2_vl,
     "zaya": _zaya,
     "inkling": _inkling,
+    "bailing_hybrid": _bailing_hybrid,
     "step3p5": _step3p5,
     "deepseek_v3": _deepseek_v3,
     "mistral_large_3": _mistral_large_3,

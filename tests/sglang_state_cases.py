@@ -1,6 +1,6 @@
 """The hybrid-state families of the model-resolution differential (``sglang_model_cases.FAMILIES``):
 Qwen3-Next and Qwen3.5 (dense, MoE), Kimi-Linear, LFM2 (dense, MoE, VL), Nemotron-H, Falcon-H1, Granite-4.0-H, ZAYA1,
-Inkling and the
+Inkling, the Bailing hybrids (Ling 2.5, Ling 3) and the
 pure state models (Mamba-1, Falcon-Mamba, Mamba-2), built by transformers 5.19.0's classes (or as
 their checkpoints hold them) with the keys released checkpoints carry. The shared builders
 (``Built``, ``_gqa``, ``_text``, ``_multimodal``) are ``sglang_model_cases``', imported when a
@@ -211,3 +211,31 @@ def _zaya(rng: random.Random) -> Built:
     if rng.random() < 0.4:
         released.update(head_dim=None, kv_channels=rng.choice([64, 128]))
     return _built(None, "ZayaForCausalLM", released)
+
+
+def _bailing_hybrid(rng: random.Random) -> Built:
+    """Ling 2.5 (lightning attention) and Ling 3 (KDA: ``short_conv_kernel_size`` set), which
+    SGLang loads with its own ``BailingHybridConfig``: MLA full-attention layers every
+    ``layer_group_size``-th layer, or where a per-layer list holds no ``1``; some keys left to the
+    class defaults, a null ``head_dim`` (derived), and V3's NoPE MLA. (Written as a file, as
+    checkpoints hold it.)"""
+    n = rng.randint(1, 40)
+    heads = rng.choice([16, 32, 64])
+    d: dict[str, Any] = {
+        "model_type": "bailing_hybrid", "num_hidden_layers": n, "num_attention_heads": heads,
+        "num_key_value_heads": rng.choice([4, heads]), "hidden_size": rng.choice([2048, 4096, 8192]),
+        "head_dim": rng.choice([128, 128, 64, None]), "kv_lora_rank": rng.choice([256, 512]),
+        "qk_rope_head_dim": rng.choice([32, 64]), "qk_nope_head_dim": rng.choice([64, 128]),
+        "v_head_dim": rng.choice([64, 128]), "layer_group_size": rng.choice([2, 4, 8, 8, n + 1]),
+    }  # fmt: skip
+    if rng.random() < 0.3:  # a per-layer schedule (1: linear attention); rarely of the wrong length
+        d["layer_group_size"] = [int(rng.random() < 0.75) for _ in range(n + (rng.random() < 0.05))]
+    if rng.random() < 0.5:
+        d["short_conv_kernel_size"] = rng.choice([4, 4, 3])
+    if rng.random() < 0.5:
+        d["use_mla_nope"] = rng.random() < 0.7
+    for key in ("head_dim", "num_hidden_layers", "num_attention_heads", "kv_lora_rank", "v_head_dim",
+                "qk_rope_head_dim", "layer_group_size"):
+        if rng.random() < 0.1:
+            d.pop(key)  # the class default
+    return _built(None, rng.choice(["BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM"]), d)

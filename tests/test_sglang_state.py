@@ -80,6 +80,8 @@ def _model(r: random.Random, source: str, n: int) -> dict[str, Any]:
                     conv_kernel=r.choice((4, 4, 2)), num_hidden_layers=n)  # fmt: skip
     ids = _layer_ids(r, n)
     nh, hd = _pick(r, (8, 16, 32, 64), (6, 12, 20)), r.choice((64, 128, 128))
+    if source == "lightning":  # Bailing's: use_kda off, the attention heads as the state heads
+        return dict(use_kda=False, num_linear_key_value_heads=nh, head_dim=hd, linear_layer_ids=ids)
     if source == "kda":
         return dict(linear_attn_config={"num_heads": nh, "head_dim": hd,
                                         "short_conv_kernel_size": r.choice((4, 4, 3))}, linear_layer_ids=ids)
@@ -90,7 +92,8 @@ def _model(r: random.Random, source: str, n: int) -> dict[str, Any]:
 def case(seed: int) -> StateCase:
     """The seeded case ``seed``."""
     r = random.Random(f"state {seed}")
-    source = r.choice(("gdn", "gdn", "gdn", "nemotron_h", "nemotron_h", "mamba2", "mamba1", "kda", "kda", "kda_direct"))
+    source = r.choice(("gdn", "gdn", "gdn", "nemotron_h", "nemotron_h", "mamba2", "mamba1", "kda", "kda", "kda_direct",
+                       "lightning"))  # fmt: skip
     pp = r.choice((1, 1, 1, 2, 3, 4))
     n = r.randint(max(pp, 2), 96)
     hf = _model(r, source, n)
@@ -145,6 +148,9 @@ def _dims(st: Any, c: StateCase) -> Any:
     if c.source == "mamba1":
         return st.full_rank_dims(tp_size=tp, intermediate_size=h["intermediate_size"], state_size=h["state_size"],
                                  conv_kernel=h["conv_kernel"])  # fmt: skip
+    if c.source == "lightning":
+        return st.mamba2_dims(tp_size=tp, intermediate_size=0, n_groups=0, num_heads=h["num_linear_key_value_heads"],
+                              head_dim=h["head_dim"], state_size=h["head_dim"], conv_kernel=1)  # fmt: skip
     if c.source == "kda":
         a = h["linear_attn_config"]
         return st.kda_dims(tp_size=tp, num_heads=a["num_heads"], head_dim=a["head_dim"],

@@ -77,7 +77,9 @@ def _theirs(oracle: StateModelOracle, cfg: dict[str, Any], par: dict[str, Any]) 
     # Inkling's conv-only shape: temporal (0, 0, 0) and no key heads, where kvbudget holds one zero-sized
     # temporal row (1, 1, 0) and its default key heads; the bytes are compared all the same
     conv_only = r["temporal"] == (0, 0, 0) and r["k_heads_per_tp"] is None
-    return {"mixer": r["mixer"], "conv_elems": sum(math.prod(c) for c in r["conv"]),
+    # SGLang's lightning state is a Mamba2CacheParams its configurator treats as Mamba-2's (no
+    # ReplaySSM: neither hybrid_gdn_config nor hybrid_kda_config answers)
+    return {"mixer": {"lightning": "mamba2"}.get(r["mixer"], r["mixer"]), "conv_elems": sum(math.prod(c) for c in r["conv"]),
             "temporal": (1, 1, 0) if conv_only else r["temporal"], "k_heads_per_tp": 1 if conv_only else r["k_heads_per_tp"], "layers": len(r["layers"]), "stage_layers": r["stage_layers"],
             "conv_dtype": r["conv_dtype"], "ssm_dtype": r["ssm_dtype"], "per_req": r["per_req"]}  # fmt: skip
 
@@ -344,6 +346,16 @@ def _inkling(r: random.Random) -> dict[str, Any]:
     return d
 
 
+def _bailing(r: random.Random) -> dict[str, Any]:
+    """Ling 2.5 / Ling 3 (SGLang's own ``BailingHybridConfig``): the model-resolution differential's
+    files (``sglang_state_cases``); the class passes no config to the dtype, so the file's is unread."""
+    from sglang_state_cases import _bailing_hybrid
+
+    d = _bailing_hybrid(r).saved(False)
+    _dtype(r, d)
+    return d
+
+
 def _stateless(r: random.Random) -> dict[str, Any]:
     mt, arch = r.choice((("llama", "LlamaForCausalLM"), ("qwen3", "Qwen3ForCausalLM"),
                          ("jamba", "JambaForCausalLM"), ("mistral", "MistralForCausalLM")))  # fmt: skip
@@ -353,7 +365,8 @@ def _stateless(r: random.Random) -> dict[str, Any]:
 
 FAMILIES: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "qwen": _qwen, "jet": _jet, "nemotron_h": _nemotron_h, "falcon_h1": _falcon_h1, "granite": _granite,
-    "lfm2": _lfm2, "mamba": _mamba, "kimi": _kimi, "zaya": _zaya, "inkling": _inkling, "stateless": _stateless,
+    "lfm2": _lfm2, "mamba": _mamba, "kimi": _kimi, "zaya": _zaya, "inkling": _inkling, "bailing": _bailing,
+    "stateless": _stateless,
 }  # fmt: skip
 
 
@@ -494,8 +507,10 @@ def test_unread_state_architectures_are_refused(model_type: str) -> None:
 def test_sglang_plans_a_state_for_the_refused_architectures_it_can_load(oracle: StateModelOracle) -> None:
     """The refusals are not vacuous: on a config SGLang's class loads with its defaults, its
     ``mambaish_config`` answers (a lightning or registry state, or one kvbudget does not read)."""
-    for mt in ("bailing_hybrid", "gigachat3_5", "qwen4_exp_text", "glm5_next"):
-        r = oracle.state({"model_type": mt, "architectures": ["X"], "full_attention_interval": 4})
+    minicpm = {"mixer_types": ["lightning", "minicpm4"], "num_key_value_heads": 32}  # lightning layers, no GQA
+    for mt in ("minicpm_sala", "gigachat3_5", "qwen4_exp_text", "glm5_next"):
+        r = oracle.state({"model_type": mt, "architectures": ["X"], "full_attention_interval": 4,
+                          **(minicpm if mt == "minicpm_sala" else {})})  # fmt: skip
         assert r.get("mixer") is not None, (mt, r)
 
 

@@ -160,7 +160,9 @@ class PlanManyColumns(TypedDict, total=False):
     ssm_state_dim: IntColumn
     """With ``state=``: Temporal state size (the state's third dim), elements."""
     k_heads_per_tp: IntColumn
-    """With ``state=``: Key (group) heads on one rank, read by the ReplaySSM rings."""
+    """With ``state=``: Key (group) heads on one rank, read by the ReplaySSM rings (0 where the
+    shape has none: a lightning-attention state).
+    """
     conv_kernel: IntColumn
     """With ``state=``: The conv kernel width (SGLang's `shape.conv_kernel`; a conv state keeps
     `conv_kernel - 1` steps), read by the exact plan's deduplicated speculative conv windows

@@ -473,7 +473,9 @@ class StateConfig:
     ssm_state_dim: Final[int]
     """Temporal state size (the state's third dim), elements."""
     k_heads_per_tp: Final[int]
-    """Key (group) heads on one rank, read by the ReplaySSM rings."""
+    """Key (group) heads on one rank, read by the ReplaySSM rings (0 where the shape has none: a
+    lightning-attention state).
+    """
     conv_kernel: Final[int | None]
     """The conv kernel width (SGLang's `shape.conv_kernel`; a conv state keeps `conv_kernel - 1`
     steps), read by the exact plan's deduplicated speculative conv windows (`None`: unknown),

@@ -22,7 +22,8 @@ Lifted unchanged (:class:`~oracle_kit.lift.Source`):
 * the configs' ``mamba2_cache_params`` (how SGLang calls ``create``):
   ``Qwen3NextConfig`` (GDN), ``KimiLinearConfig`` (KDA), ``NemotronHConfig`` and
   ``Mamba2Config`` (Mamba-2), ``MambaConfig`` with ``_mamba1_cache_params``
-  (Mamba-1, ``create_full_rank``). ``kda_direct`` cases call
+  (Mamba-1, ``create_full_rank``), ``BailingHybridConfig`` (Ling 2.5's lightning
+  state: a Mamba-2 shape without conv rows). ``kda_direct`` cases call
   ``KimiLinearStateShape.create`` with ``num_k_heads`` / ``head_k_dim`` (no
   0.5.23 config passes them) and ``KimiLinearCacheParams`` directly.
 
@@ -73,7 +74,7 @@ from ._strict import Poison, StrictNamespace, StubError
 LABELS = frozenset({"mamba_pool.per_dp_shard", "mamba_pool.from_max_running_requests",
                     "mamba_pool.memory_budget_spec", "mamba_pool.memory_budget"})  # fmt: skip
 #: The case sources: which SGLang config (or direct call) builds the cache params.
-SOURCES = ("nemotron_h", "mamba2", "mamba1", "gdn", "kda", "kda_direct")
+SOURCES = ("nemotron_h", "mamba2", "mamba1", "gdn", "kda", "kda_direct", "lightning")
 _LOCALS = ("stage_per_req", "extra_per_slot", "replayssm_fixed_bytes", "intermediate_size",
            "mamba_state_memory", "pp_layer_scale", "reserves_spec_state", "replayssm_active")  # fmt: skip
 _TOO_SMALL = ("Not enough GPU memory for hybrid", "too small to serve any requests")
@@ -241,6 +242,8 @@ class StateOracle:
             ("nemotron_h", "configs/nemotron_h.py", "NemotronHConfig", dict(get_parallel=get_parallel)),
             ("mamba2", "configs/mamba2.py", "Mamba2Config", {}),
             ("kda", "configs/kimi_linear.py", "KimiLinearConfig", dict(get_parallel=get_parallel, **kimi)),
+            ("lightning", "configs/bailing_hybrid.py", "BailingHybridConfig",
+             dict(get_parallel=get_parallel, **kimi)),
         ):  # fmt: skip
             ns = b.namespace(rel[:-3].replace("/", "."), Union=typing.Union, **shapes, **extra)
             out[source] = b.source(rel).lift_member(ns, cls, "mamba2_cache_params").fget

@@ -237,7 +237,7 @@ class StateModelOracle:
         pp_split: Sequence[int] | None = None,
     ) -> dict[str, Any]:
         """SGLang's answer: ``{"mixer": None}`` (no state pool); ``{"mixer", "unread": True}``
-        for lightning / registry models (not built here); else ``mixer``, ``conv`` (shapes),
+        for registry models (not built here); else ``mixer``, ``conv`` (shapes),
         ``temporal``, ``k_heads_per_tp``, ``layers``, ``conv_dtype``, ``ssm_dtype``,
         ``per_req`` (``mamba_cache_per_req``), ``num_hidden_layers`` and ``stage_layers``;
         or ``{"error": ...}`` where SGLang (or transformers under it) refuses the config."""
@@ -249,7 +249,7 @@ class StateModelOracle:
                 which, cfg = self.mixer(hf)
                 if which is None:
                     return {"mixer": None}
-                if which in ("lightning", "registry"):
+                if which == "registry":
                     return {"mixer": which, "unread": True}
                 params = cfg.mamba2_cache_params
                 if params is None:

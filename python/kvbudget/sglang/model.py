@@ -49,19 +49,19 @@ without ``hybrid_layer_pattern``, whose layer ids SGLang leaves None) resolves a
 has it, and :meth:`SGLangModel.model_geometry` refuses it with SGLang's reason.
 
 Models SGLang plans with a Mamba or linear-attention state pool beside the KV pool (Qwen3-Next,
-Qwen3.5, Kimi-Linear, LFM2, LFM2-MoE and LFM2-VL, Nemotron-H, Falcon-H1, Granite-4.0-H, ZAYA1)
+Qwen3.5, Kimi-Linear, LFM2, LFM2-MoE and LFM2-VL, Nemotron-H, Falcon-H1, Granite-4.0-H, ZAYA1, and
+the Bailing hybrids Ling 2.5 and Ling 3, MLA beside lightning or KDA state: :mod:`kvbudget.sglang.bailing`)
 resolve to the full-attention layers that pool counts (``state_pool=True``; the Mamba-2-shaped
 families' from the layer kinds their state layers are read with,
 :func:`kvbudget.sglang.state_model.attention_layer_ids`; ZAYA1's config as SGLang's own class
 derives it, :mod:`kvbudget.sglang.zaya`); Inkling, whose every layer attends and keeps a conv
 state, to its hybrid-SWA pools with ``state_pool=True``; the other model types SGLang plans a state pool for
-(:data:`UNRESOLVED_STATE_TYPES`: Qwen4-Exp, the Bailing hybrids, Jet-Nemotron, ...) are refused by
+(:data:`UNRESOLVED_STATE_TYPES`: Qwen4-Exp, MiniCPM-SALA, Jet-Nemotron, ...) are refused by
 name. DSA models (DeepSeek-V3.2, GLM-5, HunYuan-V4, LongCat-Flash with ``index_topk``: an MLA
 architecture whose config has ``index_topk``) carry their indexer (:mod:`kvbudget.sglang.dsa`).
 Architectures SGLang cannot serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4,
 the pure state models Mamba, Mamba-2 and Falcon-Mamba: no KV pool), MLA architectures kvbudget has
-not checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-VL, Kimi-K3, Bailing V2.5/V3,
-DeepSeek-VL2), an MLA model opting in to hybrid SWA, and hybrid models whose class's window rule
+not checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-K3, the Bailing VL and NextN classes), an MLA model opting in to hybrid SWA, and hybrid models whose class's window rule
 kvbudget has not checked against SGLang's code are refused with a
 :class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a geometry SGLang would
 not build. ``tests/test_sglang_model.py`` holds these rules to SGLang's released code on configs
@@ -91,6 +91,7 @@ from kvbudget.sglang.state_layers import mamba2_shaped_ids
 from kvbudget.sglang.state_model import QWEN4_EXP_UNMODELLED, attention_layer_ids
 from kvbudget.sglang.window import sglang_window
 from kvbudget.sglang.inkling import INKLING_TYPES, inkling_config
+from kvbudget.sglang.bailing import BAILING_HYBRID_TYPE, bailing_config, is_bailing_hybrid
 from kvbudget.sglang.zaya import zaya_config
 
 __all__ = ["UNRESOLVED_STATE_TYPES", "SGLangModel", "resolve_sglang", "sglang_architectures", "sglang_text_layout"]
@@ -107,9 +108,9 @@ _DEEPSEEK_V4 = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN",
 #: with lightning layers). ``tests/test_sglang_model.py``
 #: holds this set and ``_STATE_MODELS`` to the wheel.
 UNRESOLVED_STATE_TYPES: frozenset[str] = frozenset({
-    "bailing_hybrid", "qwen4_exp", "qwen4_exp_text", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
+    "qwen4_exp", "qwen4_exp_text", "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3",
     "nemotron_h_omni", "intern_s2_preview", "interns2_mobius", "interns2_mobius_text", "jet_nemotron", "jet_vlm",
-    "minicpm_sala", "glm5_next",
+    "minicpm_sala", "glm5_next", "bailing_moe_v3_vl",
 })  # fmt: skip
 #: SGLang 0.5.23's pure state-space models (``configs/model_config.py``'s ``PURE_SSM_ARCHITECTURES``):
 #: no attention layer, so ``_derive_model_shapes`` takes a missing ``head_dim`` as 0 and
@@ -480,6 +481,8 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
         cfg = inkling_config(cfg)
     elif cfg.get("model_type") == "lfm2_vl" and cfg.get("text_config") is None:
         cfg = {**cfg, "text_config": {}}  # Lfm2VlConfig builds its default (LFM2) text config
+    elif cfg.get("model_type") == BAILING_HYBRID_TYPE:
+        cfg = bailing_config(cfg)
     elif cfg.get("model_type") == "hy_v4":
         cfg = hy_v4_config(cfg)
     else:
@@ -505,7 +508,8 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     if any(a in _STATEFUL for a in archs):
         raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} with a state pool and no attention layer "
                           "(no KV pool for kvbudget to plan)", "architectures")  # fmt: skip
-    if any(a in UNCHECKED_MLA_ARCHITECTURES for a in archs):
+    bailing = is_bailing_hybrid(cfg)  # MLA beside a lightning or KDA state
+    if any(a in UNCHECKED_MLA_ARCHITECTURES for a in archs) and not bailing:
         raise ConfigError(f"config.json: SGLang 0.5.23 serves {arch} with MLA pools kvbudget has not checked "
                           "against it (layer counts, SWA latents or state pools of their own)",
                           "architectures")  # fmt: skip
@@ -541,7 +545,8 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
             f"Default pool counts the {len(ids)} full-attention layers"))  # fmt: skip
     elif state is not None:  # Inkling: the state pool beside the hybrid-SWA pools
         common.update(state_pool=True)
-    if any(a in MLA_ARCHITECTURES for a in archs) and not (arch in MLA_IF_USE_MLA and not v.cfg.get("use_mla", True)):
+    if bailing or any(a in MLA_ARCHITECTURES for a in archs) and not (arch in MLA_IF_USE_MLA
+                                                                       and not v.cfg.get("use_mla", True)):
         heads = _total_kv_heads(v)
         rope, nope = v.req_int("qk_rope_head_dim", 0), v.req_int("qk_nope_head_dim", 0)
         if pools.hybrid_swa:  # only an is_hybrid_swa opt-in: no MLA architecture is on SGLang's list

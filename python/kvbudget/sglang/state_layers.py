@@ -1,7 +1,8 @@
 """The attention layers of the models SGLang 0.5.23 plans with a Mamba or linear-attention state
 pool beside the KV pool (:data:`STATE_MODELS`, by the config class SGLang loads them with), as
 :func:`kvbudget.sglang.model.resolve_sglang` counts them: the Qwen3-Next family's every
-``full_attention_interval``-th layer, Kimi-Linear's layers outside its KDA ones, the
+``full_attention_interval``-th layer, Kimi-Linear's layers outside its KDA ones, the Bailing
+hybrids' (:func:`kvbudget.sglang.bailing.bailing_full_attention_ids`), the
 Mamba-2-shaped families' from the layer kinds their state layers are read with
 (:func:`kvbudget.sglang.state_model.attention_layer_ids`), none for the pure state models, and
 every layer for Inkling (each attends, full or sliding-window, beside its conv state)."""
@@ -13,6 +14,7 @@ from typing import Any
 
 from kvbudget.models.config_io import ConfigError
 from kvbudget.models.layer_kinds import is_kda_layer
+from kvbudget.sglang.bailing import bailing_full_attention_ids
 from kvbudget.sglang.state_model import attention_layer_ids
 
 __all__ = ["STATE_MODELS", "mamba2_shaped_ids"]
@@ -51,7 +53,7 @@ def mamba2_shaped_ids(model_type: str) -> Callable[[Mapping[str, Any], int], lis
 #: one where that class reads the layers, LFM2-VL's, else the text config's).
 STATE_MODELS: dict[str, Callable[[Mapping[str, Any], int], list[int]]] = {
     "qwen3_next": _interval_ids, "qwen3_5_text": _interval_ids, "qwen3_5_moe_text": _interval_ids,
-    "kimi_linear": _kda_ids,
+    "kimi_linear": _kda_ids, "bailing_hybrid": lambda text, n: bailing_full_attention_ids(text),
     **{t: mamba2_shaped_ids(t) for t in ("lfm2", "lfm2_moe", "lfm2_vl", "nemotron_h", "nemotron_h_puzzle",
                                           "falcon_h1", "zaya")},
     # pure state models: every layer a state layer, no attention layer (full_attention_layer_ids == [])

@@ -20,6 +20,7 @@ SGLang picks the state's config class by ``model_type`` (the class ``get_config`
   (``create_full_rank``).
 * Kimi delta attention (``hybrid_kda_config``: ``mixer="kda"``): Kimi-Linear and Kimi-K3's
   ``text_config`` (``linear_attn_config.kda_layers``, 1-based).
+* Bailing hybrids (:mod:`kvbudget.sglang.bailing`): Ling 3's KDA, Ling 2.5's lightning state.
 
 The TP width is SGLang's: attention TP (``get_parallel().attn_tp_size``, kvbudget's ``tp_size``;
 ``linear_attn_tp_size()`` is the same for these models, as CP-TP group sharing is only for
@@ -33,11 +34,10 @@ ZAYA1; an unknown name there reads as float32, as SGLang warns), else float32; t
 split of ``ModelConfig.num_hidden_layers`` (:func:`kvbudget.sglang.pipeline.stage_ranges`).
 
 Where SGLang's class fails on a config (a missing ``full_attention_interval`` or ``n_groups``, an
-LFM2 without conv layers, a Kimi-Linear without ``linear_attn_config``, dims TP does not divide,
-...), this raises :class:`~kvbudget.models.hf.ConfigError` (an
-:class:`~kvbudget.errors.InvalidConfigError`) saying so, as it does for the stateful config classes
-it does not read (:data:`UNREAD_STATE_MODEL_TYPES`). kvbudget never prices a state SGLang would not
-build. ``tests/test_sglang_state_model.py`` holds this to SGLang's code executed from the wheel.
+LFM2 without conv layers, dims TP does not divide, ...), this raises ``ConfigError`` (an
+:class:`~kvbudget.errors.InvalidConfigError`) saying so, as it does for the classes it does not read
+(:data:`UNREAD_STATE_MODEL_TYPES`): it never prices a state SGLang would not build.
+``tests/test_sglang_state_model.py`` holds this to SGLang's code executed from the wheel.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from typing import Any
 
 from kvbudget.models.config_io import ConfigError, PathOrDict, load_hf_config
 from kvbudget.models.layer_kinds import LEGACY_KINDS, NEMOTRON_H_PATTERN, is_kda_layer
+from kvbudget.sglang.bailing import bailing_state
 from kvbudget.sglang.pipeline import stage_ranges
 from kvbudget.sglang.state import StateConfig, StateDims, full_rank_dims, kda_dims, mamba2_dims
 from kvbudget.sglang.inkling import INKLING_STATE_DTYPE, INKLING_TYPES, inkling_state
@@ -435,7 +436,7 @@ _READERS: dict[str, Callable[[_Cfg, _Tp], _Read | None]] = {
     "granitemoehybrid": _granite, "lfm2": lambda c, tp: _lfm2(c, False, tp),
     "lfm2_moe": lambda c, tp: _lfm2(c, True, tp), "lfm2_vl": lambda c, tp: _lfm2(*_lfm2_vl_text(c), tp),
     "zaya": _zaya, "mamba": _mamba1, "falcon_mamba": lambda c, tp: _mamba1(c, tp, 768), "mamba2": _mamba2,
-    "kimi_linear": _kimi_linear,
+    "kimi_linear": _kimi_linear, "bailing_hybrid": lambda c, tp: _Read(*bailing_state(c.cfg, tp.attn), None),
     "kimi_k3": _text(_kimi_linear, "without one SGLang builds a Kimi-Linear config without linear_attn_config "
                                    "and fails"),
     **dict.fromkeys(INKLING_TYPES, lambda c, tp: _Read("mamba2", *inkling_state(c.cfg, tp.attn), None,
@@ -487,7 +488,7 @@ UNREAD_STATE_MODEL_TYPES: Mapping[str, str] = {
     **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), QWEN4_EXP_UNMODELLED),
     **dict.fromkeys(("glm5_next", "glm5_next_text"), "GLM-5-Next's KDA state (CP-TP group sharing, its own "
                                                      "layer kinds)"),
-    **dict.fromkeys(("bailing_hybrid", "bailing_moe_v3_vl"), "Bailing hybrid's lightning-attention or KDA state"),
+    "bailing_moe_v3_vl": "the Bailing VL wrapper's text_config state",
     "minicpm_sala": "MiniCPM hybrid's lightning-attention state",
     "gigachat3_5": "GigaChat-3.5's linear-attention state (SGLang's linear-attention model registry)",
     **dict.fromkeys(("NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3", "nemotron_h_omni"),
@@ -540,8 +541,7 @@ def _read(cfg: Mapping[str, Any], tp: _Tp) -> _Read | None:
     if model_type in UNREAD_STATE_MODEL_TYPES:
         raise ConfigError(f"config.json: SGLang 0.5.23 plans a state pool for model_type {model_type!r} that "
                           f"kvbudget does not read ({UNREAD_STATE_MODEL_TYPES[model_type]})", "model_type")  # fmt: skip
-    reader = _READERS.get(model_type)
-    return None if reader is None else reader(_Cfg(cfg), tp)
+    return None if (reader := _READERS.get(model_type)) is None else reader(_Cfg(cfg), tp)
 
 
 def state_from_hf_config(

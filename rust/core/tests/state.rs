@@ -281,6 +281,54 @@ fn qwen3_next_unified_buffer_holds_kv_and_state() {
     assert_eq!(e.code, ErrorCode::InvalidConfig);
 }
 
+#[test]
+fn a_lightning_state_keeps_no_conv_element() {
+    // Ling 2.5's lightning attention at TP 4: SGLang's Mamba2StateShape.create with no conv
+    // (intermediate_size and n_groups 0, a one-tap kernel) and 32 heads of 128, so a conv shape
+    // (0, 0), no key heads, and a (8, 128, 128) temporal state; with EAGLE (4 draft tokens, top-k 1)
+    // the deduplicated conv window (0, 4 + 1 - 2) as SGLang's CUDA pool lays it out.
+    let d = shape::mamba2(4, 0, 0, 32, 128, 128, 1).unwrap();
+    assert_eq!((d.conv_elems, d.k_heads_per_tp, d.ssm_heads), (0, 0, 8));
+    let s = StateConfig {
+        num_state_layers: 28,
+        conv_elems: d.conv_elems,
+        ssm_heads: d.ssm_heads,
+        ssm_head_dim: d.ssm_head_dim,
+        ssm_state_dim: d.ssm_state_dim,
+        k_heads_per_tp: d.k_heads_per_tp,
+        conv_kernel: Some(1),
+        ..StateConfig::default()
+    };
+    let spec = SpeculativeConfig {
+        algorithm: SpecAlgorithm::Eagle,
+        draft_num_layers: 1,
+        num_steps: Some(3),
+        eagle_topk: Some(1),
+        num_draft_tokens: Some(4),
+        ..SpeculativeConfig::default()
+    };
+    let serving = ServingConfig {
+        tp_size: 4,
+        max_running_requests: Some(8),
+        ..ServingConfig::default()
+    };
+    let cfg = qwen3_next_kv(serving, spec);
+    let (plan, budget) = cfg.plan_with_state(20i64 << 30, Fit::Exact, &s).unwrap();
+    plan.check().unwrap();
+    let rows = budget.max_mamba_cache_size + 1;
+    let pool = plan.pool(PoolName::State).unwrap();
+    let shapes: Vec<_> = pool
+        .tensors
+        .iter()
+        .map(|t| (t.kind, t.shape.clone()))
+        .collect();
+    assert_eq!(shapes[0], (TensorKind::ConvState, vec![28, rows, 0, 0]));
+    assert_eq!(shapes[1], (TensorKind::TemporalState, vec![28, rows, 8, 128, 128]));
+    let window = shapes.iter().find(|(k, _)| *k == TensorKind::IntermediateConv);
+    assert_eq!(window.map(|(_, s)| &s[2..]), Some(&[0u64, 3][..]));
+    assert_eq!(pool.tensors[0].nbytes, 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
 

@@ -176,8 +176,9 @@ macro_rules! for_each_value_type {
                     ssm_head_dim: u64 => $crate::fields::Positive,
                     /// Temporal state size (the state's third dim), elements.
                     ssm_state_dim: u64 => $crate::fields::Count,
-                    /// Key (group) heads on one rank, read by the ReplaySSM rings.
-                    k_heads_per_tp: u64 = 1 => $crate::fields::Positive,
+                    /// Key (group) heads on one rank, read by the ReplaySSM rings (0 where the
+                    /// shape has none: a lightning-attention state).
+                    k_heads_per_tp: u64 = 1 => $crate::fields::Count,
                     /// The conv kernel width (SGLang's `shape.conv_kernel`; a conv state keeps
                     /// `conv_kernel - 1` steps), read by the exact plan's deduplicated
                     /// speculative conv windows (`None`: unknown), steps.

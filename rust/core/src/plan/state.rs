@@ -9,7 +9,8 @@
 //! (`max_mamba_cache_size`) and `rows` one more (SGLang's padding slot):
 //!
 //! * `conv_state` `[L, rows, conv_dim, conv_kernel - 1]` (conv dtype; flat `[L, rows,
-//!   conv_elems]` for KDA's three conv shapes or an unknown kernel) and `temporal_state`
+//!   conv_elems]` for KDA's three conv shapes or an unknown kernel; `[L, rows, 0, 0]` for a
+//!   one-tap conv, which holds no element: a lightning-attention state) and `temporal_state`
 //!   `[L, rows, heads, head_dim, state_dim]` (SSM dtype);
 //! * with speculation (`D` = the larger of `num_draft_tokens` and
 //!   `max_num_draft_tokens`; none on a PD prefill server without role switch
@@ -55,6 +56,35 @@ fn invalid(msg: impl Into<String>) -> PlanError {
     PlanError::invalid(msg)
 }
 
+/// Whether `conv_elems` is one conv shape `(conv_dim, window)`: a multiple of a nonzero
+/// window, or no element of a one-tap conv (no window).
+fn one_conv_shape(state: &StateConfig, window: u64) -> bool {
+    match window {
+        0 => state.conv_elems == 0,
+        w => state.conv_elems.is_multiple_of(w),
+    }
+}
+
+/// The conv dim of [`one_conv_shape`]'s shape (0 for a one-tap conv).
+fn conv_dim(state: &StateConfig, window: u64) -> u64 {
+    state.conv_elems.checked_div(window).unwrap_or(0)
+}
+
+/// One conv state's dims after its layer and row axes: SGLang's one conv shape `(conv_dim,
+/// conv_kernel - 1)`; KDA's three shapes (q, k, v) and an unknown kernel stay flat (the same
+/// bytes). A one-tap conv keeps no window and no element; its conv dim is taken as 0, as a
+/// lightning-attention state has it.
+pub(super) fn conv_inner(state: &StateConfig) -> Vec<u64> {
+    let window = state
+        .conv_kernel
+        .map(|kernel| kernel.saturating_sub(1))
+        .filter(|w| one_conv_shape(state, *w) && state.mixer != StateMixer::Kda);
+    match window {
+        Some(w) => vec![conv_dim(state, w), w],
+        None => vec![state.conv_elems],
+    }
+}
+
 /// The state tensors' shapes, in SGLang's allocation order.
 fn state_tensors(
     state: &StateConfig,
@@ -95,16 +125,7 @@ fn state_tensors(
     } else {
         None
     };
-    // SGLang's one conv shape `(conv_dim, conv_kernel - 1)`; KDA's three shapes (q, k, v) and
-    // an unknown kernel stay flat (the same bytes).
-    let window = state
-        .conv_kernel
-        .map(|kernel| kernel.saturating_sub(1))
-        .filter(|w| *w > 0 && state.conv_elems.is_multiple_of(*w) && !kda);
-    let conv_inner = match window {
-        Some(w) => vec![state.conv_elems / w, w],
-        None => vec![state.conv_elems],
-    };
+    let conv_inner = conv_inner(state);
     let mut out = vec![
         (
             TensorKind::ConvState,
@@ -173,18 +194,17 @@ fn state_tensors(
                 )
             })?;
             let win = kernel.saturating_sub(1);
-            if win == 0 || !state.conv_elems.is_multiple_of(win) {
+            if !one_conv_shape(state, win) {
                 return Err(invalid(format!(
                     "conv_elems {} is not a conv dim times conv_kernel - 1 ({win})",
                     state.conv_elems
                 )));
             }
-            vec![
-                layers,
-                r,
-                state.conv_elems / win,
-                add(d, win - 1, "conv window")?,
-            ]
+            // D + conv_kernel - 2 steps (D >= 1)
+            let steps = add(d, win, "conv window")?
+                .checked_sub(1)
+                .ok_or_else(|| invalid("a speculative state pool needs at least one draft token"))?;
+            vec![layers, r, conv_dim(state, win), steps]
         } else {
             [vec![layers, r, d], conv_inner].concat()
         };

@@ -55,7 +55,7 @@ use super::fused_draft::{
     host_entry_bytes, place_fused_draft, DraftLayerGeometry, DraftLayerKind, DraftLayerSet,
     DraftProfile, FusedDraftDecision, Host, PlacementContext,
 };
-use super::state::{slab_pool, storage};
+use super::state::{conv_inner, slab_pool, storage};
 use super::unified_launch::{
     check_unified_dcp, given_backends, py_list, ASYMMETRIC_OK, VERIFY_AUDITED,
 };
@@ -70,7 +70,7 @@ use crate::fp4::AttentionBackend;
 use crate::serving::ServingConfig;
 use crate::sizing::state::{mamba_ratio, running_per_rank};
 use crate::spec::{SpecAlgorithm, SpeculativeConfig};
-use crate::state::{StateConfig, StateMixer};
+use crate::state::StateConfig;
 
 /// `_SPEC_MHA_AUDITED_BACKENDS` (`kv_cache_hook.py`), sorted as Python sorts it.
 const MHA_AUDITED: [&str; 4] = ["fa3", "flashinfer", "triton", "trtllm_mha"];
@@ -453,13 +453,7 @@ pub(super) fn verify_buffers(
     }
     let rows = add(requests, 1, "verify buffer rows")?;
     let layers = state.stage_state_layers.unwrap_or(state.num_state_layers);
-    let window = state.conv_kernel.map(|k| k.saturating_sub(1)).filter(|w| {
-        *w > 0 && state.conv_elems.is_multiple_of(*w) && state.mixer != StateMixer::Kda
-    });
-    let conv_inner = match window {
-        Some(w) => vec![state.conv_elems / w, w],
-        None => vec![state.conv_elems],
-    };
+    let conv_inner = conv_inner(state);
     let tensors: Vec<(TensorKind, Vec<u64>, StorageDtype)> = vec![
         (
             TensorKind::IntermediateSsm,

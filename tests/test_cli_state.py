@@ -178,6 +178,16 @@ def test_a_named_hybrid_state_model_plans_in_vllm_mode(name: str) -> None:
     assert any(g["spec"] == "MambaSpec" for g in doc["vllm_plan"]["groups"]) and doc["vllm_plan"]["num_blocks"] > 0
 
 
+def test_vllm_alone_shows_no_sglang_state_note() -> None:
+    """``plan --engine vllm`` prints vLLM's numbers only: SGLang's state-pool and launch notes are
+    for SGLang's plan, which prints them."""
+    args = ("plan", "qwen3-next-80b-a3b-instruct", "--tp-size", "4", "--available", "20GiB")
+    vllm_only = run(*args, "--engine", "vllm", "--max-model-len", "8192")
+    sglang = run(*args)
+    assert vllm_only.returncode == 0 == sglang.returncode, vllm_only.stderr + sglang.stderr
+    assert "keeps a gdn state" not in vllm_only.stdout and "keeps a gdn state" in sglang.stdout
+
+
 def test_the_bundled_hybrid_state_models_are_listed() -> None:
     r = run("models", "--json")
     assert r.returncode == 0, r.stderr

@@ -14,7 +14,7 @@ from ._hf import _env, _root
 
 #: Model type -> SGLang 0.5.23's config class standing in for the checkpoint's remote code.
 _SGLANG_STANDS_IN = {"interns2_mobius": "InternS2MobiusConfig", "exaone": "ExaoneConfig",
-                     "internvl_chat": "InternVLChatConfig"}
+                     "internvl_chat": "InternVLChatConfig", "bailing_hybrid": "BailingHybridConfig"}
 
 
 def vllm_model_type(config: dict[str, Any]) -> Any:
@@ -28,8 +28,9 @@ def vllm_model_type(config: dict[str, Any]) -> Any:
 def vllm_config_class(model_type: str) -> Any:
     """The class vLLM 0.33.0 loads ``model_type``'s config with: its own where it registers one
     (``kimi_linear``, Kimi-VL's, Inkling's, MiniMax-M3's, lifted from the wheel), SGLang 0.5.23's
-    ``InternS2MobiusConfig``, ``ExaoneConfig`` and ``InternVLChatConfig`` standing in for
-    ``interns2_mobius``'s, EXAONE 3's and InternVL's remote code (restated), else transformers'."""
+    ``InternS2MobiusConfig``, ``ExaoneConfig``, ``InternVLChatConfig`` and ``BailingHybridConfig`` standing
+    in for ``interns2_mobius``'s, EXAONE 3's, InternVL's and Ling 2.5's remote code (restated), else
+    transformers'."""
     if model_type == "kimi_linear":
         return _env(_root()).cfg["KimiLinearConfig"]
     own = {"qwen3_asr": "Qwen3ASRConfig", "qwen3_asr_text": "Qwen3ASRTextConfig",  # registered over transformers'

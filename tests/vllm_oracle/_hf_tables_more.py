@@ -139,3 +139,53 @@ MODELS["interns2_mobius"] = ([("InternS2MobiusMetaMoeBlock", _MOBIUS_BANK), "Int
                              {"Qwen3NextAttention": "qwen3_next"})  # fmt: skip
 NAMESPACES["interns2_mobius"] = {"_interns2_mobius": _interns2_mobius}
 STATE_CLASSES["InternS2MobiusForConditionalGeneration"] = ("interns2_mobius", "Qwen3_5ForConditionalGeneration")
+
+# Ling 2.5 (BailingMoeV2_5ForCausalLM, tests/test_vllm_bailing_linear.py; its config the checkpoint's remote
+# code, for which SGLang 0.5.23's BailingHybridConfig stands in: ._hf_configs). The model's __init__ kept to
+# its layer kinds and decoder layers; the decoder layer's to its attention (MLP and norms hold no KV); the MLA
+# attention whole (projections and rope inert, MultiHeadLatentAttentionWrapper restated in ._hf); the lightning
+# attention's kept to LinearAttention's geometry and TP assert, its group-norm asserts and its registration.
+_LINEAR = "model_executor/layers/mamba/linear"
+ENTRY[("bailing_moe_linear", "BailingMoeV25ForCausalLM")] = ("BailingMoeV25Model", None, "model", False)
+MODELS.update({
+    f"{_LINEAR}/base": ([("LinearAttention", frozenset(
+        """self.layer_idx self.prefix self.model_config self.cache_config self.hidden_size self.num_heads
+        self.num_hidden_layers self.head_dim self.hidden_inner_size self.tp_size""".split()))], "", {}),
+    f"{_LINEAR}/bailing_linear_attn": (["_build_rope_parameters", ("BailingMoELinearAttention", frozenset(
+        "self.group_norm_size compilation_config compilation_config.static_forward_context[prefix]".split()))],
+        "", {"LinearAttention": f"{_LINEAR}/base"}),
+    "bailing_moe_linear": (["is_linear_layer", "BailingMoeV25MLAAttention",
+                           ("BailingMoeV25DecoderLayer", frozenset(
+                               ["self.layer_id", "self.hidden_size", "self.attention_type",
+                                "if self.attention_type == 0"])),
+                           ("BailingMoeV25Model", frozenset(
+                               """config self.config self.layer_group_size self.num_layers self.decoder_attention_types
+                               layer_fn self.start_layer self.end_layer self.layers""".split())),
+                           ("BailingMoeV25ForCausalLM", *_STATE)], "BailingMoeV25 BailingMLP",
+                           {"BailingMoELinearAttention": f"{_LINEAR}/bailing_linear_attn",
+                            "_build_rope_parameters": f"{_LINEAR}/bailing_linear_attn"}),
+})  # fmt: skip
+NAMESPACES.update({f"{_LINEAR}/bailing_linear_attn": {"copy": __import__("copy")},
+                   "bailing_moe_linear": {"copy": __import__("copy")}})
+# Ling 3 (BailingMoeV3ForCausalLM; the same stand-in config): the model's __init__ kept to its decoder layers;
+# the decoder layer's to its layer kind and attention; the MLA attention's to its geometry, TP assert and
+# MultiHeadLatentAttentionWrapper (restated: the MLA modules it is handed are not read); the KDA layer's to its
+# geometry, its no_kda_lora check and its registration; the state classmethods over _get_kda_state_shape_for_config.
+ENTRY[("bailing_moe_v3", "BailingMoeV3ForCausalLM")] = ("BailingMoeV3Model", None, "model", False)
+MODELS["bailing_moe_v3"] = (["_is_kda_layer", "_get_kda_state_shape_for_config",
+                             ("BailingMoeV3MLAAttention", frozenset(
+                                 """self.hidden_size self.num_heads self.layer_id self.qk_nope_head_dim self.qk_rope_head_dim
+                                 self.qk_head_dim self.v_head_dim self.q_lora_rank self.kv_lora_rank tp_size
+                                 self.num_local_heads self.scaling self.mla_attn""".split())),
+                             ("BailingMoeV3KimiDeltaAttention", frozenset(
+                                 """self.tp_size self.hidden_size self.head_dim self.num_heads self.local_num_heads
+                                 self.conv_size self.layer_id self.prefix self.model_config self.cache_config
+                                 self.num_speculative_tokens getattr compilation_config
+                                 compilation_config.static_forward_context[prefix]""".split())),
+                             ("BailingMoeV3DecoderLayer", frozenset(
+                                 ["self.layer_id", "self.hidden_size", "self.is_kda_layer", "if self.is_kda_layer"])),
+                             ("BailingMoeV3Model", frozenset(
+                                 """config model_config quant_config cache_config num_speculative_tokens self.config
+                                 self.num_layers layer_fn self.start_layer self.end_layer self.layers""".split())),
+                             ("BailingMoeV3ForCausalLM", *_STATE)], "BailingMoeV3MoE BailingMoeV3MLP", {})  # fmt: skip
+NAMESPACES["bailing_moe_v3"] = {"mla_modules": Poison("mla_modules (the restated MLA wrapper does not read them)")}

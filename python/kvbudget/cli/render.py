@@ -140,7 +140,7 @@ def header(out: Console, title: str, sc: CliScenario, cfg: PoolConfiguratorBase,
     if sc.sglang_pools is not None and sc.sglang_pools["hybrid_swa"] is not None:
         out.print(f"  SGLang 0.5.23 pools: {escape(sc.sglang_pools['reason'])}")
     what_if = [sc.what_if] if sc.what_if is not None and cfg.kind == sc.configurator().kind else []
-    for note in (*sc.notes, *what_if):
+    for note in (*sc.notes, *sc.sglang_notes, *what_if):
         out.print(f"  [yellow]note:[/yellow] {escape(note)}")
 
 

@@ -439,7 +439,8 @@ def build_scenario(args: argparse.Namespace, *, vllm_only: bool = False) -> CliS
                            draft_info=draft_info, available=available, budget_label=budget_label,
                            budget_info=budget_info, notes=notes, vllm_only=parts)  # fmt: skip
     scenario = kvbudget.Scenario(model, ServingConfig(**values), spec)
-    scenario, state = _hybrid_state(sglang_model, scenario, args, notes)
+    sglang_notes: list[str] = []
+    scenario, state = _hybrid_state(sglang_model, scenario, args, sglang_notes)
     sglang_pools, what_if = _sglang_pools(sglang_model, scenario, notes)
     available, budget_label, budget_info = budget_of(args, is_default, notes)
     return CliScenario(
@@ -453,6 +454,7 @@ def build_scenario(args: argparse.Namespace, *, vllm_only: bool = False) -> CliS
         budget_info=budget_info,
         is_default=is_default,
         notes=notes,
+        sglang_notes=sglang_notes,
         sglang_pools=sglang_pools,
         what_if=what_if,
         state=state,

@@ -61,6 +61,9 @@ class CliScenario:
     budget_info: dict[str, Any]
     is_default: bool = False
     notes: list[str] = field(default_factory=list)
+    #: Notes on SGLang's side alone (its state pool, how its launch resolves the state flags):
+    #: shown with SGLang's numbers, not with vLLM's alone (``plan --engine vllm``).
+    sglang_notes: list[str] = field(default_factory=list)
     #: SGLang 0.5.23's pool choice for the model and why (None: no architecture known).
     sglang_pools: dict[str, Any] | None = None
     #: Why :meth:`configurator` (the factory's choice for the geometry as given) is not SGLang's

@@ -16,8 +16,10 @@ marks a linear-attention layer with ``1``. The full-attention layers are MLA, re
   ``KimiLinearStateShape`` of ``num_attention_heads`` heads of ``head_dim``.
 
 Both take the default state dtypes (the class passes no config to ``mamba2_state_dtype``), on the
-attention TP group. :func:`bailing_config` gives a config as ``BailingHybridConfig.__init__``
-leaves it (its defaults, the derived ``head_dim``), :func:`bailing_layer_kinds` its layer kinds.
+attention TP group. :func:`bailing_class_config` gives a config as ``BailingHybridConfig.__init__``
+leaves it (its defaults, the derived ``head_dim``), :func:`bailing_config` as SGLang's ``ModelConfig``
+reads it, :func:`bailing_layer_kinds` its layer kinds. (vLLM 0.33.0 reads the same config with
+other layer kinds: :mod:`kvbudget.vllm.bailing_hybrid`.)
 The multimodal wrapper (``bailing_moe_v3_vl``) is not read: SGLang plans a state pool for it only
 when its text config is KDA (``get_hf_text_config``), and kvbudget refuses it.
 """
@@ -30,7 +32,8 @@ from typing import Any
 from kvbudget.models.config_io import ConfigError
 from kvbudget.sglang.state import StateDims, kda_dims, mamba2_dims
 
-__all__ = ["BAILING_HYBRID_ARCHITECTURES", "BAILING_HYBRID_TYPE", "bailing_config", "bailing_full_attention_ids",
+__all__ = ["BAILING_HYBRID_ARCHITECTURES", "BAILING_HYBRID_TYPE", "bailing_class_config", "bailing_config",
+           "bailing_full_attention_ids",
            "bailing_layer_kinds", "bailing_state", "is_bailing_hybrid"]
 
 #: The model type SGLang loads with ``BailingHybridConfig``.
@@ -41,7 +44,8 @@ BAILING_HYBRID_ARCHITECTURES = frozenset({"BailingMoeV2_5ForCausalLM", "BailingM
 #: ``BailingHybridConfig.__init__``'s defaults of the keys read here (an absent key takes one).
 _DEFAULTS = {"num_hidden_layers": 20, "num_attention_heads": 16, "num_key_value_heads": 4, "hidden_size": 2048,
              "head_dim": 128, "layer_group_size": 1, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-             "qk_nope_head_dim": 128, "v_head_dim": 128, "short_conv_kernel_size": None}  # fmt: skip
+             "qk_nope_head_dim": 128, "v_head_dim": 128, "short_conv_kernel_size": None, "group_norm_size": 1,
+             "no_kda_lora": False}  # fmt: skip
 
 
 def _int(t: Mapping[str, Any], key: str) -> int:
@@ -52,13 +56,20 @@ def _int(t: Mapping[str, Any], key: str) -> int:
     return v
 
 
-def bailing_config(config: Mapping[str, Any]) -> dict[str, Any]:
+def bailing_class_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` as ``BailingHybridConfig.__init__`` leaves it: the class's defaults where a key
-    is absent, ``head_dim`` (``head_dim or hidden_size // num_attention_heads``), and, for a V3
-    architecture with ``use_mla_nope``, the ``qk_rope_head_dim`` of 0 its ``ModelConfig`` reads."""
+    is absent, and ``head_dim`` (``head_dim or hidden_size // num_attention_heads``). (vLLM loads
+    the checkpoint's own config code, of which this class is SGLang's copy.)"""
     t: dict[str, Any] = {**_DEFAULTS, **config}
     if not t.get("head_dim"):
         t["head_dim"] = _int(t, "hidden_size") // _int(t, "num_attention_heads")
+    return t
+
+
+def bailing_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` as SGLang's ``ModelConfig`` reads it: :func:`bailing_class_config`, and, for a V3
+    architecture with ``use_mla_nope``, the ``qk_rope_head_dim`` of 0 of its V3 branch."""
+    t = bailing_class_config(config)
     archs = t.get("architectures")
     v3 = isinstance(archs, list) and "BailingMoeV3ForCausalLM" in archs and "BailingMoeV2_5ForCausalLM" not in archs
     if v3 and t.get("use_mla_nope"):  # the V3 branch (V2.5's comes first)

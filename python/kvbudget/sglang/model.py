@@ -88,7 +88,7 @@ from kvbudget.sglang.hybrid import SGLangHybrid, derive_hybrid_model
 from kvbudget.sglang.mla_configs import hy_v4_config, longcat_config
 from kvbudget.sglang.state_layers import STATE_MODELS as _STATE_MODELS
 from kvbudget.sglang.state_layers import mamba2_shaped_ids
-from kvbudget.sglang.state_model import QWEN4_EXP_UNMODELLED, attention_layer_ids
+from kvbudget.sglang.state_model import UNMODELLED_STATES, attention_layer_ids
 from kvbudget.sglang.window import sglang_window
 from kvbudget.sglang.inkling import INKLING_TYPES, inkling_config
 from kvbudget.sglang.bailing import BAILING_HYBRID_TYPE, bailing_config, is_bailing_hybrid
@@ -518,7 +518,7 @@ def resolve_sglang(path_or_dict: PathOrDict, *, disable_hybrid_swa_memory: bool 
     v = _View(cfg)
     state_type = next((t for t in (cfg.get("model_type"), v.model_type) if t in UNRESOLVED_STATE_TYPES), None)
     if state_type is not None:
-        why = f"kvbudget does not model: {QWEN4_EXP_UNMODELLED}" if state_type.startswith("qwen4_exp") \
+        why = f"kvbudget does not model: {UNMODELLED_STATES[state_type]}" if state_type in UNMODELLED_STATES \
             else "whose layers kvbudget does not resolve"
         raise ConfigError(f"config.json: SGLang 0.5.23 plans {arch} (model type {state_type}) with a state pool "
                           f"{why}", "model_type")  # fmt: skip

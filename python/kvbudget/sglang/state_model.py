@@ -54,7 +54,7 @@ from kvbudget.sglang.state import StateConfig, StateDims, full_rank_dims, kda_di
 from kvbudget.sglang.inkling import INKLING_STATE_DTYPE, INKLING_TYPES, inkling_state
 from kvbudget.sglang.zaya import zaya_attention_ids, zaya_config, zaya_state
 
-__all__ = ["QWEN4_EXP_UNMODELLED", "READ_FIELDS", "STATE_MODEL_TYPES", "UNREAD_STATE_MODEL_TYPES", "attention_layer_ids",
+__all__ = ["READ_FIELDS", "STATE_MODEL_TYPES", "UNMODELLED_STATES", "UNREAD_STATE_MODEL_TYPES", "attention_layer_ids",
            "state_from_hf_config"]
 
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -479,17 +479,17 @@ def attention_layer_ids(config: Mapping[str, Any]) -> list[int] | None:
     return reader(c)
 
 
-#: Why kvbudget refuses Qwen4-Exp (its state layers read as Qwen3-Next's, layer_types-driven).
-QWEN4_EXP_UNMODELLED = ("Qwen4-Exp's PLE short-conv and N-gram states, which SGLang allocates for every state slot "
-                        "beside the pool it sizes (Qwen3-Next's mamba_cache_per_req) without budgeting them, and "
-                        "its QSA indexer KV pool (QSATokenToKVPool, where the config has indexer_n_heads)")  # fmt: skip
+#: Why kvbudget refuses Qwen4-Exp and MiniCPM-SALA: what SGLang allocates beside the pools it sizes.
+UNMODELLED_STATES: Mapping[str, str] = {**dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), (
+    "Qwen4-Exp's PLE short-conv and N-gram states, which SGLang allocates for every state slot beside the pool it "
+    "sizes (Qwen3-Next's mamba_cache_per_req) without budgeting them, and its QSA indexer KV pool "
+    "(QSATokenToKVPool, where the config has indexer_n_heads)")), "minicpm_sala": "MiniCPM-SALA's sparse attention, "
+    "which attaches compressed-key tables (req_to_sparse_k1_token, _k2_token) to the request pool"}  # fmt: skip
 #: Model types whose SGLang config class plans a state kvbudget does not read, and why.
-UNREAD_STATE_MODEL_TYPES: Mapping[str, str] = {
-    **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), QWEN4_EXP_UNMODELLED),
+UNREAD_STATE_MODEL_TYPES: Mapping[str, str] = {**UNMODELLED_STATES,
     **dict.fromkeys(("glm5_next", "glm5_next_text"), "GLM-5-Next's KDA state (CP-TP group sharing, its own "
                                                      "layer kinds)"),
     "bailing_moe_v3_vl": "the Bailing VL wrapper's text_config state",
-    "minicpm_sala": "MiniCPM hybrid's lightning-attention state",
     "gigachat3_5": "GigaChat-3.5's linear-attention state (SGLang's linear-attention model registry)",
     **dict.fromkeys(("NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3", "nemotron_h_omni"),
                     "the Nemotron-H VL wrappers' llm_config state"),

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from kvbudget.vllm.bailing_hybrid import BAILING_HYBRID_ARCHITECTURES, bailing_hybrid_layers
 from kvbudget.vllm.beam import BEAM, beam_layers
 from kvbudget.vllm.cohere_compass import COHERE_COMPASS, cohere_compass_layers
 from kvbudget.vllm.cosmos3_edge import COSMOS3_EDGE, cosmos3_edge_layers
@@ -107,7 +108,7 @@ def _gdn_wrapper(cfg: Mapping[str, Any], engine: EngineConfig, o: ReadOptions) -
 #: Architecture name -> its reader. Step3 (alone, or in Step3-VL / Step-VL), Cosmos3-Edge, Cohere
 #: Compass, DiffusionGemma, MiniMax-M3 (wrapper and text model), Nemotron-NAS and IQuest-Coder-Loop
 #: refuse drafters here; ERNIE-4.5-VL is refused as vLLM refuses it; Beam, Step-3.5, HRM-Text,
-#: Kimi-K3, Inkling, Qwen4-Exp, GLM-5-Next and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
+#: Kimi-K3, Ling 2.5 and 3, Inkling, Qwen4-Exp, GLM-5-Next and the gated-delta-net wrappers (MiniCPM-V 4.6 / 4.7,
 #: Intern-S2 Mobius) check drafters themselves.
 NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     **dict.fromkeys((STEP3_TEXT, *STEP3_VL), _attention(step3_layers, refuse_drafters=True)),
@@ -120,6 +121,7 @@ NAMED_READERS: Final[Mapping[str, NamedReader]] = {
     STEP3P5: _attention(step3p5_layers, refuse_drafters=False),
     HRM_TEXT: _attention(hrm_text_layers, refuse_drafters=False),
     KIMI_K3: _state(kimi_k3_layers),
+    **dict.fromkeys(BAILING_HYBRID_ARCHITECTURES, _state(bailing_hybrid_layers)),
     **dict.fromkeys(INKLING_ARCHITECTURES, _attention(inkling_layers, refuse_drafters=False)),
     **dict.fromkeys((MINIMAX_M3, MINIMAX_M3_TEXT), _attention(minimax_m3_layers, refuse_drafters=True)),
     **dict.fromkeys(QWEN4_EXP_ARCHITECTURES, NamedReader(_qwen4_exp, False)),

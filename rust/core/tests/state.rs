@@ -323,8 +323,13 @@ fn a_lightning_state_keeps_no_conv_element() {
         .map(|t| (t.kind, t.shape.clone()))
         .collect();
     assert_eq!(shapes[0], (TensorKind::ConvState, vec![28, rows, 0, 0]));
-    assert_eq!(shapes[1], (TensorKind::TemporalState, vec![28, rows, 8, 128, 128]));
-    let window = shapes.iter().find(|(k, _)| *k == TensorKind::IntermediateConv);
+    assert_eq!(
+        shapes[1],
+        (TensorKind::TemporalState, vec![28, rows, 8, 128, 128])
+    );
+    let window = shapes
+        .iter()
+        .find(|(k, _)| *k == TensorKind::IntermediateConv);
     assert_eq!(window.map(|(_, s)| &s[2..]), Some(&[0u64, 3][..]));
     assert_eq!(pool.tensors[0].nbytes, 0);
 }

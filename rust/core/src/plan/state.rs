@@ -201,9 +201,9 @@ fn state_tensors(
                 )));
             }
             // D + conv_kernel - 2 steps (D >= 1)
-            let steps = add(d, win, "conv window")?
-                .checked_sub(1)
-                .ok_or_else(|| invalid("a speculative state pool needs at least one draft token"))?;
+            let steps = add(d, win, "conv window")?.checked_sub(1).ok_or_else(|| {
+                invalid("a speculative state pool needs at least one draft token")
+            })?;
             vec![layers, r, conv_dim(state, win), steps]
         } else {
             [vec![layers, r, d], conv_inner].concat()

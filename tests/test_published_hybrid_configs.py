@@ -13,11 +13,9 @@ from (the Hub is not reachable from this project):
   states come from vLLM's own calculator). SGLang 0.5.23 has no class for it and its Transformers
   backend refuses it (``ValueError: Model <class '...JambaForCausalLM'> does not support custom
   attention backends``, tests/sglang_oracle); ``resolve_sglang`` refuses it too, by that reason.
-* **Granite-4.0-H** (``granitemoehybrid``): no entry. No whole copy of any granite-4.0-h-*
-  config.json, nor one that names where it came from, could be found from here; the partial
-  copies seen (geometry keys only, without ``torch_dtype`` or a citable repository) are not taken
-  as the checkpoint's values. The family stays covered by generated configs
-  (tests/test_vllm_state_models.py, tests/test_sglang_state_model.py).
+* **Granite-4.0-H** (``granitemoehybrid``): both engines serve it, so its bundled entry
+  (``granite-4.0-h-1b``, from a public copy that calls itself verbatim) is held to each engine where
+  the other entries are (tests/test_sglang_state_model.py, tests/test_vllm_state_models.py).
 """
 
 from __future__ import annotations

@@ -194,6 +194,14 @@ proptest! {
     }
 }
 
+/// A pool's tensors as (kind, shape), in allocation order.
+fn tensor_shapes(pool: &PoolSpec) -> Vec<(TensorKind, Vec<u64>)> {
+    pool.tensors
+        .iter()
+        .map(|t| (t.kind, t.shape.clone()))
+        .collect()
+}
+
 /// Qwen3-Next's 12 attention layers at TP 4 (2 KV heads of 256), bf16, as the KV configurator.
 fn qwen3_next_kv(serving: ServingConfig, spec: SpeculativeConfig) -> PoolConfigurator {
     let m = ModelGeometry::new(
@@ -229,11 +237,7 @@ fn qwen3_next_exact_plan_holds_the_state_pool() {
     plan.check().unwrap();
     assert_eq!(budget.max_mamba_cache_size, 736);
     let pool = plan.pool(PoolName::State).unwrap();
-    let shapes: Vec<_> = pool
-        .tensors
-        .iter()
-        .map(|t| (t.kind, t.shape.clone()))
-        .collect();
+    let shapes = tensor_shapes(pool);
     assert_eq!(
         shapes,
         vec![
@@ -317,11 +321,7 @@ fn a_lightning_state_keeps_no_conv_element() {
     plan.check().unwrap();
     let rows = budget.max_mamba_cache_size + 1;
     let pool = plan.pool(PoolName::State).unwrap();
-    let shapes: Vec<_> = pool
-        .tensors
-        .iter()
-        .map(|t| (t.kind, t.shape.clone()))
-        .collect();
+    let shapes = tensor_shapes(pool);
     assert_eq!(shapes[0], (TensorKind::ConvState, vec![28, rows, 0, 0]));
     assert_eq!(
         shapes[1],

@@ -96,7 +96,7 @@ def is_bailing_hybrid(config: Mapping[str, Any]) -> bool:
 
 def bailing_layer_kinds(config: Mapping[str, Any]) -> list[str]:
     """``layers_block_type``: ``"attention"`` or ``"linear_attention"`` per layer, of a config as
-    :func:`bailing_config` leaves it.
+    :func:`bailing_class_config` leaves it.
 
     Raises:
         ConfigError: where SGLang's property fails (a zero group size, a list of the wrong length,
@@ -123,7 +123,7 @@ def bailing_full_attention_ids(config: Mapping[str, Any]) -> list[int]:
 def bailing_state(config: Mapping[str, Any], attn_tp: int) -> tuple[str, StateDims, list[int], int]:
     """``mamba2_cache_params`` on one of ``attn_tp`` ranks: ``(mixer, dims, state layers,
     num_hidden_layers)``, the mixer ``"kda"`` or (lightning) ``"mamba2"``."""
-    config = bailing_config(config)
+    config = bailing_class_config(config)
     kinds = bailing_layer_kinds(config)
     layers = [i for i, k in enumerate(kinds) if k == "linear_attention"]
     heads, head_dim = _int(config, "num_attention_heads"), _int(config, "head_dim")

@@ -40,7 +40,8 @@ MLA_IF_USE_MLA = frozenset({"DeepseekVL2ForCausalLM"})
 #: SGLang's other MLA architectures: their layer counts, SWA latents or state pools differ
 #: from the plain reading, and kvbudget has not checked them against SGLang.
 #: Some are MLA only on a condition SGLang reads (Pixtral and the Bailing NextN draft: by keys of
-#: the config); kvbudget refuses them whole. ``tests/test_sglang_model.py``
+#: the config); kvbudget refuses them whole, but reads Bailing V2.5 and V3 where their config is a
+#: ``bailing_hybrid`` one (:mod:`kvbudget.sglang.bailing`). ``tests/test_sglang_model.py``
 #: holds this set and :data:`MLA_ARCHITECTURES` to the branches of the wheel's ``_derive_model_shapes``.
 UNCHECKED_MLA_ARCHITECTURES = frozenset({
     "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "Dots3NoteForCausalLM",

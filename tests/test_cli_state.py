@@ -178,6 +178,29 @@ def test_a_named_hybrid_state_model_plans_in_vllm_mode(name: str) -> None:
     assert any(g["spec"] == "MambaSpec" for g in doc["vllm_plan"]["groups"]) and doc["vllm_plan"]["num_blocks"] > 0
 
 
+@pytest.mark.parametrize("arch,kernel", [("BailingMoeV2_5ForCausalLM", None), ("BailingMoeV3ForCausalLM", 4)])
+def test_the_bailing_hybrids_plan_as_their_launch_line(tmp_path: Path, arch: str, kernel: int | None) -> None:
+    """Ling 2.5 (lightning: a conv state with no element) and Ling 3 (KDA) beside MLA: the command
+    line plans a config as ``plan --sglang`` plans its launch line, the state first."""
+    cfg = {"model_type": "bailing_hybrid", "architectures": [arch], "num_hidden_layers": 32, "num_attention_heads": 32,
+           "hidden_size": 4096, "head_dim": 128, "layer_group_size": 8, "torch_dtype": "bfloat16",
+           **({"short_conv_kernel_size": kernel} if kernel else {})}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    common = ("--available", "20GiB", "--json")
+    mine = run("plan", str(tmp_path / "config.json"), "--tp-size", "4", *common)
+    launch = run("plan", "--sglang", f"--model-path {tmp_path} --tp 4 --kv-cache-dtype bf16", *common)
+    assert mine.returncode == 0 == launch.returncode, mine.stderr + launch.stderr
+    a, b = json.loads(mine.stdout), json.loads(launch.stdout)
+    assert a["state"] == b["state"] and a["sglang"] == b["sglang"] and a["plan"] == b["plan"]
+    assert a["state"]["config"]["mixer"] == ("kda" if kernel else "mamba2")
+    state = next(p for p in a["plan"]["pools"] if p["name"] == "state")
+    conv = next(t for t in state["tensors"] if t["kind"] == "conv_state")
+    rows = state["tokens"] + 1
+    assert conv["shape"] == ([28, rows, 3 * 32 * 128 // 4 * 3] if kernel else [28, rows, 0, 0])
+    full = next(p for p in a["plan"]["pools"] if p["name"] == "full")
+    assert len(full["layer_ids"]) == 4
+
+
 def test_vllm_alone_shows_no_sglang_state_note() -> None:
     """``plan --engine vllm`` prints vLLM's numbers only: SGLang's state-pool and launch notes are
     for SGLang's plan, which prints them."""

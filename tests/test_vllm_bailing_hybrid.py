@@ -60,13 +60,15 @@ def _ling(**kw: Any) -> dict[str, Any]:
 
 
 def test_ling_3_kda_and_its_trailing_full_layers() -> None:
-    """Ling 3 in vLLM: KDA states (conv ``(k - 1, 3 * 16 * 128 / tp)``, float32 recurrent), MLA every
+    """Ling 3 in vLLM: KDA states (conv ``(k - 1, 3 * 16 * 128 / tp)``, float32 recurrent whatever
+    ``--mamba-ssm-cache-dtype`` says), MLA every
     fourth layer and in the trailing partial group (layers 8 and 9 of 10), where SGLang keeps linear
     layers; the latent keeps its rope half under ``use_mla_nope``."""
     cfg = _ling(architectures=[V3], num_hidden_layers=10, short_conv_kernel_size=4, no_kda_lora=True,
                 use_mla_nope=True)  # fmt: skip
-    layers = layers_from_hf_config(cfg, vllm.EngineConfig(tp=2), model_dtype="bfloat16")
+    layers = layers_from_hf_config(cfg, vllm.EngineConfig(tp=2), model_dtype="bfloat16", mamba_ssm_cache_dtype="bfloat16")
     assert [x.kind == "mla" for x in layers] == [i in (3, 7, 8, 9) for i in range(10)]
+    # the SSM cache dtype flag reaches neither the layer nor the class's state classmethod: float32
     assert (layers[0].state_shapes, layers[0].state_dtypes) == (((3, 3072), (8, 128, 128)), ("bfloat16", "float32"))
     assert layers[3].head_size == 576
 

@@ -19,7 +19,8 @@ layer; the two files read ``layer_group_size`` (``g``, an int) differently:
   layers). ``BailingMoeV3KimiDeltaAttention`` at ``model.layers.{i}.self_attn`` needs
   ``no_kda_lora``; its states are ``kda_state_shape``'s over ``num_attention_heads`` heads of
   ``head_dim`` with ``short_conv_kernel_size`` (conv rows ``k - 1``), the conv state in the conv
-  dtype and the recurrent one float32, backend ``GDN_ATTN``.
+  dtype and the recurrent one float32 (``--mamba-ssm-cache-dtype`` is not passed, by the layer nor
+  by the class's state classmethod), backend ``GDN_ATTN``.
 * MLA (both): the layer's ``MLAAttention`` at ``model.layers.{i}.self_attn.attn``, one latent head
   of ``kv_lora_rank + qk_rope_head_dim`` (vLLM keeps the rope half whatever ``use_mla_nope``
   says; SGLang drops it for Ling 3); TP divides the heads.
@@ -84,10 +85,6 @@ def _lightning(t: Mapping[str, Any], tp: int, heads: int, model_dtype: str, cach
 def _kda(t: Mapping[str, Any], tp: int, heads: int, model_dtype: str, cache_dtypes: tuple[str, str]) -> LayerSpec:
     if not t.get("no_kda_lora"):
         raise refused("ValueError: BailingMoeV3 KDA currently expects no_kda_lora=True", "no_kda_lora")
-    if cache_dtypes[1] != "auto":  # the layer passes no SSM dtype (float32 stays)
-        raise ConfigError(f"mamba_ssm_cache_dtype={cache_dtypes[1]!r}: vLLM 0.33.0's KDA layer keeps a float32 "
-                          "recurrent state while its block-size step reads the flag; kvbudget plans only 'auto'",
-                          "mamba_ssm_cache_dtype")  # fmt: skip
     kernel = t.get("short_conv_kernel_size")
     if not isinstance(kernel, int):
         raise refused(f"TypeError: short_conv_kernel_size is {kernel!r} (kda_state_shape subtracts 1 from it)",
@@ -96,7 +93,8 @@ def _kda(t: Mapping[str, Any], tp: int, heads: int, model_dtype: str, cache_dtyp
         shapes = _core._vllm_state_shapes("kda", [tp, heads, _int(t, "head_dim"), kernel, 0])
     except ValueError as e:
         raise refused(str(e), "num_attention_heads") from None
-    conv = _state_dtypes(model_dtype, cache_dtypes[0], "auto")[0]
+    # neither the layer nor the class's state classmethod passes --mamba-ssm-cache-dtype: float32 stays
+    conv = _state_dtypes(model_dtype, *cache_dtypes)[0]
     return _state_template(shapes, (conv, "float32"), "gdn_attn", model_dtype)
 
 
@@ -106,7 +104,7 @@ def bailing_hybrid_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_ca
     ``engine``'s TP and PP.
 
     Raises:
-        ConfigError: what vLLM refuses, a drafter, ReplaySSM, or (Ling 3) an SSM cache dtype.
+        ConfigError: what vLLM refuses, a drafter, or ReplaySSM.
     """
     arch = cfg["architectures"][0]
     check_plain_state_engine(arch, engine)

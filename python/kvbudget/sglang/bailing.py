@@ -16,9 +16,9 @@ marks a linear-attention layer with ``1``. The full-attention layers are MLA, re
   ``KimiLinearStateShape`` of ``num_attention_heads`` heads of ``head_dim``.
 
 Both take the default state dtypes (the class passes no config to ``mamba2_state_dtype``), on the
-attention TP group. :func:`bailing_class_config` gives a config as ``BailingHybridConfig.__init__``
-leaves it (its defaults, the derived ``head_dim``), :func:`bailing_config` as SGLang's ``ModelConfig``
-reads it, :func:`bailing_layer_kinds` its layer kinds. (vLLM 0.33.0 reads the same config with
+attention TP group. :func:`bailing_config` gives a config as SGLang's ``ModelConfig`` reads it
+(over :func:`kvbudget.models.bailing_config.bailing_class_config`, the class's defaults and derived
+``head_dim``), :func:`bailing_layer_kinds` its layer kinds. (vLLM 0.33.0 reads the same config with
 other layer kinds: :mod:`kvbudget.vllm.bailing_hybrid`.)
 The multimodal wrapper (``bailing_moe_v3_vl``) is not read: SGLang plans a state pool for it only
 when its text config is KDA (``get_hf_text_config``), and kvbudget refuses it.
@@ -29,41 +29,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kvbudget.models.bailing_config import BAILING_HYBRID_TYPE, bailing_class_config, bailing_int
 from kvbudget.models.config_io import ConfigError
 from kvbudget.sglang.state import StateDims, kda_dims, mamba2_dims
 
-__all__ = ["BAILING_HYBRID_ARCHITECTURES", "BAILING_HYBRID_TYPE", "bailing_class_config", "bailing_config",
-           "bailing_full_attention_ids",
+__all__ = ["BAILING_HYBRID_ARCHITECTURES", "BAILING_HYBRID_TYPE", "bailing_config", "bailing_full_attention_ids",
            "bailing_layer_kinds", "bailing_state", "is_bailing_hybrid"]
 
-#: The model type SGLang loads with ``BailingHybridConfig``.
-BAILING_HYBRID_TYPE = "bailing_hybrid"
 #: The architectures whose ``_derive_model_shapes`` branch serves a ``bailing_hybrid`` config with
 #: MLA (V2.5 by name; V3 with ``head_dim = 128`` and NoPE where ``use_mla_nope``).
 BAILING_HYBRID_ARCHITECTURES = frozenset({"BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM"})
-#: ``BailingHybridConfig.__init__``'s defaults of the keys read here (an absent key takes one).
-_DEFAULTS = {"num_hidden_layers": 20, "num_attention_heads": 16, "num_key_value_heads": 4, "hidden_size": 2048,
-             "head_dim": 128, "layer_group_size": 1, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-             "qk_nope_head_dim": 128, "v_head_dim": 128, "short_conv_kernel_size": None, "group_norm_size": 1,
-             "no_kda_lora": False}  # fmt: skip
-
-
-def _int(t: Mapping[str, Any], key: str) -> int:
-    v = t.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"config.json: {key} must be a positive int, got {v!r}; SGLang 0.5.23's Bailing hybrid "
-                          "config class reads it for the layers and the state", key)  # fmt: skip
-    return v
-
-
-def bailing_class_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` as ``BailingHybridConfig.__init__`` leaves it: the class's defaults where a key
-    is absent, and ``head_dim`` (``head_dim or hidden_size // num_attention_heads``). (vLLM loads
-    the checkpoint's own config code, of which this class is SGLang's copy.)"""
-    t: dict[str, Any] = {**_DEFAULTS, **config}
-    if not t.get("head_dim"):
-        t["head_dim"] = _int(t, "hidden_size") // _int(t, "num_attention_heads")
-    return t
 
 
 def bailing_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,7 +77,7 @@ def bailing_layer_kinds(config: Mapping[str, Any]) -> list[str]:
         ConfigError: where SGLang's property fails (a zero group size, a list of the wrong length,
             neither an int nor a list).
     """
-    n, g = _int(config, "num_hidden_layers"), config.get("layer_group_size")
+    n, g = bailing_int(config, "num_hidden_layers"), config.get("layer_group_size")
     if isinstance(g, int):  # a bool too, as Python's isinstance has it
         if g == 0:
             raise ConfigError("config.json: layer_group_size is 0; SGLang 0.5.23's Bailing hybrid config class "
@@ -126,9 +101,9 @@ def bailing_state(config: Mapping[str, Any], attn_tp: int) -> tuple[str, StateDi
     config = bailing_class_config(config)
     kinds = bailing_layer_kinds(config)
     layers = [i for i, k in enumerate(kinds) if k == "linear_attention"]
-    heads, head_dim = _int(config, "num_attention_heads"), _int(config, "head_dim")
+    heads, head_dim = bailing_int(config, "num_attention_heads"), bailing_int(config, "head_dim")
     kernel = config.get("short_conv_kernel_size")
     if kernel is not None:
-        return "kda", kda_dims(attn_tp, heads, head_dim, conv_kernel=_int(config, "short_conv_kernel_size")), layers, \
+        return "kda", kda_dims(attn_tp, heads, head_dim, conv_kernel=bailing_int(config, "short_conv_kernel_size")), layers, \
             len(kinds)  # fmt: skip
     return "mamba2", mamba2_dims(attn_tp, 0, 0, heads, head_dim, head_dim, 1), layers, len(kinds)

@@ -5,7 +5,7 @@
 vLLM loads the checkpoint's own config code (model type ``bailing_hybrid``; neither vLLM nor
 transformers 5.19.0 ships a class for it). kvbudget reads the config as SGLang 0.5.23's copy of
 that class (``BailingHybridConfig``) holds it: its defaults, and ``head_dim`` derived where null
-(:func:`kvbudget.sglang.bailing.bailing_class_config`). Each model builds ``num_hidden_layers``
+(:func:`kvbudget.models.bailing_config.bailing_class_config`). Each model builds ``num_hidden_layers``
 decoder layers (``make_layers``: PP stages as vLLM splits them), MLA where a layer is not a state
 layer; the two files read ``layer_group_size`` (``g``, an int) differently:
 
@@ -37,8 +37,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from kvbudget import _core
-from kvbudget.models.hf import ConfigError
-from kvbudget.sglang.bailing import bailing_class_config
+from kvbudget.models.bailing_config import bailing_class_config, bailing_int
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.refusal import refused
@@ -49,14 +48,6 @@ __all__ = ["BAILING_HYBRID_ARCHITECTURES", "bailing_hybrid_layers"]
 _V25, _V3 = "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM"
 #: The registry names vLLM 0.33.0 serves Ling 2.5 and Ling 3 with.
 BAILING_HYBRID_ARCHITECTURES: Final = frozenset({_V25, _V3})
-
-
-def _int(t: Mapping[str, Any], key: str, minimum: int = 1) -> int:
-    v = t.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ConfigError(f"config.json: {key} must be an int >= {minimum}, got {v!r}; vLLM 0.33.0's Bailing hybrid "
-                          "classes read it", key)  # fmt: skip
-    return v
 
 
 def _state_kinds(arch: str, t: Mapping[str, Any], n: int) -> list[bool]:
@@ -77,7 +68,7 @@ def _lightning(t: Mapping[str, Any], tp: int, heads: int, model_dtype: str, cach
     if not isinstance(group, int) or tp > group or group % tp:
         raise refused(f"AssertionError: tp_size={tp} must be <= group_norm_size ({group!r}) and divide it "
                       "(BailingMoELinearAttention's local RMS norm)", "group_norm_size")  # fmt: skip
-    head_dim = _int(t, "head_dim")
+    head_dim = bailing_int(t, "head_dim")
     dtype = _state_dtypes(model_dtype, *cache_dtypes)[0]
     return _state_template(((heads // tp, head_dim, head_dim),), (dtype,), "linear", model_dtype)
 
@@ -90,7 +81,7 @@ def _kda(t: Mapping[str, Any], tp: int, heads: int, model_dtype: str, cache_dtyp
         raise refused(f"TypeError: short_conv_kernel_size is {kernel!r} (kda_state_shape subtracts 1 from it)",
                       "short_conv_kernel_size")  # fmt: skip
     try:
-        shapes = _core._vllm_state_shapes("kda", [tp, heads, _int(t, "head_dim"), kernel, 0])
+        shapes = _core._vllm_state_shapes("kda", [tp, heads, bailing_int(t, "head_dim"), kernel, 0])
     except ValueError as e:
         raise refused(str(e), "num_attention_heads") from None
     # neither the layer nor the class's state classmethod passes --mamba-ssm-cache-dtype: float32 stays
@@ -109,7 +100,7 @@ def bailing_hybrid_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_ca
     arch = cfg["architectures"][0]
     check_plain_state_engine(arch, engine)
     t = bailing_class_config(cfg)
-    tp, n, heads = engine.tp, _int(t, "num_hidden_layers"), _int(t, "num_attention_heads")
+    tp, n, heads = engine.tp, bailing_int(t, "num_hidden_layers"), bailing_int(t, "num_attention_heads")
     if arch == _V25 and heads % tp:  # LinearAttention's and the MLA layer's assertion
         raise refused(f"AssertionError: num_attention_heads ({heads}) is not divisible by tp={tp}",
                       "num_attention_heads")  # fmt: skip
@@ -121,7 +112,7 @@ def bailing_hybrid_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_ca
         if heads % tp:
             raise refused(f"AssertionError: num_attention_heads ({heads}) is not divisible by tp={tp} (MLA)",
                           "num_attention_heads")  # fmt: skip
-        latent = _int(t, "kv_lora_rank") + _int(t, "qk_rope_head_dim", 0)
+        latent = bailing_int(t, "kv_lora_rank") + bailing_int(t, "qk_rope_head_dim", 0)
         mla = LayerSpec("", "mla", 1, latent, head_size_v=0, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype)
     out: list[LayerSpec] = []
     for stage, (start, end) in enumerate(pp_stage_layers(n, engine.pp)):

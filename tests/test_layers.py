@@ -23,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "kvbudget"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("kvbudget._core", "kvbudget._moved", "kvbudget.errors", "kvbudget.types", "kvbudget.fields")),
     ("values", ("kvbudget.models.config_io", "kvbudget.models.hf", "kvbudget.models.hf_draft",
-                "kvbudget.models.layer_kinds", "kvbudget.models.dsa", "kvbudget.models.gpus", "kvbudget.models.weights",
+                "kvbudget.models.layer_kinds", "kvbudget.models.bailing_config", "kvbudget.models.dsa",
+                "kvbudget.models.gpus", "kvbudget.models.weights",
                 "kvbudget.models.hybrid_state", "kvbudget.models.bundled", "kvbudget.models.published",
                 "kvbudget.budget")),
     ("planning", ("kvbudget.batch", "kvbudget._alloc_layout", "kvbudget.alloc")),

@@ -529,9 +529,9 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = 
         if call.builds != "init_vllm_registered_model" and call.builds in call.imported:  # the registry's own class
             scope[call.builds] = functools.partial(_served, env, call.imported[call.builds])
         elif call.builds != "init_vllm_registered_model":  # a class of the wrapper's file, lifted
-            if call.builds not in env.models.get(key[0], {}):
+            if call.builds not in env.models.get(call.module, {}):
                 raise LookupError(f"vllm_oracle._hf: {arch} builds {call.builds}, which is not lifted")
-            scope[call.builds] = env.models[key[0]][call.builds]
+            scope[call.builds] = env.models[call.module][call.builds]
         try:  # the wrapper's own call (init_vllm_registered_model, lifted, -> _initialize)
             return call.build(scope)
         except (StubError, NameError, LookupError, VllmLoadError):

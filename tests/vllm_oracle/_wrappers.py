@@ -46,6 +46,8 @@ class WrapperCall:
 
     def __init__(self, src: Source, call: ast.Call, edits: list[ast.stmt], imported: dict[str, tuple[str, str]]) -> None:
         self.path = str(src.path)
+        #: the model file the call is in (the base's, for a class inheriting its text model)
+        self.module = str(src.rel).removeprefix("vllm/model_executor/models/").removesuffix(".py")
         self.builds = ast.unparse(call.func)
         #: name -> (module, class) of the classes the file imports from a model file (``from .x import C``)
         self.imported = imported

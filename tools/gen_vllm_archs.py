@@ -217,6 +217,9 @@ def _wrapper(init: ast.FunctionDef, classes: dict[str, ast.ClassDef], served: di
         if with_hf.args:
             kw["hf_config"] = with_hf.args[0]
     hf = _rooted(init, ast.unparse(kw["hf_config"])) if "hf_config" in kw else None
+    if hf == "self.config" and [ast.unparse(a.value) for a in _assigned(init, "self.config") if a.value is not None] \
+            == ["vllm_config.model_config.hf_config"]:  # fmt: skip
+        hf = None  # the model's whole hf_config, as init_vllm_registered_model takes it when given none (dots.ocr)
     archs_node = kw.get("architectures")
     archs: Any = None
     if isinstance(archs_node, ast.Name) and archs_node.id == "architectures":

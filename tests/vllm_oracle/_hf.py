@@ -524,8 +524,9 @@ def _build(env: _Env, arch: str, vllm_config: Any, hf_config: Any, outer: str = 
         call = wrapper_call(_root(), *key)
         if call is None:
             raise LookupError(f"vllm_oracle._hf: {arch} ({'.'.join(key)}) is not covered")
+        # restated: ``self``, a record the __init__'s edits may set ``config`` on (dots.ocr's self.config)
         scope = {"config": hf_config, "vllm_config": vllm_config, "prefix": outer, "maybe_prefix": env.maybe_prefix,
-                 "init_vllm_registered_model": env.wrapped}  # fmt: skip
+                 "init_vllm_registered_model": env.wrapped, "self": StrictConfig(config=Poison("self.config"))}  # fmt: skip
         if call.builds != "init_vllm_registered_model" and call.builds in call.imported:  # the registry's own class
             scope[call.builds] = functools.partial(_served, env, call.imported[call.builds])
         elif call.builds != "init_vllm_registered_model":  # a class of the wrapper's file, lifted

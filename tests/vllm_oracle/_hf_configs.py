@@ -14,7 +14,8 @@ from ._hf import _env, _root
 
 #: Model type -> SGLang 0.5.23's config class standing in for the checkpoint's remote code.
 _SGLANG_STANDS_IN = {"interns2_mobius": "InternS2MobiusConfig", "exaone": "ExaoneConfig",
-                     "internvl_chat": "InternVLChatConfig", "bailing_hybrid": "BailingHybridConfig"}
+                     "internvl_chat": "InternVLChatConfig", "bailing_hybrid": "BailingHybridConfig",
+                     "dots_ocr": "DotsOCRConfig"}
 
 
 def vllm_model_type(config: dict[str, Any]) -> Any:

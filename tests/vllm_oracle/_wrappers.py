@@ -139,8 +139,9 @@ def wrapper_call(root: Path, module: str, cls: str) -> WrapperCall | None:
     def names_config(stmt: ast.stmt) -> bool:
         target = stmt.target if isinstance(stmt, ast.AnnAssign) else stmt.targets[0] if isinstance(
             stmt, ast.Assign) and len(stmt.targets) == 1 else None  # fmt: skip
-        return (isinstance(target, ast.Name) and target.id in reads - {"config", "vllm_config", "prefix"}
-                and ast.unparse(stmt.value).startswith("vllm_config.model_config.hf_config"))  # type: ignore[union-attr]
+        named = (isinstance(target, ast.Name) and target.id in reads - {"config", "vllm_config", "prefix"}) or (
+            target is not None and ast.unparse(target) == "self.config" and "self" in reads)  # dots.ocr's self.config
+        return named and ast.unparse(stmt.value).startswith("vllm_config.model_config.hf_config")  # type: ignore[union-attr]
 
     edits = [s for s in init.body if names_config(s) or sets_archs(s)]
     return WrapperCall(src, calls[0], edits, imported)

@@ -61,8 +61,9 @@ name. DSA models (DeepSeek-V3.2, GLM-5, HunYuan-V4, LongCat-Flash with ``index_t
 architecture whose config has ``index_topk``) carry their indexer (:mod:`kvbudget.sglang.dsa`).
 Architectures SGLang cannot serve (Jamba, OlmoHybrid), pools kvbudget does not model (DeepSeek-V4,
 the pure state models Mamba, Mamba-2 and Falcon-Mamba: no KV pool), MLA architectures kvbudget has
-not checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-K3, the Bailing VL and NextN classes), an MLA model opting in to hybrid SWA, and hybrid models whose class's window rule
-kvbudget has not checked against SGLang's code are refused with a
+not checked (Dots3, GigaChat-3.5, GLM-5-Next, Kimi-K3, the Bailing VL and NextN classes), an MLA
+model opting in to hybrid SWA, and hybrid models whose class's window rule kvbudget has not
+checked against SGLang's code are refused with a
 :class:`~kvbudget.models.hf.ConfigError` that says so: kvbudget never plans a geometry SGLang would
 not build. ``tests/test_sglang_model.py`` holds these rules to SGLang's released code on configs
 built by transformers 5.19.0 (``tests/test_sglang_remote_code.py`` on remote-code checkpoints), and

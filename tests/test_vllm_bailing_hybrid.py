@@ -91,3 +91,4 @@ def test_what_vllm_refuses_and_what_is_not_read() -> None:
         layers_from_hf_config(_ling(layer_group_size=[1, 1, 1, 0] * 2), vllm.EngineConfig())
     with pytest.raises(InvalidConfigError, match="drafters"):
         layers_from_hf_config(_ling(), vllm.EngineConfig(speculative_method="mtp", num_speculative_tokens=1))
+

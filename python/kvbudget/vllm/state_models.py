@@ -50,7 +50,9 @@ list vLLM's worker builds for a gated-delta-net hybrid (and the Mamba-2 hybrids 
   ``linear_attn_config.kda_layers`` (1-based) names it, at ``<prefix>.<i>.self_attn``, with
   ``kda_state_shape``'s conv state ``(k - 1, 3·H·D / tp)`` and float32 recurrent state
   ``(H / tp, D, D)``; else Kimi's NoPE MLA there (one latent KV head of ``kv_lora_rank +
-  qk_rope_head_dim``). Kimi-K3's full-rank-gate KDA and a non-``auto`` SSM dtype are refused.
+  qk_rope_head_dim``). Kimi-K3's full-rank-gate KDA is refused; so is a ``bfloat16`` SSM cache
+  dtype (the class sizes the attention block with it, the layer keeps float32: not modelled), and
+  ``float16`` as vLLM refuses it (``kda_state_dtype``'s ValueError); ``float32`` plans as ``auto``.
 * The Mamba and short-conv readers are :mod:`kvbudget.vllm.hybrid_models`; what all share
   (heads per rank, state dtypes, the layer list) is :mod:`kvbudget.vllm.state_common`.
 * **MTP** (``speculative_method="mtp"``, a gated-delta-net model's own predictor:
@@ -256,10 +258,16 @@ def _kimi_linear(v: _View, engine: EngineConfig, kv_cache_dtype: str, model_dtyp
         if lac.get("use_full_rank_gate", False):
             raise ConfigError("config.json: linear_attn_config.use_full_rank_gate: Kimi-K3's own KDA layer, which "
                               "kvbudget does not read", "linear_attn_config")  # fmt: skip
-        if cache_dtypes[1] != "auto":  # the layer's get_state_dtype passes no SSM dtype (float32 stays)
-            raise ConfigError(f"mamba_ssm_cache_dtype={cache_dtypes[1]!r}: vLLM 0.33.0's KDA layer keeps a float32 "
-                              "recurrent state while its block-size step reads the flag; kvbudget plans only 'auto'",
+        # The layer's get_state_dtype passes no SSM dtype (float32 stays); the class's state classmethod,
+        # which sizes the attention block, passes the flag: float32 agrees, float16 fails there.
+        if cache_dtypes[1] == "float16":
+            raise ConfigError("mamba_ssm_cache_dtype='float16': vLLM 0.33.0 refuses it: ValueError: KDA recurrent "
+                              "state supports only auto, float32, and bfloat16; got float16",
                               "mamba_ssm_cache_dtype")  # fmt: skip
+        if cache_dtypes[1] not in ("auto", "float32"):
+            raise ConfigError(f"mamba_ssm_cache_dtype={cache_dtypes[1]!r}: vLLM 0.33.0's KDA layer keeps a float32 "
+                              "recurrent state while its block-size step reads the flag; kvbudget plans only 'auto' "
+                              "and 'float32'", "mamba_ssm_cache_dtype")  # fmt: skip
         keys = ("num_heads", "head_dim", "short_conv_kernel_size")
         missing = [k for k in keys if not isinstance(lac.get(k), int) or isinstance(lac.get(k), bool)]
         if missing:

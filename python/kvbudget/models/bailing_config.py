@@ -15,10 +15,16 @@ from typing import Any, Final
 
 from kvbudget.models.config_io import ConfigError
 
-__all__ = ["BAILING_HYBRID_TYPE", "bailing_class_config", "bailing_int"]
+__all__ = ["BAILING_HYBRID_ARCHITECTURES", "BAILING_HYBRID_TYPE", "LING_2_5", "LING_3", "bailing_class_config",
+           "bailing_int"]
 
 #: The model type both engines load with the Bailing hybrid config class.
 BAILING_HYBRID_TYPE: Final = "bailing_hybrid"
+#: The registry names both engines serve Ling 2.5 / Ring 2.5 and Ling 3 with.
+LING_2_5: Final = "BailingMoeV2_5ForCausalLM"
+LING_3: Final = "BailingMoeV3ForCausalLM"
+#: The architectures of a ``bailing_hybrid`` config kvbudget reads (in each engine).
+BAILING_HYBRID_ARCHITECTURES: Final = frozenset({LING_2_5, LING_3})
 #: ``BailingHybridConfig.__init__``'s defaults of the keys the readers use (an absent key takes one).
 _DEFAULTS: Final[Mapping[str, Any]] = {
     "num_hidden_layers": 20, "num_attention_heads": 16, "num_key_value_heads": 4, "hidden_size": 2048,

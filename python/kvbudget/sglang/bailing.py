@@ -29,24 +29,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvbudget.models.bailing_config import BAILING_HYBRID_TYPE, bailing_class_config, bailing_int
+from kvbudget.models.bailing_config import (BAILING_HYBRID_ARCHITECTURES, BAILING_HYBRID_TYPE, LING_2_5, LING_3,
+                                            bailing_class_config, bailing_int)
 from kvbudget.models.config_io import ConfigError
 from kvbudget.sglang.state import StateDims, kda_dims, mamba2_dims
 
 __all__ = ["BAILING_HYBRID_ARCHITECTURES", "BAILING_HYBRID_TYPE", "bailing_config", "bailing_full_attention_ids",
            "bailing_layer_kinds", "bailing_state", "is_bailing_hybrid"]
 
-#: The architectures whose ``_derive_model_shapes`` branch serves a ``bailing_hybrid`` config with
-#: MLA (V2.5 by name; V3 with ``head_dim = 128`` and NoPE where ``use_mla_nope``).
-BAILING_HYBRID_ARCHITECTURES = frozenset({"BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM"})
-
-
 def bailing_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` as SGLang's ``ModelConfig`` reads it: :func:`bailing_class_config`, and, for a V3
     architecture with ``use_mla_nope``, the ``qk_rope_head_dim`` of 0 of its V3 branch."""
     t = bailing_class_config(config)
     archs = t.get("architectures")
-    v3 = isinstance(archs, list) and "BailingMoeV3ForCausalLM" in archs and "BailingMoeV2_5ForCausalLM" not in archs
+    v3 = isinstance(archs, list) and LING_3 in archs and LING_2_5 not in archs
     if v3 and t.get("use_mla_nope"):  # the V3 branch (V2.5's comes first)
         t["qk_rope_head_dim"] = 0
     return t
@@ -65,7 +61,7 @@ def is_bailing_hybrid(config: Mapping[str, Any]) -> bool:
     archs = config.get("architectures")
     if not isinstance(archs, list) or not archs or not set(archs) <= BAILING_HYBRID_ARCHITECTURES:
         raise ConfigError(f"config.json: a bailing_hybrid config with architectures {archs!r}: kvbudget resolves "
-                          "it only as BailingMoeV2_5ForCausalLM or BailingMoeV3ForCausalLM", "architectures")  # fmt: skip
+                          f"it only as {LING_2_5} or {LING_3}", "architectures")  # fmt: skip
     return True
 
 

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any
 
 from kvbudget import _core
-from kvbudget.models.bailing_config import bailing_class_config, bailing_int
+from kvbudget.models.bailing_config import (BAILING_HYBRID_ARCHITECTURES, LING_2_5, LING_3, bailing_class_config,
+                                            bailing_int)
 from kvbudget.vllm.pipeline import pp_stage_layers
 from kvbudget.vllm.planner import EngineConfig, LayerSpec
 from kvbudget.vllm.refusal import refused
@@ -45,18 +46,15 @@ from kvbudget.vllm.state_common import _state_dtypes, _state_template, check_pla
 
 __all__ = ["BAILING_HYBRID_ARCHITECTURES", "bailing_hybrid_layers"]
 
-_V25, _V3 = "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM"
-#: The registry names vLLM 0.33.0 serves Ling 2.5 and Ling 3 with.
-BAILING_HYBRID_ARCHITECTURES: Final = frozenset({_V25, _V3})
 
 
 def _state_kinds(arch: str, t: Mapping[str, Any], n: int) -> list[bool]:
     """Which layers hold state (True), as ``is_linear_layer`` (2.5) or ``_is_kda_layer`` (3) say."""
     g = t.get("layer_group_size")
     if not isinstance(g, int):  # a bool is an int to Python, and to these functions
-        op = "'>' not supported between" if arch == _V25 else "unsupported operand type(s) for %:"
+        op = "'>' not supported between" if arch == LING_2_5 else "unsupported operand type(s) for %:"
         raise refused(f"TypeError: {op} '{type(g).__name__}' and 'int' (layer_group_size)", "layer_group_size")
-    if arch == _V25:
+    if arch == LING_2_5:
         return [g > 0 and (i + 1) % g != 0 for i in range(n)]
     if g == 0:
         raise refused("ZeroDivisionError: integer modulo by zero (layer_group_size)", "layer_group_size")
@@ -101,17 +99,14 @@ def bailing_hybrid_layers(cfg: Mapping[str, Any], engine: EngineConfig, *, kv_ca
     check_plain_state_engine(arch, engine)
     t = bailing_class_config(cfg)
     tp, n, heads = engine.tp, bailing_int(t, "num_hidden_layers"), bailing_int(t, "num_attention_heads")
-    if arch == _V25 and heads % tp:  # LinearAttention's and the MLA layer's assertion
+    stateful = _state_kinds(arch, t, n)
+    if heads % tp and (arch == LING_2_5 or not all(stateful)):  # LinearAttention's, and the MLA layer's
         raise refused(f"AssertionError: num_attention_heads ({heads}) is not divisible by tp={tp}",
                       "num_attention_heads")  # fmt: skip
-    stateful = _state_kinds(arch, t, n)
-    state_of = _lightning if arch == _V25 else _kda
+    state_of = _lightning if arch == LING_2_5 else _kda
     state = state_of(t, tp, heads, model_dtype, (mamba_cache_dtype, mamba_ssm_cache_dtype)) if any(stateful) else None
     mla: LayerSpec | None = None
     if not all(stateful):
-        if heads % tp:
-            raise refused(f"AssertionError: num_attention_heads ({heads}) is not divisible by tp={tp} (MLA)",
-                          "num_attention_heads")  # fmt: skip
         latent = bailing_int(t, "kv_lora_rank") + bailing_int(t, "qk_rope_head_dim", 0)
         mla = LayerSpec("", "mla", 1, latent, head_size_v=0, kv_cache_dtype=kv_cache_dtype, model_dtype=model_dtype)
     out: list[LayerSpec] = []
